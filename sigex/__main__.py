@@ -1,0 +1,7 @@
+"""``python -m sigex`` is the ``sigex`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

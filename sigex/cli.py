@@ -1,0 +1,201 @@
+"""The ``sigex`` command: a thin shell over the packages' library functions.
+
+Each subcommand parses its arguments, calls one library function and formats
+the result. A :class:`~signature.errors.SigexError` (and a refused
+overwrite) becomes one line on stderr and exit status 2; anything else keeps
+its traceback. mpi4py is never imported here: ``sigex --help`` starts no MPI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from typing import Sequence
+
+import numpy as np
+
+from signature import __version__
+from signature.errors import SigexError
+
+BUNDLED = "traces/stencil/P4.h5"
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str | None = None) -> str:
+    """Plain fixed-width table; ``align`` is one 'l'/'r' per column."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    align = align or "l" + "r" * (len(headers) - 1)
+    lines = []
+    for k, r in enumerate(cells):
+        lines.append("  ".join(c.ljust(w) if a == "l" else c.rjust(w)
+                               for c, w, a in zip(r, widths, align)).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# ---- sigex trace -----------------------------------------------------------------
+def _cmd_trace(opts: argparse.Namespace) -> int:
+    from signature.capture import trace_run
+
+    command = list(opts.command)
+    if command and command[0] == "--":
+        command = command[1:]
+
+    def say(msg: str) -> None:
+        if not opts.quiet:
+            print(f"sigex trace: {msg}", file=sys.stderr)
+
+    res = trace_run(command, opts.nprocs, opts.output, workload=opts.workload, app=opts.app,
+                    mpiexec=opts.mpiexec, mpiexec_args=shlex.split(opts.mpiexec_args or ""),
+                    overwrite=opts.force, keep_raw=opts.keep_raw, timeout=opts.timeout,
+                    progress=say)
+    t = res.trace
+    if res.ok:
+        print(f"wrote {res.path}: P={t.nprocs}, {t.n_events} events, runtime {t.runtime:.3f} s, "
+              f"{t.work_mode} mode")
+        return 0
+    print(f"sigex trace: the run failed (exit {res.returncode}); wrote {res.path} marked "
+          f"incomplete: {t.meta.get('incomplete_reason')}", file=sys.stderr)
+    return 1
+
+
+# ---- sigex show ------------------------------------------------------------------
+def _show_text(trace, all_ranks: bool) -> str:
+    s = trace.summary()
+    m = trace.meta
+    out = [f"{trace.path}"]
+    wl = f"{s['workload']['label']}={s['workload']['value']}" if s["workload"]["value"] else "-"
+    cmd = " ".join(m["command"]) if isinstance(m.get("command"), list) else (m.get("command") or "-")
+    out.append(f"  app         {s['app']}   ({cmd})")
+    out.append(f"  processes   {s['nprocs']}   workload {wl}")
+    out.append(f"  MPI         {s['mpi_library']}   hosts {', '.join(s['hosts'] or [])}")
+    if trace.has_counters:
+        out.append("  work mode   counters (instructions, cycles, LLC misses per burst)")
+    else:
+        out.append("  work mode   CPU-time: burst work is thread CPU time "
+                   f"({m.get('cpu_time_source', '?')})")
+        out.append(f"              no hardware counters: {s['counters_reason'] or 'no reason recorded'}")
+    out.append(f"  complete    {'yes' if s['complete'] else 'NO: ' + str(s['incomplete_reason'])}")
+    out.append(f"  events      {s['events']:,} ({s['events'] / max(1, s['nprocs']):.0f} per rank)"
+               f"   runtime {s['runtime']:.4f} s")
+    out.append("")
+    rows = [(o["op"], f"{o['calls']:,}", _fmt_bytes(o["bytes"]), _fmt_bytes(o["recv_bytes"]),
+             f"{o['t_comm']:.4f}") for o in sorted(s["ops"], key=lambda o: -o["calls"])]
+    out.append(_table(["op", "calls", "bytes sent", "bytes recv", "time in call (s)"], rows))
+    out.append("")
+    tot = trace.per_rank_totals()
+    P = trace.nprocs
+    busy = tot["t_comp"] + tot["t_comm"]
+    comp_pct = 100 * tot["t_comp"] / busy.clip(min=1e-300)
+
+    def rank_row(label, i):
+        return (label, f"{int(tot['events'][i]):,}", f"{tot['t_comp'][i]:.4f}",
+                f"{tot['t_cpu'][i]:.4f}", f"{tot['t_comm'][i]:.4f}", f"{comp_pct[i]:.1f}",
+                f"{int(tot['ctx_switches'][i]):,}")
+
+    headers = ["rank", "events", "compute wall (s)", "compute CPU (s)", "in MPI (s)",
+               "compute %", "ctx switches"]
+    if P <= 16 or all_ranks:
+        rows = [rank_row(str(r), r) for r in range(P)]
+    else:
+        order = np.argsort(busy)
+        picks = [("min", int(order[0])), ("median", int(order[P // 2])), ("max", int(order[-1]))]
+        rows = [rank_row(f"{lab} (r{i})", i) for lab, i in picks]
+    out.append(_table(headers, rows))
+    if P > 16 and not all_ranks:
+        out.append(f"  ({P} ranks: min/median/max by busy time shown; --ranks lists all)")
+    return "\n".join(out)
+
+
+def _cmd_show(opts: argparse.Namespace) -> int:
+    from signature.io import load_trace
+
+    trace = load_trace(opts.trace, allow_incomplete=opts.allow_incomplete)
+    if opts.json:
+        print(json.dumps(trace.summary(), indent=2))
+    else:
+        print(_show_text(trace, opts.ranks))
+    return 0
+
+
+# ---- parser ----------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sigex", formatter_class=_Formatter,
+        description="Predict how an MPI application strong-scales from a few small traced runs.",
+        epilog=f"example:\n  sigex show {BUNDLED}\n"
+               "  sigex trace -n 4 -o /tmp/stencil/ --workload n=512 -- "
+               "python examples/stencil.py --n 512 --iters 20")
+    p.add_argument("--version", action="version", version=f"sigex {__version__}")
+    sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
+
+    t = sub.add_parser(
+        "trace", formatter_class=_Formatter,
+        help="run an MPI program under the tracer and write its HDF5 trace",
+        description="Run an unmodified MPI program (mpi4py, C, Fortran) under the sigex PMPI "
+                    "tracer and write one HDF5 trace file.",
+        epilog="examples:\n"
+               "  sigex trace -n 4 -o /tmp/stencil/ --workload n=512 -- "
+               "python examples/stencil.py --n 512 --iters 20\n"
+               "  sigex trace -n 16 -o traces/lu/ -- ./lu.x\n"
+               "The program goes after `--`. The trace is written even if the program fails "
+               "(marked incomplete).")
+    t.add_argument("-n", "--nprocs", type=int, required=True, help="number of MPI processes")
+    t.add_argument("-o", "--output", default=".", help="trace file (.h5) or directory that "
+                   "receives P<n>.h5 (default: current directory)")
+    t.add_argument("--workload", help="NAME=VALUE recorded in the trace, e.g. n=2000")
+    t.add_argument("--app", help="application name (default: the script or program name)")
+    t.add_argument("--mpiexec", help="launcher (default: $SIGEX_MPIEXEC or mpiexec on PATH)")
+    t.add_argument("--mpiexec-args", help="extra launcher options, quoted, e.g. '-bind-to none'")
+    t.add_argument("--timeout", type=float, help="kill the run after this many seconds")
+    t.add_argument("--force", action="store_true", help="replace an existing trace file")
+    t.add_argument("--keep-raw", action="store_true",
+                   help="keep the tracer's raw per-rank files in <file>.raw/")
+    t.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    t.add_argument("command", nargs=argparse.REMAINDER, help="-- program [args...]")
+    t.set_defaults(func=_cmd_trace)
+
+    s = sub.add_parser(
+        "show", formatter_class=_Formatter, help="summarise a trace file",
+        description="Print a trace's metadata, events by operation, and compute vs "
+                    "communication time per rank.",
+        epilog=f"example:\n  sigex show {BUNDLED}\n  sigex show --json {BUNDLED}")
+    s.add_argument("trace", help="HDF5 trace file")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument("--ranks", action="store_true", help="list every rank, however many")
+    s.add_argument("--allow-incomplete", action="store_true",
+                   help="read a trace of a run that crashed or was killed")
+    s.set_defaults(func=_cmd_show)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``sigex`` console script; returns the exit status."""
+    parser = build_parser()
+    opts = parser.parse_args(argv)
+    if not getattr(opts, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(opts.func(opts))
+    except (SigexError, FileExistsError) as err:
+        print(f"sigex {opts.cmd}: error: {err}", file=sys.stderr)
+        return 2
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""signature: capture MPI runs and find their signature (Panadero et al. §2.1).
+
+Capture
+-------
+trace_run        -- run an unmodified MPI program under the PMPI tracer, write one HDF5 trace
+TraceResult      -- what ``trace_run`` returns (path, trace, exit code)
+tracer_library   -- build (once, cached) the tracer for the ``mpicc`` on PATH
+
+Trace files
+-----------
+load_trace       -- read a trace file into numpy arrays (refuses incomplete runs unless asked)
+Trace            -- one run: columnar events sorted by (rank, seq), metadata, side tables
+CommTable        -- communicators with world-rank membership and Cartesian topology
+write_trace      -- write a Trace atomically (never overwrites unless asked)
+OPS, OP_CODE     -- MPI operation names and their codes in the ``op`` column
+
+Errors
+------
+SigexError and its family live in :mod:`signature.errors`.
+
+Anything not listed here may change without notice.
+"""
+
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version("sigex")
+except _metadata.PackageNotFoundError:  # running from a source tree
+    __version__ = "0.1.0.dev0"
+
+from ._build import tracer_library
+from .capture import TraceResult, trace_run
+from .errors import (IncompleteTraceError, MissingCounterError, SigexError, SigexWarning,
+                     TraceFormatError, TracerError)
+from .io import load_trace, write_trace
+from .trace import OP_CODE, OPS, CommTable, Trace
+
+__all__ = [
+    "trace_run", "TraceResult", "tracer_library",
+    "load_trace", "write_trace", "Trace", "CommTable", "OPS", "OP_CODE",
+    "SigexError", "TraceFormatError", "IncompleteTraceError", "MissingCounterError",
+    "TracerError", "SigexWarning", "__version__",
+]

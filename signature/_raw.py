@@ -1,0 +1,311 @@
+"""Assemble the tracer's raw per-rank files into one :class:`Trace`.
+
+The tracer (``_tracer/sigex_trace.c``) writes, per world rank ``r``,
+``rank<r>.meta`` (text), ``rank<r>.events`` and ``rank<r>.completions``
+(fixed-size binary records), ``rank<r>.lists`` (variable records),
+``rank<r>.comms`` (text) and, at MPI_Finalize, ``rank<r>.end``. A rank
+without its end record, a record cut in half, or a rank that wrote nothing
+makes the trace *incomplete*: it is still assembled, with the reason, so
+that nothing recorded is lost, and readers refuse it unless asked.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import TraceFormatError
+from .trace import (COMPLETION_COLUMNS, COUNTER_COLUMNS, EVENT_COLUMNS, OP_CODE, CommTable,
+                    Trace)
+
+__all__ = ["assemble", "RAW_EVENT_DTYPE", "RAW_COMPLETION_DTYPE", "pmu_diagnosis"]
+
+#: struct sigex_event of the tracer, field by field.
+RAW_EVENT_DTYPE = np.dtype([
+    ("seq", "<i8"), ("t_start", "<f8"), ("t_comm", "<f8"), ("t_comp", "<f8"),
+    ("t_cpu", "<f8"), ("bytes", "<i8"), ("recv_bytes", "<i8"), ("req", "<i8"),
+    ("ctx_switches", "<i8"), ("instr", "<i8"), ("cycles", "<i8"), ("llc_misses", "<i8"),
+    ("op", "<i4"), ("peer", "<i4"), ("recv_peer", "<i4"), ("root", "<i4"),
+    ("tag", "<i4"), ("comm", "<i4"), ("aux", "<i4"), ("pad", "<i4"),
+])
+#: struct sigex_completion of the tracer.
+RAW_COMPLETION_DTYPE = np.dtype([
+    ("seq", "<i8"), ("req", "<i8"), ("bytes", "<i8"), ("peer", "<i4"), ("tag", "<i4"),
+])
+RAW_VERSION = 1
+
+
+def _read_kv(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text(errors="replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def pmu_diagnosis() -> str:
+    """What the kernel says about its hardware PMU, for the trace's metadata."""
+    notes = []
+    devices = Path("/sys/bus/event_source/devices")
+    if devices.is_dir() and not any((devices / d).exists() for d in ("cpu", "cpu_core", "armv8_pmuv3_0")):
+        have = ", ".join(sorted(p.name for p in devices.iterdir()))
+        notes.append(f"no CPU PMU in /sys/bus/event_source/devices (only {have})")
+    try:
+        log = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        log = ""
+    for line in log.splitlines():
+        if "Performance Events" in line or "PMU" in line and "software events" in line:
+            notes.append("kernel: " + re.sub(r"^\[[^]]*\]\s*", "", line).strip())
+            break
+    return "; ".join(notes)
+
+
+def _parse_comms(path: Path, rank: int) -> list[tuple[tuple[int, ...], bool, tuple, tuple]]:
+    """Per local comm id: (members, inter, cart dims, cart periods)."""
+    out = []
+    if not path.exists():
+        return out
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        tok = line.split()
+        if not tok:
+            continue
+        try:
+            if tok[0] != "comm" or int(tok[1]) != len(out):
+                raise ValueError("ids out of order")
+            size = int(tok[3])
+            inter = bool(int(tok[5]))
+            members = tuple(int(x) for x in tok[7:7 + size])
+            rest = tok[7 + size:]
+            dims: tuple = ()
+            periods: tuple = ()
+            if rest:
+                nd = int(rest[1])
+                dims = tuple(int(x) for x in rest[3:3 + nd])
+                periods = tuple(bool(int(x)) for x in rest[4 + nd:4 + 2 * nd])
+            if len(members) != size:
+                raise ValueError("member list cut short")
+        except (ValueError, IndexError) as err:
+            raise TraceFormatError(f"{path}:{lineno}: rank {rank}: bad communicator record "
+                                   f"({err}): {line[:80]!r}") from err
+        out.append((members, inter, dims, periods))
+    return out
+
+
+def _read_lists(path: Path) -> list[tuple[int, int, np.ndarray]]:
+    data = path.read_bytes() if path.exists() else b""
+    out = []
+    pos = 0
+    while pos + 16 <= len(data):
+        seq = int(np.frombuffer(data, "<i8", 1, pos)[0])
+        n, kind = (int(x) for x in np.frombuffer(data, "<i4", 2, pos + 8))
+        end = pos + 16 + 8 * n
+        if end > len(data):
+            break  # cut short by a crash
+        out.append((seq, kind, np.frombuffer(data, "<i8", n, pos + 16).copy()))
+        pos = end
+    return out
+
+
+def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
+    """Build a :class:`Trace` from a directory of raw per-rank tracer files.
+
+    Parameters
+    ----------
+    raw_dir : str or Path
+        Directory the tracer wrote (``$SIGEX_TRACE_DIR``).
+    meta : dict, optional
+        Run metadata known to the launcher (app, command, workload_label,
+        workload_value, ...); merged into the trace's metadata.
+
+    Returns
+    -------
+    Trace
+        Marked complete only if every rank wrote its end record and every
+        record is whole.
+
+    Raises
+    ------
+    TraceFormatError
+        No tracer output at all in ``raw_dir``, or records of a foreign layout.
+    """
+    raw_dir = Path(raw_dir)
+    meta0_path = raw_dir / "rank0.meta"
+    metas = sorted(raw_dir.glob("rank*.meta"))
+    if not metas:
+        raise TraceFormatError(
+            f"{raw_dir}: the tracer wrote nothing. Did the program call MPI_Init, and does it "
+            "use the MPI that the tracer was built with (`mpicc` on PATH)?")
+    if not meta0_path.exists():
+        raise TraceFormatError(f"{raw_dir}: rank 0 wrote no trace files")
+    m0 = _read_kv(meta0_path)
+    if int(m0.get("raw_version", -1)) != RAW_VERSION:
+        raise TraceFormatError(f"{raw_dir}: raw tracer version {m0.get('raw_version')} "
+                               f"but this sigex reads {RAW_VERSION}; rebuild the tracer")
+    P = int(m0["size"])
+    if int(m0["event_record_size"]) != RAW_EVENT_DTYPE.itemsize or \
+            int(m0["completion_record_size"]) != RAW_COMPLETION_DTYPE.itemsize:
+        raise TraceFormatError(f"{raw_dir}: tracer record sizes {m0['event_record_size']}/"
+                               f"{m0['completion_record_size']} do not match this sigex; "
+                               "rebuild the tracer")
+    raw_ops = m0["ops"].split(",")
+    unknown = [n for n in raw_ops if n not in OP_CODE]
+    if unknown:
+        raise TraceFormatError(f"{raw_dir}: tracer knows operations this sigex does not: {unknown}")
+    op_lut = np.array([OP_CODE[n] for n in raw_ops], np.uint8)
+
+    problems: list[str] = []
+    per_rank_events = []
+    per_rank_compl = []
+    lists_rows: list[tuple[int, int, int, np.ndarray]] = []
+    comm_keys: dict[tuple, int] = {}
+    comm_defs: list[tuple] = []
+    hosts: list[str] = []
+    rank_meta = []
+    for r in range(P):
+        mp = raw_dir / f"rank{r}.meta"
+        if not mp.exists():
+            problems.append(f"rank {r} wrote no trace files (did it start?)")
+            per_rank_events.append(np.zeros(0, RAW_EVENT_DTYPE))
+            per_rank_compl.append(np.zeros(0, RAW_COMPLETION_DTYPE))
+            rank_meta.append({})
+            continue
+        m = _read_kv(mp)
+        rank_meta.append(m)
+        hosts.append(m.get("host", "?"))
+        evb = (raw_dir / f"rank{r}.events").read_bytes() if (raw_dir / f"rank{r}.events").exists() else b""
+        whole = len(evb) // RAW_EVENT_DTYPE.itemsize
+        if len(evb) % RAW_EVENT_DTYPE.itemsize:
+            problems.append(f"rank {r}: last event record cut short after event {whole} "
+                            "(run killed while writing)")
+        ev = np.frombuffer(evb[:whole * RAW_EVENT_DTYPE.itemsize], RAW_EVENT_DTYPE)
+        cb = (raw_dir / f"rank{r}.completions").read_bytes() if (raw_dir / f"rank{r}.completions").exists() else b""
+        cw = len(cb) // RAW_COMPLETION_DTYPE.itemsize
+        comp = np.frombuffer(cb[:cw * RAW_COMPLETION_DTYPE.itemsize], RAW_COMPLETION_DTYPE)
+        end = raw_dir / f"rank{r}.end"
+        if end.exists():
+            e = _read_kv(end)
+            if int(e.get("events", -1)) != len(ev) or int(e.get("completions", -1)) != len(comp):
+                problems.append(f"rank {r}: end record says {e.get('events')} events but "
+                                f"{len(ev)} were found")
+            if int(e.get("untraced_calls", 0)):
+                problems.append(f"rank {r}: {e['untraced_calls']} MPI calls from threads other "
+                                "than the one that called MPI_Init were not traced")
+        else:
+            last = f"seq {int(ev['seq'][-1])} ({op_lut_name(op_lut, int(ev['op'][-1]))})" if len(ev) else "no event"
+            aborted = len(ev) and op_lut[ev["op"][-1]] == OP_CODE["Abort"]
+            how = "called MPI_Abort" if aborted else "has no end record (run crashed or was killed)"
+            problems.append(f"rank {r} {how}; its last recorded event is {last}")
+        # communicators: map local ids to global ids
+        lut = []
+        seen: dict[tuple, int] = {}
+        for members, inter, dims, periods in _parse_comms(raw_dir / f"rank{r}.comms", r):
+            key = (members, inter, dims, periods)
+            ordinal = seen.get(key, 0)
+            seen[key] = ordinal + 1
+            gkey = key + (ordinal,)
+            if gkey not in comm_keys:
+                comm_keys[gkey] = len(comm_defs)
+                comm_defs.append(key)
+            lut.append(comm_keys[gkey])
+        comm_lut = np.array(lut + [-1], np.int32)  # index -1 -> -1
+        bad = (ev["comm"] >= len(lut)) | (ev["comm"] < -1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise TraceFormatError(f"{raw_dir}: rank {r} event seq {int(ev['seq'][i])} uses "
+                                   f"communicator {int(ev['comm'][i])} that was never recorded")
+        ev = ev.copy()
+        ev["comm"] = comm_lut[ev["comm"]]
+        newc = np.isin(op_lut[ev["op"]], [OP_CODE[n] for n in (
+            "Comm_split", "Comm_split_type", "Comm_create", "Comm_create_group", "Comm_dup",
+            "Cart_create", "Cart_sub")])
+        ok = newc & (ev["aux"] >= 0) & (ev["aux"] < len(lut))
+        ev["aux"][ok] = np.asarray(lut, np.int32)[ev["aux"][ok]]
+        per_rank_events.append(ev)
+        per_rank_compl.append(comp)
+        for seq, kind, values in _read_lists(raw_dir / f"rank{r}.lists"):
+            lists_rows.append((r, seq, kind, values))
+
+    counts = np.array([len(e) for e in per_rank_events], np.int64)
+    rank_offsets = np.concatenate([[0], np.cumsum(counts)])
+    allev = np.concatenate(per_rank_events) if P else np.zeros(0, RAW_EVENT_DTYPE)
+    hw = all(m.get("hw_counters") == "1" for m in rank_meta if m)
+    events: dict[str, np.ndarray] = {"rank": np.repeat(np.arange(P, dtype=np.int32), counts)}
+    for col, dt in EVENT_COLUMNS.items():
+        if col == "rank" or (col in COUNTER_COLUMNS and not hw):
+            continue
+        events[col] = allev[col].astype(dt)
+    events["op"] = op_lut[allev["op"]]
+
+    ccounts = np.array([len(c) for c in per_rank_compl], np.int64)
+    allc = np.concatenate(per_rank_compl) if P else np.zeros(0, RAW_COMPLETION_DTYPE)
+    completions = {"rank": np.repeat(np.arange(P, dtype=np.int32), ccounts)}
+    for col, dt in COMPLETION_COLUMNS.items():
+        if col != "rank":
+            completions[col] = allc[col].astype(dt)
+
+    lengths = np.array([len(v) for *_, v in lists_rows], np.int64)
+    lists = {
+        "rank": np.array([r for r, *_ in lists_rows], np.int32),
+        "seq": np.array([s for _, s, *_ in lists_rows], np.int64),
+        "kind": np.array([k for _, _, k, _ in lists_rows], np.int8),
+        "start": np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lengths) else np.zeros(0, np.int64),
+        "length": lengths,
+        "values": np.concatenate([v for *_, v in lists_rows]) if lists_rows else np.zeros(0, np.int64),
+    }
+
+    if comm_defs:
+        sizes = np.array([len(d[0]) for d in comm_defs], np.int32)
+        cart_len = np.array([len(d[2]) for d in comm_defs], np.int64)
+        comms = CommTable(
+            size=sizes, inter=np.array([d[1] for d in comm_defs], bool),
+            member_offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+            members=np.concatenate([np.array(d[0], np.int32) for d in comm_defs]),
+            cart_offsets=np.concatenate([[0], np.cumsum(cart_len)]).astype(np.int64),
+            cart_dims=np.array([x for d in comm_defs for x in d[2]], np.int32),
+            cart_periods=np.array([x for d in comm_defs for x in d[3]], bool))
+    else:
+        comms = CommTable.world_only(P)
+
+    if hw:
+        counters_reason = ""
+    else:
+        reasons = sorted({m.get("hw_reason", "") for m in rank_meta if m})
+        counters_reason = "; ".join(r for r in reasons if r)
+        diag = pmu_diagnosis()
+        if diag:
+            counters_reason = f"{counters_reason}; {diag}" if counters_reason else diag
+    from . import __version__
+    full_meta: dict[str, Any] = {
+        "app": None, "command": None, "workload_label": None, "workload_value": None,
+        "nprocs": P,
+        "mpi_library": m0.get("mpi_library", ""),
+        "hosts": sorted(set(hosts)),
+        "thread_level": int(m0.get("thread_level", 0)),
+        "work_mode": "counters" if hw else "cpu-time",
+        "counters_available": hw,
+        "counters_reason": counters_reason,
+        "cpu_time_source": m0.get("cpu_source", ""),
+        "ctx_switch_source": m0.get("ctx_source", ""),
+        "software_events": m0.get("software_events") == "1",
+        "t0_unix": float(m0.get("t0_unix", 0.0)),
+        "sigex_version": __version__,
+        "complete": not problems,
+        "incomplete_reason": "; ".join(problems) if problems else None,
+    }
+    full_meta.update(meta or {})
+    full_meta["complete"] = not problems
+    trace = Trace(meta=full_meta, events=events, rank_offsets=rank_offsets,
+                  completions=completions, lists=lists, comms=comms)
+    trace.validate()
+    return trace
+
+
+def op_lut_name(op_lut: np.ndarray, raw_code: int) -> str:
+    from .trace import OPS
+    return OPS[int(op_lut[raw_code])] if 0 <= raw_code < len(op_lut) else f"op {raw_code}"

@@ -1,0 +1,1488 @@
+/*
+ * sigex_trace.c -- PMPI interposition tracer for sigex.
+ *
+ * Defines MPI_* entry points that record one event per call and forward to
+ * PMPI_*, as Score-P, Extrae, mpiP and DUMPI do.  Loaded with LD_PRELOAD (or
+ * mpi4py.profile), it traces any MPI program unchanged.  Both the classic and
+ * the MPI-4 large-count (_c) entry points are wrapped: mpi4py 4 calls the _c
+ * ones whenever the library has them.
+ *
+ * Per event the tracer keeps: seq, op, peer (world rank), receive peer for
+ * Sendrecv, root (world rank), bytes sent / received, tag, communicator,
+ * request id, start time, time inside the call, and for the compute burst
+ * that preceded the call: wall time, thread CPU time, context switches and,
+ * where the kernel has a hardware PMU, instructions, cycles and LLC misses
+ * (perf_event_open on the calling thread).  Where the PMU is missing the
+ * columns are not written and the kernel's reason is recorded.
+ *
+ * Output (directory $SIGEX_TRACE_DIR, one set of files per world rank r):
+ *   rank<r>.meta         key=value text written at MPI_Init
+ *   rank<r>.events       fixed-size binary records (struct sigex_event)
+ *   rank<r>.completions  one record per request completed by Wait/Test
+ *   rank<r>.lists        per-peer byte counts of v-collectives, requests
+ *                       started by Startall
+ *   rank<r>.comms        one text line per communicator seen
+ *   rank<r>.end          written last, at MPI_Finalize: the run is complete
+ * Buffers are stdio buffers of several MB, flushed when full and at exit.
+ * The Python side (signature/_raw.py) assembles these into one HDF5 file;
+ * docs/trace-format.md describes both.
+ *
+ * Without $SIGEX_TRACE_DIR the library only forwards calls.
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SIGEX_RAW_VERSION 1
+
+/* ---- operation codes: the names are written into rank<r>.meta ---------- */
+#define SIGEX_OPS(X)                                                          \
+  X(INIT, "Init") X(FINALIZE, "Finalize") X(ABORT, "Abort")                   \
+  X(SEND, "Send") X(SSEND, "Ssend") X(BSEND, "Bsend") X(RSEND, "Rsend")       \
+  X(RECV, "Recv") X(ISEND, "Isend") X(ISSEND, "Issend") X(IBSEND, "Ibsend")   \
+  X(IRSEND, "Irsend") X(IRECV, "Irecv") X(SENDRECV, "Sendrecv")               \
+  X(SENDRECV_REPLACE, "Sendrecv_replace") X(PROBE, "Probe")                   \
+  X(IPROBE, "Iprobe") X(MPROBE, "Mprobe") X(IMPROBE, "Improbe")               \
+  X(MRECV, "Mrecv") X(IMRECV, "Imrecv") X(SEND_INIT, "Send_init")             \
+  X(SSEND_INIT, "Ssend_init") X(BSEND_INIT, "Bsend_init")                     \
+  X(RSEND_INIT, "Rsend_init") X(RECV_INIT, "Recv_init") X(START, "Start")     \
+  X(STARTALL, "Startall") X(WAIT, "Wait") X(WAITALL, "Waitall")               \
+  X(WAITANY, "Waitany") X(WAITSOME, "Waitsome") X(TEST, "Test")               \
+  X(TESTALL, "Testall") X(TESTANY, "Testany") X(TESTSOME, "Testsome")         \
+  X(REQUEST_FREE, "Request_free") X(BARRIER, "Barrier") X(BCAST, "Bcast")     \
+  X(REDUCE, "Reduce") X(ALLREDUCE, "Allreduce") X(GATHER, "Gather")           \
+  X(GATHERV, "Gatherv") X(SCATTER, "Scatter") X(SCATTERV, "Scatterv")         \
+  X(ALLGATHER, "Allgather") X(ALLGATHERV, "Allgatherv")                       \
+  X(ALLTOALL, "Alltoall") X(ALLTOALLV, "Alltoallv")                           \
+  X(REDUCE_SCATTER, "Reduce_scatter")                                         \
+  X(REDUCE_SCATTER_BLOCK, "Reduce_scatter_block") X(SCAN, "Scan")             \
+  X(EXSCAN, "Exscan") X(IBARRIER, "Ibarrier") X(IBCAST, "Ibcast")             \
+  X(IREDUCE, "Ireduce") X(IALLREDUCE, "Iallreduce") X(IGATHER, "Igather")     \
+  X(IGATHERV, "Igatherv") X(ISCATTER, "Iscatter") X(ISCATTERV, "Iscatterv")   \
+  X(IALLGATHER, "Iallgather") X(IALLGATHERV, "Iallgatherv")                   \
+  X(IALLTOALL, "Ialltoall") X(IALLTOALLV, "Ialltoallv")                       \
+  X(IREDUCE_SCATTER, "Ireduce_scatter")                                       \
+  X(IREDUCE_SCATTER_BLOCK, "Ireduce_scatter_block") X(ISCAN, "Iscan")         \
+  X(IEXSCAN, "Iexscan") X(COMM_SPLIT, "Comm_split")                           \
+  X(COMM_SPLIT_TYPE, "Comm_split_type") X(COMM_CREATE, "Comm_create")         \
+  X(COMM_CREATE_GROUP, "Comm_create_group") X(COMM_DUP, "Comm_dup")           \
+  X(CART_CREATE, "Cart_create") X(CART_SUB, "Cart_sub")                       \
+  X(COMM_FREE, "Comm_free")
+
+enum {
+  OP_NONE = 0,
+#define X_ENUM(id, name) OP_##id,
+  SIGEX_OPS(X_ENUM)
+#undef X_ENUM
+  OP_COUNT
+};
+
+static const char *op_names[] = {
+  "None",
+#define X_NAME(id, name) name,
+  SIGEX_OPS(X_NAME)
+#undef X_NAME
+};
+
+/* Special peer values (world ranks are >= 0). */
+#define PEER_NONE (-1)
+#define PEER_ANY (-2)
+#define PEER_NULL (-3)
+
+/* ---- raw records (little-endian, native alignment, see trace-format.md) - */
+struct sigex_event {
+  int64_t seq;
+  double t_start;      /* s since the post-Init barrier */
+  double t_comm;       /* s inside the call */
+  double t_comp;       /* s of wall time of the preceding burst */
+  double t_cpu;        /* s of thread CPU time of the preceding burst */
+  int64_t bytes;       /* bytes sent (block size for collectives) */
+  int64_t recv_bytes;  /* bytes received */
+  int64_t req;         /* request id created by this call, or -1 */
+  int64_t ctx_switches;
+  int64_t instr, cycles, llc_misses; /* -1 where no PMU */
+  int32_t op, peer, recv_peer, root, tag, comm;
+  int32_t aux;         /* op-specific, see trace-format.md */
+  int32_t pad;
+};
+
+struct sigex_completion {
+  int64_t seq;   /* the Wait/Test event that completed the request */
+  int64_t req;
+  int64_t bytes;
+  int32_t peer;
+  int32_t tag;
+};
+
+/* ---- state --------------------------------------------------------------- */
+typedef struct {
+  MPI_Comm handle;   /* MPI_COMM_NULL once freed */
+  int id;            /* per-rank id in order of first sight */
+  int size;
+  int *world;        /* world rank of each (remote, for intercomms) rank */
+} comm_entry;
+
+typedef struct {
+  MPI_Request handle;
+  int state;         /* 0 empty, 1 used, 2 deleted */
+  int persistent, active, is_recv;
+  int64_t id, bytes;
+  int32_t peer, tag;
+  comm_entry *comm;
+} req_entry;
+
+typedef struct { double cpu; int64_t ctx, instr, cycles, llc; } sample_t;
+
+static struct {
+  int tracing, depth, rank, size;
+  pthread_t main_thread;
+  double t0, last_end;
+  sample_t last;
+  int64_t seq, nevents, ncompletions, untraced_calls, next_req;
+  FILE *f_events, *f_compl, *f_lists, *f_comms;
+  char dir[4096];
+  /* counters */
+  int sw_fd, hw_fd, hw_ok, sw_ok, n_sw, n_hw;
+  /* communicators */
+  comm_entry **comms;
+  int ncomms, capcomms;
+  comm_entry *cur; /* communicator of the event being recorded */
+  /* requests */
+  req_entry *reqs;
+  size_t capreqs, usedreqs;
+  /* scratch for Wait/Test families */
+  MPI_Request *scratch_req;
+  MPI_Status *scratch_st;
+  int scratch_n;
+} g = {.sw_fd = -1, .hw_fd = -1};
+
+static inline double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- perf_event_open ---------------------------------------------------- */
+static int perf_open(uint32_t type, uint64_t config, int group_fd,
+                     int *err) {
+  struct perf_event_attr a;
+  memset(&a, 0, sizeof a);
+  a.size = sizeof a;
+  a.type = type;
+  a.config = config;
+  a.disabled = group_fd == -1;
+  a.exclude_hv = 1;
+  if (type == PERF_TYPE_HARDWARE) a.exclude_kernel = 1;
+  a.read_format = PERF_FORMAT_GROUP;
+  int fd = (int)syscall(SYS_perf_event_open, &a, 0, -1, group_fd,
+                        PERF_FLAG_FD_CLOEXEC);
+  *err = fd < 0 ? errno : 0;
+  return fd;
+}
+
+static void perf_setup(char *sw_reason, char *hw_reason, size_t n) {
+  int err = 0;
+  sw_reason[0] = hw_reason[0] = 0;
+  if (getenv("SIGEX_NO_PERF")) {
+    snprintf(sw_reason, n, "disabled by SIGEX_NO_PERF");
+    snprintf(hw_reason, n, "disabled by SIGEX_NO_PERF");
+    return;
+  }
+  g.sw_fd = perf_open(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK, -1, &err);
+  if (g.sw_fd >= 0) {
+    int fd = perf_open(PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CONTEXT_SWITCHES,
+                       g.sw_fd, &err);
+    if (fd >= 0) {
+      g.sw_ok = 1;
+      g.n_sw = 2;
+      ioctl(g.sw_fd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
+    } else {
+      snprintf(sw_reason, n,
+               "perf_event_open(PERF_COUNT_SW_CONTEXT_SWITCHES): %s (errno %d)",
+               strerror(err), err);
+      close(g.sw_fd);
+      g.sw_fd = -1;
+    }
+  } else {
+    snprintf(sw_reason, n, "perf_event_open(PERF_COUNT_SW_TASK_CLOCK): %s (errno %d)",
+             strerror(err), err);
+  }
+  static const struct { uint64_t config; const char *name; } hw[] = {
+    {PERF_COUNT_HW_INSTRUCTIONS, "PERF_COUNT_HW_INSTRUCTIONS"},
+    {PERF_COUNT_HW_CPU_CYCLES, "PERF_COUNT_HW_CPU_CYCLES"},
+    {PERF_COUNT_HW_CACHE_MISSES, "PERF_COUNT_HW_CACHE_MISSES"},
+  };
+  int leader = -1;
+  for (int i = 0; i < 3; i++) {
+    int fd = perf_open(PERF_TYPE_HARDWARE, hw[i].config, leader, &err);
+    if (fd < 0) {
+      snprintf(hw_reason, n, "perf_event_open(%s): %s (errno %d)", hw[i].name,
+               strerror(err), err);
+      if (leader >= 0) close(leader); /* closes the group's members too */
+      return;
+    }
+    if (leader < 0) leader = fd;
+  }
+  g.hw_fd = leader;
+  g.hw_ok = 1;
+  g.n_hw = 3;
+  ioctl(g.hw_fd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
+}
+
+static void sample(sample_t *s) {
+  uint64_t buf[1 + 3];
+  if (g.sw_ok && read(g.sw_fd, buf, sizeof(uint64_t) * (1 + g.n_sw)) > 0) {
+    s->cpu = 1e-9 * (double)buf[1];
+    s->ctx = (int64_t)buf[2];
+  } else {
+    struct timespec ts;
+    struct rusage ru;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    s->cpu = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    getrusage(RUSAGE_THREAD, &ru);
+    s->ctx = ru.ru_nvcsw + ru.ru_nivcsw;
+  }
+  if (g.hw_ok && read(g.hw_fd, buf, sizeof(uint64_t) * (1 + g.n_hw)) > 0) {
+    s->instr = (int64_t)buf[1];
+    s->cycles = (int64_t)buf[2];
+    s->llc = (int64_t)buf[3];
+  } else {
+    s->instr = s->cycles = s->llc = -1;
+  }
+}
+
+/* Used by tests through ctypes (no MPI needed): burn CPU and report what the
+ * counters saw.  out[0] = CPU seconds, out[1] = context switches,
+ * out[2] = instructions (-1 without PMU).  Returns 1 if perf_event_open
+ * software events work, 0 if the fallback clocks were used. */
+int sigex_perf_selftest(double work_seconds, double *out, char *sw_reason,
+                        char *hw_reason, int n) {
+  perf_setup(sw_reason, hw_reason, (size_t)n);
+  sample_t a, b;
+  sample(&a);
+  double t = wall_now();
+  volatile double x = 0;
+  while (wall_now() - t < work_seconds)
+    for (int i = 0; i < 1000; i++) x += i * 1e-9;
+  usleep(1000); /* at least one voluntary context switch */
+  sample(&b);
+  out[0] = b.cpu - a.cpu;
+  out[1] = (double)(b.ctx - a.ctx);
+  out[2] = g.hw_ok ? (double)(b.instr - a.instr) : -1.0;
+  return g.sw_ok;
+}
+
+/* ---- communicators ------------------------------------------------------ */
+static comm_entry *comm_register(MPI_Comm c) {
+  comm_entry *e = calloc(1, sizeof *e);
+  int inter = 0, topo = MPI_UNDEFINED;
+  MPI_Group grp, wgrp;
+  PMPI_Comm_test_inter(c, &inter);
+  if (inter) {
+    PMPI_Comm_remote_size(c, &e->size);
+    PMPI_Comm_remote_group(c, &grp);
+  } else {
+    PMPI_Comm_size(c, &e->size);
+    PMPI_Comm_group(c, &grp);
+  }
+  PMPI_Comm_group(MPI_COMM_WORLD, &wgrp);
+  int *local = malloc(sizeof(int) * (size_t)e->size);
+  e->world = malloc(sizeof(int) * (size_t)e->size);
+  for (int i = 0; i < e->size; i++) local[i] = i;
+  PMPI_Group_translate_ranks(grp, e->size, local, wgrp, e->world);
+  free(local);
+  PMPI_Group_free(&grp);
+  PMPI_Group_free(&wgrp);
+  e->handle = c;
+  e->id = g.ncomms;
+  if (g.ncomms == g.capcomms) {
+    g.capcomms = g.capcomms ? 2 * g.capcomms : 16;
+    g.comms = realloc(g.comms, sizeof(*g.comms) * (size_t)g.capcomms);
+  }
+  g.comms[g.ncomms++] = e;
+  if (g.f_comms) {
+    fprintf(g.f_comms, "comm %d size %d inter %d members", e->id, e->size,
+            inter);
+    for (int i = 0; i < e->size; i++) fprintf(g.f_comms, " %d", e->world[i]);
+    if (!inter) PMPI_Topo_test(c, &topo);
+    if (topo == MPI_CART) {
+      int nd = 0;
+      PMPI_Cartdim_get(c, &nd);
+      int *dims = malloc(sizeof(int) * (size_t)(3 * nd + 1));
+      PMPI_Cart_get(c, nd, dims, dims + nd, dims + 2 * nd);
+      fprintf(g.f_comms, " cart %d dims", nd);
+      for (int i = 0; i < nd; i++) fprintf(g.f_comms, " %d", dims[i]);
+      fprintf(g.f_comms, " periods");
+      for (int i = 0; i < nd; i++) fprintf(g.f_comms, " %d", dims[nd + i] ? 1 : 0);
+      free(dims);
+    }
+    fputc('\n', g.f_comms);
+    fflush(g.f_comms);
+  }
+  return e;
+}
+
+static comm_entry *comm_get(MPI_Comm c) {
+  if (c == MPI_COMM_NULL) return NULL;
+  for (int i = 0; i < g.ncomms; i++)
+    if (g.comms[i]->handle == c) return g.comms[i];
+  return comm_register(c);
+}
+
+static inline int32_t world_of(comm_entry *c, int r) {
+  if (r == MPI_PROC_NULL) return PEER_NULL;
+  if (r == MPI_ANY_SOURCE) return PEER_ANY;
+  if (!c || r < 0 || r >= c->size) return PEER_NONE;
+  return c->world[r];
+}
+
+/* ---- requests: open-addressing hash on the handle's bytes ---------------- */
+static size_t req_hash(MPI_Request h) {
+  uint64_t x = 0;
+  memcpy(&x, &h, sizeof h < sizeof x ? sizeof h : sizeof x);
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static req_entry *req_find(MPI_Request h, int insert) {
+  if (insert && 2 * (g.usedreqs + 1) > g.capreqs) {
+    size_t oldcap = g.capreqs;
+    req_entry *old = g.reqs;
+    g.capreqs = oldcap ? 2 * oldcap : 1024;
+    g.reqs = calloc(g.capreqs, sizeof *g.reqs);
+    g.usedreqs = 0;
+    for (size_t i = 0; i < oldcap; i++)
+      if (old[i].state == 1) {
+        req_entry *e = req_find(old[i].handle, 1);
+        *e = old[i];
+      }
+    free(old);
+  }
+  if (!g.capreqs) return NULL;
+  size_t mask = g.capreqs - 1, i = req_hash(h) & mask;
+  req_entry *tomb = NULL;
+  for (;;) {
+    req_entry *e = &g.reqs[i];
+    if (e->state == 0) {
+      if (!insert) return NULL;
+      if (tomb) e = tomb;
+      else g.usedreqs++;
+      memset(e, 0, sizeof *e);
+      e->state = 1;
+      e->handle = h;
+      return e;
+    }
+    if (e->state == 2) {
+      if (!tomb) tomb = e;
+    } else if (memcmp(&e->handle, &h, sizeof h) == 0) {
+      return e;
+    }
+    i = (i + 1) & mask;
+  }
+}
+
+static int64_t req_add(MPI_Request h, int persistent, int is_recv,
+                       int32_t peer, int32_t tag, int64_t bytes) {
+  if (h == MPI_REQUEST_NULL) return -1;
+  req_entry *e = req_find(h, 1);
+  e->id = g.next_req++;
+  e->persistent = persistent;
+  e->active = !persistent;
+  e->is_recv = is_recv;
+  e->peer = peer;
+  e->tag = tag;
+  e->bytes = bytes;
+  e->comm = g.cur;
+  return e->id;
+}
+
+static void req_complete(MPI_Request h, const MPI_Status *st, int64_t seq) {
+  struct sigex_completion c = {seq, -1, 0, PEER_NONE, -1};
+  req_entry *e = req_find(h, 0);
+  if (e) {
+    if (e->persistent && !e->active) return; /* inactive: nothing completes */
+    c.req = e->id;
+    c.peer = e->peer;
+    c.tag = e->tag;
+    c.bytes = e->bytes;
+    if (e->persistent) e->active = 0;
+    else e->state = 2;
+  }
+  if (st && st != MPI_STATUS_IGNORE && (!e || e->is_recv)) {
+    MPI_Count n = 0;
+    if (st->MPI_SOURCE != MPI_ANY_SOURCE) {
+      c.peer = world_of(e ? e->comm : NULL, st->MPI_SOURCE);
+      if (c.peer != PEER_NULL) {
+        c.tag = st->MPI_TAG;
+        PMPI_Get_count_c(st, MPI_BYTE, &n);
+        c.bytes = n;
+      }
+    }
+  }
+  fwrite(&c, sizeof c, 1, g.f_compl);
+  g.ncompletions++;
+}
+
+/* ---- event begin/end ----------------------------------------------------- */
+typedef struct sigex_event ev_t;
+
+static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
+  if (!g.tracing || g.depth) return 0;
+  if (!pthread_equal(pthread_self(), g.main_thread)) {
+    g.untraced_calls++;
+    return 0;
+  }
+  g.depth = 1;
+  double now = wall_now();
+  sample_t s;
+  sample(&s);
+  memset(e, 0, sizeof *e);
+  e->seq = g.seq;
+  e->op = op;
+  e->t_start = now - g.t0;
+  e->t_comp = now - g.last_end;
+  e->t_cpu = s.cpu - g.last.cpu;
+  e->ctx_switches = s.ctx - g.last.ctx;
+  if (g.hw_ok) {
+    e->instr = s.instr - g.last.instr;
+    e->cycles = s.cycles - g.last.cycles;
+    e->llc_misses = s.llc - g.last.llc;
+  } else {
+    e->instr = e->cycles = e->llc_misses = -1;
+  }
+  e->peer = e->recv_peer = e->root = PEER_NONE;
+  e->tag = -1;
+  e->req = -1;
+  g.cur = comm_get(comm);
+  e->comm = g.cur ? g.cur->id : -1;
+  return 1;
+}
+
+static inline void ev_end(ev_t *e) {
+  double now = wall_now();
+  e->t_comm = now - g.t0 - e->t_start;
+  fwrite(e, sizeof *e, 1, g.f_events);
+  g.nevents++;
+  g.seq++;
+  sample(&g.last);
+  g.last_end = now;
+  g.depth = 0;
+}
+
+static inline int64_t type_bytes(MPI_Count count, MPI_Datatype t) {
+  MPI_Count sz = 0;
+  if (t == MPI_DATATYPE_NULL) return 0;
+  PMPI_Type_size_c(t, &sz);
+  return (int64_t)count * (int64_t)sz;
+}
+
+/* Byte count of a received message from its status. */
+static inline void status_fill(ev_t *e, const MPI_Status *st) {
+  /* Probes see the message but move no data: only peer and tag. */
+  int probe = e->op == OP_PROBE || e->op == OP_IPROBE || e->op == OP_MPROBE ||
+              e->op == OP_IMPROBE;
+  MPI_Count n = 0;
+  if (st->MPI_SOURCE == MPI_PROC_NULL || st->MPI_SOURCE == MPI_ANY_SOURCE) {
+    e->peer = world_of(g.cur, st->MPI_SOURCE);
+    return;
+  }
+  e->peer = world_of(g.cur, st->MPI_SOURCE);
+  e->tag = st->MPI_TAG;
+  if (probe) return;
+  PMPI_Get_count_c(st, MPI_BYTE, &n);
+  e->recv_bytes = n;
+}
+
+static void scratch_reserve(int n) {
+  if (n <= g.scratch_n) return;
+  g.scratch_n = n > 64 ? n : 64;
+  g.scratch_req = realloc(g.scratch_req, sizeof(MPI_Request) * (size_t)g.scratch_n);
+  g.scratch_st = realloc(g.scratch_st, sizeof(MPI_Status) * (size_t)g.scratch_n);
+}
+
+/* The lists stream: records "int64 seq, int32 n, int32 kind, int64 v[n]".
+ * kind LIST_SEND / LIST_RECV: bytes per peer of a v-collective (peers in
+ * communicator order); LIST_STARTED: request ids started by Startall. */
+enum { LIST_SEND = 0, LIST_RECV = 1, LIST_STARTED = 2 };
+
+static void lists_write(int64_t seq, int kind, int n, const int64_t *v) {
+  int32_t hdr[2] = {n, kind};
+  fwrite(&seq, sizeof seq, 1, g.f_lists);
+  fwrite(hdr, sizeof hdr, 1, g.f_lists);
+  fwrite(v, sizeof *v, (size_t)n, g.f_lists);
+}
+
+static void vcounts_write(int64_t seq, int kind, int n, const void *counts,
+                          int is_large, MPI_Datatype t) {
+  if (!counts || n <= 0) return;
+  MPI_Count sz = 0;
+  if (t != MPI_DATATYPE_NULL) PMPI_Type_size_c(t, &sz);
+  int64_t *v = malloc(sizeof *v * (size_t)n);
+  for (int i = 0; i < n; i++)
+    v[i] = (is_large ? (int64_t)((const MPI_Count *)counts)[i]
+                     : (int64_t)((const int *)counts)[i]) * (int64_t)sz;
+  lists_write(seq, kind, n, v);
+  free(v);
+}
+
+static int64_t vsum(int n, const void *counts, int is_large, MPI_Datatype t) {
+  if (!counts) return 0;
+  int64_t s = 0;
+  for (int i = 0; i < n; i++)
+    s += is_large ? (int64_t)((const MPI_Count *)counts)[i]
+                  : (int64_t)((const int *)counts)[i];
+  return type_bytes(s, t);
+}
+
+/* ---- start/stop ---------------------------------------------------------- */
+static FILE *open_raw(const char *suffix) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/rank%d.%s", g.dir, g.rank, suffix);
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    fprintf(stderr, "sigex tracer: rank %d cannot write %s: %s\n", g.rank,
+            path, strerror(errno));
+    PMPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  setvbuf(f, NULL, _IOFBF, 4 << 20);
+  return f;
+}
+
+static void flush_all(void) {
+  if (g.f_events) fflush(g.f_events);
+  if (g.f_compl) fflush(g.f_compl);
+  if (g.f_lists) fflush(g.f_lists);
+  if (g.f_comms) fflush(g.f_comms);
+}
+
+static void at_exit_flush(void) {
+  if (g.tracing) flush_all(); /* exit without MPI_Finalize: no end record */
+}
+
+static void tracer_start(double t_call, int thread_level) {
+  const char *dir = getenv("SIGEX_TRACE_DIR");
+  if (!dir || !*dir) return;
+  snprintf(g.dir, sizeof g.dir, "%s", dir);
+  PMPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &g.size);
+  char end[4200];
+  snprintf(end, sizeof end, "%s/rank%d.end", g.dir, g.rank);
+  unlink(end); /* a stale end record must not mark this run complete */
+  g.main_thread = pthread_self();
+  g.f_events = open_raw("events");
+  g.f_compl = open_raw("completions");
+  g.f_lists = open_raw("lists");
+  g.f_comms = open_raw("comms");
+  comm_get(MPI_COMM_WORLD); /* id 0 */
+  comm_get(MPI_COMM_SELF);  /* id 1 */
+
+  char sw_reason[512], hw_reason[512];
+  perf_setup(sw_reason, hw_reason, sizeof sw_reason);
+
+  char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+  int len = 0;
+  PMPI_Get_library_version(lib, &len);
+  char *nl = strchr(lib, '\n');
+  if (nl) *nl = 0;
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+
+  FILE *m = open_raw("meta");
+  fprintf(m, "raw_version=%d\nrank=%d\nsize=%d\npid=%d\nhost=%s\n",
+          SIGEX_RAW_VERSION, g.rank, g.size, (int)getpid(), host);
+  fprintf(m, "mpi_library=%s\nthread_level=%d\n", lib, thread_level);
+  fprintf(m, "event_record_size=%zu\ncompletion_record_size=%zu\n",
+          sizeof(struct sigex_event), sizeof(struct sigex_completion));
+  fprintf(m, "cpu_source=%s\n",
+          g.sw_ok ? "perf_event_open:task-clock"
+                  : "clock_gettime:CLOCK_THREAD_CPUTIME_ID");
+  fprintf(m, "ctx_source=%s\n", g.sw_ok ? "perf_event_open:context-switches"
+                                          : "getrusage:RUSAGE_THREAD");
+  fprintf(m, "software_events=%d\nsoftware_reason=%s\n", g.sw_ok, sw_reason);
+  fprintf(m, "hw_counters=%d\nhw_reason=%s\n", g.hw_ok, hw_reason);
+  fprintf(m, "ops=");
+  for (int i = 0; i < OP_COUNT; i++) fprintf(m, "%s%s", i ? "," : "", op_names[i]);
+  fprintf(m, "\n");
+
+  PMPI_Barrier(MPI_COMM_WORLD);
+  g.t0 = wall_now();
+  struct timespec rt;
+  clock_gettime(CLOCK_REALTIME, &rt);
+  fprintf(m, "t0_unix=%.9f\n", (double)rt.tv_sec + 1e-9 * (double)rt.tv_nsec);
+  fclose(m);
+
+  /* The Init event: the time before MPI_Init is not traced. */
+  ev_t e;
+  memset(&e, 0, sizeof e);
+  e.op = OP_INIT;
+  e.t_start = t_call - g.t0;
+  e.t_comm = g.t0 - t_call;
+  e.peer = e.recv_peer = e.root = PEER_NONE;
+  e.tag = -1;
+  e.req = -1;
+  e.instr = e.cycles = e.llc_misses = g.hw_ok ? 0 : -1;
+  fwrite(&e, sizeof e, 1, g.f_events);
+  g.nevents = g.seq = 1;
+  sample(&g.last);
+  g.last_end = wall_now();
+  g.tracing = 1;
+  atexit(at_exit_flush);
+}
+
+static void tracer_stop(void) {
+  g.tracing = 0;
+  fclose(g.f_events);
+  fclose(g.f_compl);
+  fclose(g.f_lists);
+  fclose(g.f_comms);
+  g.f_events = g.f_compl = g.f_lists = g.f_comms = NULL;
+  char tmp[4200], path[4200];
+  snprintf(tmp, sizeof tmp, "%s/rank%d.end.tmp", g.dir, g.rank);
+  snprintf(path, sizeof path, "%s/rank%d.end", g.dir, g.rank);
+  FILE *f = fopen(tmp, "w");
+  if (!f) return;
+  fprintf(f, "events=%lld\ncompletions=%lld\nuntraced_calls=%lld\n",
+          (long long)g.nevents, (long long)g.ncompletions,
+          (long long)g.untraced_calls);
+  fclose(f);
+  rename(tmp, path);
+}
+
+/* ========================================================================== */
+/* Wrappers.  Macros take NAME (with _c suffix where large-count), the       */
+/* count type CT and the displacement type DT.                               */
+/* ========================================================================== */
+
+int MPI_Init(int *argc, char ***argv) {
+  double t = wall_now();
+  int rc = PMPI_Init(argc, argv);
+  tracer_start(t, MPI_THREAD_SINGLE);
+  return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+  double t = wall_now();
+  int rc = PMPI_Init_thread(argc, argv, required, provided);
+  tracer_start(t, *provided);
+  return rc;
+}
+
+int MPI_Finalize(void) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_FINALIZE, MPI_COMM_WORLD);
+  int rc = PMPI_Finalize();
+  if (tr) {
+    ev_end(&e);
+    tracer_stop();
+  }
+  return rc;
+}
+
+int MPI_Abort(MPI_Comm comm, int errorcode) {
+  ev_t e;
+  if (ev_begin(&e, OP_ABORT, comm)) {
+    e.aux = errorcode;
+    ev_end(&e);
+    flush_all();
+    g.tracing = 0;
+  }
+  return PMPI_Abort(comm, errorcode);
+}
+
+/* ---- point to point ------------------------------------------------------ */
+#define WRAP_SEND(NAME, OPC, CT)                                              \
+  int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest,        \
+                 int tag, MPI_Comm comm) {                                    \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm);                    \
+    if (tr) {                                                                 \
+      e.peer = world_of(g.cur, dest);                                         \
+      e.bytes = type_bytes(count, dt);                                        \
+      e.tag = tag;                                                            \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_SEND(Send, OP_SEND, int)
+WRAP_SEND(Send_c, OP_SEND, MPI_Count)
+WRAP_SEND(Ssend, OP_SSEND, int)
+WRAP_SEND(Ssend_c, OP_SSEND, MPI_Count)
+WRAP_SEND(Bsend, OP_BSEND, int)
+WRAP_SEND(Bsend_c, OP_BSEND, MPI_Count)
+WRAP_SEND(Rsend, OP_RSEND, int)
+WRAP_SEND(Rsend_c, OP_RSEND, MPI_Count)
+
+#define WRAP_RECV(NAME, CT)                                                   \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int source, int tag,   \
+                 MPI_Comm comm, MPI_Status *status) {                         \
+    ev_t e;                                                                   \
+    MPI_Status st;                                                            \
+    int tr = ev_begin(&e, OP_RECV, comm);                                     \
+    if (tr && status == MPI_STATUS_IGNORE) status = &st;                      \
+    int rc = PMPI_##NAME(buf, count, dt, source, tag, comm, status);          \
+    if (tr) {                                                                 \
+      status_fill(&e, status);                                                \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_RECV(Recv, int)
+WRAP_RECV(Recv_c, MPI_Count)
+
+#define WRAP_ISEND(NAME, OPC, CT, PERSIST)                                    \
+  int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest,        \
+                 int tag, MPI_Comm comm, MPI_Request *request) {              \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(buf, count, dt, dest, tag, comm, request);           \
+    if (tr) {                                                                 \
+      e.peer = world_of(g.cur, dest);                                         \
+      e.bytes = type_bytes(count, dt);                                        \
+      e.tag = tag;                                                            \
+      e.req = req_add(*request, PERSIST, 0, e.peer, tag, e.bytes);            \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_ISEND(Isend, OP_ISEND, int, 0)
+WRAP_ISEND(Isend_c, OP_ISEND, MPI_Count, 0)
+WRAP_ISEND(Issend, OP_ISSEND, int, 0)
+WRAP_ISEND(Issend_c, OP_ISSEND, MPI_Count, 0)
+WRAP_ISEND(Ibsend, OP_IBSEND, int, 0)
+WRAP_ISEND(Ibsend_c, OP_IBSEND, MPI_Count, 0)
+WRAP_ISEND(Irsend, OP_IRSEND, int, 0)
+WRAP_ISEND(Irsend_c, OP_IRSEND, MPI_Count, 0)
+WRAP_ISEND(Send_init, OP_SEND_INIT, int, 1)
+WRAP_ISEND(Send_init_c, OP_SEND_INIT, MPI_Count, 1)
+WRAP_ISEND(Ssend_init, OP_SSEND_INIT, int, 1)
+WRAP_ISEND(Ssend_init_c, OP_SSEND_INIT, MPI_Count, 1)
+WRAP_ISEND(Bsend_init, OP_BSEND_INIT, int, 1)
+WRAP_ISEND(Bsend_init_c, OP_BSEND_INIT, MPI_Count, 1)
+WRAP_ISEND(Rsend_init, OP_RSEND_INIT, int, 1)
+WRAP_ISEND(Rsend_init_c, OP_RSEND_INIT, MPI_Count, 1)
+
+#define WRAP_IRECV(NAME, OPC, CT, PERSIST)                                    \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int source, int tag,   \
+                 MPI_Comm comm, MPI_Request *request) {                       \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(buf, count, dt, source, tag, comm, request);         \
+    if (tr) {                                                                 \
+      e.peer = world_of(g.cur, source);                                       \
+      e.recv_bytes = type_bytes(count, dt);                                   \
+      e.tag = tag;                                                            \
+      e.req = req_add(*request, PERSIST, 1, e.peer, tag, e.recv_bytes);       \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_IRECV(Irecv, OP_IRECV, int, 0)
+WRAP_IRECV(Irecv_c, OP_IRECV, MPI_Count, 0)
+WRAP_IRECV(Recv_init, OP_RECV_INIT, int, 1)
+WRAP_IRECV(Recv_init_c, OP_RECV_INIT, MPI_Count, 1)
+
+#define WRAP_SENDRECV(NAME, CT)                                               \
+  int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, int dest,   \
+                 int stag, void *rbuf, CT rcount, MPI_Datatype rtype,         \
+                 int source, int rtag, MPI_Comm comm, MPI_Status *status) {   \
+    ev_t e;                                                                   \
+    MPI_Status st;                                                            \
+    int tr = ev_begin(&e, OP_SENDRECV, comm);                                 \
+    if (tr && status == MPI_STATUS_IGNORE) status = &st;                      \
+    int rc = PMPI_##NAME(sbuf, scount, stype, dest, stag, rbuf, rcount,       \
+                         rtype, source, rtag, comm, status);                  \
+    if (tr) {                                                                 \
+      status_fill(&e, status);                                                \
+      e.recv_peer = e.peer;                                                   \
+      e.peer = world_of(g.cur, dest);                                         \
+      e.bytes = type_bytes(scount, stype);                                    \
+      e.tag = stag;                                                           \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_SENDRECV(Sendrecv, int)
+WRAP_SENDRECV(Sendrecv_c, MPI_Count)
+
+#define WRAP_SENDRECV_REPLACE(NAME, CT)                                       \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int dest, int stag,    \
+                 int source, int rtag, MPI_Comm comm, MPI_Status *status) {   \
+    ev_t e;                                                                   \
+    MPI_Status st;                                                            \
+    int tr = ev_begin(&e, OP_SENDRECV_REPLACE, comm);                         \
+    if (tr && status == MPI_STATUS_IGNORE) status = &st;                      \
+    int rc = PMPI_##NAME(buf, count, dt, dest, stag, source, rtag, comm,      \
+                         status);                                             \
+    if (tr) {                                                                 \
+      status_fill(&e, status);                                                \
+      e.recv_peer = e.peer;                                                   \
+      e.peer = world_of(g.cur, dest);                                         \
+      e.bytes = type_bytes(count, dt);                                        \
+      e.tag = stag;                                                           \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_SENDRECV_REPLACE(Sendrecv_replace, int)
+WRAP_SENDRECV_REPLACE(Sendrecv_replace_c, MPI_Count)
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+  ev_t e;
+  MPI_Status st;
+  int tr = ev_begin(&e, OP_PROBE, comm);
+  if (tr && status == MPI_STATUS_IGNORE) status = &st;
+  int rc = PMPI_Probe(source, tag, comm, status);
+  if (tr) {
+    status_fill(&e, status);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
+               MPI_Status *status) {
+  ev_t e;
+  MPI_Status st;
+  int tr = ev_begin(&e, OP_IPROBE, comm);
+  if (tr && status == MPI_STATUS_IGNORE) status = &st;
+  int rc = PMPI_Iprobe(source, tag, comm, flag, status);
+  if (tr) {
+    e.aux = *flag;
+    if (*flag) status_fill(&e, status);
+    else e.peer = world_of(g.cur, source);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+/* Matched probes remember the message's communicator for Mrecv. */
+static struct { MPI_Message msg; comm_entry *comm; } last_probe;
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message,
+               MPI_Status *status) {
+  ev_t e;
+  MPI_Status st;
+  int tr = ev_begin(&e, OP_MPROBE, comm);
+  if (tr && status == MPI_STATUS_IGNORE) status = &st;
+  int rc = PMPI_Mprobe(source, tag, comm, message, status);
+  if (tr) {
+    status_fill(&e, status);
+    last_probe.msg = *message;
+    last_probe.comm = g.cur;
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag,
+                MPI_Message *message, MPI_Status *status) {
+  ev_t e;
+  MPI_Status st;
+  int tr = ev_begin(&e, OP_IMPROBE, comm);
+  if (tr && status == MPI_STATUS_IGNORE) status = &st;
+  int rc = PMPI_Improbe(source, tag, comm, flag, message, status);
+  if (tr) {
+    e.aux = *flag;
+    if (*flag) {
+      status_fill(&e, status);
+      last_probe.msg = *message;
+      last_probe.comm = g.cur;
+    } else {
+      e.peer = world_of(g.cur, source);
+    }
+    ev_end(&e);
+  }
+  return rc;
+}
+
+#define WRAP_MRECV(NAME, CT)                                                  \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, MPI_Message *message,  \
+                 MPI_Status *status) {                                        \
+    ev_t e;                                                                   \
+    MPI_Status st;                                                            \
+    int tr = ev_begin(&e, OP_MRECV, MPI_COMM_NULL);                           \
+    if (tr && status == MPI_STATUS_IGNORE) status = &st;                      \
+    comm_entry *c = last_probe.msg == *message ? last_probe.comm : NULL;      \
+    int rc = PMPI_##NAME(buf, count, dt, message, status);                    \
+    if (tr) {                                                                 \
+      g.cur = c;                                                              \
+      e.comm = c ? c->id : -1;                                                \
+      status_fill(&e, status);                                                \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_MRECV(Mrecv, int)
+WRAP_MRECV(Mrecv_c, MPI_Count)
+
+#define WRAP_IMRECV(NAME, CT)                                                 \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, MPI_Message *message,  \
+                 MPI_Request *request) {                                      \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OP_IMRECV, MPI_COMM_NULL);                          \
+    comm_entry *c = last_probe.msg == *message ? last_probe.comm : NULL;      \
+    int rc = PMPI_##NAME(buf, count, dt, message, request);                   \
+    if (tr) {                                                                 \
+      g.cur = c;                                                              \
+      e.comm = c ? c->id : -1;                                                \
+      e.recv_bytes = type_bytes(count, dt);                                   \
+      e.req = req_add(*request, 0, 1, PEER_ANY, -1, e.recv_bytes);            \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_IMRECV(Imrecv, int)
+WRAP_IMRECV(Imrecv_c, MPI_Count)
+
+int MPI_Start(MPI_Request *request) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_START, MPI_COMM_NULL);
+  if (tr) {
+    req_entry *r = req_find(*request, 0);
+    if (r) {
+      r->active = 1;
+      e.req = r->id;
+      e.peer = r->peer;
+      e.tag = r->tag;
+      if (r->is_recv) e.recv_bytes = r->bytes;
+      else e.bytes = r->bytes;
+      e.comm = r->comm ? r->comm->id : -1;
+    }
+  }
+  int rc = PMPI_Start(request);
+  if (tr) ev_end(&e);
+  return rc;
+}
+
+int MPI_Startall(int count, MPI_Request reqs[]) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_STARTALL, MPI_COMM_NULL);
+  if (tr) {
+    e.aux = count;
+    for (int i = 0; i < count; i++) {
+      req_entry *r = req_find(reqs[i], 0);
+      if (!r) continue;
+      r->active = 1;
+      lists_write(e.seq, LIST_STARTED, 1, &r->id);
+    }
+  }
+  int rc = PMPI_Startall(count, reqs);
+  if (tr) ev_end(&e);
+  return rc;
+}
+
+int MPI_Request_free(MPI_Request *request) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_REQUEST_FREE, MPI_COMM_NULL);
+  if (tr) {
+    req_entry *r = req_find(*request, 0);
+    if (r) {
+      e.req = r->id;
+      r->state = 2;
+    }
+  }
+  int rc = PMPI_Request_free(request);
+  if (tr) ev_end(&e);
+  return rc;
+}
+
+/* Wait/Test families: the handles are copied before the call because MPI
+ * sets completed non-persistent requests to MPI_REQUEST_NULL. */
+int MPI_Wait(MPI_Request *request, MPI_Status *status) {
+  ev_t e;
+  MPI_Status st;
+  MPI_Request h = *request;
+  int tr = ev_begin(&e, OP_WAIT, MPI_COMM_NULL);
+  if (tr && status == MPI_STATUS_IGNORE) status = &st;
+  int rc = PMPI_Wait(request, status);
+  if (tr) {
+    if (h != MPI_REQUEST_NULL) {
+      req_complete(h, status, e.seq);
+      e.aux = 1;
+    }
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
+  ev_t e;
+  MPI_Status st;
+  MPI_Request h = *request;
+  int tr = ev_begin(&e, OP_TEST, MPI_COMM_NULL);
+  if (tr && status == MPI_STATUS_IGNORE) status = &st;
+  int rc = PMPI_Test(request, flag, status);
+  if (tr) {
+    if (*flag && h != MPI_REQUEST_NULL) {
+      req_complete(h, status, e.seq);
+      e.aux = 1;
+    }
+    ev_end(&e);
+  }
+  return rc;
+}
+
+#define WAIT_PROLOGUE(OPC)                                                    \
+  ev_t e;                                                                     \
+  int tr = ev_begin(&e, OPC, MPI_COMM_NULL);                                  \
+  if (tr) {                                                                   \
+    scratch_reserve(count);                                                   \
+    memcpy(g.scratch_req, reqs, sizeof(MPI_Request) * (size_t)count);         \
+    if (statuses == MPI_STATUSES_IGNORE) statuses = g.scratch_st;             \
+  }
+
+int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
+  WAIT_PROLOGUE(OP_WAITALL)
+  int rc = PMPI_Waitall(count, reqs, statuses);
+  if (tr) {
+    for (int i = 0; i < count; i++)
+      if (g.scratch_req[i] != MPI_REQUEST_NULL) {
+        req_complete(g.scratch_req[i], &statuses[i], e.seq);
+        e.aux++;
+      }
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Testall(int count, MPI_Request reqs[], int *flag,
+                MPI_Status statuses[]) {
+  WAIT_PROLOGUE(OP_TESTALL)
+  int rc = PMPI_Testall(count, reqs, flag, statuses);
+  if (tr) {
+    if (*flag)
+      for (int i = 0; i < count; i++)
+        if (g.scratch_req[i] != MPI_REQUEST_NULL) {
+          req_complete(g.scratch_req[i], &statuses[i], e.seq);
+          e.aux++;
+        }
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Waitany(int count, MPI_Request reqs[], int *index, MPI_Status *status) {
+  MPI_Status st;
+  MPI_Status *statuses = status == MPI_STATUS_IGNORE ? &st : status;
+  WAIT_PROLOGUE(OP_WAITANY)
+  int rc = PMPI_Waitany(count, reqs, index, statuses);
+  if (tr) {
+    if (*index != MPI_UNDEFINED) {
+      req_complete(g.scratch_req[*index], statuses, e.seq);
+      e.aux = 1;
+    }
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag,
+                MPI_Status *status) {
+  MPI_Status st;
+  MPI_Status *statuses = status == MPI_STATUS_IGNORE ? &st : status;
+  WAIT_PROLOGUE(OP_TESTANY)
+  int rc = PMPI_Testany(count, reqs, index, flag, statuses);
+  if (tr) {
+    if (*flag && *index != MPI_UNDEFINED) {
+      req_complete(g.scratch_req[*index], statuses, e.seq);
+      e.aux = 1;
+    }
+    ev_end(&e);
+  }
+  return rc;
+}
+
+#define WRAP_SOME(NAME, OPC)                                                  \
+  int MPI_##NAME(int count, MPI_Request reqs[], int *outcount,                \
+                 int indices[], MPI_Status statuses[]) {                      \
+    WAIT_PROLOGUE(OPC)                                                        \
+    int rc = PMPI_##NAME(count, reqs, outcount, indices, statuses);           \
+    if (tr) {                                                                 \
+      if (*outcount != MPI_UNDEFINED)                                         \
+        for (int i = 0; i < *outcount; i++) {                                 \
+          req_complete(g.scratch_req[indices[i]], &statuses[i], e.seq);       \
+          e.aux++;                                                            \
+        }                                                                     \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_SOME(Waitsome, OP_WAITSOME)
+WRAP_SOME(Testsome, OP_TESTSOME)
+
+/* ---- collectives ---------------------------------------------------------- */
+/* Root is recorded as a world rank; with MPI_IN_PLACE the send side is the
+ * receive side. */
+static inline void set_root(ev_t *e, int root) { e->root = world_of(g.cur, root); }
+
+int MPI_Barrier(MPI_Comm comm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_BARRIER, comm);
+  int rc = PMPI_Barrier(comm);
+  if (tr) ev_end(&e);
+  return rc;
+}
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_IBARRIER, comm);
+  int rc = PMPI_Ibarrier(comm, request);
+  if (tr) {
+    e.req = req_add(*request, 0, 0, PEER_NONE, -1, 0);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+/* REQ_ARGS / REQ_PASS / REQ_SET add the request of nonblocking forms. */
+#define NOREQ_ARGS
+#define NOREQ_PASS
+#define NOREQ_SET(e)
+#define REQ_ARGS , MPI_Request *request
+#define REQ_PASS , request
+#define REQ_SET(e) (e).req = req_add(*request, 0, 0, PEER_NONE, -1, (e).bytes)
+
+#define WRAP_BCAST(NAME, OPC, CT, RA, RP, RS)                                 \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int root,              \
+                 MPI_Comm comm RA) {                                          \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(buf, count, dt, root, comm RP);                      \
+    if (tr) {                                                                 \
+      set_root(&e, root);                                                     \
+      e.bytes = e.recv_bytes = type_bytes(count, dt);                         \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_BCAST(Bcast, OP_BCAST, int, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)
+WRAP_BCAST(Bcast_c, OP_BCAST, MPI_Count, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)
+WRAP_BCAST(Ibcast, OP_IBCAST, int, REQ_ARGS, REQ_PASS, REQ_SET)
+WRAP_BCAST(Ibcast_c, OP_IBCAST, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET)
+
+#define WRAP_REDUCE(NAME, OPC, CT, RA, RP, RS)                                \
+  int MPI_##NAME(const void *sbuf, void *rbuf, CT count, MPI_Datatype dt,     \
+                 MPI_Op op, int root, MPI_Comm comm RA) {                     \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, rbuf, count, dt, op, root, comm RP);           \
+    if (tr) {                                                                 \
+      set_root(&e, root);                                                     \
+      e.bytes = e.recv_bytes = type_bytes(count, dt);                         \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_REDUCE(Reduce, OP_REDUCE, int, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)
+WRAP_REDUCE(Reduce_c, OP_REDUCE, MPI_Count, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)
+WRAP_REDUCE(Ireduce, OP_IREDUCE, int, REQ_ARGS, REQ_PASS, REQ_SET)
+WRAP_REDUCE(Ireduce_c, OP_IREDUCE, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET)
+
+/* Allreduce, Scan, Exscan, Reduce_scatter_block: (sbuf, rbuf, count, dt, op, comm) */
+#define WRAP_ALLRED(NAME, OPC, CT, RA, RP, RS)                                \
+  int MPI_##NAME(const void *sbuf, void *rbuf, CT count, MPI_Datatype dt,     \
+                 MPI_Op op, MPI_Comm comm RA) {                               \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, rbuf, count, dt, op, comm RP);                 \
+    if (tr) {                                                                 \
+      e.bytes = e.recv_bytes = type_bytes(count, dt);                         \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+#define ALLRED_4(NAME, INAME, OPC, IOPC)                                      \
+  WRAP_ALLRED(NAME, OPC, int, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)              \
+  WRAP_ALLRED(NAME##_c, OPC, MPI_Count, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)    \
+  WRAP_ALLRED(INAME, IOPC, int, REQ_ARGS, REQ_PASS, REQ_SET)                  \
+  WRAP_ALLRED(INAME##_c, IOPC, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET)
+ALLRED_4(Allreduce, Iallreduce, OP_ALLREDUCE, OP_IALLREDUCE)
+ALLRED_4(Scan, Iscan, OP_SCAN, OP_ISCAN)
+ALLRED_4(Exscan, Iexscan, OP_EXSCAN, OP_IEXSCAN)
+ALLRED_4(Reduce_scatter_block, Ireduce_scatter_block, OP_REDUCE_SCATTER_BLOCK,
+         OP_IREDUCE_SCATTER_BLOCK)
+
+/* Gather, Scatter, Allgather, Alltoall: block sizes of both sides. */
+#define WRAP_GATHER(NAME, OPC, CT, R, RA, RP, RS)                             \
+  int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, void *rbuf, \
+                 CT rcount, MPI_Datatype rtype R##_ARG, MPI_Comm comm RA) {   \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, scount, stype, rbuf, rcount,                   \
+                         rtype R##_PASS, comm RP);                            \
+    if (tr) {                                                                 \
+      R##_SET;                                                                \
+      e.recv_bytes = rbuf == MPI_IN_PLACE ? 0 : type_bytes(rcount, rtype);    \
+      e.bytes = sbuf == MPI_IN_PLACE ? e.recv_bytes                           \
+                                     : type_bytes(scount, stype);             \
+      if (rbuf == MPI_IN_PLACE) e.recv_bytes = e.bytes;                       \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+#define ROOT_ARG , int root
+#define ROOT_PASS , root
+#define ROOT_SET set_root(&e, root)
+#define NOROOT_ARG
+#define NOROOT_PASS
+#define NOROOT_SET (void)0
+/* R is ROOT or NOROOT: pasted (R##_ARG) so that it is not expanded early. */
+#define GATHER_4(NAME, INAME, OPC, IOPC, R)                                   \
+  WRAP_GATHER(NAME, OPC, int, R, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)           \
+  WRAP_GATHER(NAME##_c, OPC, MPI_Count, R, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET) \
+  WRAP_GATHER(INAME, IOPC, int, R, REQ_ARGS, REQ_PASS, REQ_SET)               \
+  WRAP_GATHER(INAME##_c, IOPC, MPI_Count, R, REQ_ARGS, REQ_PASS, REQ_SET)
+GATHER_4(Gather, Igather, OP_GATHER, OP_IGATHER, ROOT)
+GATHER_4(Scatter, Iscatter, OP_SCATTER, OP_ISCATTER, ROOT)
+GATHER_4(Allgather, Iallgather, OP_ALLGATHER, OP_IALLGATHER, NOROOT)
+GATHER_4(Alltoall, Ialltoall, OP_ALLTOALL, OP_IALLTOALL, NOROOT)
+
+/* Gatherv / Allgatherv: one send block, per-rank receive counts. */
+static inline int comm_size_of(comm_entry *c) { return c ? c->size : 0; }
+
+#define WRAP_GATHERV(NAME, OPC, CT, DT, LARGE, R, ISROOT, RA, RP, RS)          \
+  int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, void *rbuf, \
+                 const CT rcounts[], const DT displs[],                       \
+                 MPI_Datatype rtype R##_ARG, MPI_Comm comm RA) {              \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, scount, stype, rbuf, rcounts, displs,          \
+                         rtype R##_PASS, comm RP);                            \
+    if (tr) {                                                                 \
+      int n = comm_size_of(g.cur), me = 0;                                    \
+      R##_SET;                                                                \
+      PMPI_Comm_rank(g.cur->handle, &me);                                     \
+      if (ISROOT) {                                                           \
+        e.recv_bytes = vsum(n, rcounts, LARGE, rtype);                        \
+        vcounts_write(e.seq, LIST_RECV, n, rcounts, LARGE, rtype);                    \
+      }                                                                       \
+      e.bytes = sbuf == MPI_IN_PLACE                                          \
+                    ? type_bytes(LARGE ? (int64_t)((const MPI_Count *)        \
+                                                       rcounts)[me]           \
+                                       : (int64_t)((const int *)rcounts)[me], \
+                                 rtype)                                       \
+                    : type_bytes(scount, stype);                              \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+#define GATHERV_4(NAME, INAME, OPC, IOPC, R, ISROOT)                         \
+  WRAP_GATHERV(NAME, OPC, int, int, 0, R, ISROOT, NOREQ_ARGS, NOREQ_PASS,     \
+               NOREQ_SET)                                                     \
+  WRAP_GATHERV(NAME##_c, OPC, MPI_Count, MPI_Aint, 1, R, ISROOT, NOREQ_ARGS,  \
+               NOREQ_PASS, NOREQ_SET)                                         \
+  WRAP_GATHERV(INAME, IOPC, int, int, 0, R, ISROOT, REQ_ARGS, REQ_PASS,       \
+               REQ_SET)                                                       \
+  WRAP_GATHERV(INAME##_c, IOPC, MPI_Count, MPI_Aint, 1, R, ISROOT, REQ_ARGS,  \
+               REQ_PASS, REQ_SET)
+GATHERV_4(Gatherv, Igatherv, OP_GATHERV, OP_IGATHERV, ROOT, me == root)
+GATHERV_4(Allgatherv, Iallgatherv, OP_ALLGATHERV, OP_IALLGATHERV, NOROOT, 1)
+
+#define WRAP_SCATTERV(NAME, OPC, CT, DT, LARGE, RA, RP, RS)                   \
+  int MPI_##NAME(const void *sbuf, const CT scounts[], const DT displs[],     \
+                 MPI_Datatype stype, void *rbuf, CT rcount,                   \
+                 MPI_Datatype rtype, int root, MPI_Comm comm RA) {            \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, scounts, displs, stype, rbuf, rcount, rtype,   \
+                         root, comm RP);                                      \
+    if (tr) {                                                                 \
+      int n = comm_size_of(g.cur), me = 0;                                    \
+      set_root(&e, root);                                                     \
+      PMPI_Comm_rank(g.cur->handle, &me);                                     \
+      if (me == root) {                                                       \
+        e.bytes = vsum(n, scounts, LARGE, stype);                             \
+        vcounts_write(e.seq, LIST_SEND, n, scounts, LARGE, stype);                    \
+      }                                                                       \
+      e.recv_bytes = rbuf == MPI_IN_PLACE ? 0 : type_bytes(rcount, rtype);    \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_SCATTERV(Scatterv, OP_SCATTERV, int, int, 0, NOREQ_ARGS, NOREQ_PASS,
+              NOREQ_SET)
+WRAP_SCATTERV(Scatterv_c, OP_SCATTERV, MPI_Count, MPI_Aint, 1, NOREQ_ARGS,
+              NOREQ_PASS, NOREQ_SET)
+WRAP_SCATTERV(Iscatterv, OP_ISCATTERV, int, int, 0, REQ_ARGS, REQ_PASS,
+              REQ_SET)
+WRAP_SCATTERV(Iscatterv_c, OP_ISCATTERV, MPI_Count, MPI_Aint, 1, REQ_ARGS,
+              REQ_PASS, REQ_SET)
+
+#define WRAP_ALLTOALLV(NAME, OPC, CT, DT, LARGE, RA, RP, RS)                  \
+  int MPI_##NAME(const void *sbuf, const CT scounts[], const DT sdispls[],    \
+                 MPI_Datatype stype, void *rbuf, const CT rcounts[],          \
+                 const DT rdispls[], MPI_Datatype rtype, MPI_Comm comm RA) {  \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, scounts, sdispls, stype, rbuf, rcounts,        \
+                         rdispls, rtype, comm RP);                            \
+    if (tr) {                                                                 \
+      int n = comm_size_of(g.cur);                                            \
+      int inplace = sbuf == MPI_IN_PLACE;                                     \
+      e.recv_bytes = vsum(n, rcounts, LARGE, rtype);                          \
+      e.bytes = inplace ? e.recv_bytes : vsum(n, scounts, LARGE, stype);      \
+      vcounts_write(e.seq, LIST_SEND, n, inplace ? (const void *)rcounts              \
+                                         : (const void *)scounts,             \
+                    LARGE, inplace ? rtype : stype);                          \
+      vcounts_write(e.seq, LIST_RECV, n, rcounts, LARGE, rtype);                      \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_ALLTOALLV(Alltoallv, OP_ALLTOALLV, int, int, 0, NOREQ_ARGS, NOREQ_PASS,
+               NOREQ_SET)
+WRAP_ALLTOALLV(Alltoallv_c, OP_ALLTOALLV, MPI_Count, MPI_Aint, 1, NOREQ_ARGS,
+               NOREQ_PASS, NOREQ_SET)
+WRAP_ALLTOALLV(Ialltoallv, OP_IALLTOALLV, int, int, 0, REQ_ARGS, REQ_PASS,
+               REQ_SET)
+WRAP_ALLTOALLV(Ialltoallv_c, OP_IALLTOALLV, MPI_Count, MPI_Aint, 1, REQ_ARGS,
+               REQ_PASS, REQ_SET)
+
+#define WRAP_REDSCAT(NAME, OPC, CT, LARGE, RA, RP, RS)                        \
+  int MPI_##NAME(const void *sbuf, void *rbuf, const CT rcounts[],            \
+                 MPI_Datatype dt, MPI_Op op, MPI_Comm comm RA) {              \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, rbuf, rcounts, dt, op, comm RP);               \
+    if (tr) {                                                                 \
+      int n = comm_size_of(g.cur), me = 0;                                    \
+      PMPI_Comm_rank(g.cur->handle, &me);                                     \
+      e.bytes = vsum(n, rcounts, LARGE, dt);                                  \
+      e.recv_bytes = type_bytes(LARGE ? (int64_t)((const MPI_Count *)         \
+                                                      rcounts)[me]            \
+                                      : (int64_t)((const int *)rcounts)[me],  \
+                                dt);                                          \
+      vcounts_write(e.seq, LIST_RECV, n, rcounts, LARGE, dt);                         \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_REDSCAT(Reduce_scatter, OP_REDUCE_SCATTER, int, 0, NOREQ_ARGS,
+             NOREQ_PASS, NOREQ_SET)
+WRAP_REDSCAT(Reduce_scatter_c, OP_REDUCE_SCATTER, MPI_Count, 1, NOREQ_ARGS,
+             NOREQ_PASS, NOREQ_SET)
+WRAP_REDSCAT(Ireduce_scatter, OP_IREDUCE_SCATTER, int, 0, REQ_ARGS, REQ_PASS,
+             REQ_SET)
+WRAP_REDSCAT(Ireduce_scatter_c, OP_IREDUCE_SCATTER, MPI_Count, 1, REQ_ARGS,
+             REQ_PASS, REQ_SET)
+
+/* ---- communicators --------------------------------------------------------- */
+static inline void set_newcomm(ev_t *e, MPI_Comm c) {
+  comm_entry *n = comm_get(c);
+  e->aux = n ? n->id : -1;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_COMM_SPLIT, comm);
+  int rc = PMPI_Comm_split(comm, color, key, newcomm);
+  if (tr) {
+    set_newcomm(&e, *newcomm);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info,
+                        MPI_Comm *newcomm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_COMM_SPLIT_TYPE, comm);
+  int rc = PMPI_Comm_split_type(comm, type, key, info, newcomm);
+  if (tr) {
+    set_newcomm(&e, *newcomm);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_COMM_CREATE, comm);
+  int rc = PMPI_Comm_create(comm, group, newcomm);
+  if (tr) {
+    set_newcomm(&e, *newcomm);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag,
+                          MPI_Comm *newcomm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_COMM_CREATE_GROUP, comm);
+  int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+  if (tr) {
+    set_newcomm(&e, *newcomm);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_COMM_DUP, comm);
+  int rc = PMPI_Comm_dup(comm, newcomm);
+  if (tr) {
+    set_newcomm(&e, *newcomm);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[],
+                    const int periods[], int reorder, MPI_Comm *newcomm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_CART_CREATE, comm);
+  int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+  if (tr) {
+    set_newcomm(&e, *newcomm);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain[], MPI_Comm *newcomm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_CART_SUB, comm);
+  int rc = PMPI_Cart_sub(comm, remain, newcomm);
+  if (tr) {
+    set_newcomm(&e, *newcomm);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Comm_free(MPI_Comm *comm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_COMM_FREE, *comm);
+  comm_entry *c = g.cur;
+  int rc = PMPI_Comm_free(comm);
+  if (tr) {
+    if (c) c->handle = MPI_COMM_NULL; /* the handle may be reused */
+    ev_end(&e);
+  }
+  return rc;
+}

@@ -1,0 +1,225 @@
+"""Run an unmodified MPI program under the PMPI tracer and write its HDF5 trace.
+
+``trace_run`` builds (or reuses) the tracer library, starts the program with
+``mpiexec`` so that every rank preloads it (``LD_PRELOAD`` passed through
+the launcher's own option: ``-genv`` for MPICH/Hydra, ``-x`` for Open MPI),
+then assembles the ranks' raw files into one trace file written atomically.
+Traced runs pin BLAS/OpenMP to one thread: thread CPU time cannot see worker
+threads. On an oversubscribed machine (more ranks than cores) MPICH is asked
+to yield instead of busy-polling (``MPIR_CVAR_ENABLE_HEAVY_YIELD=1``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ._build import tracer_library
+from ._raw import assemble
+from .errors import TracerError
+from .trace import Trace
+
+__all__ = ["TraceResult", "trace_run", "output_path", "parse_workload", "PINNED_THREADS_ENV"]
+
+#: Environment for traced runs: one BLAS/OpenMP thread per rank.
+PINNED_THREADS_ENV = {
+    "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+    "VECLIB_MAXIMUM_THREADS": "1", "NUMEXPR_NUM_THREADS": "1",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceResult:
+    """Outcome of a traced run."""
+
+    path: Path
+    trace: Trace
+    returncode: int
+    wall_time: float
+    command: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.trace.complete
+
+
+def parse_workload(text: str | None) -> tuple[str | None, str | None]:
+    """``"n=2000"`` -> ``("n", "2000")``; a bare value gets the label ``"workload"``."""
+    if not text:
+        return None, None
+    label, sep, value = text.partition("=")
+    if not sep:
+        return "workload", label.strip()
+    if not label.strip() or not value.strip():
+        raise TracerError(f"--workload {text!r}: expected NAME=VALUE, e.g. --workload n=2000")
+    return label.strip(), value.strip()
+
+
+def output_path(output: str | Path, nprocs: int) -> Path:
+    """Resolve ``-o``: a ``.h5`` path is used as is; anything else is a directory
+    that receives ``P<nprocs>.h5``."""
+    output = Path(output)
+    if output.suffix in (".h5", ".hdf5"):
+        return output
+    return output / f"P{nprocs}.h5"
+
+
+def _launcher_flavour(mpiexec: str) -> str:
+    try:
+        text = subprocess.run([mpiexec, "--version"], capture_output=True, text=True,
+                              timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        text = ""
+    if "HYDRA" in text or "hydra" in text.lower():
+        return "hydra"
+    if "Open MPI" in text or "OpenRTE" in text or "open-mpi" in text.lower():
+        return "openmpi"
+    return "unknown"
+
+
+def _env_args(flavour: str, env: dict[str, str]) -> list[str]:
+    args: list[str] = []
+    for k, v in env.items():
+        if flavour == "hydra":
+            args += ["-genv", k, v]
+        elif flavour == "openmpi":
+            args += ["-x", f"{k}={v}"]
+    return args
+
+
+def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
+              workload: str | None = None, app: str | None = None,
+              mpiexec: str | None = None, mpiexec_args: Sequence[str] = (),
+              overwrite: bool = False, keep_raw: bool = False,
+              timeout: float | None = None,
+              progress: Callable[[str], None] | None = None) -> TraceResult:
+    """Trace ``command`` on ``nprocs`` ranks and write one HDF5 trace.
+
+    Parameters
+    ----------
+    command : sequence of str
+        The program and its arguments, unchanged (``["python", "app.py",
+        "--n", "2000"]`` or ``["./lu.x"]``).
+    nprocs : int
+        Number of MPI processes.
+    output : str or Path
+        A ``.h5`` file, or a directory that receives ``P<nprocs>.h5``.
+    workload : str, optional
+        ``NAME=VALUE`` stored in the metadata (e.g. ``n=2000``).
+    app : str, optional
+        Application name; default: the script or program name.
+    mpiexec : str, optional
+        Launcher; default ``$SIGEX_MPIEXEC`` or ``mpiexec`` on PATH.
+    mpiexec_args : sequence of str
+        Extra launcher options placed before the program.
+    overwrite : bool
+        Replace an existing trace file (otherwise refuse before running).
+    keep_raw : bool
+        Keep the raw per-rank files next to the trace (``<file>.raw/``).
+    timeout : float, optional
+        Kill the run after this many seconds (the trace is kept, incomplete).
+    progress : callable, optional
+        Receives one-line status messages.
+
+    Returns
+    -------
+    TraceResult
+        The trace is written even when the program fails; it is then marked
+        incomplete and ``result.ok`` is false.
+
+    Raises
+    ------
+    TracerError
+        No launcher or compiler, a bad argument, or the run produced no
+        tracer output at all.
+    FileExistsError
+        The trace file exists and ``overwrite`` is false.
+    """
+    say = progress or (lambda msg: None)
+    command = [str(c) for c in command]
+    if not command:
+        raise TracerError("no program given: put the command after `--`, e.g. "
+                          "`sigex trace -n 4 -- python app.py`")
+    if nprocs < 1:
+        raise TracerError(f"-n {nprocs}: the number of processes must be at least 1")
+    label, value = parse_workload(workload)
+    path = output_path(output, nprocs)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; remove it or pass --force to replace it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    launcher = mpiexec or os.environ.get("SIGEX_MPIEXEC") or shutil.which("mpiexec")
+    if not launcher:
+        raise TracerError("no `mpiexec` on PATH: install an MPI (`pip install mpich`, or "
+                          "`pip install 'sigex[mpi]'`) or pass --mpiexec")
+    lib = tracer_library()
+    say(f"tracer library {lib}")
+    raw = Path(tempfile.mkdtemp(prefix=f".{path.stem}.raw-", dir=path.parent))
+    env = dict(PINNED_THREADS_ENV)
+    env["SIGEX_TRACE_DIR"] = str(raw)
+    preload = os.environ.get("LD_PRELOAD", "")
+    env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)
+    if nprocs > (os.cpu_count() or 1):
+        env.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
+    flavour = _launcher_flavour(launcher)
+    proc_env = dict(os.environ)
+    for k, v in PINNED_THREADS_ENV.items():
+        proc_env.setdefault(k, v)
+    if flavour == "unknown":  # no known option to pass variables: use our environment
+        proc_env.update(env)
+    else:
+        proc_env["SIGEX_TRACE_DIR"] = str(raw)
+    argv = [launcher, "-n", str(nprocs), *_env_args(flavour, env), *mpiexec_args, *command]
+    say(f"running {shlex.join([launcher, '-n', str(nprocs), *command])}")
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, env=proc_env, timeout=timeout)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        rc = -9
+        say(f"run killed after {timeout} s")
+    except OSError as err:
+        shutil.rmtree(raw, ignore_errors=True)
+        raise TracerError(f"cannot start {launcher}: {err}") from err
+    wall = time.perf_counter() - t0
+    say(f"run finished in {wall:.2f} s (exit {rc}); assembling the trace")
+    try:
+        trace = assemble(raw, meta={
+            "app": app or _app_name(command),
+            "command": command,
+            "launcher": launcher,
+            "workload_label": label,
+            "workload_value": value,
+            "exit_code": rc,
+            "wall_time_launcher": wall,
+        })
+    except Exception:
+        if not keep_raw:
+            shutil.rmtree(raw, ignore_errors=True)
+        raise
+    if rc != 0 and trace.complete:
+        trace.meta["complete"] = False
+        trace.meta["incomplete_reason"] = f"the program exited with status {rc}"
+    trace.to_hdf5(path, overwrite=overwrite)
+    if keep_raw:
+        kept = path.with_name(path.name + ".raw")
+        if kept.exists():
+            shutil.rmtree(kept)
+        raw.rename(kept)
+    else:
+        shutil.rmtree(raw, ignore_errors=True)
+    return TraceResult(path=path, trace=trace, returncode=rc, wall_time=wall, command=tuple(command))
+
+
+def _app_name(command: Sequence[str]) -> str:
+    """The script's name for ``python app.py``, else the program's."""
+    for arg in command:
+        if arg.endswith(".py"):
+            return Path(arg).stem
+    return Path(command[0]).name

@@ -1,0 +1,202 @@
+"""HDF5 trace files: the one on-disk form of a :class:`~signature.trace.Trace`.
+
+Layout (format ``sigex-trace``, version 1; ``docs/trace-format.md`` is the
+reference): root attributes hold the metadata; ``/events`` holds one dataset
+per column, sorted by (rank, seq); ``/index/rank_offsets`` the per-rank
+offsets; ``/completions``, ``/lists`` and ``/comms`` the side tables.
+
+Files are written atomically: to a temporary file in the target directory,
+then renamed over the target, so that a reader never sees half a file. An
+existing file is never replaced unless ``overwrite=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+
+from .errors import IncompleteTraceError, TraceFormatError
+from .trace import (COMPLETION_COLUMNS, COUNTER_COLUMNS, EVENT_COLUMNS, OPS,
+                    CommTable, Trace)
+
+__all__ = ["read_trace", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
+
+FORMAT_NAME = "sigex-trace"
+FORMAT_VERSION = 1
+
+#: Metadata keys stored as JSON (everything else is a scalar attribute).
+_JSON_META = ("command", "hosts", "extra")
+_LIST_COLUMNS = ("rank", "seq", "kind", "start", "length")
+_COMM_COLUMNS = ("size", "inter", "member_offsets", "members", "cart_offsets",
+                 "cart_dims", "cart_periods")
+
+
+def _dataset(group: h5py.Group, name: str, data: np.ndarray) -> None:
+    data = np.ascontiguousarray(data)
+    if data.size >= 4096:
+        group.create_dataset(name, data=data, compression="gzip", compression_opts=4,
+                             shuffle=True, chunks=(min(len(data), 1 << 16),))
+    else:
+        group.create_dataset(name, data=data)
+
+
+def write_trace(trace: Trace, path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write ``trace`` to ``path`` atomically.
+
+    Parameters
+    ----------
+    trace : Trace
+    path : str or Path
+        Target file; its directory must exist.
+    overwrite : bool
+        Replace an existing file. Without it an existing file is an error and
+        stays as it was.
+
+    Returns
+    -------
+    Path
+        The written file.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` exists and ``overwrite`` is false.
+    """
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True (--force) to replace it")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path.parent} is not a directory")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            f.attrs["format"] = FORMAT_NAME
+            f.attrs["format_version"] = FORMAT_VERSION
+            for key, value in trace.meta.items():
+                if value is None:
+                    continue
+                if key in _JSON_META:
+                    f.attrs[key] = json.dumps(value)
+                else:
+                    f.attrs[key] = value
+            ev = f.create_group("events")
+            ev.attrs["op_names"] = json.dumps(list(OPS))
+            for col in EVENT_COLUMNS:
+                if col in trace.events:
+                    _dataset(ev, col, trace.events[col].astype(EVENT_COLUMNS[col], copy=False))
+            f.create_group("index").create_dataset("rank_offsets", data=trace.rank_offsets.astype(np.int64))
+            comp = f.create_group("completions")
+            for col in COMPLETION_COLUMNS:
+                _dataset(comp, col, trace.completions[col].astype(COMPLETION_COLUMNS[col], copy=False))
+            lists = f.create_group("lists")
+            for col in _LIST_COLUMNS + ("values",):
+                _dataset(lists, col, trace.lists[col])
+            comms = f.create_group("comms")
+            for col in _COMM_COLUMNS:
+                comms.create_dataset(col, data=getattr(trace.comms, col))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    trace.path = path
+    return path
+
+
+def _attr(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
+    """Read a trace file written by sigex.
+
+    Parameters
+    ----------
+    path : str or Path
+    allow_incomplete : bool
+        Accept a trace of a run that crashed or was killed (its events stop
+        where each rank's tracer last flushed).
+
+    Raises
+    ------
+    TraceFormatError
+        The file is missing, not HDF5, not a sigex trace, of a newer format,
+        or internally inconsistent.
+    IncompleteTraceError
+        The run did not finish and ``allow_incomplete`` is false.
+
+    Examples
+    --------
+    >>> t = read_trace("traces/stencil/P4.h5")          # doctest: +SKIP
+    >>> t.nprocs, t.work_mode
+    (4, 'cpu-time')
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceFormatError(f"{path}: no such trace file")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as err:
+        raise TraceFormatError(f"{path}: not a readable HDF5 file ({err}); is it truncated? "
+                               "Re-run `sigex trace` to make it again") from err
+    with f:
+        fmt = _attr(f.attrs.get("format"))
+        if fmt != FORMAT_NAME:
+            raise TraceFormatError(f"{path}: HDF5 file but not a sigex trace (format attribute "
+                                   f"{fmt!r}); make traces with `sigex trace`")
+        version = int(_attr(f.attrs.get("format_version", 0)))
+        if version > FORMAT_VERSION:
+            raise TraceFormatError(f"{path}: trace format version {version} is newer than this "
+                                   f"sigex reads ({FORMAT_VERSION}); upgrade sigex")
+        meta = {k: _attr(v) for k, v in f.attrs.items() if k not in ("format", "format_version")}
+        for key in _JSON_META:
+            if key in meta:
+                meta[key] = json.loads(meta[key])
+        if not meta.get("complete", False) and not allow_incomplete:
+            raise IncompleteTraceError(
+                f"{path}: the traced run did not finish ({meta.get('incomplete_reason', 'no reason recorded')}). "
+                "Re-run `sigex trace`, or pass --allow-incomplete (allow_incomplete=True) "
+                "to read the events it recorded")
+        try:
+            names = json.loads(_attr(f["events"].attrs["op_names"]))
+            events = {col: f["events"][col][()] for col in EVENT_COLUMNS if col in f["events"]}
+            missing = [c for c in EVENT_COLUMNS if c not in events and c not in COUNTER_COLUMNS]
+            if missing:
+                raise TraceFormatError(f"{path}: event columns missing: {', '.join(missing)}")
+            rank_offsets = f["index/rank_offsets"][()]
+            completions = {c: f["completions"][c][()] for c in COMPLETION_COLUMNS}
+            lists = {c: f["lists"][c][()] for c in _LIST_COLUMNS + ("values",)}
+            comms = CommTable(**{c: f["comms"][c][()] for c in _COMM_COLUMNS})
+        except KeyError as err:
+            raise TraceFormatError(f"{path}: damaged sigex trace, missing {err}") from err
+        except OSError as err:
+            raise TraceFormatError(f"{path}: damaged sigex trace ({err})") from err
+    if names != list(OPS[:len(names)]):
+        # written by a sigex with a different operation list: translate codes
+        lut = np.array([OPS.index(n) if n in OPS else 0 for n in names], np.uint8)
+        unknown = sorted(set(names) - set(OPS))
+        if unknown:
+            raise TraceFormatError(f"{path}: unknown MPI operations {unknown}; upgrade sigex")
+        events["op"] = lut[events["op"]]
+    trace = Trace(meta=meta, events=events, rank_offsets=rank_offsets,
+                  completions=completions, lists=lists, comms=comms, path=path)
+    trace.validate()
+    return trace
+
+
+def load_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
+    """Load a trace into numpy arrays (the library entry point for ``sigex show``).
+
+    Same as :meth:`Trace.from_hdf5`; see :func:`read_trace`.
+    """
+    return read_trace(path, allow_incomplete=allow_incomplete)

@@ -1,0 +1,375 @@
+"""The in-memory trace: one columnar event table for all ranks, as in Fig. 2 of
+Panadero et al. (rank, op, peer, bytes, communication and computation time),
+plus what sigex needs to replay and model it (seq, tag, communicator, request
+ids, burst CPU time and context switches, hardware counters where a PMU
+exists).
+
+Every reader returns a :class:`Trace` (the HDF5 reader in :mod:`signature.io`,
+the raw-tracer assembler in :mod:`signature._raw`); every later package reads
+traces through it. Events are sorted by (rank, seq); ``rank_offsets[r]`` is the
+first event of rank ``r``. The HDF5 layout is described in
+``docs/trace-format.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import MissingCounterError, TraceFormatError
+
+__all__ = [
+    "OPS",
+    "OP_CODE",
+    "PEER_NONE",
+    "PEER_ANY",
+    "PEER_NULL",
+    "COUNTER_COLUMNS",
+    "Trace",
+    "CommTable",
+]
+
+#: Operation names; an event's ``op`` column is the index in this tuple.
+#: The tracer writes the same names into its raw files, and a test checks the
+#: C list against this one.
+OPS: tuple[str, ...] = (
+    "None", "Init", "Finalize", "Abort",
+    "Send", "Ssend", "Bsend", "Rsend", "Recv",
+    "Isend", "Issend", "Ibsend", "Irsend", "Irecv",
+    "Sendrecv", "Sendrecv_replace",
+    "Probe", "Iprobe", "Mprobe", "Improbe", "Mrecv", "Imrecv",
+    "Send_init", "Ssend_init", "Bsend_init", "Rsend_init", "Recv_init",
+    "Start", "Startall",
+    "Wait", "Waitall", "Waitany", "Waitsome",
+    "Test", "Testall", "Testany", "Testsome", "Request_free",
+    "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv",
+    "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv",
+    "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan",
+    "Ibarrier", "Ibcast", "Ireduce", "Iallreduce", "Igather", "Igatherv",
+    "Iscatter", "Iscatterv", "Iallgather", "Iallgatherv", "Ialltoall",
+    "Ialltoallv", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan",
+    "Comm_split", "Comm_split_type", "Comm_create", "Comm_create_group",
+    "Comm_dup", "Cart_create", "Cart_sub", "Comm_free",
+)
+OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
+
+#: Special values of the peer/root columns (world ranks are >= 0).
+PEER_NONE = -1  # the operation has no peer
+PEER_ANY = -2  # MPI_ANY_SOURCE, resolved in the completion record
+PEER_NULL = -3  # MPI_PROC_NULL: the call moved no data
+
+#: Columns present only when the traced machine had a hardware PMU.
+COUNTER_COLUMNS = ("instr", "cycles", "llc_misses")
+
+#: Event columns and their dtypes, in file order.
+EVENT_COLUMNS: dict[str, np.dtype] = {
+    "rank": np.dtype(np.int32),
+    "seq": np.dtype(np.int64),
+    "op": np.dtype(np.uint8),
+    "peer": np.dtype(np.int32),
+    "recv_peer": np.dtype(np.int32),
+    "root": np.dtype(np.int32),
+    "tag": np.dtype(np.int32),
+    "comm": np.dtype(np.int32),
+    "aux": np.dtype(np.int32),
+    "bytes": np.dtype(np.int64),
+    "recv_bytes": np.dtype(np.int64),
+    "req": np.dtype(np.int64),
+    "t_start": np.dtype(np.float64),
+    "t_comm": np.dtype(np.float64),
+    "t_comp": np.dtype(np.float64),
+    "t_cpu": np.dtype(np.float64),
+    "ctx_switches": np.dtype(np.int64),
+    "instr": np.dtype(np.int64),
+    "cycles": np.dtype(np.int64),
+    "llc_misses": np.dtype(np.int64),
+}
+
+COMPLETION_COLUMNS: dict[str, np.dtype] = {
+    "rank": np.dtype(np.int32),
+    "seq": np.dtype(np.int64),
+    "req": np.dtype(np.int64),
+    "bytes": np.dtype(np.int64),
+    "peer": np.dtype(np.int32),
+    "tag": np.dtype(np.int32),
+}
+
+#: Kinds of the ``lists`` table (per-peer byte counts of v-collectives,
+#: request ids started by Startall).
+LIST_SEND, LIST_RECV, LIST_STARTED = 0, 1, 2
+
+
+@dataclasses.dataclass
+class CommTable:
+    """Communicators of the run, with world-rank membership and Cartesian
+    topology. Ids are global: the same communicator has the same id on every
+    member. Id 0 is MPI_COMM_WORLD."""
+
+    size: np.ndarray  # (C,) members per communicator
+    inter: np.ndarray  # (C,) bool: intercommunicator (members = remote group)
+    member_offsets: np.ndarray  # (C+1,)
+    members: np.ndarray  # world ranks, concatenated
+    cart_offsets: np.ndarray  # (C+1,) into cart_dims/cart_periods; empty = no topology
+    cart_dims: np.ndarray
+    cart_periods: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.size)
+
+    def members_of(self, comm_id: int) -> np.ndarray:
+        """World ranks of ``comm_id`` in communicator rank order."""
+        return self.members[self.member_offsets[comm_id]:self.member_offsets[comm_id + 1]]
+
+    def cartesian(self, comm_id: int) -> tuple[tuple[int, ...], tuple[bool, ...]] | None:
+        """``(dims, periods)`` of a Cartesian communicator, else None."""
+        a, b = self.cart_offsets[comm_id], self.cart_offsets[comm_id + 1]
+        if a == b:
+            return None
+        return (tuple(int(d) for d in self.cart_dims[a:b]),
+                tuple(bool(p) for p in self.cart_periods[a:b]))
+
+    @classmethod
+    def world_only(cls, nprocs: int) -> "CommTable":
+        return cls(
+            size=np.array([nprocs], np.int32), inter=np.zeros(1, bool),
+            member_offsets=np.array([0, nprocs], np.int64),
+            members=np.arange(nprocs, dtype=np.int32),
+            cart_offsets=np.zeros(2, np.int64),
+            cart_dims=np.zeros(0, np.int32), cart_periods=np.zeros(0, bool))
+
+
+@dataclasses.dataclass
+class Trace:
+    """One traced run: events of all ranks plus metadata.
+
+    Attributes
+    ----------
+    meta : dict
+        Run metadata (app, command, nprocs, workload, MPI library, hosts,
+        work mode, counters, sigex version, complete flag); see
+        ``docs/trace-format.md``.
+    events : dict of str to ndarray
+        Event columns (:data:`EVENT_COLUMNS`), sorted by (rank, seq). The
+        hardware-counter columns are absent when the machine had no PMU.
+    rank_offsets : ndarray, shape (P+1,)
+        Rank ``r``'s events are ``rank_offsets[r]:rank_offsets[r+1]``.
+    completions : dict of str to ndarray
+        One row per request completed by a Wait/Test call (``seq`` is that
+        call's event), with the actual peer and bytes of receives.
+    lists : dict of str to ndarray
+        Per-peer byte counts of v-collectives and requests started by Startall:
+        rows (rank, seq, kind, start, length) into ``values``.
+    comms : CommTable
+    path : Path or None
+        File the trace was read from.
+    """
+
+    meta: dict[str, Any]
+    events: dict[str, np.ndarray]
+    rank_offsets: np.ndarray
+    completions: dict[str, np.ndarray]
+    lists: dict[str, np.ndarray]
+    comms: CommTable
+    path: Path | None = None
+
+    # ---- shape ---------------------------------------------------------------
+    @property
+    def nprocs(self) -> int:
+        return int(self.meta["nprocs"])
+
+    @property
+    def n_events(self) -> int:
+        return int(len(self.events["op"]))
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.meta.get("complete", False))
+
+    @property
+    def work_mode(self) -> str:
+        """``"counters"`` when instructions/cycles exist, else ``"cpu-time"``."""
+        return str(self.meta["work_mode"])
+
+    @property
+    def has_counters(self) -> bool:
+        return all(c in self.events for c in COUNTER_COLUMNS)
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.path else f"<trace P={self.nprocs}>"
+
+    def rank_slice(self, rank: int) -> slice:
+        """Index range of ``rank``'s events in every column."""
+        if not 0 <= rank < self.nprocs:
+            raise IndexError(f"{self.name}: rank {rank} out of range 0..{self.nprocs - 1}")
+        return slice(int(self.rank_offsets[rank]), int(self.rank_offsets[rank + 1]))
+
+    def rank_events(self, rank: int) -> dict[str, np.ndarray]:
+        """All columns restricted to one rank (views, no copy)."""
+        s = self.rank_slice(rank)
+        return {k: v[s] for k, v in self.events.items()}
+
+    def counter(self, name: str) -> np.ndarray:
+        """A hardware counter column; raises with the kernel's reason if missing."""
+        if name not in COUNTER_COLUMNS:
+            raise KeyError(f"{name!r} is not a counter column; use one of {COUNTER_COLUMNS}")
+        if name not in self.events:
+            raise MissingCounterError(
+                f"{self.name}: no {name} column: the traced machine had no hardware "
+                f"PMU ({self.meta.get('counters_reason', 'reason not recorded')}). "
+                "This trace is in CPU-time mode: use the t_cpu column.")
+        return self.events[name]
+
+    @staticmethod
+    def op_code(name: str) -> int:
+        try:
+            return OP_CODE[name]
+        except KeyError:
+            raise KeyError(f"unknown MPI operation {name!r}; known: {', '.join(OPS[1:])}") from None
+
+    @staticmethod
+    def op_name(code: int) -> str:
+        return OPS[int(code)]
+
+    # ---- derived figures -------------------------------------------------------
+    def end_times(self) -> np.ndarray:
+        """Per rank: time from the post-Init barrier to the end of its last event
+        before MPI_Finalize (the traced run's runtime on that rank)."""
+        ev = self.events
+        out = np.zeros(self.nprocs)
+        last = self.rank_offsets[1:] - 1
+        has = self.rank_offsets[1:] > self.rank_offsets[:-1]
+        fin = OP_CODE["Finalize"]
+        # the runtime ends where Finalize starts (or after the last event)
+        is_fin = ev["op"][last[has]] == fin
+        t_end = np.where(is_fin, ev["t_start"][last[has]],
+                         ev["t_start"][last[has]] + ev["t_comm"][last[has]])
+        out[has] = t_end
+        return out
+
+    @property
+    def runtime(self) -> float:
+        """Measured runtime: the latest rank's end time (seconds)."""
+        return float(self.end_times().max()) if self.nprocs else 0.0
+
+    def per_rank_totals(self) -> dict[str, np.ndarray]:
+        """Per-rank sums of burst wall time, burst CPU time, time in MPI calls,
+        context switches and event counts (Init's and Finalize's own call times
+        excluded: they are start-up and shut-down, not the application)."""
+        ev = self.events
+        ranks = ev["rank"]
+        P = self.nprocs
+        inside = (ev["op"] != OP_CODE["Init"]) & (ev["op"] != OP_CODE["Finalize"])
+        return {
+            "events": np.diff(self.rank_offsets),
+            "t_comp": np.bincount(ranks, weights=ev["t_comp"], minlength=P),
+            "t_cpu": np.bincount(ranks, weights=ev["t_cpu"], minlength=P),
+            "t_comm": np.bincount(ranks, weights=np.where(inside, ev["t_comm"], 0.0), minlength=P),
+            "ctx_switches": np.bincount(ranks, weights=ev["ctx_switches"], minlength=P),
+            "bytes": np.bincount(ranks, weights=ev["bytes"], minlength=P),
+        }
+
+    def op_table(self) -> list[dict[str, Any]]:
+        """Per operation: calls, bytes sent, bytes received, time inside calls."""
+        ev = self.events
+        n = len(OPS)
+        calls = np.bincount(ev["op"], minlength=n)
+        sent = np.bincount(ev["op"], weights=ev["bytes"], minlength=n)
+        recv = np.bincount(ev["op"], weights=ev["recv_bytes"], minlength=n)
+        t = np.bincount(ev["op"], weights=ev["t_comm"], minlength=n)
+        return [
+            {"op": OPS[i], "calls": int(calls[i]), "bytes": int(sent[i]),
+             "recv_bytes": int(recv[i]), "t_comm": float(t[i])}
+            for i in np.flatnonzero(calls)
+        ]
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready summary: what ``sigex show`` prints."""
+        tot = self.per_rank_totals()
+        return {
+            "file": str(self.path) if self.path else None,
+            "app": self.meta.get("app"),
+            "command": self.meta.get("command"),
+            "nprocs": self.nprocs,
+            "workload": {"label": self.meta.get("workload_label"),
+                         "value": self.meta.get("workload_value")},
+            "mpi_library": self.meta.get("mpi_library"),
+            "hosts": self.meta.get("hosts"),
+            "work_mode": self.work_mode,
+            "counters_available": self.has_counters,
+            "counters_reason": self.meta.get("counters_reason"),
+            "complete": self.complete,
+            "incomplete_reason": self.meta.get("incomplete_reason"),
+            "events": self.n_events,
+            "runtime": self.runtime,
+            "ops": self.op_table(),
+            "ranks": {k: v.tolist() for k, v in tot.items()},
+        }
+
+    # ---- validation ------------------------------------------------------------
+    def validate(self) -> None:
+        """Check internal consistency; raise :class:`TraceFormatError` naming the
+        file and rank of the first problem."""
+        P = self.nprocs
+        name = self.name
+        ro = self.rank_offsets
+        n = self.n_events
+        if ro.shape != (P + 1,) or ro[0] != 0 or ro[-1] != n or np.any(np.diff(ro) < 0):
+            raise TraceFormatError(f"{name}: rank index does not match the event table "
+                                   f"({P} ranks, {n} events); the file is damaged")
+        for col, arr in self.events.items():
+            if len(arr) != n:
+                raise TraceFormatError(f"{name}: column {col!r} has {len(arr)} rows, expected {n}")
+        ranks = self.events["rank"]
+        expect = np.repeat(np.arange(P, dtype=np.int32), np.diff(ro))
+        bad = np.flatnonzero(ranks != expect)
+        if bad.size:
+            i = int(bad[0])
+            raise TraceFormatError(f"{name}: event {i} belongs to rank {ranks[i]} but sits in "
+                                   f"rank {expect[i]}'s block; the file is damaged")
+        seq = self.events["seq"]
+        if n:
+            step = np.diff(seq)
+            same_rank = ranks[1:] == ranks[:-1]
+            bad = np.flatnonzero(same_rank & (step <= 0))
+            if bad.size:
+                i = int(bad[0]) + 1
+                raise TraceFormatError(f"{name}: rank {ranks[i]}: events out of order at seq "
+                                       f"{seq[i]} (after {seq[i - 1]})")
+        op = self.events["op"]
+        if n and int(op.max()) >= len(OPS):
+            raise TraceFormatError(f"{name}: unknown operation code {int(op.max())}")
+        for col in ("peer", "recv_peer", "root"):
+            arr = self.events[col]
+            bad = np.flatnonzero((arr >= P) | (arr < -3))
+            if bad.size:
+                i = int(bad[0])
+                raise TraceFormatError(f"{name}: rank {ranks[i]} event seq {seq[i]} "
+                                       f"({OPS[op[i]]}): {col} {arr[i]} is not a world rank "
+                                       f"of a {P}-process run")
+
+    # ---- I/O -------------------------------------------------------------------
+    @classmethod
+    def from_hdf5(cls, path: str | Path, *, allow_incomplete: bool = False) -> "Trace":
+        """Read a trace file; see :func:`signature.io.read_trace`."""
+        from .io import read_trace
+        return read_trace(path, allow_incomplete=allow_incomplete)
+
+    def to_hdf5(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write atomically; see :func:`signature.io.write_trace`."""
+        from .io import write_trace
+        return write_trace(self, path, overwrite=overwrite)
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else "INCOMPLETE"
+        return (f"Trace({self.name}: app={self.meta.get('app')!r}, P={self.nprocs}, "
+                f"{self.n_events} events, {self.work_mode} mode, {state})")
+
+
+def meta_json(value: Any) -> str:
+    """Metadata values that are not scalars are stored as JSON strings."""
+    return json.dumps(value)
