@@ -6,7 +6,10 @@ The tracer (``_tracer/sigex_trace.c``) writes, per world rank ``r``,
 ``rank<r>.comms`` (text) and, at MPI_Finalize, ``rank<r>.end``. A rank
 without its end record, a record cut in half, or a rank that wrote nothing
 makes the trace *incomplete*: it is still assembled, with the reason, so
-that nothing recorded is lost, and readers refuse it unless asked.
+that nothing recorded is lost, and readers refuse it unless asked. The
+tracer writes its binary streams through shared file mappings, so a rank
+killed by the launcher leaves every recorded event on disk, followed by
+zeros up to the mapping's window: those zeros are trimmed here.
 """
 
 from __future__ import annotations
@@ -66,6 +69,12 @@ def pmu_diagnosis() -> str:
     return "; ".join(notes)
 
 
+def _used(valid: np.ndarray) -> int:
+    """Number of records up to the last valid one."""
+    idx = np.flatnonzero(valid)
+    return int(idx[-1]) + 1 if idx.size else 0
+
+
 def _parse_comms(path: Path, rank: int) -> list[tuple[tuple[int, ...], bool, tuple, tuple]]:
     """Per local comm id: (members, inter, cart dims, cart periods)."""
     out = []
@@ -104,6 +113,8 @@ def _read_lists(path: Path) -> list[tuple[int, int, np.ndarray]]:
     while pos + 16 <= len(data):
         seq = int(np.frombuffer(data, "<i8", 1, pos)[0])
         n, kind = (int(x) for x in np.frombuffer(data, "<i4", 2, pos + 8))
+        if n <= 0:
+            break  # zeros: the unwritten end of a killed rank's mapped file
         end = pos + 16 + 8 * n
         if end > len(data):
             break  # cut short by a crash
@@ -184,9 +195,12 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
             problems.append(f"rank {r}: last event record cut short after event {whole} "
                             "(run killed while writing)")
         ev = np.frombuffer(evb[:whole * RAW_EVENT_DTYPE.itemsize], RAW_EVENT_DTYPE)
+        # a killed rank leaves its mapped files at window size: zeros after the last record
+        ev = ev[:_used(ev["op"] != 0)]
         cb = (raw_dir / f"rank{r}.completions").read_bytes() if (raw_dir / f"rank{r}.completions").exists() else b""
         cw = len(cb) // RAW_COMPLETION_DTYPE.itemsize
         comp = np.frombuffer(cb[:cw * RAW_COMPLETION_DTYPE.itemsize], RAW_COMPLETION_DTYPE)
+        comp = comp[:_used(comp["seq"] != 0)]  # seq 0 is Init, which completes nothing
         end = raw_dir / f"rank{r}.end"
         if end.exists():
             e = _read_kv(end)

@@ -23,7 +23,8 @@
  *                       started by Startall
  *   rank<r>.comms        one text line per communicator seen
  *   rank<r>.end          written last, at MPI_Finalize: the run is complete
- * Buffers are stdio buffers of several MB, flushed when full and at exit.
+ * Binary streams are written through shared file mappings (see ms_write),
+ * so that a rank killed by the launcher loses none of its recorded events.
  * The Python side (signature/_raw.py) assembles these into one HDF5 file;
  * docs/trace-format.md describes both.
  *
@@ -39,7 +40,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -145,13 +148,21 @@ typedef struct {
 
 typedef struct { double cpu; int64_t ctx, instr, cycles, llc; } sample_t;
 
+#define MS_WINDOW ((size_t)8 << 20)
+typedef struct {
+  int fd;
+  char *base;
+  size_t win_off, pos;
+} mstream;
+
 static struct {
   int tracing, depth, rank, size;
   pthread_t main_thread;
   double t0, last_end;
   sample_t last;
   int64_t seq, nevents, ncompletions, untraced_calls, next_req;
-  FILE *f_events, *f_compl, *f_lists, *f_comms;
+  mstream m_events, m_compl, m_lists;
+  FILE *f_comms;
   char dir[4096];
   /* counters */
   int sw_fd, hw_fd, hw_ok, sw_ok, n_sw, n_hw;
@@ -166,12 +177,69 @@ static struct {
   MPI_Request *scratch_req;
   MPI_Status *scratch_st;
   int scratch_n;
-} g = {.sw_fd = -1, .hw_fd = -1};
+} g = {.sw_fd = -1, .hw_fd = -1, .m_events = {.fd = -1}, .m_compl = {.fd = -1},
+       .m_lists = {.fd = -1}};
 
 static inline double wall_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Append-only binary streams written through a shared file mapping: the
+ * kernel keeps what was written even if the process is killed (SIGKILL from
+ * the launcher when another rank dies), so a crashed run loses no recorded
+ * event.  The file grows by MS_WINDOW; unwritten space is zeros, which the
+ * reader trims (no valid record starts with zeros, see _raw.py). */
+static void ms_map(mstream *m, size_t off) {
+  if (ftruncate(m->fd, (off_t)(off + MS_WINDOW)) != 0) goto fail;
+  m->base = mmap(NULL, MS_WINDOW, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, (off_t)off);
+  if (m->base == MAP_FAILED) goto fail;
+  m->win_off = off;
+  return;
+fail:
+  fprintf(stderr, "sigex tracer: rank %d cannot extend its trace file: %s\n", g.rank,
+          strerror(errno));
+  PMPI_Abort(MPI_COMM_WORLD, 3);
+}
+
+static void ms_open(mstream *m, const char *suffix) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/rank%d.%s", g.dir, g.rank, suffix);
+  m->fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (m->fd < 0) {
+    fprintf(stderr, "sigex tracer: rank %d cannot write %s: %s\n", g.rank, path,
+            strerror(errno));
+    PMPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  m->pos = 0;
+  ms_map(m, 0);
+}
+
+static void ms_write(mstream *m, const void *p, size_t n) {
+  const char *src = p;
+  while (n) {
+    size_t room = m->win_off + MS_WINDOW - m->pos;
+    if (!room) {
+      munmap(m->base, MS_WINDOW);
+      ms_map(m, m->win_off + MS_WINDOW);
+      continue;
+    }
+    size_t k = n < room ? n : room;
+    memcpy(m->base + (m->pos - m->win_off), src, k);
+    m->pos += k;
+    src += k;
+    n -= k;
+  }
+}
+
+static void ms_close(mstream *m) {
+  if (m->fd < 0 || !m->base) return;
+  munmap(m->base, MS_WINDOW);
+  if (ftruncate(m->fd, (off_t)m->pos) != 0) { /* the reader trims zeros anyway */ }
+  close(m->fd);
+  m->fd = -1;
+  m->base = NULL;
 }
 
 /* ---- perf_event_open ---------------------------------------------------- */
@@ -433,7 +501,7 @@ static void req_complete(MPI_Request h, const MPI_Status *st, int64_t seq) {
       }
     }
   }
-  fwrite(&c, sizeof c, 1, g.f_compl);
+  ms_write(&g.m_compl, &c, sizeof c);
   g.ncompletions++;
 }
 
@@ -475,7 +543,7 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
 static inline void ev_end(ev_t *e) {
   double now = wall_now();
   e->t_comm = now - g.t0 - e->t_start;
-  fwrite(e, sizeof *e, 1, g.f_events);
+  ms_write(&g.m_events, e, sizeof *e);
   g.nevents++;
   g.seq++;
   sample(&g.last);
@@ -521,9 +589,9 @@ enum { LIST_SEND = 0, LIST_RECV = 1, LIST_STARTED = 2 };
 
 static void lists_write(int64_t seq, int kind, int n, const int64_t *v) {
   int32_t hdr[2] = {n, kind};
-  fwrite(&seq, sizeof seq, 1, g.f_lists);
-  fwrite(hdr, sizeof hdr, 1, g.f_lists);
-  fwrite(v, sizeof *v, (size_t)n, g.f_lists);
+  ms_write(&g.m_lists, &seq, sizeof seq);
+  ms_write(&g.m_lists, hdr, sizeof hdr);
+  ms_write(&g.m_lists, v, sizeof *v * (size_t)n);
 }
 
 static void vcounts_write(int64_t seq, int kind, int n, const void *counts,
@@ -558,19 +626,23 @@ static FILE *open_raw(const char *suffix) {
             path, strerror(errno));
     PMPI_Abort(MPI_COMM_WORLD, 3);
   }
-  setvbuf(f, NULL, _IOFBF, 4 << 20);
   return f;
 }
 
-static void flush_all(void) {
-  if (g.f_events) fflush(g.f_events);
-  if (g.f_compl) fflush(g.f_compl);
-  if (g.f_lists) fflush(g.f_lists);
-  if (g.f_comms) fflush(g.f_comms);
+
+static void close_streams(void) {
+  ms_close(&g.m_events);
+  ms_close(&g.m_compl);
+  ms_close(&g.m_lists);
+  if (g.f_comms) fclose(g.f_comms);
+  g.f_comms = NULL;
 }
 
-static void at_exit_flush(void) {
-  if (g.tracing) flush_all(); /* exit without MPI_Finalize: no end record */
+static void at_exit_close(void) {
+  if (g.tracing) { /* exit without MPI_Finalize: no end record */
+    g.tracing = 0;
+    close_streams();
+  }
 }
 
 static void tracer_start(double t_call, int thread_level) {
@@ -583,9 +655,9 @@ static void tracer_start(double t_call, int thread_level) {
   snprintf(end, sizeof end, "%s/rank%d.end", g.dir, g.rank);
   unlink(end); /* a stale end record must not mark this run complete */
   g.main_thread = pthread_self();
-  g.f_events = open_raw("events");
-  g.f_compl = open_raw("completions");
-  g.f_lists = open_raw("lists");
+  ms_open(&g.m_events, "events");
+  ms_open(&g.m_compl, "completions");
+  ms_open(&g.m_lists, "lists");
   g.f_comms = open_raw("comms");
   comm_get(MPI_COMM_WORLD); /* id 0 */
   comm_get(MPI_COMM_SELF);  /* id 1 */
@@ -635,21 +707,17 @@ static void tracer_start(double t_call, int thread_level) {
   e.tag = -1;
   e.req = -1;
   e.instr = e.cycles = e.llc_misses = g.hw_ok ? 0 : -1;
-  fwrite(&e, sizeof e, 1, g.f_events);
+  ms_write(&g.m_events, &e, sizeof e);
   g.nevents = g.seq = 1;
   sample(&g.last);
   g.last_end = wall_now();
   g.tracing = 1;
-  atexit(at_exit_flush);
+  atexit(at_exit_close);
 }
 
 static void tracer_stop(void) {
   g.tracing = 0;
-  fclose(g.f_events);
-  fclose(g.f_compl);
-  fclose(g.f_lists);
-  fclose(g.f_comms);
-  g.f_events = g.f_compl = g.f_lists = g.f_comms = NULL;
+  close_streams();
   char tmp[4200], path[4200];
   snprintf(tmp, sizeof tmp, "%s/rank%d.end.tmp", g.dir, g.rank);
   snprintf(path, sizeof path, "%s/rank%d.end", g.dir, g.rank);
@@ -697,8 +765,8 @@ int MPI_Abort(MPI_Comm comm, int errorcode) {
   if (ev_begin(&e, OP_ABORT, comm)) {
     e.aux = errorcode;
     ev_end(&e);
-    flush_all();
     g.tracing = 0;
+    close_streams();
   }
   return PMPI_Abort(comm, errorcode);
 }

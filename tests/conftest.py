@@ -1,0 +1,63 @@
+"""Shared fixtures: real traced MPI runs at small P, and copies of bundled traces.
+
+Traced runs go through the same library call as ``sigex trace``
+(:func:`signature.trace_run`), into the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+TRACES = ROOT / "traces"
+
+HAVE_MPI = bool(shutil.which("mpiexec") and (os.environ.get("SIGEX_MPICC") or shutil.which("mpicc")))
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="no mpiexec/mpicc on PATH (pip install mpich)")
+
+
+@pytest.fixture
+def run_traced(tmp_path):
+    """``run_traced(script, nprocs, *args, name="app", expect_ok=True)`` runs a Python
+    MPI script (source text or a path) under the tracer and returns the
+    :class:`signature.TraceResult`."""
+    from signature import trace_run
+
+    counter = {"n": 0}
+
+    def run(script, nprocs, *args, name="app", expect_ok=True, timeout=300, **kwargs):
+        counter["n"] += 1
+        if isinstance(script, Path):
+            path = script
+        else:
+            path = tmp_path / f"{name}.py"
+            path.write_text(textwrap.dedent(script))
+        out = tmp_path / f"{name}-{counter['n']}" / f"P{nprocs}.h5"
+        res = trace_run([sys.executable, str(path), *map(str, args)], nprocs, out,
+                        timeout=timeout, **kwargs)
+        if expect_ok:
+            assert res.ok, f"traced run failed: exit {res.returncode}, {res.trace.meta.get('incomplete_reason')}"
+        return res
+
+    return run
+
+
+@pytest.fixture
+def bundled(tmp_path):
+    """``bundled("stencil/P4.h5")`` copies a bundled trace to a temporary file."""
+
+    def copy(rel: str) -> Path:
+        src = TRACES / rel
+        if not src.exists():
+            pytest.fail(f"bundled trace {src} is missing; see traces/README.md to regenerate it")
+        dst = tmp_path / rel.replace("/", "-")
+        shutil.copy(src, dst)
+        return dst
+
+    return copy
