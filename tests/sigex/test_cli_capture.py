@@ -1,0 +1,99 @@
+"""The sigex command line: trace and show, exit codes, messages, help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import EXAMPLES, TRACES, needs_mpi
+from sigex.cli import main
+
+SCRIPT = """
+from mpi4py import MPI
+import numpy as np
+c = MPI.COMM_WORLD
+a = np.zeros(16)
+for _ in range(3):
+    c.Allreduce(MPI.IN_PLACE, a)
+"""
+
+
+def test_help_starts_no_mpi():
+    """`sigex --help` and every subcommand's help run without importing mpi4py.MPI."""
+    code = ("import sys; from sigex.cli import main\n"
+            "for a in (['--help'], ['trace', '--help'], ['show', '--help']):\n"
+            "    try: main(a)\n"
+            "    except SystemExit: pass\n"
+            "assert 'mpi4py.MPI' not in sys.modules, 'help imported MPI'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "example" in out.stdout and "sigex show traces/" in out.stdout
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    """`sigex` alone prints the help and exits 2."""
+    assert main([]) == 2
+    assert "COMMAND" in capsys.readouterr().out
+
+
+def test_show_missing_file_is_one_line_exit_2(tmp_path, capsys):
+    """A missing trace gives one stderr line naming it, exit 2, no traceback."""
+    assert main(["show", str(tmp_path / "absent.h5")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "absent.h5: no such trace file" in err
+
+
+@needs_mpi
+def test_trace_then_show(tmp_path, capsys):
+    """`sigex trace` writes P<n>.h5 into the output directory and `sigex show` summarises it."""
+    script = tmp_path / "allred.py"
+    script.write_text(SCRIPT)
+    out = tmp_path / "traces"
+    rc = main(["trace", "-n", "2", "-o", str(out), "--workload", "n=16", "-q", "--",
+               sys.executable, str(script)])
+    assert rc == 0
+    assert "wrote" in capsys.readouterr().out
+    path = out / "P2.h5"
+    assert main(["show", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert "workload n=16" in text and "Allreduce" in text and "complete    yes" in text
+    assert main(["show", "--json", str(path)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    calls = {o["op"]: o["calls"] for o in summary["ops"]}
+    assert calls["Allreduce"] == 6 and summary["nprocs"] == 2
+    # a second trace onto the same file is refused, and the file kept
+    before = path.read_bytes()
+    rc = main(["trace", "-n", "2", "-o", str(out), "-q", "--", sys.executable, str(script)])
+    assert rc == 2
+    assert "already exists" in capsys.readouterr().err
+    assert path.read_bytes() == before
+
+
+@needs_mpi
+def test_failing_program_exit_1_and_incomplete_file(tmp_path, capsys):
+    """A program that fails gives exit 1 and a trace marked incomplete, readable on request."""
+    script = tmp_path / "bad.py"
+    script.write_text(SCRIPT + "\nimport sys\nif c.rank == 1: c.Abort(5)\nc.Barrier()\n")
+    rc = main(["trace", "-n", "2", "-o", str(tmp_path), "-q", "--", sys.executable, str(script)])
+    assert rc == 1
+    assert "marked incomplete" in capsys.readouterr().err
+    assert main(["show", str(tmp_path / "P2.h5")]) == 2
+    assert "--allow-incomplete" in capsys.readouterr().err
+    assert main(["show", "--allow-incomplete", str(tmp_path / "P2.h5")]) == 0
+    assert "MPI_Abort" in capsys.readouterr().out
+
+
+def test_trace_without_command_is_explained(capsys):
+    """`sigex trace -n 2` with no program says where the program goes."""
+    assert main(["trace", "-n", "2"]) == 2
+    assert "put the command after `--`" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (TRACES / "stencil" / "P4.h5").exists(), reason="bundled traces not generated")
+def test_show_bundled_trace(capsys):
+    """The README's main command works on the bundled stencil trace."""
+    assert main(["show", str(TRACES / "stencil" / "P4.h5")]) == 0
+    assert "stencil" in capsys.readouterr().out
