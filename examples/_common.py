@@ -1,0 +1,49 @@
+"""Shared plumbing of the example applications: one BLAS thread, arguments, the result line.
+
+Import it before numpy: it pins BLAS/OpenMP to one thread per rank, because a
+traced burst's CPU time is the calling thread's and cannot see worker threads.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+
+
+def parse(description: str, n: int, iters: int, extra=()) -> argparse.Namespace:
+    """Arguments every example takes: --n (workload) and --iters, plus ``extra``
+    as (flag, type, default, help) tuples."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--n", type=int, default=n, help=f"workload size (default {n})")
+    p.add_argument("--iters", type=int, default=iters, help=f"iterations (default {iters})")
+    for flag, typ, default, text in extra:
+        p.add_argument(flag, type=typ, default=default, help=f"{text} (default {default})")
+    args = p.parse_args()
+    if args.n < 1 or args.iters < 1:
+        p.error("--n and --iters must be positive")
+    return args
+
+
+def refuse(comm, message: str) -> None:
+    """Every rank reaches the same verdict: rank 0 says why, all exit with status 2."""
+    if comm.rank == 0:
+        print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def report(comm, app: str, args, seconds: float, ok: bool, detail: str = "") -> None:
+    """Rank 0 prints one result line; a failed check aborts the job with status 1.
+
+    Only rank 0 holds the verdict, so success costs no extra MPI call."""
+    if comm.rank != 0:
+        return
+    line = (f"{app} P={comm.size} n={args.n} iters={args.iters} time={seconds:.6f} "
+            f"check={'OK' if ok else 'FAILED'} {detail}").rstrip()
+    print(line, flush=True)
+    if not ok:
+        comm.Abort(1)
