@@ -426,6 +426,10 @@ static size_t req_hash(MPI_Request h) {
   return (size_t)x;
 }
 
+/* Insert always takes a new slot: MPI libraries may hand out the same handle
+ * for several requests at once (MPICH returns one pre-completed handle for
+ * every eager send that finished inside Isend).  Lookup returns the oldest
+ * entry with that handle, so such requests complete in creation order. */
 static req_entry *req_find(MPI_Request h, int insert) {
   if (insert && 2 * (g.usedreqs + 1) > g.capreqs) {
     size_t oldcap = g.capreqs;
@@ -442,11 +446,11 @@ static req_entry *req_find(MPI_Request h, int insert) {
   }
   if (!g.capreqs) return NULL;
   size_t mask = g.capreqs - 1, i = req_hash(h) & mask;
-  req_entry *tomb = NULL;
+  req_entry *tomb = NULL, *best = NULL;
   for (;;) {
     req_entry *e = &g.reqs[i];
     if (e->state == 0) {
-      if (!insert) return NULL;
+      if (!insert) return best;
       if (tomb) e = tomb;
       else g.usedreqs++;
       memset(e, 0, sizeof *e);
@@ -456,8 +460,8 @@ static req_entry *req_find(MPI_Request h, int insert) {
     }
     if (e->state == 2) {
       if (!tomb) tomb = e;
-    } else if (memcmp(&e->handle, &h, sizeof h) == 0) {
-      return e;
+    } else if (!insert && memcmp(&e->handle, &h, sizeof h) == 0) {
+      if (!best || e->id < best->id) best = e;
     }
     i = (i + 1) & mask;
   }
