@@ -101,6 +101,9 @@ def write_trace(trace: Trace, path: str | Path, *, overwrite: bool = False) -> P
             comms = f.create_group("comms")
             for col in _COMM_COLUMNS:
                 comms.create_dataset(col, data=getattr(trace.comms, col))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private; give it the usual mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Regenerate the bundled traces: every example at P = 4, 8, 16, at its original
+# workload (traces/<app>/P<n>.h5) and its small workload (traces/<app>/small/P<n>.h5).
+# Run from the repository root after `pip install -e '.[mpi]'`. Existing files are
+# kept unless FORCE=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+force=()
+[ "${FORCE:-0}" = 1 ] && force=(--force)
+
+trace() {  # trace <app> <dir> <P> <workload n> <args...>
+  local app=$1 dir=$2 p=$3 n=$4
+  shift 4
+  if [ -e "$dir/P$p.h5" ] && [ ${#force[@]} = 0 ]; then
+    echo "keep $dir/P$p.h5"
+    return
+  fi
+  sigex trace -q "${force[@]}" -n "$p" -o "$dir/" --workload "n=$n" -- \
+    python "examples/$app.py" --n "$n" "$@"
+}
+
+for p in 4 8 16; do
+  trace stencil traces/stencil "$p" 2048 --iters 100 --check-every 10
+  trace stencil traces/stencil/small "$p" 512 --iters 100 --check-every 10
+  trace cg traces/cg "$p" 2048 --iters 50
+  trace cg traces/cg/small "$p" 512 --iters 50
+  trace nbody traces/nbody "$p" 4096 --iters 5
+  trace nbody traces/nbody/small "$p" 1024 --iters 5
+  trace fft2d traces/fft2d "$p" 2048 --iters 10
+  trace fft2d traces/fft2d/small "$p" 512 --iters 10
+  trace sweep traces/sweep "$p" 1024 --iters 5 --planes 8 --kblocks 4
+  trace sweep traces/sweep/small "$p" 256 --iters 5 --planes 8 --kblocks 4
+done
