@@ -41,10 +41,10 @@ from signature.capture import PINNED_THREADS_ENV  # noqa: E402
 
 # (name, script, args) at the bundled traces' original workloads
 CASES = [
-    ("stencil", "stencil.py", ["--n", "1024", "--iters", "50"]),
-    ("cg", "cg.py", ["--n", "512", "--iters", "50"]),
-    ("nbody", "nbody.py", ["--n", "2048", "--iters", "5"]),
-    ("fft2d", "fft2d.py", ["--n", "512", "--iters", "10"]),
+    ("stencil", "stencil.py", ["--n", "2048", "--iters", "100"]),
+    ("cg", "cg.py", ["--n", "2048", "--iters", "50"]),
+    ("nbody", "nbody.py", ["--n", "4096", "--iters", "5"]),
+    ("fft2d", "fft2d.py", ["--n", "2048", "--iters", "10"]),
     ("sweep", "sweep.py", ["--n", "1024", "--iters", "5"]),
 ]
 TIME_RE = re.compile(r"time=([0-9.eE+-]+)")
@@ -67,14 +67,14 @@ def run_plain(cmd: list[str], nprocs: int) -> float:
 def run_traced(cmd: list[str], nprocs: int, tmp: Path, k: int) -> tuple[float, float]:
     """Traced run: (application time, median burst wall time)."""
     log = tmp / f"out{k}.txt"
-    # trace_run inherits our stdout; capture it through a wrapper shell redirect
-    res = trace_run(["sh", "-c", " ".join(cmd) + f" > {log}.$PMI_RANK"], nprocs, tmp / f"t{k}.h5")
+    with open(log, "w") as out:
+        res = trace_run(cmd, nprocs, tmp / f"t{k}.h5", stdout=out)
     if not res.ok:
         raise SystemExit(f"traced run failed: {res.trace.meta.get('incomplete_reason')}")
     t = load_trace(res.path)
     ops = t.events["op"]
     bursts = t.events["t_comp"][(ops != t.op_code("Init")) & (ops != t.op_code("Finalize"))]
-    return app_time(Path(f"{log}.0").read_text(), " ".join(cmd)), float(np.median(bursts))
+    return app_time(log.read_text(), " ".join(cmd)), float(np.median(bursts))
 
 
 def call_cost(n: int) -> tuple[float, float]:
@@ -97,8 +97,9 @@ def call_cost(n: int) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--nprocs", type=int, default=4)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--nprocs", type=int, default=2,
+                    help="ranks (default 2: one per core here; oversubscribed wall times are noise)")
     ap.add_argument("--calls", type=int, default=200_000)
     opts = ap.parse_args()
     rows = []
@@ -107,11 +108,15 @@ def main() -> None:
         for name, script, args in CASES:
             cmd = [sys.executable, str(ROOT / "examples" / script), *args]
             plain, traced, bursts = [], [], []
-            for k in range(opts.repeat):
-                plain.append(run_plain(cmd, opts.nprocs))
-                t, b = run_traced(cmd, opts.nprocs, tmp, len(rows) * 100 + k)
-                traced.append(t)
-                bursts.append(b)
+            for k in range(opts.repeat):  # interleaved, alternating which goes first
+                order = (0, 1) if k % 2 == 0 else (1, 0)
+                for which in order:
+                    if which == 0:
+                        plain.append(run_plain(cmd, opts.nprocs))
+                    else:
+                        t, b = run_traced(cmd, opts.nprocs, tmp, len(rows) * 100 + k)
+                        traced.append(t)
+                        bursts.append(b)
             rows.append({
                 "example": name, "nprocs": opts.nprocs,
                 "untraced_s": statistics.median(plain), "traced_s": statistics.median(traced),

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import IO, Callable, Sequence
 
 from ._build import tracer_library
 from ._raw import assemble
@@ -98,7 +98,7 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
               workload: str | None = None, app: str | None = None,
               mpiexec: str | None = None, mpiexec_args: Sequence[str] = (),
               overwrite: bool = False, keep_raw: bool = False,
-              timeout: float | None = None,
+              timeout: float | None = None, stdout: IO | None = None,
               progress: Callable[[str], None] | None = None) -> TraceResult:
     """Trace ``command`` on ``nprocs`` ranks and write one HDF5 trace.
 
@@ -125,6 +125,8 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
         Keep the raw per-rank files next to the trace (``<file>.raw/``).
     timeout : float, optional
         Kill the run after this many seconds (the trace is kept, incomplete).
+    stdout : file, optional
+        Where the program's standard output goes (default: ours).
     progress : callable, optional
         Receives one-line status messages.
 
@@ -179,7 +181,7 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
     say(f"running {shlex.join([launcher, '-n', str(nprocs), *command])}")
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(argv, env=proc_env, timeout=timeout)
+        proc = subprocess.run(argv, env=proc_env, timeout=timeout, stdout=stdout)
         rc = proc.returncode
     except subprocess.TimeoutExpired:
         rc = -9
