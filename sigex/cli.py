@@ -22,10 +22,6 @@ from signature.errors import SigexError
 BUNDLED = "traces/stencil/P4.h5"
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    pass
-
-
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -136,7 +132,7 @@ def _cmd_show(opts: argparse.Namespace) -> int:
 # ---- parser ----------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="sigex", formatter_class=_Formatter,
+        prog="sigex", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Predict how an MPI application strong-scales from a few small traced runs.",
         epilog=f"example:\n  sigex show {BUNDLED}\n"
                "  sigex trace -n 4 -o /tmp/stencil/ --workload n=512 -- "
@@ -145,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
     t = sub.add_parser(
-        "trace", formatter_class=_Formatter,
+        "trace", formatter_class=argparse.RawDescriptionHelpFormatter,
         help="run an MPI program under the tracer and write its HDF5 trace",
         description="Run an unmodified MPI program (mpi4py, C, Fortran) under the sigex PMPI "
                     "tracer and write one HDF5 trace file.",
@@ -171,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_cmd_trace)
 
     s = sub.add_parser(
-        "show", formatter_class=_Formatter, help="summarise a trace file",
+        "show", formatter_class=argparse.RawDescriptionHelpFormatter, help="summarise a trace file",
         description="Print a trace's metadata, events by operation, and compute vs "
                     "communication time per rank.",
         epilog=f"example:\n  sigex show {BUNDLED}\n  sigex show --json {BUNDLED}")

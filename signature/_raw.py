@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from .errors import TraceFormatError
-from .trace import (COMPLETION_COLUMNS, COUNTER_COLUMNS, EVENT_COLUMNS, OP_CODE, CommTable,
-                    Trace)
+from .trace import (COMPLETION_COLUMNS, COUNTER_COLUMNS, EVENT_COLUMNS, OP_CODE, OPS,
+                    CommTable, Trace)
 
 __all__ = ["assemble", "RAW_EVENT_DTYPE", "RAW_COMPLETION_DTYPE", "pmu_diagnosis"]
 
@@ -211,7 +211,7 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
                 problems.append(f"rank {r}: {e['untraced_calls']} MPI calls from threads other "
                                 "than the one that called MPI_Init were not traced")
         else:
-            last = f"seq {int(ev['seq'][-1])} ({op_lut_name(op_lut, int(ev['op'][-1]))})" if len(ev) else "no event"
+            last = f"seq {int(ev['seq'][-1])} ({OPS[op_lut[ev['op'][-1]]]})" if len(ev) else "no event"
             aborted = len(ev) and op_lut[ev["op"][-1]] == OP_CODE["Abort"]
             how = "called MPI_Abort" if aborted else "has no end record (run crashed or was killed)"
             problems.append(f"rank {r} {how}; its last recorded event is {last}")
@@ -318,8 +318,3 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
                   completions=completions, lists=lists, comms=comms)
     trace.validate()
     return trace
-
-
-def op_lut_name(op_lut: np.ndarray, raw_code: int) -> str:
-    from .trace import OPS
-    return OPS[int(op_lut[raw_code])] if 0 <= raw_code < len(op_lut) else f"op {raw_code}"

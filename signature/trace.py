@@ -14,7 +14,6 @@ first event of rank ``r``. The HDF5 layout is described in
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +52,7 @@ OPS: tuple[str, ...] = (
     "Iscatter", "Iscatterv", "Iallgather", "Iallgatherv", "Ialltoall",
     "Ialltoallv", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan",
     "Comm_split", "Comm_split_type", "Comm_create", "Comm_create_group",
-    "Comm_dup", "Cart_create", "Cart_sub", "Comm_free",
+    "Comm_dup", "Cart_create", "Cart_sub", "Comm_free", "Isendrecv", "Isendrecv_replace",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
@@ -368,8 +367,3 @@ class Trace:
         state = "complete" if self.complete else "INCOMPLETE"
         return (f"Trace({self.name}: app={self.meta.get('app')!r}, P={self.nprocs}, "
                 f"{self.n_events} events, {self.work_mode} mode, {state})")
-
-
-def meta_json(value: Any) -> str:
-    """Metadata values that are not scalars are stored as JSON strings."""
-    return json.dumps(value)

@@ -31,3 +31,4 @@ for p in 4 8 16; do
   trace sweep traces/sweep "$p" 1024 --iters 5 --planes 8 --kblocks 4
   trace sweep traces/sweep/small "$p" 256 --iters 5 --planes 8 --kblocks 4
 done
+python traces/write_index.py

@@ -82,7 +82,8 @@
   X(COMM_SPLIT_TYPE, "Comm_split_type") X(COMM_CREATE, "Comm_create")         \
   X(COMM_CREATE_GROUP, "Comm_create_group") X(COMM_DUP, "Comm_dup")           \
   X(CART_CREATE, "Cart_create") X(CART_SUB, "Cart_sub")                       \
-  X(COMM_FREE, "Comm_free")
+  X(COMM_FREE, "Comm_free") X(ISENDRECV, "Isendrecv")                        \
+  X(ISENDRECV_REPLACE, "Isendrecv_replace")
 
 enum {
   OP_NONE = 0,
@@ -140,7 +141,8 @@ typedef struct {
 typedef struct {
   MPI_Request handle;
   int state;         /* 0 empty, 1 used, 2 deleted */
-  int persistent, active, is_recv;
+  int persistent, active;
+  int is_recv;       /* 0 send, 1 receive (status read), 2 Isendrecv (not) */
   int64_t id, bytes;
   int32_t peer, tag;
   comm_entry *comm;
@@ -494,15 +496,20 @@ static void req_complete(MPI_Request h, const MPI_Status *st, int64_t seq) {
     if (e->persistent) e->active = 0;
     else e->state = 2;
   }
-  if (st && st != MPI_STATUS_IGNORE && (!e || e->is_recv)) {
-    MPI_Count n = 0;
-    if (st->MPI_SOURCE != MPI_ANY_SOURCE) {
-      c.peer = world_of(e ? e->comm : NULL, st->MPI_SOURCE);
-      if (c.peer != PEER_NULL) {
-        c.tag = st->MPI_TAG;
-        PMPI_Get_count_c(st, MPI_BYTE, &n);
-        c.bytes = n;
-      }
+  /* Only receives the tracer saw created have a status worth reading; a
+   * request of an untraced call (e.g. a persistent collective) completes
+   * with peer -1 and 0 bytes rather than with undefined status fields. */
+  if (e && e->is_recv == 1 && st && st != MPI_STATUS_IGNORE &&
+      st->MPI_SOURCE != MPI_ANY_SOURCE) {
+    /* the source is known unless the receive was posted with ANY_SOURCE */
+    if (c.peer == PEER_ANY) c.peer = world_of(e->comm, st->MPI_SOURCE);
+    if (c.peer == PEER_NULL) {
+      c.bytes = 0; /* a receive from MPI_PROC_NULL receives nothing */
+    } else {
+      MPI_Count n = 0;
+      c.tag = st->MPI_TAG;
+      PMPI_Get_count_c(st, MPI_BYTE, &n);
+      c.bytes = n;
     }
   }
   ms_write(&g.m_compl, &c, sizeof c);
@@ -913,6 +920,51 @@ WRAP_SENDRECV(Sendrecv_c, MPI_Count)
 WRAP_SENDRECV_REPLACE(Sendrecv_replace, int)
 WRAP_SENDRECV_REPLACE(Sendrecv_replace_c, MPI_Count)
 
+/* Isendrecv: one request that completes when both halves have.  Its
+ * completion keeps the receive's posted peer and size: MPICH's status for it
+ * reports neither (source = the destination, count 0). */
+#define WRAP_ISENDRECV(NAME, CT)                                              \
+  int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, int dest,   \
+                 int stag, void *rbuf, CT rcount, MPI_Datatype rtype,         \
+                 int source, int rtag, MPI_Comm comm, MPI_Request *request) { \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OP_ISENDRECV, comm);                                \
+    int rc = PMPI_##NAME(sbuf, scount, stype, dest, stag, rbuf, rcount,       \
+                         rtype, source, rtag, comm, request);                 \
+    if (tr) {                                                                 \
+      e.peer = world_of(g.cur, dest);                                         \
+      e.recv_peer = world_of(g.cur, source);                                  \
+      e.bytes = type_bytes(scount, stype);                                    \
+      e.recv_bytes = type_bytes(rcount, rtype);                               \
+      e.tag = stag;                                                           \
+      e.req = req_add(*request, 0, 2, e.recv_peer, rtag, e.recv_bytes);       \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_ISENDRECV(Isendrecv, int)
+WRAP_ISENDRECV(Isendrecv_c, MPI_Count)
+
+#define WRAP_ISENDRECV_REPLACE(NAME, CT)                                      \
+  int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int dest, int stag,    \
+                 int source, int rtag, MPI_Comm comm, MPI_Request *request) { \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OP_ISENDRECV_REPLACE, comm);                        \
+    int rc = PMPI_##NAME(buf, count, dt, dest, stag, source, rtag, comm,      \
+                         request);                                            \
+    if (tr) {                                                                 \
+      e.peer = world_of(g.cur, dest);                                         \
+      e.recv_peer = world_of(g.cur, source);                                  \
+      e.bytes = e.recv_bytes = type_bytes(count, dt);                         \
+      e.tag = stag;                                                           \
+      e.req = req_add(*request, 0, 2, e.recv_peer, rtag, e.recv_bytes);       \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_ISENDRECV_REPLACE(Isendrecv_replace, int)
+WRAP_ISENDRECV_REPLACE(Isendrecv_replace_c, MPI_Count)
+
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
   ev_t e;
   MPI_Status st;
@@ -943,7 +995,29 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
 }
 
 /* Matched probes remember the message's communicator for Mrecv. */
-static struct { MPI_Message msg; comm_entry *comm; } last_probe;
+static struct { MPI_Message msg; comm_entry *comm; } *matched;
+static int nmatched, capmatched;
+
+static void matched_add(MPI_Message msg, comm_entry *c) {
+  if (msg == MPI_MESSAGE_NULL || msg == MPI_MESSAGE_NO_PROC) return;
+  if (nmatched == capmatched) {
+    capmatched = capmatched ? 2 * capmatched : 16;
+    matched = realloc(matched, sizeof(*matched) * (size_t)capmatched);
+  }
+  matched[nmatched].msg = msg;
+  matched[nmatched++].comm = c;
+}
+
+/* The communicator of a matched message; forgets it (Mrecv consumes it). */
+static comm_entry *matched_take(MPI_Message msg) {
+  for (int i = 0; i < nmatched; i++)
+    if (matched[i].msg == msg) {
+      comm_entry *c = matched[i].comm;
+      matched[i] = matched[--nmatched];
+      return c;
+    }
+  return NULL;
+}
 
 int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message,
                MPI_Status *status) {
@@ -954,8 +1028,7 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message,
   int rc = PMPI_Mprobe(source, tag, comm, message, status);
   if (tr) {
     status_fill(&e, status);
-    last_probe.msg = *message;
-    last_probe.comm = g.cur;
+    matched_add(*message, g.cur);
     ev_end(&e);
   }
   return rc;
@@ -972,8 +1045,7 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag,
     e.aux = *flag;
     if (*flag) {
       status_fill(&e, status);
-      last_probe.msg = *message;
-      last_probe.comm = g.cur;
+      matched_add(*message, g.cur);
     } else {
       e.peer = world_of(g.cur, source);
     }
@@ -989,7 +1061,7 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag,
     MPI_Status st;                                                            \
     int tr = ev_begin(&e, OP_MRECV, MPI_COMM_NULL);                           \
     if (tr && status == MPI_STATUS_IGNORE) status = &st;                      \
-    comm_entry *c = last_probe.msg == *message ? last_probe.comm : NULL;      \
+    comm_entry *c = matched_take(*message);                                   \
     int rc = PMPI_##NAME(buf, count, dt, message, status);                    \
     if (tr) {                                                                 \
       g.cur = c;                                                              \
@@ -1007,7 +1079,7 @@ WRAP_MRECV(Mrecv_c, MPI_Count)
                  MPI_Request *request) {                                      \
     ev_t e;                                                                   \
     int tr = ev_begin(&e, OP_IMRECV, MPI_COMM_NULL);                          \
-    comm_entry *c = last_probe.msg == *message ? last_probe.comm : NULL;      \
+    comm_entry *c = matched_take(*message);                                   \
     int rc = PMPI_##NAME(buf, count, dt, message, request);                   \
     if (tr) {                                                                 \
       g.cur = c;                                                              \
@@ -1306,6 +1378,7 @@ ALLRED_4(Reduce_scatter_block, Ireduce_scatter_block, OP_REDUCE_SCATTER_BLOCK,
       e.bytes = sbuf == MPI_IN_PLACE ? e.recv_bytes                           \
                                      : type_bytes(scount, stype);             \
       if (rbuf == MPI_IN_PLACE) e.recv_bytes = e.bytes;                       \
+      R##_ONLY(e);                                                            \
       RS(e);                                                                  \
       ev_end(&e);                                                             \
     }                                                                         \
@@ -1317,14 +1390,31 @@ ALLRED_4(Reduce_scatter_block, Ireduce_scatter_block, OP_REDUCE_SCATTER_BLOCK,
 #define NOROOT_ARG
 #define NOROOT_PASS
 #define NOROOT_SET (void)0
-/* R is ROOT or NOROOT: pasted (R##_ARG) so that it is not expanded early. */
+/* Counts that only the root's arguments define are 0 elsewhere. */
+static inline int not_root(int root) {
+  int me = 0;
+  PMPI_Comm_rank(g.cur->handle, &me);
+  return me != root;
+}
+#define GATHER_ROOT_ONLY(e) if (not_root(root)) (e).recv_bytes = 0
+#define SCATTER_ROOT_ONLY(e) if (not_root(root)) (e).bytes = 0
+#define NOROOT_ONLY(e) (void)0
+#define GATHER_ROOT_ARG ROOT_ARG
+#define GATHER_ROOT_PASS ROOT_PASS
+#define GATHER_ROOT_SET ROOT_SET
+#define SCATTER_ROOT_ARG ROOT_ARG
+#define SCATTER_ROOT_PASS ROOT_PASS
+#define SCATTER_ROOT_SET ROOT_SET
+
+/* R is GATHER_ROOT, SCATTER_ROOT or NOROOT: pasted (R##_ARG) so that it is
+ * not expanded early. */
 #define GATHER_4(NAME, INAME, OPC, IOPC, R)                                   \
   WRAP_GATHER(NAME, OPC, int, R, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)           \
   WRAP_GATHER(NAME##_c, OPC, MPI_Count, R, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET) \
   WRAP_GATHER(INAME, IOPC, int, R, REQ_ARGS, REQ_PASS, REQ_SET)               \
   WRAP_GATHER(INAME##_c, IOPC, MPI_Count, R, REQ_ARGS, REQ_PASS, REQ_SET)
-GATHER_4(Gather, Igather, OP_GATHER, OP_IGATHER, ROOT)
-GATHER_4(Scatter, Iscatter, OP_SCATTER, OP_ISCATTER, ROOT)
+GATHER_4(Gather, Igather, OP_GATHER, OP_IGATHER, GATHER_ROOT)
+GATHER_4(Scatter, Iscatter, OP_SCATTER, OP_ISCATTER, SCATTER_ROOT)
 GATHER_4(Allgather, Iallgather, OP_ALLGATHER, OP_IALLGATHER, NOROOT)
 GATHER_4(Alltoall, Ialltoall, OP_ALLTOALL, OP_IALLTOALL, NOROOT)
 

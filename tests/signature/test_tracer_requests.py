@@ -1,0 +1,45 @@
+"""Requests the call-family tests do not cover: MPI-4 Isendrecv and requests of untraced calls."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from conftest import needs_mpi
+from signature.trace import PEER_NONE
+
+pytestmark = needs_mpi
+
+SCRIPT = """
+from mpi4py import MPI
+import numpy as np
+c = MPI.COMM_WORLD
+r, P = c.rank, c.size
+a = np.full(4, r, dtype=np.float64); b = np.empty(4); x = np.zeros(2, dtype=np.float64)
+req = c.Isendrecv(a, dest=(r + 1) % P, sendtag=5, recvbuf=b, source=(r - 1) % P, recvtag=5)
+req.Wait()
+assert b[0] == (r - 1) % P
+req = c.Isendrecv_replace(a, dest=(r + 1) % P, sendtag=6, source=(r - 1) % P, recvtag=6)
+req.Wait()
+p = c.Bcast_init(x, root=0)      # a persistent collective: not traced
+p.Start(); p.Wait(); p.Free()
+"""
+
+
+def test_isendrecv_and_untraced_requests(run_traced):
+    """Isendrecv records both peers and completes with the received size; a request the
+    tracer did not see created completes with no peer and no bytes, not with garbage."""
+    t = run_traced(SCRIPT, 3, name="isr").trace
+    for r in range(3):
+        ev = t.rank_events(r)
+        names = [t.op_name(o) for o in ev["op"]]
+        assert names[:5] == ["Init", "Isendrecv", "Wait", "Isendrecv_replace", "Wait"]
+        for i, tag in ((1, 5), (3, 6)):
+            assert ev["peer"][i] == (r + 1) % 3 and ev["recv_peer"][i] == (r - 1) % 3
+            assert ev["bytes"][i] == 32 and ev["recv_bytes"][i] == 32 and ev["tag"][i] == tag
+        c = {k: v[t.completions["rank"] == r] for k, v in t.completions.items()}
+        known = c["req"] >= 0
+        np.testing.assert_array_equal(c["req"][known], ev["req"][[1, 3]])
+        assert np.all(c["peer"][known] == (r - 1) % 3) and np.all(c["bytes"][known] == 32)
+        # the persistent Bcast's Wait: an unknown request, recorded without status fields
+        assert np.all(c["peer"][~known] == PEER_NONE) and np.all(c["bytes"][~known] == 0)
+        assert np.all(c["tag"][~known] == -1)
