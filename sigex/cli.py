@@ -129,6 +129,21 @@ def _cmd_show(opts: argparse.Namespace) -> int:
     return 0
 
 
+# ---- sigex signature ------------------------------------------------------------
+def _cmd_signature(opts: argparse.Namespace) -> int:
+    from signature import extract, load_trace, signature_path
+
+    sig = extract(load_trace(opts.trace))
+    if opts.json:
+        print(json.dumps(sig.to_dict(), indent=2))
+    else:
+        print(sig.table())
+    if opts.save:
+        path = sig.save(signature_path(opts.trace), overwrite=opts.force)
+        print(f"saved {path}", file=sys.stderr)
+    return 0
+
+
 # ---- parser ----------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -177,6 +192,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-incomplete", action="store_true",
                    help="read a trace of a run that crashed or was killed")
     s.set_defaults(func=_cmd_show)
+
+    g = sub.add_parser(
+        "signature", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="find the phases of a trace and their weights",
+        description="Detect the repeated phases of a traced run (no source changes needed), "
+                    "their weights, per-phase computation and communication, coverage, and "
+                    "Eq. 4 evaluated on the run itself.",
+        epilog=f"example:\n  sigex signature traces/stencil/P16.h5\n"
+               "  sigex signature --save traces/stencil/P16.h5   # writes P16.signature.json")
+    g.add_argument("trace", help="HDF5 trace file")
+    g.add_argument("--json", action="store_true", help="print the signature as JSON")
+    g.add_argument("--save", action="store_true",
+                   help="save it beside the trace as <name>.signature.json")
+    g.add_argument("--force", action="store_true", help="replace an existing saved signature")
+    g.set_defaults(func=_cmd_signature)
     return p
 
 

@@ -14,6 +14,13 @@ CommTable        -- communicators with world-rank membership and Cartesian topol
 write_trace      -- write a Trace atomically (never overwrites unless asked)
 OPS, OP_CODE     -- MPI operation names and their codes in the ``op`` column
 
+Signature (phases)
+------------------
+extract          -- find the phases of one trace, their weights, costs, PET (Eq. 4), coverage
+Signature        -- the result: phases in order, a table, JSON round trip (save/load)
+Phase            -- one phase: weight, op structure, per-rank template and statistics
+signature_path   -- where a trace's signature is saved (``P16.signature.json`` beside it)
+
 Errors
 ------
 SigexError and its family live in :mod:`signature.errors`.
@@ -33,11 +40,14 @@ from .capture import TraceResult, trace_run
 from .errors import (IncompleteTraceError, MissingCounterError, SigexError, SigexWarning,
                      TraceFormatError, TracerError)
 from .io import load_trace, write_trace
+from .model import Phase, Signature, signature_path
+from .phases import PhaseDetectionError, extract
 from .trace import OP_CODE, OPS, CommTable, Trace
 
 __all__ = [
     "trace_run", "TraceResult", "tracer_library",
     "load_trace", "write_trace", "Trace", "CommTable", "OPS", "OP_CODE",
+    "extract", "Signature", "Phase", "signature_path", "PhaseDetectionError",
     "SigexError", "TraceFormatError", "IncompleteTraceError", "MissingCounterError",
     "TracerError", "SigexWarning", "__version__",
 ]

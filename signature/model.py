@@ -1,0 +1,183 @@
+"""The signature of one traced run: its phases, their weights, and what each costs.
+
+Plain data: :func:`signature.extract` builds it (``phases.py`` has the
+algorithm); it prints as a table, serialises to JSON (``"format": 1``) and is
+saved beside its trace (``P16.h5`` -> ``P16.signature.json``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import TraceFormatError
+
+__all__ = ["Phase", "Signature", "signature_path"]
+
+#: Per-rank statistics of a phase (each a (P,) array, over the phase's repetitions).
+RANK_STATS = ("events", "duration_mean", "duration_std", "comp_mean", "comp_std", "cpu_mean",
+              "cpu_std", "comm_mean", "comm_std", "bytes_mean", "instr_mean", "cycles_mean")
+#: Columns of a phase's per-rank event template.
+TEMPLATE_COLUMNS = ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "comm", "tag")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Phase:
+    """One phase: a repeated sequence of events (or the initial/final part, weight 1).
+
+    ``te`` is the mean duration of one repetition (seconds, mean over ranks); per-rank
+    statistics are over repetitions: wall time of the computation that follows the
+    phase's calls (``comp``), its thread CPU time (``cpu``), time inside MPI
+    (``comm``), bytes sent, and instructions/cycles where the trace has counters (NaN
+    otherwise). ``template`` holds each rank's events of one repetition.
+    """
+
+    id: int
+    kind: str  # "initial", "loop" or "final"
+    weight: int
+    ops: tuple[str, ...]  # op structure: distinct operations in order of first use
+    pattern: str
+    te: float
+    share: float  # te * weight / runtime
+    stats: dict[str, np.ndarray]
+    template_offsets: np.ndarray  # (P+1,)
+    template: dict[str, np.ndarray]
+
+    @property
+    def comp_fraction(self) -> float:
+        """Share of the phase's time spent computing (mean over ranks)."""
+        comp, comm = self.stats["comp_mean"].mean(), self.stats["comm_mean"].mean()
+        return float(comp / (comp + comm)) if comp + comm > 0 else 0.0
+
+    def rank_template(self, rank: int) -> dict[str, np.ndarray]:
+        a, b = self.template_offsets[rank], self.template_offsets[rank + 1]
+        return {k: v[a:b] for k, v in self.template.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "kind": self.kind, "weight": self.weight, "ops": list(self.ops),
+            "pattern": self.pattern, "te": self.te, "share": self.share,
+            # NaN (no counters) is not JSON: stored as null
+            "stats": {k: [None if np.isnan(x) else x for x in np.asarray(v, float).tolist()]
+                      for k, v in self.stats.items()},
+            "template_offsets": self.template_offsets.tolist(),
+            "template": {k: v.tolist() for k, v in self.template.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Phase":
+        return cls(id=int(d["id"]), kind=d["kind"], weight=int(d["weight"]), ops=tuple(d["ops"]),
+                   pattern=d["pattern"], te=float(d["te"]), share=float(d["share"]),
+                   stats={k: np.array([np.nan if x is None else x for x in v], float)
+                          for k, v in d["stats"].items()},
+                   template_offsets=np.asarray(d["template_offsets"], np.int64),
+                   template={k: np.asarray(v, np.int64) for k, v in d["template"].items()})
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Signature:
+    """The phases of one run, in order of first occurrence, with Eq. 4 evaluated on it.
+
+    ``sequence`` lists the phase of every loop iteration in order. ``pet`` is
+    sum(te * weight) over all phases (paper Eq. 4), ``runtime`` the measured
+    runtime (slowest rank), ``coverage`` the share of the runtime spent in
+    repeated phases (weight >= 2).
+    """
+
+    source: str | None
+    app: str | None
+    nprocs: int
+    workload_label: str | None
+    workload_value: str | None
+    work_mode: str
+    runtime: float
+    pet: float
+    coverage: float
+    phases: tuple[Phase, ...]
+    sequence: np.ndarray
+
+    @property
+    def loop_phases(self) -> tuple[Phase, ...]:
+        return tuple(p for p in self.phases if p.kind == "loop")
+
+    @property
+    def weights(self) -> dict[int, int]:
+        return {p.id: p.weight for p in self.phases}
+
+    @property
+    def pet_error(self) -> float:
+        """Relative difference between Eq. 4 and the measured runtime."""
+        return abs(self.pet - self.runtime) / self.runtime if self.runtime > 0 else 0.0
+
+    def table(self) -> str:
+        """The phase table ``sigex signature`` prints."""
+        head = (f"{self.source or '<trace>'}: {self.app}, P={self.nprocs}, "
+                f"workload {self.workload_label}={self.workload_value}, {self.work_mode} mode")
+        rows = [("id", "kind", "weight", "pattern", "TE (ms)", "% time", "compute %")]
+        for p in self.phases:
+            rows.append((str(p.id), p.kind, str(p.weight), p.pattern, f"{1e3 * p.te:.3f}",
+                         f"{100 * p.share:.1f}", f"{100 * p.comp_fraction:.0f}"))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = [head, ""]
+        for k, r in enumerate(rows):
+            lines.append("  ".join(c.ljust(w) if i in (1, 3) else c.rjust(w)
+                                   for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+            if k == 0:
+                lines.append("  ".join("-" * w for w in widths))
+        lines += ["",
+                  f"coverage  {100 * self.coverage:.1f}% of the runtime is in repeated phases",
+                  f"Eq. 4     PET = sum TE_i x W_i = {self.pet:.4f} s; measured runtime "
+                  f"{self.runtime:.4f} s ({100 * self.pet_error:.1f}% apart)"]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": 1, "kind": "sigex-signature", "source": self.source, "app": self.app,
+            "nprocs": self.nprocs, "workload_label": self.workload_label,
+            "workload_value": self.workload_value, "work_mode": self.work_mode,
+            "runtime": self.runtime, "pet": self.pet, "coverage": self.coverage,
+            "sequence": self.sequence.tolist(), "phases": [p.to_dict() for p in self.phases],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Signature":
+        if d.get("kind") != "sigex-signature" or d.get("format") != 1:
+            raise TraceFormatError(f"not a sigex signature (format {d.get('format')!r})")
+        return cls(source=d["source"], app=d["app"], nprocs=int(d["nprocs"]),
+                   workload_label=d["workload_label"], workload_value=d["workload_value"],
+                   work_mode=d["work_mode"], runtime=float(d["runtime"]), pet=float(d["pet"]),
+                   coverage=float(d["coverage"]), sequence=np.asarray(d["sequence"], np.int64),
+                   phases=tuple(Phase.from_dict(p) for p in d["phases"]))
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write as JSON, atomically; an existing file is kept unless ``overwrite``."""
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise FileExistsError(f"{path} already exists; pass overwrite=True (--force) to replace it")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.to_dict(), f)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Signature":
+        path = Path(path)
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError) as err:
+            raise TraceFormatError(f"{path}: cannot read the signature ({err})") from err
+        except TraceFormatError as err:
+            raise TraceFormatError(f"{path}: {err}") from err
+
+
+def signature_path(trace_path: str | Path) -> Path:
+    """Where a trace's signature is saved: beside it, ``<stem>.signature.json``."""
+    p = Path(trace_path)
+    return p.with_name(p.stem + ".signature.json")

@@ -1,0 +1,483 @@
+"""Phase detection: find an application's signature in one trace (Panadero et al. §2.1).
+
+A *phase* is a sequence of communication events, with the compute bursts
+between them, that repeats; its *weight* is how often it repeats. The
+detector needs no change to the application's source.
+
+Algorithm
+---------
+1. **Tokens.** Every event (Init and Finalize aside) becomes a 64-bit token
+   hashing (op, peer relative to the rank, receive peer relative to the rank,
+   root, bytes sent, bytes received, communicator); relative peers make
+   rank r's "send to r+1" the same token on every rank. Tags are left out,
+   as in the paper's tokens: a pipeline that tags its chunks is one loop.
+2. **Loop period, per rank.** Tandem-repeat detection as trace compressors
+   do it (ScalaTrace-style loop folding, on a bounded window): the candidate
+   periods are the common distances between equal tokens; for each period p,
+   ``t[i] == t[i+p]`` marks positions inside a tandem repeat, and runs of at
+   least 2p such positions are repeats ``u^k`` (k >= 3; k = 2 only when
+   nothing repeats three times: two equal calls in a row are not a loop yet).
+   The chosen period is
+   the smallest one whose repeats cover at least 90% of what the best period
+   covers, so the innermost loop wins over an outer loop that merely
+   contains it.
+3. **Iterations.** The *anchor* is the first token of the repeated unit that
+   occurs once in it (the first event of a loop iteration); the rank's
+   stream is cut before every anchor. (If no token of the unit is unique,
+   the rarest one is used and the cut falls on every m-th occurrence, m its
+   count per unit.) What precedes the first anchor is the
+   *initial part*; the last cut keeps its longest prefix that equals an
+   earlier iteration, and the rest is the *final part*. An inner loop inside
+   the time step (N-body's P-1 shifts) becomes one phase whose weight is the
+   product of both trip counts; an iteration that differs in a few steps
+   (a residual check every k iterations) is a separate phase with its own
+   weight.
+4. **Across ranks.** Every rank must cut the run into the same number of
+   iterations (ranks doing different things, like boundary ranks, roots or
+   pipeline stages, still do so once per iteration); iteration j of every
+   rank forms one global iteration, and a phase is a distinct combination of
+   the ranks' iteration contents, numbered in order of first occurrence.
+   Segment contents are compared by a polynomial rolling hash of their
+   tokens (computed with prefix sums, so cutting is vectorised).
+5. **Time.** An event's *span* runs from its start to the next event's start
+   on the same rank: its call plus the burst after it, so an iteration owns
+   the computation that follows its communication. Spans add up to the
+   rank's runtime. A phase's TE is its mean duration per repetition (mean
+   over ranks); PET = sum of TE_i * W_i (paper Eq. 4) over all phases,
+   including the weight-1 initial and final parts; coverage is the share of
+   the runtime spent in repeated phases.
+
+Message matching (every receive has its send) is checked first: a trace whose
+point-to-point messages do not pair up is reported with the rank and event.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import IncompleteTraceError, SigexError, TraceFormatError
+from .trace import OP_CODE, PEER_ANY, Trace
+
+__all__ = ["tokenize", "find_anchor", "check_messages", "PhaseDetectionError", "SEND_OPS", "RECV_OPS"]
+
+
+class PhaseDetectionError(SigexError):
+    """The ranks of a trace cannot be cut into the same iterations."""
+
+
+_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+_MUL = np.uint64(0x9E3779B97F4A7C15)
+_BASE = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
+
+SEND_OPS = [OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend",
+                                 "Irsend", "Sendrecv", "Sendrecv_replace", "Isendrecv",
+                                 "Isendrecv_replace")]
+RECV_OPS = [OP_CODE[n] for n in ("Recv", "Irecv", "Mrecv", "Imrecv")]
+_FRAME = [OP_CODE["Init"], OP_CODE["Finalize"]]
+
+
+def _mix(h: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Fold column v into hash h (wrapping uint64 arithmetic)."""
+    h = (h ^ v.astype(np.int64).view(np.uint64)) * _MUL
+    return h ^ (h >> np.uint64(29))
+
+
+def tokenize(trace: Trace) -> np.ndarray:
+    """One uint64 token per event: equal tokens are the same communication, relative
+    to the rank (op, relative peers, root, bytes, communicator)."""
+    ev = trace.events
+    P = max(trace.nprocs, 1)
+    rank = ev["rank"].astype(np.int64)
+
+    def rel(col: np.ndarray) -> np.ndarray:
+        col = col.astype(np.int64)
+        return np.where(col >= 0, (col - rank) % P, col)
+
+    with np.errstate(over="ignore"):
+        h = np.full(len(rank), np.uint64(0xCBF29CE484222325))
+        for col in (ev["op"], rel(ev["peer"]), rel(ev["recv_peer"]), ev["root"], ev["bytes"],
+                    ev["recv_bytes"], ev["comm"]):
+            h = _mix(h, col)
+    return h
+
+
+def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and lengths of the runs of True in a boolean array."""
+    d = np.diff(np.concatenate([[0], mask.view(np.int8), [0]]))
+    starts = np.flatnonzero(d == 1)
+    return starts, np.flatnonzero(d == -1) - starts
+
+
+def find_anchor(tokens: np.ndarray, window: int = 4096,
+                max_candidates: int = 12) -> tuple[int, int] | None:
+    """``(index, per_unit)``: the first event of the innermost dominant loop's iteration
+    and how often its token occurs in one iteration (1 unless no token of the loop body
+    is unique), or None if nothing repeats. See the module docstring, steps 2-3."""
+    t = tokens[:window]
+    n = len(t)
+    if n < 2:
+        return None
+    # candidate periods: the most common distances between equal tokens
+    order = np.argsort(t, kind="stable")
+    ts = t[order]
+    # distances to the next few occurrences of the same token (a token that occurs m
+    # times per iteration is a period away from its m-th next occurrence)
+    gaps = np.concatenate([(order[lag:] - order[:-lag])[ts[lag:] == ts[:-lag]]
+                           for lag in range(1, min(5, n))])
+    gaps = gaps[(gaps > 0) & (gaps <= n // 2)]
+    if gaps.size == 0:
+        return None
+    values, counts = np.unique(gaps, return_counts=True)
+    cands = np.sort(values[np.argsort(-counts, kind="stable")[:max_candidates]])
+    runs = {int(p): _runs(t[int(p):] == t[:-int(p)]) for p in cands}
+    best = []
+    for min_k in (3, 2):  # a pair of equal calls is not yet a loop, unless nothing else repeats
+        for p, (starts, lengths) in runs.items():
+            ok = lengths >= (min_k - 1) * p  # run of m matches: (m + p) // p repetitions
+            cover = int(np.sum(((lengths[ok] + p) // p) * p))
+            if cover:
+                best.append((p, cover, int(starts[ok][0])))
+        if best:
+            break
+    if not best:
+        return None
+    top = max(c for _, c, _ in best)
+    p, _, s = next(b for b in best if b[1] >= 0.9 * top)  # smallest such period
+    unit = t[s:s + p]
+    values, first, counts = np.unique(unit, return_index=True, return_counts=True)
+    # the rarest token, first in the unit; if it repeats within the unit, prefer one
+    # that starts a block (its predecessor differs): "hhRR" is cut before "hh", not
+    # between the two R
+    pos = np.sort(first[counts == counts.min()])
+    prev = t[np.maximum(s + pos - 1, 0)]
+    starts_block = (s + pos > 0) & (prev != t[s + pos])
+    k = int(pos[np.argmax(starts_block)]) if counts.min() > 1 and starts_block.any() else int(pos[0])
+    return s + k, int(counts.min())
+
+
+def check_messages(trace: Trace) -> None:
+    """Every point-to-point message has a send and a receive: raise naming the first
+    rank and event whose message has no partner.
+
+    Pairs are counted per (source, destination, communicator). Receives posted with
+    MPI_ANY_SOURCE take their source from the completion record. Traces with
+    persistent requests (Start/Startall) are not checked (their traffic is in the
+    requests, not the events).
+    """
+    ev = trace.events
+    if not trace.complete:
+        raise IncompleteTraceError(f"{trace.name}: the traced run did not finish "
+                                   f"({trace.meta.get('incomplete_reason')}); phases of a "
+                                   "truncated run would be wrong. Re-run `sigex trace`")
+    op = ev["op"]
+    if np.isin(op, [OP_CODE["Start"], OP_CODE["Startall"]]).any():
+        return
+    rank = ev["rank"].astype(np.int64)
+    P = trace.nprocs
+    idx = np.arange(len(op))
+    is_send = np.isin(op, SEND_OPS) & (ev["peer"] >= 0)
+    recv_peer = np.where(np.isin(op, RECV_OPS), ev["peer"], -1).astype(np.int64)
+    sr = np.isin(op, [OP_CODE[n] for n in ("Sendrecv", "Sendrecv_replace", "Isendrecv",
+                                            "Isendrecv_replace")])
+    recv_peer = np.where(sr, ev["recv_peer"], recv_peer)
+    # ANY_SOURCE receives resolved through their completion (by request id)
+    any_src = np.flatnonzero(recv_peer == PEER_ANY)
+    if any_src.size:
+        c = trace.completions
+        key_c = c["rank"].astype(np.int64) * (1 << 40) + c["req"]
+        key_e = rank[any_src] * (1 << 40) + ev["req"][any_src]
+        pos = np.searchsorted(np.sort(key_c), key_e)
+        srt = np.argsort(key_c)
+        found = (pos < len(key_c)) & (np.sort(key_c)[np.minimum(pos, len(key_c) - 1)] == key_e)
+        recv_peer[any_src[found]] = c["peer"][srt[pos[found]]]
+    is_recv = recv_peer >= 0
+    comm = ev["comm"].astype(np.int64) + 1
+    skey = (rank[is_send] * P + ev["peer"][is_send]) * (len(trace.comms) + 1) + comm[is_send]
+    rkey = (recv_peer[is_recv] * P + rank[is_recv]) * (len(trace.comms) + 1) + comm[is_recv]
+    su, sc = np.unique(skey, return_counts=True)
+    ru, rc = np.unique(rkey, return_counts=True)
+    allk = np.union1d(su, ru)
+    ns = np.zeros(len(allk), np.int64)
+    nr = np.zeros(len(allk), np.int64)
+    ns[np.searchsorted(allk, su)] = sc
+    nr[np.searchsorted(allk, ru)] = rc
+    bad = np.flatnonzero(ns != nr)
+    if not bad.size:
+        return
+    k = allk[bad[0]]
+    src, dst = divmod(int(k // (len(trace.comms) + 1)), P)
+    if ns[bad[0]] > nr[bad[0]]:
+        rows = idx[is_send][skey == k]
+        extra = rows[nr[bad[0]]]
+        what = (f"rank {src} sends {ns[bad[0]]} messages to rank {dst} but rank {dst} receives "
+                f"{nr[bad[0]]}; the first unmatched send is rank {src} event seq "
+                f"{int(ev['seq'][extra])} ({trace.op_name(op[extra])})")
+    else:
+        rows = idx[is_recv][rkey == k]
+        extra = rows[ns[bad[0]]]
+        what = (f"rank {dst} receives {nr[bad[0]]} messages from rank {src} but rank {src} sends "
+                f"{ns[bad[0]]}; the first unmatched receive is rank {dst} event seq "
+                f"{int(ev['seq'][extra])} ({trace.op_name(op[extra])})")
+    raise TraceFormatError(f"{trace.name}: unmatched point-to-point messages: {what}. The trace "
+                           "is inconsistent (edited, or from a run that lost messages)")
+
+
+def _prefix_hash(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Prefix sums H[i] = sum_{j<i} t_j * B^j and inverse powers B^-i (mod 2**64): the hash
+    of t[a:b] is (H[b] - H[a]) * B^-a."""
+    n = len(tokens)
+    with np.errstate(over="ignore"):
+        pw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, _BASE)]))[:n]
+        inv = pow(int(_BASE), -1, 1 << 64)
+        ipw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, np.uint64(inv))]))[:n + 1]
+        H = np.concatenate([[np.uint64(0)], np.cumsum(tokens * pw)])
+    return H, ipw
+
+
+def _segment_hash(H: np.ndarray, ipw: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        h = (H[b] - H[a]) * ipw[a]
+        return _mix(h, (b - a).astype(np.int64))
+
+
+def cut_rank(tokens: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, int]:
+    """Cut one rank's token stream into iterations.
+
+    Returns ``(init_end, starts, hashes, final_start)``: the initial part is
+    ``tokens[:init_end]``, iteration j is ``tokens[starts[j]:starts[j+1]]`` (the last one
+    ends at ``final_start``), ``hashes[j]`` identifies its content, and
+    ``tokens[final_start:]`` is the final part. No loop: no iterations, all initial.
+    """
+    n = len(tokens)
+    found = find_anchor(tokens)
+    if found is None:
+        return n, np.zeros(0, np.int64), np.zeros(0, np.uint64), n
+    a, per_unit = found
+    occ = np.flatnonzero(tokens == tokens[a]).astype(np.int64)
+    j0 = int(np.searchsorted(occ, a))
+    starts = occ[j0 % per_unit::per_unit]  # every per_unit-th occurrence, aligned on a
+    H, ipw = _prefix_hash(tokens)
+    ends = np.concatenate([starts[1:], [n]])
+    hashes = _segment_hash(H, ipw, starts, ends)
+    # the last cut: keep its longest prefix equal to an earlier iteration
+    final_start = n
+    if len(starts) > 1:
+        s = int(starts[-1])
+        earlier = dict(zip(hashes[:-1].tolist(), (ends - starts)[:-1].tolist()))
+        best = 0
+        for h, length in earlier.items():
+            if length > best and s + length <= n and \
+                    int(_segment_hash(H, ipw, np.array([s]), np.array([s + length]))[0]) == h:
+                best = length
+        if best:
+            final_start = s + best
+            hashes[-1] = _segment_hash(H, ipw, np.array([s]), np.array([final_start]))[0]
+        else:
+            final_start = s
+            starts, hashes = starts[:-1], hashes[:-1]
+    return int(starts[0]) if len(starts) else n, starts, hashes, final_start
+
+
+def _pattern(op_names: list[str], per_rank_ops: list[np.ndarray]) -> tuple[tuple[str, ...], str]:
+    """Op structure (distinct ops in order of first use) and a one-line summary with the
+    per-rank count range of each op."""
+    order: list[int] = []
+    for ops in per_rank_ops:
+        for o in ops.tolist():
+            if o not in order:
+                order.append(o)
+    parts = []
+    for o in order:
+        counts = [int(np.sum(ops == o)) for ops in per_rank_ops]
+        lo, hi = min(counts), max(counts)
+        n = f"{lo}" if lo == hi else f"{lo}-{hi}"
+        parts.append(op_names[o] if n == "1" else f"{op_names[o]} x{n}")
+    return tuple(op_names[o] for o in order), ", ".join(parts) if parts else "(computation only)"
+
+
+def extract(trace: Trace, *, check: bool = True) -> "Signature":
+    """Find the signature of a traced run: its phases, weights and costs.
+
+    Parameters
+    ----------
+    trace : Trace
+        A complete trace (``signature.load_trace``).
+    check : bool
+        Check first that every point-to-point message pairs up.
+
+    Returns
+    -------
+    Signature
+        Phases in order of first occurrence (initial part, loop phases, final part),
+        per-rank statistics, PET (Eq. 4) and coverage.
+
+    Raises
+    ------
+    IncompleteTraceError
+        The run did not finish.
+    TraceFormatError
+        Messages do not pair up (names the rank and event).
+    PhaseDetectionError
+        The ranks cannot be cut into the same iterations.
+
+    Examples
+    --------
+    >>> sig = extract(load_trace("traces/stencil/P16.h5"))     # doctest: +SKIP
+    >>> [(p.kind, p.weight) for p in sig.phases]
+    [('initial', 1), ('loop', 90), ('loop', 10), ('final', 1)]
+    """
+    from .model import Phase, Signature
+    from .trace import OPS
+
+    if check:
+        check_messages(trace)
+    elif not trace.complete:
+        raise IncompleteTraceError(f"{trace.name}: the traced run did not finish")
+    ev = trace.events
+    P = trace.nprocs
+    tokens = tokenize(trace)
+    ro = trace.rank_offsets
+
+    # --- cut every rank; ranks must agree on the number of iterations -----------------
+    cuts = []
+    for r in range(P):
+        a, b = int(ro[r]), int(ro[r + 1])
+        frame = ev["op"][a:b]
+        if len(frame) < 2 or frame[0] != OP_CODE["Init"] or frame[-1] != OP_CODE["Finalize"]:
+            raise TraceFormatError(f"{trace.name}: rank {r} does not start with Init and end with "
+                                   "Finalize; the trace is damaged")
+        cuts.append(cut_rank(tokens[a + 1:b - 1]))
+    counts = np.array([len(c[1]) for c in cuts])
+    if np.any(counts != counts[0]):
+        lo, hi = int(np.argmin(counts)), int(np.argmax(counts))
+        raise PhaseDetectionError(
+            f"{trace.name}: ranks disagree on the loop: rank {lo} repeats {counts[lo]} times, rank "
+            f"{hi} {counts[hi]} times. sigex needs every rank to run the same iterations (SPMD); "
+            "if the program is irregular, name its phases with signature.region()")
+    n_it = int(counts[0])
+    local = np.array([c[2] for c in cuts], np.uint64).reshape(P, n_it) if n_it else np.zeros((P, 0), np.uint64)
+    # a global iteration is the combination of the ranks' iteration contents
+    _, first, inverse = np.unique(local.T, axis=0, return_index=True, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    rank_of = np.argsort(np.argsort(first))  # renumber by first occurrence
+    it_phase = rank_of[inverse] if n_it else np.zeros(0, np.int64)
+    weights = np.bincount(it_phase, minlength=len(first)) if n_it else np.zeros(0, np.int64)
+    # weight-1 iterations at either end belong to the initial / final part
+    lo_it, hi_it = 0, n_it
+    while lo_it < hi_it and weights[it_phase[lo_it]] == 1:
+        lo_it += 1
+    while hi_it > lo_it and weights[it_phase[hi_it - 1]] == 1:
+        hi_it -= 1
+    if lo_it or hi_it < n_it:
+        kept = it_phase[lo_it:hi_it]
+        _, first2, inv2 = np.unique(kept, return_index=True, return_inverse=True)
+        it_phase = np.argsort(np.argsort(first2))[inv2] if kept.size else kept
+    n_loop = int(it_phase.max()) + 1 if it_phase.size else 0
+
+    # --- label every event: phase id and repetition ----------------------------------
+    # phase ids: 0 initial, 1..n_loop loop phases, n_loop+1 final
+    phase = np.empty(len(tokens), np.int64)
+    rep = np.zeros(len(tokens), np.int64)
+    for r, (init_end, starts, _, final_start) in enumerate(cuts):
+        a, b = int(ro[r]), int(ro[r + 1])
+        n = b - a - 2
+        bounds = np.concatenate([starts, [final_start]]).astype(np.int64)
+        init_stop = int(bounds[lo_it]) if n_it else n
+        final_from = int(bounds[hi_it]) if n_it else n
+        seg = np.full(n, -1, np.int64)
+        if hi_it > lo_it:
+            idx = np.arange(init_stop, final_from)
+            it = np.searchsorted(bounds, idx, side="right") - 1
+            seg[init_stop:final_from] = it - lo_it
+        lab = np.where(seg >= 0, 1 + it_phase[np.maximum(seg, 0)] if it_phase.size else 0, 0)
+        lab[final_from:] = n_loop + 1
+        lab[:init_stop] = 0
+        phase[a + 1:b - 1] = lab
+        rep[a + 1:b - 1] = np.maximum(seg, 0)
+        phase[a], phase[b - 1] = 0, -1  # Init opens the initial part; Finalize is outside
+    # --- time: span = from an event's start to the next event's start -----------------
+    t_start = ev["t_start"]
+    nxt = np.arange(1, len(t_start) + 1)
+    last = ro[1:] - 1
+    nxt[last] = last  # Finalize: span 0
+    span = np.where(phase >= 0, t_start[np.minimum(nxt, len(t_start) - 1)] - np.maximum(t_start, 0.0), 0.0)
+    span[ro[:-1][ro[:-1] < len(span)]] = t_start[np.minimum(ro[:-1] + 1, len(t_start) - 1)]  # Init
+    comm = np.where(ev["op"] == OP_CODE["Init"], 0.0, ev["t_comm"])
+    comm = np.where(phase >= 0, comm, 0.0)
+    cpu_next = np.where(phase >= 0, ev["t_cpu"][np.minimum(nxt, len(t_start) - 1)], 0.0)
+    cpu_next[last] = 0.0
+    counters = {}
+    for name in ("instr", "cycles"):
+        if name in ev:
+            v = ev[name][np.minimum(nxt, len(t_start) - 1)].astype(float)
+            v[last] = 0.0
+            counters[name] = v
+
+    # segment = (phase, rank, repetition) -> sums
+    n_phase = n_loop + 2
+    valid = phase >= 0
+    seg_key = (phase * P + ev["rank"]) * (n_it + 1) + rep
+    keys, seg_idx = np.unique(seg_key[valid], return_inverse=True)
+    def seg_sum(w):
+        return np.bincount(seg_idx, weights=w[valid], minlength=len(keys))
+    dur, cm, cpu, nb = seg_sum(span), seg_sum(comm), seg_sum(cpu_next), seg_sum(ev["bytes"].astype(float))
+    nev = np.bincount(seg_idx, minlength=len(keys)).astype(float)
+    seg_phase = keys // ((n_it + 1) * P)
+    seg_rank = (keys // (n_it + 1)) % P
+    pr = seg_phase * P + seg_rank
+    npr = np.bincount(pr, minlength=n_phase * P).astype(float)
+
+    def mean_std(x):
+        s = np.bincount(pr, weights=x, minlength=n_phase * P)
+        s2 = np.bincount(pr, weights=x * x, minlength=n_phase * P)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            m = s / npr
+            sd = np.sqrt(np.maximum(s2 / npr - m * m, 0.0))
+        return m.reshape(n_phase, P), sd.reshape(n_phase, P)
+
+    dm, dsd = mean_std(dur)
+    cmm, cmsd = mean_std(cm)
+    cpum, cpusd = mean_std(cpu)
+    compm, compsd = mean_std(dur - cm)
+    bm, _ = mean_std(nb)
+    evm, _ = mean_std(nev)
+    cm_counters = {k: mean_std(seg_sum(v))[0] for k, v in counters.items()}
+    per_phase_segments = np.bincount(seg_phase, minlength=n_phase)
+    # TE_i: mean duration of one repetition, over repetitions and ranks
+    te = np.bincount(seg_phase, weights=dur, minlength=n_phase) / np.maximum(per_phase_segments, 1)
+
+    runtime = trace.runtime
+    loop_w = np.bincount(it_phase, minlength=n_loop) if n_loop else np.zeros(0, np.int64)
+    w_all = np.concatenate([[1], loop_w, [1]])
+    phases = []
+    for k in range(n_phase):
+        if per_phase_segments[k] == 0 and k == n_phase - 1:
+            continue  # no final part
+        sel = valid & (phase == k) & ((rep == 0) if 0 < k <= n_loop else True)
+        if 0 < k <= n_loop:
+            first_rep = np.min(np.where(phase == k, rep, np.iinfo(np.int64).max))
+            sel = valid & (phase == k) & (rep == first_rep)
+        tcount = np.bincount(ev["rank"][sel], minlength=P)
+        offs = np.concatenate([[0], np.cumsum(tcount)]).astype(np.int64)
+        template = {c: ev[c][sel].astype(np.int64) for c in
+                    ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "comm", "tag")}
+        per_rank_ops = [template["op"][offs[r]:offs[r + 1]] for r in range(P)]
+        ops, pattern = _pattern(list(OPS), per_rank_ops)
+        kind = "initial" if k == 0 else ("final" if k == n_phase - 1 else "loop")
+        stats = {"events": evm[k], "duration_mean": dm[k], "duration_std": dsd[k],
+                 "comp_mean": compm[k], "comp_std": compsd[k], "cpu_mean": cpum[k],
+                 "cpu_std": cpusd[k], "comm_mean": cmm[k], "comm_std": cmsd[k], "bytes_mean": bm[k],
+                 "instr_mean": cm_counters["instr"][k] if "instr" in cm_counters else np.full(P, np.nan),
+                 "cycles_mean": cm_counters["cycles"][k] if "cycles" in cm_counters else np.full(P, np.nan)}
+        w = int(w_all[k])
+        phases.append(Phase(id=len(phases), kind=kind, weight=w, ops=ops, pattern=pattern,
+                            te=float(te[k]), share=float(te[k] * w / runtime) if runtime > 0 else 0.0,
+                            stats=stats, template_offsets=offs, template=template))
+    pet = float(sum(p.te * p.weight for p in phases))
+    covered = float(sum(p.te * p.weight for p in phases if p.kind == "loop" and p.weight >= 2))
+    # loop phase ids in the final numbering: 1..n_loop stay as they are
+    return Signature(source=str(trace.path) if trace.path else None, app=trace.meta.get("app"),
+                     nprocs=P, workload_label=trace.meta.get("workload_label"),
+                     workload_value=trace.meta.get("workload_value"), work_mode=trace.work_mode,
+                     runtime=runtime, pet=pet, coverage=covered / runtime if runtime > 0 else 0.0,
+                     phases=tuple(phases), sequence=(it_phase + 1).astype(np.int64))

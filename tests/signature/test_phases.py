@@ -1,0 +1,170 @@
+"""Phase detection on the bundled traces and on crafted token streams."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import TRACES
+from signature import Signature, TraceFormatError, extract, load_trace
+from signature.phases import PhaseDetectionError, cut_rank, find_anchor
+
+ORIGINAL = sorted(TRACES.glob("*/P*.h5"))
+SMALL = sorted(TRACES.glob("*/small/P*.h5"))
+ITERS = {"stencil": 100, "cg": 50, "nbody": 5, "fft2d": 10, "sweep": 5}
+
+
+def expected_loop_weights(app: str, P: int) -> list[int]:
+    """The loop phases' weights, from each program's own iteration counts (see its docstring)."""
+    n = ITERS[app]
+    return {
+        "stencil": [n - n // 10, n // 10],  # residual Allreduce every 10th iteration
+        "cg": [n],
+        "nbody": [(P - 1) * n],  # P-1 shifts inside every step
+        "fft2d": [2 * n],  # forward and inverse transpose
+        "sweep": [4 * n],  # 4 pipeline chunks per sweep
+    }[app]
+
+
+@pytest.mark.parametrize("path", ORIGINAL + SMALL, ids=[str(p.relative_to(TRACES)) for p in ORIGINAL + SMALL])
+def test_phases_and_weights_are_the_programs_loops(path):
+    """Detected phases and weights equal the loop structure each program has, at every P and workload."""
+    t = load_trace(path)
+    sig = extract(t)
+    kinds = [p.kind for p in sig.phases]
+    assert kinds[0] == "initial" and kinds[-1] == "final"
+    assert [p.weight for p in sig.loop_phases] == expected_loop_weights(t.meta["app"], t.nprocs)
+    assert len(sig.sequence) == sum(p.weight for p in sig.loop_phases)
+
+
+@pytest.mark.parametrize("path", ORIGINAL, ids=[str(p.relative_to(TRACES)) for p in ORIGINAL])
+def test_eq4_reproduces_the_runtime(path):
+    """PET = sum TE_i * W_i on the traced run is within 5% of its measured runtime."""
+    sig = extract(load_trace(path))
+    assert sig.pet_error < 0.05, sig.table()
+    assert 0 < sig.coverage <= 1.0
+
+
+def test_stencil_phases_say_what_they_do():
+    """The 10-weight stencil phase is the 90-weight one plus the residual Allreduce."""
+    sig = extract(load_trace(TRACES / "stencil" / "P16.h5"))
+    plain, check = sig.loop_phases
+    assert plain.ops == ("Irecv", "Isend", "Waitall")
+    assert check.ops == ("Irecv", "Isend", "Waitall", "Allreduce")
+    # iterations 9, 19, ... carry the check: the sequence shows it
+    seq = sig.sequence
+    assert list(np.flatnonzero(seq == check.id)) == list(range(9, 100, 10))
+    # per-rank templates: an interior rank of the 4x4 grid talks to 4 neighbours
+    tpl = plain.rank_template(5)
+    assert sorted(tpl["peer"][tpl["op"] == 13].tolist()) == [1, 4, 6, 9]  # Irecv peers
+    assert np.all(plain.stats["cpu_mean"] > 0)
+
+
+@pytest.mark.parametrize("app", sorted(ITERS))
+def test_phase_order_and_ops_agree_across_p(app):
+    """The same program at different P gives the same phases in the same order with the same ops."""
+    sigs = [extract(load_trace(p)) for p in sorted((TRACES / app).glob("P*.h5"))]
+    assert len(sigs) >= 3
+    ref = [(p.kind, p.ops) for p in sigs[0].phases if p.kind == "loop"]
+    for s in sigs[1:]:
+        assert [(p.kind, p.ops) for p in s.phases if p.kind == "loop"] == ref
+
+
+def test_signature_round_trips_through_json(tmp_path):
+    """A saved signature loads back equal, and an existing file is not overwritten."""
+    sig = extract(load_trace(TRACES / "cg" / "P8.h5"))
+    path = sig.save(tmp_path / "cg.signature.json")
+    back = Signature.load(path)
+    assert back.to_dict() == sig.to_dict()
+    with pytest.raises(FileExistsError):
+        sig.save(path)
+    (tmp_path / "bad.json").write_text('{"kind": "something else"}')
+    with pytest.raises(TraceFormatError, match="bad.json: .*not a sigex signature"):
+        Signature.load(tmp_path / "bad.json")
+
+
+def _drop_event(trace, rank: int, op_name: str):
+    """A copy of ``trace`` without the first ``op_name`` event of ``rank``."""
+    ev = trace.events
+    idx = np.flatnonzero((ev["rank"] == rank) & (ev["op"] == trace.op_code(op_name)))[0]
+    keep = np.ones(len(ev["op"]), bool)
+    keep[idx] = False
+    events = {k: v[keep] for k, v in ev.items()}
+    ro = trace.rank_offsets.copy()
+    ro[rank + 1:] -= 1
+    return dataclasses.replace(trace, events=events, rank_offsets=ro), int(ev["seq"][idx])
+
+
+def test_unmatched_messages_name_rank_and_event():
+    """A receive removed from the trace leaves a send without partner: named, not phased."""
+    t = load_trace(TRACES / "nbody" / "P4.h5")
+    broken, _ = _drop_event(t, 2, "Sendrecv")
+    with pytest.raises(TraceFormatError, match=r"unmatched point-to-point messages: rank \d sends "
+                       r"\d+ messages to rank \d but rank \d receives \d+; the first unmatched"):
+        extract(broken)
+
+
+def test_truncated_rank_is_refused():
+    """A trace whose run did not finish is refused by the detector, naming why."""
+    t = load_trace(TRACES / "cg" / "P4.h5")
+    t.meta["complete"] = False
+    t.meta["incomplete_reason"] = "rank 3 has no end record (run crashed or was killed)"
+    with pytest.raises(TraceFormatError, match="rank 3 has no end record"):
+        extract(t)
+
+
+def test_ranks_that_disagree_on_the_loop_are_reported():
+    """If one rank repeats its loop fewer times, the detector says which ranks disagree."""
+    t = load_trace(TRACES / "fft2d" / "small" / "P4.h5")
+    broken, _ = _drop_event(t, 1, "Alltoall")
+    with pytest.raises(PhaseDetectionError, match=r"ranks disagree on the loop: rank 1 repeats 19 "
+                       r"times, rank 0 20 times"):
+        extract(broken, check=False)
+
+
+# ---- the cutting algorithm on synthetic token streams ---------------------------------
+def _tokens(text: str) -> np.ndarray:
+    return np.array([ord(c) for c in text], np.uint64)
+
+
+def _phases(text: str):
+    tok = _tokens(text)
+    init_end, starts, hashes, final_start = cut_rank(tok)
+    bounds = list(starts) + [final_start]
+    segs = [text[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return text[:init_end], segs, text[final_start:]
+
+
+def test_cut_handles_a_check_every_k_iterations():
+    """abc x9 + abcR, ten times: 90 'abc' and 10 'abcR' iterations, the rest initial/final."""
+    init, segs, final = _phases("XY" + ("abc" * 9 + "abcR") * 10 + "ZZ")
+    assert init == "XY" and final == "ZZ"
+    assert segs.count("abc") == 90 and segs.count("abcR") == 10
+
+
+def test_cut_picks_the_iteration_start_not_a_rotation():
+    """An initial token equal to the loop's last token does not rotate the iteration."""
+    init, segs, final = _phases("R" + "hhRR" * 6 + "hhQ")
+    assert init == "R" and set(segs) == {"hhRR"} and final == "hhQ"
+
+
+def test_no_loop_means_no_iterations():
+    """A stream without repeats is all initial part."""
+    assert find_anchor(_tokens("abcdefg")) is None
+    assert _phases("abcdefg") == ("abcdefg", [], "")
+
+
+@settings(max_examples=60, deadline=None)
+@given(body=st.text(alphabet="abcdefgh", min_size=1, max_size=6).filter(lambda s: len(set(s)) == len(s)),
+       k=st.integers(2, 30), head=st.text(alphabet="XYZ", max_size=3),
+       tail=st.text(alphabet="XYZ", max_size=3))
+def test_cut_recovers_any_loop(body, k, head, tail):
+    """For any loop body of distinct tokens repeated k times between arbitrary head and tail,
+    the iterations are exactly the k bodies."""
+    init, segs, final = _phases(head + body * k + tail)
+    assert segs == [body] * k
+    assert init == head and final == tail
