@@ -374,62 +374,47 @@ def extract(trace: Trace, *, check: bool = True) -> "Signature":
         it_phase = np.argsort(np.argsort(first2))[inv2] if kept.size else kept
     n_loop = int(it_phase.max()) + 1 if it_phase.size else 0
 
-    # --- label every event: phase id and repetition ----------------------------------
-    # phase ids: 0 initial, 1..n_loop loop phases, n_loop+1 final
-    phase = np.empty(len(tokens), np.int64)
-    rep = np.zeros(len(tokens), np.int64)
-    for r, (init_end, starts, _, final_start) in enumerate(cuts):
+    # --- label every event with its segment: r * S + local, where local is 0 for the
+    # initial part, 1..K for the kept iterations and K+1 for the final part ----------
+    K = hi_it - lo_it
+    S = K + 2
+    n_phase = n_loop + 2
+    local = np.zeros(len(tokens), np.int64)
+    for r, (_, starts, _, final_start) in enumerate(cuts):
         a, b = int(ro[r]), int(ro[r + 1])
         n = b - a - 2
-        bounds = np.concatenate([starts, [final_start]]).astype(np.int64)
-        init_stop = int(bounds[lo_it]) if n_it else n
-        final_from = int(bounds[hi_it]) if n_it else n
-        seg = np.full(n, -1, np.int64)
-        if hi_it > lo_it:
-            idx = np.arange(init_stop, final_from)
-            it = np.searchsorted(bounds, idx, side="right") - 1
-            seg[init_stop:final_from] = it - lo_it
-        lab = np.where(seg >= 0, 1 + it_phase[np.maximum(seg, 0)] if it_phase.size else 0, 0)
-        lab[final_from:] = n_loop + 1
-        lab[:init_stop] = 0
-        phase[a + 1:b - 1] = lab
-        rep[a + 1:b - 1] = np.maximum(seg, 0)
-        phase[a], phase[b - 1] = 0, -1  # Init opens the initial part; Finalize is outside
+        bounds = np.concatenate([starts, [final_start]])[lo_it:hi_it + 1] if n_it else np.array([n])
+        local[a + 1:b - 1] = np.searchsorted(bounds, np.arange(n), side="right")
+        local[b - 1] = -1  # Finalize is outside the run's time
+    valid = local >= 0
+    # events outside the run (Finalize) go to one extra bin, P * S, dropped after summing
+    seg_id = np.where(valid, ev["rank"].astype(np.int64) * S + local, P * S)
+    local_phase = np.concatenate([[0], 1 + it_phase, [n_loop + 1]]).astype(np.int64)
+    seg_phase = np.tile(local_phase, P)
+    seg_rank = np.repeat(np.arange(P), S)
+
     # --- time: span = from an event's start to the next event's start -----------------
     t_start = ev["t_start"]
-    nxt = np.arange(1, len(t_start) + 1)
-    last = ro[1:] - 1
-    nxt[last] = last  # Finalize: span 0
-    span = np.where(phase >= 0, t_start[np.minimum(nxt, len(t_start) - 1)] - np.maximum(t_start, 0.0), 0.0)
-    span[ro[:-1][ro[:-1] < len(span)]] = t_start[np.minimum(ro[:-1] + 1, len(t_start) - 1)]  # Init
-    comm = np.where(ev["op"] == OP_CODE["Init"], 0.0, ev["t_comm"])
-    comm = np.where(phase >= 0, comm, 0.0)
-    cpu_next = np.where(phase >= 0, ev["t_cpu"][np.minimum(nxt, len(t_start) - 1)], 0.0)
-    cpu_next[last] = 0.0
-    counters = {}
-    for name in ("instr", "cycles"):
-        if name in ev:
-            v = ev[name][np.minimum(nxt, len(t_start) - 1)].astype(float)
-            v[last] = 0.0
-            counters[name] = v
+    n_ev = len(t_start)
+    nxt = np.minimum(np.arange(1, n_ev + 1), n_ev - 1)
+    span = np.where(valid, t_start[nxt] - np.maximum(t_start, 0.0), 0.0)  # Init ends at 0
+    comm = np.where(valid & (ev["op"] != OP_CODE["Init"]), ev["t_comm"], 0.0)
+    cpu_next = np.where(valid, ev["t_cpu"][nxt], 0.0)
+    counters = {name: np.where(valid, ev[name][nxt].astype(float), 0.0)
+                for name in ("instr", "cycles") if name in ev}
 
-    # segment = (phase, rank, repetition) -> sums
-    n_phase = n_loop + 2
-    valid = phase >= 0
-    seg_key = (phase * P + ev["rank"]) * (n_it + 1) + rep
-    keys, seg_idx = np.unique(seg_key[valid], return_inverse=True)
     def seg_sum(w):
-        return np.bincount(seg_idx, weights=w[valid], minlength=len(keys))
-    dur, cm, cpu, nb = seg_sum(span), seg_sum(comm), seg_sum(cpu_next), seg_sum(ev["bytes"].astype(float))
-    nev = np.bincount(seg_idx, minlength=len(keys)).astype(float)
-    seg_phase = keys // ((n_it + 1) * P)
-    seg_rank = (keys // (n_it + 1)) % P
+        return np.bincount(seg_id, weights=w, minlength=P * S + 1)[:-1]
+
+    dur, cm, cpu, nb = seg_sum(span), seg_sum(comm), seg_sum(cpu_next), seg_sum(ev["bytes"])
+    nev = np.bincount(seg_id, minlength=P * S + 1)[:-1].astype(float)
+    present = nev > 0
     pr = seg_phase * P + seg_rank
-    npr = np.bincount(pr, minlength=n_phase * P).astype(float)
+    npr = np.bincount(pr[present], minlength=n_phase * P).astype(float)
 
     def mean_std(x):
-        s = np.bincount(pr, weights=x, minlength=n_phase * P)
-        s2 = np.bincount(pr, weights=x * x, minlength=n_phase * P)
+        s = np.bincount(pr[present], weights=x[present], minlength=n_phase * P)
+        s2 = np.bincount(pr[present], weights=x[present] ** 2, minlength=n_phase * P)
         with np.errstate(invalid="ignore", divide="ignore"):
             m = s / npr
             sd = np.sqrt(np.maximum(s2 / npr - m * m, 0.0))
@@ -442,9 +427,9 @@ def extract(trace: Trace, *, check: bool = True) -> "Signature":
     bm, _ = mean_std(nb)
     evm, _ = mean_std(nev)
     cm_counters = {k: mean_std(seg_sum(v))[0] for k, v in counters.items()}
-    per_phase_segments = np.bincount(seg_phase, minlength=n_phase)
+    per_phase_segments = np.bincount(seg_phase[present], minlength=n_phase)
     # TE_i: mean duration of one repetition, over repetitions and ranks
-    te = np.bincount(seg_phase, weights=dur, minlength=n_phase) / np.maximum(per_phase_segments, 1)
+    te = np.bincount(seg_phase[present], weights=dur[present], minlength=n_phase) / np.maximum(per_phase_segments, 1)
 
     runtime = trace.runtime
     loop_w = np.bincount(it_phase, minlength=n_loop) if n_loop else np.zeros(0, np.int64)
@@ -453,10 +438,9 @@ def extract(trace: Trace, *, check: bool = True) -> "Signature":
     for k in range(n_phase):
         if per_phase_segments[k] == 0 and k == n_phase - 1:
             continue  # no final part
-        sel = valid & (phase == k) & ((rep == 0) if 0 < k <= n_loop else True)
-        if 0 < k <= n_loop:
-            first_rep = np.min(np.where(phase == k, rep, np.iinfo(np.int64).max))
-            sel = valid & (phase == k) & (rep == first_rep)
+        # template: each rank's events of the phase's first repetition
+        first_local = int(np.flatnonzero(local_phase == k)[0])
+        sel = valid & (local == first_local)
         tcount = np.bincount(ev["rank"][sel], minlength=P)
         offs = np.concatenate([[0], np.cumsum(tcount)]).astype(np.int64)
         template = {c: ev[c][sel].astype(np.int64) for c in
@@ -475,7 +459,6 @@ def extract(trace: Trace, *, check: bool = True) -> "Signature":
                             stats=stats, template_offsets=offs, template=template))
     pet = float(sum(p.te * p.weight for p in phases))
     covered = float(sum(p.te * p.weight for p in phases if p.kind == "loop" and p.weight >= 2))
-    # loop phase ids in the final numbering: 1..n_loop stay as they are
     return Signature(source=str(trace.path) if trace.path else None, app=trace.meta.get("app"),
                      nprocs=P, workload_label=trace.meta.get("workload_label"),
                      workload_value=trace.meta.get("workload_value"), work_mode=trace.work_mode,

@@ -1,0 +1,112 @@
+"""Phase detection speed: events per second of ``signature.extract`` on a synthetic trace.
+
+The trace is built in memory (no MPI run): P ranks in a ring, each iteration an
+Irecv from both neighbours, an Isend to both, a Waitall, and every 10th
+iteration an Allreduce; iterations are added until the trace holds the
+requested number of events (default 10 million). Times are synthetic but
+consistent (every rank's events are spaced by 1 ms bursts).
+
+It also times ``extract`` on every bundled trace. The goal (issue: signature
+extraction) is above 2 million events/s on the 10-million-event trace, and well
+under a second per bundled trace.
+
+Usage: ``python bench/signature_speed.py [--events 10000000] [--nprocs 1024]``.
+The last line printed is one JSON object with the figures and the goals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from signature import extract, load_trace  # noqa: E402
+from signature.trace import COMPLETION_COLUMNS, OP_CODE, CommTable, Trace  # noqa: E402
+
+
+def synthetic_ring(n_events: int, P: int) -> Trace:
+    """A complete ring-halo trace of about ``n_events`` events over ``P`` ranks."""
+    per_iter = 5.1  # 5 events, plus an Allreduce every 10th iteration
+    iters = max(10, int(n_events / P / per_iter) // 10 * 10)
+    ops_iter = [OP_CODE[o] for o in ("Irecv", "Irecv", "Isend", "Isend", "Waitall")]
+    body = ops_iter * 10 + [OP_CODE["Allreduce"]]  # 10 iterations
+    rank_ops = np.array([OP_CODE["Init"]] + body * (iters // 10) + [OP_CODE["Finalize"]], np.uint8)
+    L = len(rank_ops)
+    ops = np.tile(rank_ops, P)
+    rank = np.repeat(np.arange(P, dtype=np.int32), L)
+    pos = np.tile(np.arange(L), P)
+    in_body = (pos - 1) % 51
+    slot = np.where(in_body < 50, in_body % 5, 5)
+    left, right = (rank - 1) % P, (rank + 1) % P
+    peer = np.select([slot == 0, slot == 1, slot == 2, slot == 3], [left, right, right, left], -1)
+    peer = np.where((ops == OP_CODE["Init"]) | (ops == OP_CODE["Finalize"]), -1, peer).astype(np.int32)
+    nbytes = np.where(np.isin(slot, [2, 3]), 8000, np.where(ops == OP_CODE["Allreduce"], 8, 0))
+    recv_bytes = np.where(np.isin(slot, [0, 1]), 8000, np.where(ops == OP_CODE["Allreduce"], 8, 0))
+    t_comp = np.full(len(ops), 1e-3)
+    t_comm = np.full(len(ops), 1e-5)
+    t_start = np.tile(np.arange(L) * (1e-3 + 1e-5), P)
+    zeros = np.zeros(len(ops), np.int32)
+    events = {
+        "rank": rank, "seq": pos.astype(np.int64), "op": ops, "peer": peer,
+        "recv_peer": np.full(len(ops), -1, np.int32), "root": np.full(len(ops), -1, np.int32),
+        "tag": zeros, "comm": np.where(ops == OP_CODE["Waitall"], -1, 0).astype(np.int32),
+        "aux": np.where(ops == OP_CODE["Waitall"], 4, 0).astype(np.int32),
+        "bytes": nbytes.astype(np.int64), "recv_bytes": recv_bytes.astype(np.int64),
+        "req": np.full(len(ops), -1, np.int64), "t_start": t_start, "t_comm": t_comm,
+        "t_comp": t_comp, "t_cpu": t_comp * 0.98, "ctx_switches": np.zeros(len(ops), np.int64),
+    }
+    return Trace(meta={"nprocs": P, "complete": True, "work_mode": "cpu-time", "app": "ring"},
+                 events=events, rank_offsets=np.arange(P + 1, dtype=np.int64) * L,
+                 completions={c: np.zeros(0, d) for c, d in COMPLETION_COLUMNS.items()},
+                 lists={c: np.zeros(0, np.int64) for c in ("rank", "seq", "kind", "start", "length",
+                                                            "values")},
+                 comms=CommTable.world_only(P))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--nprocs", type=int, default=1024)
+    opts = ap.parse_args()
+
+    t0 = time.perf_counter()
+    trace = synthetic_ring(opts.events, opts.nprocs)
+    build = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sig = extract(trace)
+    elapsed = time.perf_counter() - t0
+    rate = trace.n_events / elapsed
+    weights = [p.weight for p in sig.loop_phases]
+
+    bundled = []
+    for path in sorted((ROOT / "traces").rglob("*.h5")):
+        t = load_trace(path)
+        t0 = time.perf_counter()
+        extract(t)
+        bundled.append({"trace": str(path.relative_to(ROOT)), "events": t.n_events,
+                        "seconds": time.perf_counter() - t0})
+
+    print(f"synthetic ring: P={opts.nprocs}, {trace.n_events:,} events (built in {build:.2f} s)")
+    print(f"  extract: {elapsed:.3f} s, {rate / 1e6:.2f} million events/s; loop weights {weights}")
+    print(f"\n{'bundled trace':32s} {'events':>8s} {'extract (s)':>12s}")
+    for b in bundled:
+        print(f"{b['trace']:32s} {b['events']:8d} {b['seconds']:12.4f}")
+    slowest = max(b["seconds"] for b in bundled)
+    print(json.dumps({
+        "bench": "signature_speed", "events": trace.n_events, "nprocs": opts.nprocs,
+        "seconds": elapsed, "events_per_second": rate, "loop_weights": weights,
+        "bundled_max_seconds": slowest,
+        "goal": {"events_per_second_min": 2e6, "bundled_seconds_max": 1.0},
+        "goal_met": bool(rate > 2e6 and slowest < 1.0),
+    }))
+
+
+if __name__ == "__main__":
+    main()
