@@ -20,6 +20,7 @@ extract          -- find the phases of one trace, their weights, costs, PET (Eq.
 Signature        -- the result: phases in order, a table, JSON round trip (save/load)
 Phase            -- one phase: weight, op structure, per-rank template and statistics
 signature_path   -- where a trace's signature is saved (``P16.signature.json`` beside it)
+region           -- ``with region("halo"):`` names a phase in a traced run (optional; no-op untraced)
 
 Errors
 ------
@@ -42,12 +43,13 @@ from .errors import (IncompleteTraceError, MissingCounterError, SigexError, Sige
 from .io import load_trace, write_trace
 from .model import Phase, Signature, signature_path
 from .phases import PhaseDetectionError, extract
+from .region import region
 from .trace import OP_CODE, OPS, CommTable, Trace
 
 __all__ = [
     "trace_run", "TraceResult", "tracer_library",
     "load_trace", "write_trace", "Trace", "CommTable", "OPS", "OP_CODE",
-    "extract", "Signature", "Phase", "signature_path", "PhaseDetectionError",
+    "extract", "Signature", "Phase", "signature_path", "PhaseDetectionError", "region",
     "SigexError", "TraceFormatError", "IncompleteTraceError", "MissingCounterError",
     "TracerError", "SigexWarning", "__version__",
 ]

@@ -75,14 +75,21 @@ def _used(valid: np.ndarray) -> int:
     return int(idx[-1]) + 1 if idx.size else 0
 
 
-def _parse_comms(path: Path, rank: int) -> list[tuple[tuple[int, ...], bool, tuple, tuple]]:
-    """Per local comm id: (members, inter, cart dims, cart periods)."""
-    out = []
+def _parse_comms(path: Path, rank: int) -> tuple[list[tuple[tuple[int, ...], bool, tuple, tuple]], list[str]]:
+    """Per local comm id: (members, inter, cart dims, cart periods); and the region
+    names by local region id."""
+    out: list = []
+    regions: list[str] = []
     if not path.exists():
-        return out
+        return out, regions
     for lineno, line in enumerate(path.read_text().splitlines(), 1):
         tok = line.split()
         if not tok:
+            continue
+        if tok[0] == "region":
+            if len(tok) < 2 or int(tok[1]) != len(regions):
+                raise TraceFormatError(f"{path}:{lineno}: rank {rank}: bad region record {line[:80]!r}")
+            regions.append(line.split(" ", 2)[2] if len(tok) > 2 else "")
             continue
         try:
             if tok[0] != "comm" or int(tok[1]) != len(out):
@@ -103,7 +110,7 @@ def _parse_comms(path: Path, rank: int) -> list[tuple[tuple[int, ...], bool, tup
             raise TraceFormatError(f"{path}:{lineno}: rank {rank}: bad communicator record "
                                    f"({err}): {line[:80]!r}") from err
         out.append((members, inter, dims, periods))
-    return out
+    return out, regions
 
 
 def _read_lists(path: Path) -> list[tuple[int, int, np.ndarray]]:
@@ -175,6 +182,7 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
     per_rank_compl = []
     lists_rows: list[tuple[int, int, int, np.ndarray]] = []
     comm_keys: dict[tuple, int] = {}
+    region_index: dict[str, int] = {}
     comm_defs: list[tuple] = []
     hosts: list[str] = []
     rank_meta = []
@@ -218,7 +226,8 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
         # communicators: map local ids to global ids
         lut = []
         seen: dict[tuple, int] = {}
-        for members, inter, dims, periods in _parse_comms(raw_dir / f"rank{r}.comms", r):
+        comm_recs, region_recs = _parse_comms(raw_dir / f"rank{r}.comms", r)
+        for members, inter, dims, periods in comm_recs:
             key = (members, inter, dims, periods)
             ordinal = seen.get(key, 0)
             seen[key] = ordinal + 1
@@ -240,6 +249,10 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
             "Cart_create", "Cart_sub")])
         ok = newc & (ev["aux"] >= 0) & (ev["aux"] < len(lut))
         ev["aux"][ok] = np.asarray(lut, np.int32)[ev["aux"][ok]]
+        reg = np.isin(op_lut[ev["op"]], [OP_CODE["Region_begin"], OP_CODE["Region_end"]])
+        if reg.any():
+            rlut = np.array([region_index.setdefault(n, len(region_index)) for n in region_recs], np.int32)
+            ev["aux"][reg] = rlut[ev["aux"][reg]]
         per_rank_events.append(ev)
         per_rank_compl.append(comp)
         for seq, kind, values in _read_lists(raw_dir / f"rank{r}.lists"):
@@ -315,6 +328,6 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
     full_meta.update(meta or {})
     full_meta["complete"] = not problems
     trace = Trace(meta=full_meta, events=events, rank_offsets=rank_offsets,
-                  completions=completions, lists=lists, comms=comms)
+                  completions=completions, lists=lists, comms=comms, regions=tuple(region_index))
     trace.validate()
     return trace

@@ -88,6 +88,7 @@ def write_trace(trace: Trace, path: str | Path, *, overwrite: bool = False) -> P
                     f.attrs[key] = value
             ev = f.create_group("events")
             ev.attrs["op_names"] = json.dumps(list(OPS))
+            ev.attrs["region_names"] = json.dumps(list(trace.regions))
             for col in EVENT_COLUMNS:
                 if col in trace.events:
                     _dataset(ev, col, trace.events[col].astype(EVENT_COLUMNS[col], copy=False))
@@ -172,6 +173,7 @@ def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
                 "to read the events it recorded")
         try:
             names = json.loads(_attr(f["events"].attrs["op_names"]))
+            regions = tuple(json.loads(_attr(f["events"].attrs.get("region_names", "[]"))))
             events = {col: f["events"][col][()] for col in EVENT_COLUMNS if col in f["events"]}
             missing = [c for c in EVENT_COLUMNS if c not in events and c not in COUNTER_COLUMNS]
             if missing:
@@ -192,7 +194,7 @@ def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
             raise TraceFormatError(f"{path}: unknown MPI operations {unknown}; upgrade sigex")
         events["op"] = lut[events["op"]]
     trace = Trace(meta=meta, events=events, rank_offsets=rank_offsets,
-                  completions=completions, lists=lists, comms=comms, path=path)
+                  completions=completions, lists=lists, comms=comms, path=path, regions=regions)
     trace.validate()
     return trace
 

@@ -48,6 +48,7 @@ class Phase:
     stats: dict[str, np.ndarray]
     template_offsets: np.ndarray  # (P+1,)
     template: dict[str, np.ndarray]
+    regions: tuple[str, ...] = ()  # user regions (signature.region) entered in the phase
 
     @property
     def comp_fraction(self) -> float:
@@ -63,6 +64,7 @@ class Phase:
         return {
             "id": self.id, "kind": self.kind, "weight": self.weight, "ops": list(self.ops),
             "pattern": self.pattern, "te": self.te, "share": self.share,
+            "regions": list(self.regions),
             # NaN (no counters) is not JSON: stored as null
             "stats": {k: [None if np.isnan(x) else x for x in np.asarray(v, float).tolist()]
                       for k, v in self.stats.items()},
@@ -74,6 +76,7 @@ class Phase:
     def from_dict(cls, d: dict[str, Any]) -> "Phase":
         return cls(id=int(d["id"]), kind=d["kind"], weight=int(d["weight"]), ops=tuple(d["ops"]),
                    pattern=d["pattern"], te=float(d["te"]), share=float(d["share"]),
+                   regions=tuple(d.get("regions", ())),
                    stats={k: np.array([np.nan if x is None else x for x in v], float)
                           for k, v in d["stats"].items()},
                    template_offsets=np.asarray(d["template_offsets"], np.int64),
@@ -101,6 +104,7 @@ class Signature:
     coverage: float
     phases: tuple[Phase, ...]
     sequence: np.ndarray
+    region_problems: tuple[str, ...] = ()  # where user regions disagree with the phases
 
     @property
     def loop_phases(self) -> tuple[Phase, ...]:
@@ -121,7 +125,8 @@ class Signature:
                 f"workload {self.workload_label}={self.workload_value}, {self.work_mode} mode")
         rows = [("id", "kind", "weight", "pattern", "TE (ms)", "% time", "compute %")]
         for p in self.phases:
-            rows.append((str(p.id), p.kind, str(p.weight), p.pattern, f"{1e3 * p.te:.3f}",
+            label = f"{p.pattern}  [{', '.join(p.regions)}]" if p.regions else p.pattern
+            rows.append((str(p.id), p.kind, str(p.weight), label, f"{1e3 * p.te:.3f}",
                          f"{100 * p.share:.1f}", f"{100 * p.comp_fraction:.0f}"))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = [head, ""]
@@ -134,6 +139,9 @@ class Signature:
                   f"coverage  {100 * self.coverage:.1f}% of the runtime is in repeated phases",
                   f"Eq. 4     PET = sum TE_i x W_i = {self.pet:.4f} s; measured runtime "
                   f"{self.runtime:.4f} s ({100 * self.pet_error:.1f}% apart)"]
+        if self.region_problems:
+            lines += ["", "user regions that disagree with the detected phases:"]
+            lines += [f"  {m}" for m in self.region_problems]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -143,6 +151,7 @@ class Signature:
             "workload_value": self.workload_value, "work_mode": self.work_mode,
             "runtime": self.runtime, "pet": self.pet, "coverage": self.coverage,
             "sequence": self.sequence.tolist(), "phases": [p.to_dict() for p in self.phases],
+            "region_problems": list(self.region_problems),
         }
 
     @classmethod
@@ -153,7 +162,8 @@ class Signature:
                    workload_label=d["workload_label"], workload_value=d["workload_value"],
                    work_mode=d["work_mode"], runtime=float(d["runtime"]), pet=float(d["pet"]),
                    coverage=float(d["coverage"]), sequence=np.asarray(d["sequence"], np.int64),
-                   phases=tuple(Phase.from_dict(p) for p in d["phases"]))
+                   phases=tuple(Phase.from_dict(p) for p in d["phases"]),
+                   region_problems=tuple(d.get("region_problems", ())))
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write as JSON, atomically; an existing file is kept unless ``overwrite``."""

@@ -18,14 +18,15 @@ Algorithm
    least 2p such positions are repeats ``u^k`` (k >= 3; k = 2 only when
    nothing repeats three times: two equal calls in a row are not a loop yet).
    The chosen period is
-   the smallest one whose repeats cover at least 90% of what the best period
+   the smallest one whose repeats cover at least 75% of what the best period
    covers, so the innermost loop wins over an outer loop that merely
-   contains it.
-3. **Iterations.** The *anchor* is the first token of the repeated unit that
-   occurs once in it (the first event of a loop iteration); the rank's
-   stream is cut before every anchor. (If no token of the unit is unique,
-   the rarest one is used and the cut falls on every m-th occurrence, m its
-   count per unit.) What precedes the first anchor is the
+   contains it (a check every k >= 3 iterations: the iterations with and
+   without it become two phases, as the program's loop has them).
+3. **Iterations.** The iteration's first event (the *anchor*) is where the
+   first repetition starts, moved forward while the unit would begin with
+   the same call it ends with (an initial part that ends like an iteration
+   stays initial). The rank's stream is cut before every m-th occurrence of
+   the anchor's token, m its count per iteration. What precedes the first anchor is the
    *initial part*; the last cut keeps its longest prefix that equals an
    earlier iteration, and the rest is the *final part*. An inner loop inside
    the time step (N-body's P-1 shifts) becomes one phase whose weight is the
@@ -73,7 +74,7 @@ SEND_OPS = [OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Is
                                  "Irsend", "Sendrecv", "Sendrecv_replace", "Isendrecv",
                                  "Isendrecv_replace")]
 RECV_OPS = [OP_CODE[n] for n in ("Recv", "Irecv", "Mrecv", "Imrecv")]
-_FRAME = [OP_CODE["Init"], OP_CODE["Finalize"]]
+_REGION_OPS = [OP_CODE["Region_begin"], OP_CODE["Region_end"]]
 
 
 def _mix(h: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -142,17 +143,15 @@ def find_anchor(tokens: np.ndarray, window: int = 4096,
     if not best:
         return None
     top = max(c for _, c, _ in best)
-    p, _, s = next(b for b in best if b[1] >= 0.9 * top)  # smallest such period
-    unit = t[s:s + p]
-    values, first, counts = np.unique(unit, return_index=True, return_counts=True)
-    # the rarest token, first in the unit; if it repeats within the unit, prefer one
-    # that starts a block (its predecessor differs): "hhRR" is cut before "hh", not
-    # between the two R
-    pos = np.sort(first[counts == counts.min()])
-    prev = t[np.maximum(s + pos - 1, 0)]
-    starts_block = (s + pos > 0) & (prev != t[s + pos])
-    k = int(pos[np.argmax(starts_block)]) if counts.min() > 1 and starts_block.any() else int(pos[0])
-    return s + k, int(counts.min())
+    p, _, s0 = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
+    # rotation: an iteration does not begin with the call it ends with. The first
+    # repetition can start too early when the initial part ends like an iteration
+    # (CG: an Allreduce before a loop that ends with one); move the start forward
+    # while the unit's first and last tokens are equal
+    s = s0
+    while p > 1 and s < s0 + p - 1 and s + p < n and t[s] == t[s + p - 1]:
+        s += 1
+    return s, int(np.sum(t[s:s + p] == t[s]))
 
 
 def check_messages(trace: Trace) -> None:
@@ -346,7 +345,22 @@ def extract(trace: Trace, *, check: bool = True) -> "Signature":
         if len(frame) < 2 or frame[0] != OP_CODE["Init"] or frame[-1] != OP_CODE["Finalize"]:
             raise TraceFormatError(f"{trace.name}: rank {r} does not start with Init and end with "
                                    "Finalize; the trace is damaged")
-        cuts.append(cut_rank(tokens[a + 1:b - 1]))
+        inner = ev["op"][a + 1:b - 1]
+        marks = np.isin(inner, _REGION_OPS)
+        if not marks.any():
+            cuts.append(cut_rank(tokens[a + 1:b - 1]))
+            continue
+        # regions are not part of the loop: cut without them, then put each cut after
+        # the Region_end events that close the previous iteration
+        kept = np.flatnonzero(~marks)
+        init_end, starts, hashes, final_start = cut_rank(tokens[a + 1:b - 1][~marks])
+        n = len(inner)
+        after = np.concatenate([[0], kept + 1])  # compressed bound c -> just after event c-1
+        idx = np.arange(n + 1)
+        not_end = np.concatenate([inner != OP_CODE["Region_end"], [True]])
+        skip = np.minimum.accumulate(np.where(not_end, idx, n)[::-1])[::-1]
+        to_full = lambda c: skip[after[c]]  # noqa: E731
+        cuts.append((int(to_full(init_end)), to_full(starts), hashes, int(to_full(final_start))))
     counts = np.array([len(c[1]) for c in cuts])
     if np.any(counts != counts[0]):
         lo, hi = int(np.argmin(counts)), int(np.argmax(counts))
@@ -445,7 +459,11 @@ def extract(trace: Trace, *, check: bool = True) -> "Signature":
         offs = np.concatenate([[0], np.cumsum(tcount)]).astype(np.int64)
         template = {c: ev[c][sel].astype(np.int64) for c in
                     ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "comm", "tag")}
-        per_rank_ops = [template["op"][offs[r]:offs[r + 1]] for r in range(P)]
+        template_aux = ev["aux"][sel]
+        per_rank_ops = [o[~np.isin(o, _REGION_OPS)] for o in
+                        (template["op"][offs[r]:offs[r + 1]] for r in range(P))]
+        names = tuple(dict.fromkeys(trace.regions[i] for i in
+                                    template_aux[template["op"] == OP_CODE["Region_begin"]]))
         ops, pattern = _pattern(list(OPS), per_rank_ops)
         kind = "initial" if k == 0 else ("final" if k == n_phase - 1 else "loop")
         stats = {"events": evm[k], "duration_mean": dm[k], "duration_std": dsd[k],
@@ -454,13 +472,45 @@ def extract(trace: Trace, *, check: bool = True) -> "Signature":
                  "instr_mean": cm_counters["instr"][k] if "instr" in cm_counters else np.full(P, np.nan),
                  "cycles_mean": cm_counters["cycles"][k] if "cycles" in cm_counters else np.full(P, np.nan)}
         w = int(w_all[k])
-        phases.append(Phase(id=len(phases), kind=kind, weight=w, ops=ops, pattern=pattern,
+        phases.append(Phase(id=len(phases), kind=kind, weight=w, ops=ops, pattern=pattern, regions=names,
                             te=float(te[k]), share=float(te[k] * w / runtime) if runtime > 0 else 0.0,
                             stats=stats, template_offsets=offs, template=template))
+    problems = _region_problems(trace, local, S)
     pet = float(sum(p.te * p.weight for p in phases))
     covered = float(sum(p.te * p.weight for p in phases if p.kind == "loop" and p.weight >= 2))
     return Signature(source=str(trace.path) if trace.path else None, app=trace.meta.get("app"),
                      nprocs=P, workload_label=trace.meta.get("workload_label"),
                      workload_value=trace.meta.get("workload_value"), work_mode=trace.work_mode,
                      runtime=runtime, pet=pet, coverage=covered / runtime if runtime > 0 else 0.0,
-                     phases=tuple(phases), sequence=(it_phase + 1).astype(np.int64))
+                     phases=tuple(phases), sequence=(it_phase + 1).astype(np.int64),
+                     region_problems=problems)
+
+
+def _region_problems(trace: Trace, local: np.ndarray, S: int, limit: int = 10) -> tuple[str, ...]:
+    """Where the user's regions disagree with the detected cut: a region entered in
+    one repetition (or part) and left in another, or never left."""
+    ev = trace.events
+    marks = np.flatnonzero(np.isin(ev["op"], _REGION_OPS))
+    out: list[str] = []
+    open_: dict[tuple[int, int], list[int]] = {}
+    for i in marks.tolist():
+        key = (int(ev["rank"][i]), int(ev["aux"][i]))
+        if ev["op"][i] == OP_CODE["Region_begin"]:
+            open_.setdefault(key, []).append(i)
+            continue
+        if not open_.get(key):
+            out.append(f"rank {key[0]}: region {trace.regions[key[1]]!r} left at seq "
+                       f"{int(ev['seq'][i])} without being entered")
+            continue
+        j = open_[key].pop()
+        if local[j] != local[i]:
+            out.append(f"rank {key[0]}: region {trace.regions[key[1]]!r} entered at seq "
+                       f"{int(ev['seq'][j])} and left at seq {int(ev['seq'][i])} crosses a phase "
+                       "boundary the detector found")
+        if len(out) >= limit:
+            break
+    for (r, k), left in open_.items():
+        if left and len(out) < limit:
+            out.append(f"rank {r}: region {trace.regions[k]!r} entered at seq "
+                       f"{int(ev['seq'][left[0]])} is never left")
+    return tuple(out)

@@ -53,6 +53,7 @@ OPS: tuple[str, ...] = (
     "Ialltoallv", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan",
     "Comm_split", "Comm_split_type", "Comm_create", "Comm_create_group",
     "Comm_dup", "Cart_create", "Cart_sub", "Comm_free", "Isendrecv", "Isendrecv_replace",
+    "Region_begin", "Region_end",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
@@ -165,6 +166,9 @@ class Trace:
     comms : CommTable
     path : Path or None
         File the trace was read from.
+    regions : tuple of str
+        Names of the regions marked with ``signature.region``; the ``aux`` of a
+        Region_begin/Region_end event is an index into it.
     """
 
     meta: dict[str, Any]
@@ -174,6 +178,7 @@ class Trace:
     lists: dict[str, np.ndarray]
     comms: CommTable
     path: Path | None = None
+    regions: tuple[str, ...] = ()  # names of user regions; Region_* events' aux indexes it
 
     # ---- shape ---------------------------------------------------------------
     @property

@@ -21,7 +21,8 @@
  *   rank<r>.completions  one record per request completed by Wait/Test
  *   rank<r>.lists        per-peer byte counts of v-collectives, requests
  *                       started by Startall
- *   rank<r>.comms        one text line per communicator seen
+ *   rank<r>.comms        one text line per communicator seen and per user
+ *                        region name (signature.region)
  *   rank<r>.end          written last, at MPI_Finalize: the run is complete
  * Binary streams are written through shared file mappings (see ms_write),
  * so that a rank killed by the launcher loses none of its recorded events.
@@ -83,7 +84,8 @@
   X(COMM_CREATE_GROUP, "Comm_create_group") X(COMM_DUP, "Comm_dup")           \
   X(CART_CREATE, "Cart_create") X(CART_SUB, "Cart_sub")                       \
   X(COMM_FREE, "Comm_free") X(ISENDRECV, "Isendrecv")                        \
-  X(ISENDRECV_REPLACE, "Isendrecv_replace")
+  X(ISENDRECV_REPLACE, "Isendrecv_replace") X(REGION_BEGIN, "Region_begin")   \
+  X(REGION_END, "Region_end")
 
 enum {
   OP_NONE = 0,
@@ -739,6 +741,37 @@ static void tracer_stop(void) {
           (long long)g.untraced_calls);
   fclose(f);
   rename(tmp, path);
+}
+
+/* ---- user regions (signature.region) ---------------------------------------- */
+static char **region_names;
+static int nregions, capregions;
+
+static int region_id(const char *name) {
+  for (int i = 0; i < nregions; i++)
+    if (strcmp(region_names[i], name) == 0) return i;
+  if (nregions == capregions) {
+    capregions = capregions ? 2 * capregions : 16;
+    region_names = realloc(region_names, sizeof(char *) * (size_t)capregions);
+  }
+  char *copy = strdup(name);
+  for (char *c = copy; *c; c++)
+    if (*c == '\n' || *c == '\r') *c = ' ';
+  region_names[nregions] = copy;
+  fprintf(g.f_comms, "region %d %s\n", nregions, copy);
+  fflush(g.f_comms);
+  return nregions++;
+}
+
+/* Called by signature.region() through ctypes: one event per region entry or
+ * exit, aux = the region's id (its name is in rank<r>.comms).  Returns 0 when
+ * not tracing. */
+int sigex_region(const char *name, int enter) {
+  ev_t e;
+  if (!name || !ev_begin(&e, enter ? OP_REGION_BEGIN : OP_REGION_END, MPI_COMM_NULL)) return 0;
+  e.aux = region_id(name);
+  ev_end(&e);
+  return 1;
 }
 
 /* ========================================================================== */
