@@ -95,3 +95,19 @@ def test_show_bundled_trace(capsys):
     assert main(["show", str(TRACES / "stencil" / "P16.h5")]) == 0
     out = capsys.readouterr().out
     assert "stencil" in out and "processes   16" in out and "complete    yes" in out
+
+
+def test_signature_command_prints_and_saves(bundled, capsys):
+    """`sigex signature` prints the phase table with coverage and Eq. 4; --save writes JSON once."""
+    path = bundled("stencil/P4.h5")
+    assert main(["signature", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "loop         90" in out and "loop         10" in out
+    assert "coverage" in out and "Eq. 4" in out
+    assert main(["signature", "--save", str(path)]) == 0
+    saved = path.with_name(path.stem + ".signature.json")
+    assert saved.exists() and json.loads(saved.read_text())["kind"] == "sigex-signature"
+    capsys.readouterr()
+    assert main(["signature", "--save", str(path)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert main(["signature", "--save", "--force", str(path)]) == 0
