@@ -199,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Detect the repeated phases of a traced run (no source changes needed), "
                     "their weights, per-phase computation and communication, coverage, and "
                     "Eq. 4 evaluated on the run itself.",
-        epilog=f"example:\n  sigex signature traces/stencil/P16.h5\n"
+        epilog="example:\n  sigex signature traces/stencil/P16.h5\n"
                "  sigex signature --save traces/stencil/P16.h5   # writes P16.signature.json")
     g.add_argument("trace", help="HDF5 trace file")
     g.add_argument("--json", action="store_true", help="print the signature as JSON")

@@ -57,9 +57,10 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import IncompleteTraceError, SigexError, TraceFormatError
-from .trace import OP_CODE, PEER_ANY, Trace
+from .model import Phase, Signature
+from .trace import OP_CODE, OPS, PEER_ANY, Trace
 
-__all__ = ["tokenize", "find_anchor", "check_messages", "PhaseDetectionError", "SEND_OPS", "RECV_OPS"]
+__all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages", "PhaseDetectionError"]
 
 
 class PhaseDetectionError(SigexError):
@@ -111,18 +112,18 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def find_anchor(tokens: np.ndarray, window: int = 4096,
                 max_candidates: int = 12) -> tuple[int, int] | None:
-    """``(index, per_unit)``: the first event of the innermost dominant loop's iteration
-    and how often its token occurs in one iteration (1 unless no token of the loop body
-    is unique), or None if nothing repeats. See the module docstring, steps 2-3."""
+    """``(index, per_unit)``: the first event of the innermost dominant loop's first
+    iteration and how often its token occurs in one iteration, or None if nothing
+    repeats. See the module docstring, steps 2-3."""
     t = tokens[:window]
     n = len(t)
     if n < 2:
         return None
-    # candidate periods: the most common distances between equal tokens
+    # candidate periods: the most common distances from a token to its next few
+    # occurrences (a token that occurs m times per iteration is a period away from
+    # its m-th next occurrence)
     order = np.argsort(t, kind="stable")
     ts = t[order]
-    # distances to the next few occurrences of the same token (a token that occurs m
-    # times per iteration is a period away from its m-th next occurrence)
     gaps = np.concatenate([(order[lag:] - order[:-lag])[ts[lag:] == ts[:-lag]]
                            for lag in range(1, min(5, n))])
     gaps = gaps[(gaps > 0) & (gaps <= n // 2)]
@@ -294,7 +295,7 @@ def _pattern(op_names: list[str], per_rank_ops: list[np.ndarray]) -> tuple[tuple
     return tuple(op_names[o] for o in order), ", ".join(parts) if parts else "(computation only)"
 
 
-def extract(trace: Trace, *, check: bool = True) -> "Signature":
+def extract(trace: Trace, *, check: bool = True) -> Signature:
     """Find the signature of a traced run: its phases, weights and costs.
 
     Parameters
@@ -325,9 +326,6 @@ def extract(trace: Trace, *, check: bool = True) -> "Signature":
     >>> [(p.kind, p.weight) for p in sig.phases]
     [('initial', 1), ('loop', 90), ('loop', 10), ('final', 1)]
     """
-    from .model import Phase, Signature
-    from .trace import OPS
-
     if check:
         check_messages(trace)
     elif not trace.complete:

@@ -18,7 +18,7 @@ pytestmark = needs_mpi
 
 def _selftest(seconds: float = 0.05):
     lib = ctypes.CDLL(str(tracer_library()))
-    out = (ctypes.c_double * 3)()
+    out = (ctypes.c_double * 4)()
     sw_reason = ctypes.create_string_buffer(512)
     hw_reason = ctypes.create_string_buffer(512)
     ok = lib.sigex_perf_selftest(ctypes.c_double(seconds), out, sw_reason, hw_reason, 512)
@@ -34,17 +34,19 @@ def test_c_and_python_operation_lists_agree():
 
 
 def test_software_events_count_cpu_time_and_context_switches():
-    """task-clock measures the burst's CPU time and context switches are counted."""
-    ok, (cpu, ctx, _), sw_reason, _ = _selftest(0.05)
+    """task-clock measures the burst's CPU time (as the thread CPU clock does) and
+    context switches are counted."""
+    ok, (cpu, ctx, _, reference), sw_reason, _ = _selftest(0.05)
     if not ok:
         pytest.skip(f"perf_event_open software events unavailable here: {sw_reason}")
-    assert 0.04 <= cpu <= 0.5
+    assert reference > 0.005  # the machine may be busy: only some of the 50 ms is ours
+    assert abs(cpu - reference) <= 0.05 * reference + 2e-4
     assert ctx >= 1  # the selftest sleeps once: a voluntary switch
 
 
 def test_hardware_counters_where_a_pmu_exists():
     """instructions are counted where the kernel has a PMU; elsewhere the reason is given."""
-    ok, (cpu, _, instr), _, hw_reason = _selftest(0.02)
+    ok, (cpu, _, instr, _), _, hw_reason = _selftest(0.02)
     if hw_reason:
         assert "perf_event_open(PERF_COUNT_HW_" in hw_reason
         pytest.skip(f"no hardware PMU on this machine: {hw_reason}")
