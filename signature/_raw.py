@@ -69,6 +69,13 @@ def pmu_diagnosis() -> str:
     return "; ".join(notes)
 
 
+def _records(path: Path, dtype: np.dtype) -> tuple[np.ndarray, bool]:
+    """The whole fixed-size records of a raw file, and whether a record was cut short."""
+    data = path.read_bytes() if path.exists() else b""
+    whole = len(data) // dtype.itemsize
+    return np.frombuffer(data[:whole * dtype.itemsize], dtype), len(data) % dtype.itemsize != 0
+
+
 def _used(valid: np.ndarray) -> int:
     """Number of records up to the last valid one."""
     idx = np.flatnonzero(valid)
@@ -197,17 +204,18 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
         m = _read_kv(mp)
         rank_meta.append(m)
         hosts.append(m.get("host", "?"))
-        evb = (raw_dir / f"rank{r}.events").read_bytes() if (raw_dir / f"rank{r}.events").exists() else b""
-        whole = len(evb) // RAW_EVENT_DTYPE.itemsize
-        if len(evb) % RAW_EVENT_DTYPE.itemsize:
-            problems.append(f"rank {r}: last event record cut short after event {whole} "
+        ev, cut = _records(raw_dir / f"rank{r}.events", RAW_EVENT_DTYPE)
+        if cut:
+            problems.append(f"rank {r}: last event record cut short after event {len(ev)} "
                             "(run killed while writing)")
-        ev = np.frombuffer(evb[:whole * RAW_EVENT_DTYPE.itemsize], RAW_EVENT_DTYPE)
         # a killed rank leaves its mapped files at window size: zeros after the last record
         ev = ev[:_used(ev["op"] != 0)]
-        cb = (raw_dir / f"rank{r}.completions").read_bytes() if (raw_dir / f"rank{r}.completions").exists() else b""
-        cw = len(cb) // RAW_COMPLETION_DTYPE.itemsize
-        comp = np.frombuffer(cb[:cw * RAW_COMPLETION_DTYPE.itemsize], RAW_COMPLETION_DTYPE)
+        bad_op = np.flatnonzero((ev["op"] < 0) | (ev["op"] >= len(op_lut)))
+        if bad_op.size:
+            raise TraceFormatError(f"{raw_dir}: rank {r} event {int(bad_op[0])} has operation code "
+                                   f"{int(ev['op'][bad_op[0]])}, which the tracer does not write; "
+                                   "the raw file is damaged")
+        comp, _ = _records(raw_dir / f"rank{r}.completions", RAW_COMPLETION_DTYPE)
         comp = comp[:_used(comp["seq"] != 0)]  # seq 0 is Init, which completes nothing
         end = raw_dir / f"rank{r}.end"
         if end.exists():

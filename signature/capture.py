@@ -175,8 +175,6 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
         proc_env.setdefault(k, v)
     if flavour == "unknown":  # no known option to pass variables: use our environment
         proc_env.update(env)
-    else:
-        proc_env["SIGEX_TRACE_DIR"] = str(raw)
     argv = [launcher, "-n", str(nprocs), *_env_args(flavour, env), *mpiexec_args, *command]
     say(f"running {shlex.join([launcher, '-n', str(nprocs), *command])}")
     t0 = time.perf_counter()
