@@ -14,6 +14,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import sys  # noqa: E402
 
+import numpy as np  # noqa: E402
+
 
 def parse(description: str, n: int, iters: int, extra=()) -> argparse.Namespace:
     """Arguments every example takes: --n (workload) and --iters, plus ``extra``
@@ -30,6 +32,13 @@ def parse(description: str, n: int, iters: int, extra=()) -> argparse.Namespace:
     if args.n < 1 or args.iters < 1:
         p.error("--n and --iters must be positive")
     return args
+
+
+def scrambled(shape: tuple[int, ...], offset: int = 0) -> np.ndarray:
+    """Deterministic values in [-1, 1) that look random (fractional parts of a golden-ratio
+    sequence, scrambled by a sine): cheap, unlike a first use of numpy.random."""
+    k = np.arange(offset, offset + int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    return 2.0 * np.modf(np.abs(np.sin(k * 0.6180339887498949 + 0.5) * 43758.5453))[0] - 1.0
 
 
 def refuse(comm, message: str) -> None:

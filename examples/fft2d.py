@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import parse, refuse, report  # noqa: E402
+from _common import parse, refuse, report, scrambled  # noqa: E402
 
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
@@ -55,8 +55,7 @@ def main() -> None:
     if n % P:
         refuse(comm, f"fft2d needs P to divide n: n={n}, P={P}")
     b = n // P
-    rng = np.random.default_rng(2024 + rank)
-    x0 = rng.standard_normal((b, n)) + 1j * rng.standard_normal((b, n))
+    x0 = scrambled((b, n), offset=rank * b * n) + 1j * scrambled((b, n), offset=(P + rank) * b * n)
     sendbuf = np.empty((P, b, b), complex)
     recvbuf = np.empty((P, b, b), complex)
 

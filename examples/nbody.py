@@ -24,7 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import parse, refuse, report  # noqa: E402
+from _common import parse, refuse, report, scrambled  # noqa: E402
 
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
@@ -35,10 +35,9 @@ EPS2 = 1e-4  # softening
 
 def initial(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Deterministic bodies: positions, masses, velocities with zero total momentum."""
-    rng = np.random.default_rng(12345)
-    pos = rng.standard_normal((n, 3))
-    mass = rng.uniform(0.5, 1.5, n)
-    vel = 0.1 * rng.standard_normal((n, 3))
+    pos = scrambled((n, 3), 0) * 2.0
+    mass = 1.0 + 0.5 * scrambled((n,), 3 * n)
+    vel = 0.1 * scrambled((n, 3), 4 * n)
     vel -= (mass[:, None] * vel).sum(0) / mass.sum()
     return pos, mass, vel
 
