@@ -41,6 +41,12 @@ def scrambled(shape: tuple[int, ...], offset: int = 0) -> np.ndarray:
     return 2.0 * np.modf(np.abs(np.sin(k * 0.6180339887498949 + 0.5) * 43758.5453))[0] - 1.0
 
 
+def split(n: int, parts: int, i: int) -> tuple[int, int]:
+    """(start, length) of block i when n items are split over ``parts`` (uneven allowed)."""
+    base, extra = divmod(n, parts)
+    return i * base + min(i, extra), base + (1 if i < extra else 0)
+
+
 def refuse(comm, message: str) -> None:
     """Every rank reaches the same verdict: rank 0 says why, all exit with status 2."""
     if comm.rank == 0:

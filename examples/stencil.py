@@ -31,16 +31,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import parse, report  # noqa: E402  (pins BLAS threads before numpy)
+from _common import parse, report, split  # noqa: E402  (pins BLAS threads before numpy)
 
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
-
-
-def split(n: int, parts: int, i: int) -> tuple[int, int]:
-    """(start, length) of block i when n items are split over ``parts``."""
-    base, extra = divmod(n, parts)
-    return i * base + min(i, extra), base + (1 if i < extra else 0)
 
 
 def serial_jacobi(n: int, iters: int) -> np.ndarray:

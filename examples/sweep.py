@@ -34,15 +34,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import parse, refuse, report  # noqa: E402
+from _common import parse, refuse, report, split  # noqa: E402
 
 import numpy as np  # noqa: E402
 from mpi4py import MPI  # noqa: E402
-
-
-def split(n: int, parts: int, i: int) -> tuple[int, int]:
-    base, extra = divmod(n, parts)
-    return i * base + min(i, extra), base + (1 if i < extra else 0)
 
 
 def source(planes: int, rows: slice, cols: slice, n: int) -> np.ndarray:

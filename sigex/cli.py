@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 from typing import Sequence
@@ -17,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from signature import __version__
+from signature._text import table
 from signature.errors import SigexError
 
 BUNDLED = "traces/stencil/P4.h5"
@@ -28,20 +30,6 @@ def _fmt_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
-
-
-def _table(headers: Sequence[str], rows: Sequence[Sequence[object]], align: str | None = None) -> str:
-    """Plain fixed-width table; ``align`` is one 'l'/'r' per column."""
-    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    align = align or "l" + "r" * (len(headers) - 1)
-    lines = []
-    for k, r in enumerate(cells):
-        lines.append("  ".join(c.ljust(w) if a == "l" else c.rjust(w)
-                               for c, w, a in zip(r, widths, align)).rstrip())
-        if k == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
 
 
 # ---- sigex trace -----------------------------------------------------------------
@@ -92,7 +80,7 @@ def _show_text(trace, all_ranks: bool) -> str:
     out.append("")
     rows = [(o["op"], f"{o['calls']:,}", _fmt_bytes(o["bytes"]), _fmt_bytes(o["recv_bytes"]),
              f"{o['t_comm']:.4f}") for o in sorted(s["ops"], key=lambda o: -o["calls"])]
-    out.append(_table(["op", "calls", "bytes sent", "bytes recv", "time in call (s)"], rows))
+    out.append(table(["op", "calls", "bytes sent", "bytes recv", "time in call (s)"], rows))
     out.append("")
     tot = trace.per_rank_totals()
     P = trace.nprocs
@@ -112,7 +100,7 @@ def _show_text(trace, all_ranks: bool) -> str:
         order = np.argsort(busy)
         picks = [("min", int(order[0])), ("median", int(order[P // 2])), ("max", int(order[-1]))]
         rows = [rank_row(f"{lab} (r{i})", i) for lab, i in picks]
-    out.append(_table(headers, rows))
+    out.append(table(headers, rows))
     if P > 16 and not all_ranks:
         out.append(f"  ({P} ranks: min/median/max by busy time shown; --ranks lists all)")
     return "\n".join(out)
@@ -222,6 +210,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SigexError, FileExistsError) as err:
         print(f"sigex {opts.cmd}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `sigex ... | head`: the reader left; stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 if __name__ == "__main__":
     sys.exit(main())

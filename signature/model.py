@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ._text import table
 from .errors import TraceFormatError
 
 __all__ = ["Phase", "Signature", "signature_path"]
@@ -123,18 +124,13 @@ class Signature:
         """The phase table ``sigex signature`` prints."""
         head = (f"{self.source or '<trace>'}: {self.app}, P={self.nprocs}, "
                 f"workload {self.workload_label}={self.workload_value}, {self.work_mode} mode")
-        rows = [("id", "kind", "weight", "pattern", "TE (ms)", "% time", "compute %")]
+        rows = []
         for p in self.phases:
             label = f"{p.pattern}  [{', '.join(p.regions)}]" if p.regions else p.pattern
-            rows.append((str(p.id), p.kind, str(p.weight), label, f"{1e3 * p.te:.3f}",
+            rows.append((p.id, p.kind, p.weight, label, f"{1e3 * p.te:.3f}",
                          f"{100 * p.share:.1f}", f"{100 * p.comp_fraction:.0f}"))
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = [head, ""]
-        for k, r in enumerate(rows):
-            lines.append("  ".join(c.ljust(w) if i in (1, 3) else c.rjust(w)
-                                   for i, (c, w) in enumerate(zip(r, widths))).rstrip())
-            if k == 0:
-                lines.append("  ".join("-" * w for w in widths))
+        lines = [head, "", table(("id", "kind", "weight", "pattern", "TE (ms)", "% time", "compute %"),
+                                 rows, align="rlrlrrr")]
         lines += ["",
                   f"coverage  {100 * self.coverage:.1f}% of the runtime is in repeated phases",
                   f"Eq. 4     PET = sum TE_i x W_i = {self.pet:.4f} s; measured runtime "
