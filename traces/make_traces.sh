@@ -19,16 +19,18 @@ trace() {  # trace <app> <dir> <P> <workload n> <args...>
     python "examples/$app.py" --n "$n" "$@"
 }
 
+# Iteration counts are long enough that the loop dominates the run (setup and the
+# final check are a few percent of it), as in a production run.
 for p in 4 8 16; do
   trace stencil traces/stencil "$p" 2048 --iters 100 --check-every 10
-  trace stencil traces/stencil/small "$p" 512 --iters 100 --check-every 10
-  trace cg traces/cg "$p" 2048 --iters 50
-  trace cg traces/cg/small "$p" 512 --iters 50
-  trace nbody traces/nbody "$p" 4096 --iters 5
-  trace nbody traces/nbody/small "$p" 1024 --iters 5
-  trace fft2d traces/fft2d "$p" 2048 --iters 10
-  trace fft2d traces/fft2d/small "$p" 512 --iters 10
-  trace sweep traces/sweep "$p" 1024 --iters 5 --planes 8 --kblocks 4
-  trace sweep traces/sweep/small "$p" 256 --iters 5 --planes 8 --kblocks 4
+  trace stencil traces/stencil/small "$p" 512 --iters 400 --check-every 10
+  trace cg traces/cg "$p" 2048 --iters 100
+  trace cg traces/cg/small "$p" 512 --iters 200
+  trace nbody traces/nbody "$p" 4096 --iters 20
+  trace nbody traces/nbody/small "$p" 1024 --iters 40
+  trace fft2d traces/fft2d "$p" 2048 --iters 40
+  trace fft2d traces/fft2d/small "$p" 512 --iters 80
+  trace sweep traces/sweep "$p" 1024 --iters 20 --planes 8 --kblocks 4
+  trace sweep traces/sweep/small "$p" 256 --iters 40 --planes 8 --kblocks 4
 done
 python traces/write_index.py

@@ -15,19 +15,22 @@ from signature.phases import PhaseDetectionError, cut_rank, find_anchor
 
 ORIGINAL = sorted(TRACES.glob("*/P*.h5"))
 SMALL = sorted(TRACES.glob("*/small/P*.h5"))
-ITERS = {"stencil": 100, "cg": 50, "nbody": 5, "fft2d": 10, "sweep": 5}
+APPS = ("stencil", "cg", "nbody", "fft2d", "sweep")
 
 
-def expected_loop_weights(app: str, P: int) -> list[int]:
-    """The loop phases' weights, from each program's own iteration counts (see its docstring)."""
-    n = ITERS[app]
+def expected_loop_weights(trace) -> list[int]:
+    """The loop phases' weights, from the program's own iteration count (its --iters, as
+    recorded in the trace) and loop structure (see each program's docstring)."""
+    cmd = trace.meta["command"]
+    n = int(cmd[cmd.index("--iters") + 1])
+    P = trace.nprocs
     return {
         "stencil": [n - n // 10, n // 10],  # residual Allreduce every 10th iteration
         "cg": [n],
         "nbody": [(P - 1) * n],  # P-1 shifts inside every step
         "fft2d": [2 * n],  # forward and inverse transpose
         "sweep": [4 * n],  # 4 pipeline chunks per sweep
-    }[app]
+    }[trace.meta["app"]]
 
 
 @pytest.mark.parametrize("path", ORIGINAL + SMALL, ids=[str(p.relative_to(TRACES)) for p in ORIGINAL + SMALL])
@@ -37,7 +40,7 @@ def test_phases_and_weights_are_the_programs_loops(path):
     sig = extract(t)
     kinds = [p.kind for p in sig.phases]
     assert kinds[0] == "initial" and kinds[-1] == "final"
-    assert [p.weight for p in sig.loop_phases] == expected_loop_weights(t.meta["app"], t.nprocs)
+    assert [p.weight for p in sig.loop_phases] == expected_loop_weights(t)
     assert len(sig.sequence) == sum(p.weight for p in sig.loop_phases)
 
 
@@ -55,16 +58,17 @@ def test_stencil_phases_say_what_they_do():
     plain, check = sig.loop_phases
     assert plain.ops == ("Irecv", "Isend", "Waitall")
     assert check.ops == ("Irecv", "Isend", "Waitall", "Allreduce")
-    # iterations 9, 19, ... carry the check: the sequence shows it
+    # iterations 9, 19, ..., 99 carry the check: the sequence shows it
     seq = sig.sequence
     assert list(np.flatnonzero(seq == check.id)) == list(range(9, 100, 10))
+    assert (plain.weight, check.weight) == (90, 10)
     # per-rank templates: an interior rank of the 4x4 grid talks to 4 neighbours
     tpl = plain.rank_template(5)
     assert sorted(tpl["peer"][tpl["op"] == 13].tolist()) == [1, 4, 6, 9]  # Irecv peers
     assert np.all(plain.stats["cpu_mean"] > 0)
 
 
-@pytest.mark.parametrize("app", sorted(ITERS))
+@pytest.mark.parametrize("app", APPS)
 def test_phase_order_and_ops_agree_across_p(app):
     """The same program at different P gives the same phases in the same order with the same ops."""
     sigs = [extract(load_trace(p)) for p in sorted((TRACES / app).glob("P*.h5"))]
@@ -121,8 +125,8 @@ def test_ranks_that_disagree_on_the_loop_are_reported():
     """If one rank repeats its loop fewer times, the detector says which ranks disagree."""
     t = load_trace(TRACES / "fft2d" / "small" / "P4.h5")
     broken, _ = _drop_event(t, 1, "Alltoall")
-    with pytest.raises(PhaseDetectionError, match=r"ranks disagree on the loop: rank 1 repeats 19 "
-                       r"times, rank 0 20 times"):
+    with pytest.raises(PhaseDetectionError, match=r"ranks disagree on the loop: rank 1 repeats 159 "
+                       r"times, rank 0 160 times"):
         extract(broken, check=False)
 
 
