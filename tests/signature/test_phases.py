@@ -44,7 +44,7 @@ def test_phases_and_weights_are_the_programs_loops(path):
     assert len(sig.sequence) == sum(p.weight for p in sig.loop_phases)
 
 
-@pytest.mark.parametrize("path", ORIGINAL, ids=[str(p.relative_to(TRACES)) for p in ORIGINAL])
+@pytest.mark.parametrize("path", ORIGINAL + SMALL, ids=[str(p.relative_to(TRACES)) for p in ORIGINAL + SMALL])
 def test_eq4_reproduces_the_runtime(path):
     """PET = sum TE_i * W_i on the traced run is within 5% of its measured runtime."""
     sig = extract(load_trace(path))
