@@ -12,8 +12,9 @@ the library calls that mirror its commands:
 
 trace_run   -- ``sigex trace``
 load_trace  -- ``sigex show``
+extract     -- ``sigex signature``
 """
 
-from signature import __version__, load_trace, trace_run
+from signature import __version__, extract, load_trace, trace_run
 
-__all__ = ["trace_run", "load_trace", "__version__"]
+__all__ = ["trace_run", "load_trace", "extract", "__version__"]
