@@ -31,7 +31,7 @@ FORMAT_NAME = "sigex-trace"
 FORMAT_VERSION = 1
 
 #: Metadata keys stored as JSON (everything else is a scalar attribute).
-_JSON_META = ("command", "hosts", "extra")
+_JSON_META = ("command", "hosts")
 _LIST_COLUMNS = ("rank", "seq", "kind", "start", "length")
 _COMM_COLUMNS = ("size", "inter", "member_offsets", "members", "cart_offsets",
                  "cart_dims", "cart_periods")

@@ -16,6 +16,17 @@ from signature.trace import OPS
 pytestmark = needs_mpi
 
 
+# four compute bursts, each ended by a Barrier
+BURSTS = """
+from mpi4py import MPI
+import numpy as np
+x = np.ones(300_000)
+for _ in range(4):
+    x = np.sqrt(x + 1.0)
+    MPI.COMM_WORLD.Barrier()
+"""
+
+
 def _selftest(seconds: float = 0.05):
     lib = ctypes.CDLL(str(tracer_library()))
     out = (ctypes.c_double * 4)()
@@ -55,14 +66,7 @@ def test_hardware_counters_where_a_pmu_exists():
 
 def test_trace_states_its_work_mode_and_why(run_traced):
     """A trace records counters mode with a PMU, or CPU-time mode and the kernel's reason."""
-    res = run_traced("""
-        from mpi4py import MPI
-        import numpy as np
-        x = np.ones(200_000)
-        for _ in range(3):
-            x = np.sqrt(x + 1.0)
-            MPI.COMM_WORLD.Barrier()
-    """, 2, name="mode")
+    res = run_traced(BURSTS, 2, name="mode")
     t = res.trace
     _, _, _, hw_reason = _selftest(0.0)
     if hw_reason:
@@ -82,14 +86,7 @@ def test_trace_states_its_work_mode_and_why(run_traced):
 def test_fallback_clocks_without_perf(run_traced, monkeypatch):
     """With perf_event_open refused, CPU time comes from CLOCK_THREAD_CPUTIME_ID and it says so."""
     monkeypatch.setenv("SIGEX_NO_PERF", "1")
-    res = run_traced("""
-        from mpi4py import MPI
-        import numpy as np
-        x = np.ones(300_000)
-        for _ in range(4):
-            x = np.sqrt(x + 1.0)
-            MPI.COMM_WORLD.Barrier()
-    """, 2, name="noperf")
+    res = run_traced(BURSTS, 2, name="noperf")
     t = res.trace
     assert t.meta["cpu_time_source"] == "clock_gettime:CLOCK_THREAD_CPUTIME_ID"
     assert t.meta["software_events"] is False
