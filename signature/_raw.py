@@ -272,7 +272,7 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
     hw = all(m.get("hw_counters") == "1" for m in rank_meta if m)
     events: dict[str, np.ndarray] = {"rank": np.repeat(np.arange(P, dtype=np.int32), counts)}
     for col, dt in EVENT_COLUMNS.items():
-        if col == "rank" or (col in COUNTER_COLUMNS and not hw):
+        if col == "rank" or col == "phase" or (col in COUNTER_COLUMNS and not hw):
             continue
         events[col] = allev[col].astype(dt)
     events["op"] = op_lut[allev["op"]]

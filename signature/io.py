@@ -22,8 +22,8 @@ import h5py
 import numpy as np
 
 from .errors import IncompleteTraceError, TraceFormatError
-from .trace import (COMPLETION_COLUMNS, COUNTER_COLUMNS, EVENT_COLUMNS, OPS,
-                    CommTable, Trace)
+from .trace import (COMPLETION_COLUMNS, EVENT_COLUMNS, OPS, OPTIONAL_COLUMNS,
+                    RUN_ONLY_COLUMNS, CommTable, Trace)
 
 __all__ = ["read_trace", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
 
@@ -31,7 +31,7 @@ FORMAT_NAME = "sigex-trace"
 FORMAT_VERSION = 1
 
 #: Metadata keys stored as JSON (everything else is a scalar attribute).
-_JSON_META = ("command", "hosts")
+_JSON_META = ("command", "hosts", "phase_weights", "phase_kinds", "phase_patterns")
 _LIST_COLUMNS = ("rank", "seq", "kind", "start", "length")
 _COMM_COLUMNS = ("size", "inter", "member_offsets", "members", "cart_offsets",
                  "cart_dims", "cart_periods")
@@ -175,7 +175,10 @@ def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
             names = json.loads(_attr(f["events"].attrs["op_names"]))
             regions = tuple(json.loads(_attr(f["events"].attrs.get("region_names", "[]"))))
             events = {col: f["events"][col][()] for col in EVENT_COLUMNS if col in f["events"]}
-            missing = [c for c in EVENT_COLUMNS if c not in events and c not in COUNTER_COLUMNS]
+            optional = OPTIONAL_COLUMNS
+            if meta.get("trace_kind") in ("logical", "physical"):  # generated, not run
+                optional += RUN_ONLY_COLUMNS
+            missing = [c for c in EVENT_COLUMNS if c not in events and c not in optional]
             if missing:
                 raise TraceFormatError(f"{path}: event columns missing: {', '.join(missing)}")
             rank_offsets = f["index/rank_offsets"][()]

@@ -50,6 +50,9 @@ class Phase:
     template_offsets: np.ndarray  # (P+1,)
     template: dict[str, np.ndarray]
     regions: tuple[str, ...] = ()  # user regions (signature.region) entered in the phase
+    #: per template event, the burst that follows it, averaged over repetitions:
+    #: "cpu" (thread CPU s), "comp" (wall s), and "instr"/"cycles" where counted
+    template_cost: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property
     def comp_fraction(self) -> float:
@@ -71,6 +74,7 @@ class Phase:
                       for k, v in self.stats.items()},
             "template_offsets": self.template_offsets.tolist(),
             "template": {k: v.tolist() for k, v in self.template.items()},
+            "template_cost": {k: np.asarray(v, float).tolist() for k, v in self.template_cost.items()},
         }
 
     @classmethod
@@ -81,7 +85,9 @@ class Phase:
                    stats={k: np.array([np.nan if x is None else x for x in v], float)
                           for k, v in d["stats"].items()},
                    template_offsets=np.asarray(d["template_offsets"], np.int64),
-                   template={k: np.asarray(v, np.int64) for k, v in d["template"].items()})
+                   template={k: np.asarray(v, np.int64) for k, v in d["template"].items()},
+                   template_cost={k: np.asarray(v, float)
+                                  for k, v in d.get("template_cost", {}).items()})
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -90,8 +96,9 @@ class Signature:
 
     ``sequence`` lists the phase of every loop iteration in order. ``pet`` is
     sum(te * weight) over all phases (paper Eq. 4), ``runtime`` the measured
-    runtime (slowest rank), ``coverage`` the share of the runtime spent in
-    repeated phases (weight >= 2).
+    runtime (slowest rank), ``coverage`` the share of the runtime between the
+    first rank entering the repeated phases (weight >= 2) and the last leaving
+    them, ``rank_coverage`` the mean over ranks of the time spent inside them.
     """
 
     source: str | None
@@ -102,10 +109,11 @@ class Signature:
     work_mode: str
     runtime: float
     pet: float
-    coverage: float
+    coverage: float  # share of the runtime between the loop's first entry and last exit
     phases: tuple[Phase, ...]
     sequence: np.ndarray
     region_problems: tuple[str, ...] = ()  # where user regions disagree with the phases
+    rank_coverage: float = float("nan")  # mean over ranks of the share in repeated phases
 
     @property
     def loop_phases(self) -> tuple[Phase, ...]:
@@ -132,7 +140,9 @@ class Signature:
         lines = [head, "", table(("id", "kind", "weight", "pattern", "TE (ms)", "% time", "compute %"),
                                  rows, align="rlrlrrr")]
         lines += ["",
-                  f"coverage  {100 * self.coverage:.1f}% of the runtime is in repeated phases",
+                  f"coverage  {100 * self.coverage:.1f}% of the runtime lies between the first rank "
+                  f"entering the repeated phases and the last leaving them "
+                  f"({100 * self.rank_coverage:.1f}% inside them, mean over ranks)",
                   f"Eq. 4     PET = sum TE_i x W_i = {self.pet:.4f} s; measured runtime "
                   f"{self.runtime:.4f} s ({100 * self.pet_error:.1f}% apart)"]
         if self.region_problems:
@@ -146,6 +156,7 @@ class Signature:
             "nprocs": self.nprocs, "workload_label": self.workload_label,
             "workload_value": self.workload_value, "work_mode": self.work_mode,
             "runtime": self.runtime, "pet": self.pet, "coverage": self.coverage,
+            "rank_coverage": self.rank_coverage,
             "sequence": self.sequence.tolist(), "phases": [p.to_dict() for p in self.phases],
             "region_problems": list(self.region_problems),
         }
@@ -157,7 +168,8 @@ class Signature:
         return cls(source=d["source"], app=d["app"], nprocs=int(d["nprocs"]),
                    workload_label=d["workload_label"], workload_value=d["workload_value"],
                    work_mode=d["work_mode"], runtime=float(d["runtime"]), pet=float(d["pet"]),
-                   coverage=float(d["coverage"]), sequence=np.asarray(d["sequence"], np.int64),
+                   coverage=float(d["coverage"]),
+                   rank_coverage=float(d.get("rank_coverage", float("nan"))), sequence=np.asarray(d["sequence"], np.int64),
                    phases=tuple(Phase.from_dict(p) for p in d["phases"]),
                    region_problems=tuple(d.get("region_problems", ())))
 

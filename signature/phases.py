@@ -45,8 +45,12 @@ Algorithm
    the computation that follows its communication. Spans add up to the
    rank's runtime. A phase's TE is its mean duration per repetition (mean
    over ranks); PET = sum of TE_i * W_i (paper Eq. 4) over all phases,
-   including the weight-1 initial and final parts; coverage is the share of
-   the runtime spent in repeated phases.
+   including the weight-1 initial and final parts. *Coverage* is the share
+   of the runtime between the first rank entering the repeated iterations and
+   the last rank leaving them: a pipeline's fill and drain belong to its
+   loop, although a rank that finished early waits for the drain in the
+   final part's first call. The mean over ranks of the time inside repeated
+   phases is reported beside it (``rank_coverage``).
 
 Message matching (every receive has its send) is checked first: a trace whose
 point-to-point messages do not pair up is reported with the rank and event.
@@ -443,6 +447,22 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     # TE_i: mean duration of one repetition, over repetitions and ranks
     te = np.bincount(seg_phase[present], weights=dur[present], minlength=n_phase) / np.maximum(per_phase_segments, 1)
 
+    # per template event: the burst after it, averaged over the phase's repetitions
+    # (position of an event inside its segment; segments are contiguous per rank)
+    starts_at = np.concatenate([[True], seg_id[1:] != seg_id[:-1]])
+    first_idx = np.maximum.accumulate(np.where(starts_at, np.arange(n_ev), 0))
+    pos = np.arange(n_ev) - first_idx
+    max_pos = int(pos.max()) + 1 if n_ev else 1
+    ev_phase = np.where(valid, seg_phase[np.minimum(seg_id, P * S - 1)], n_phase)
+    slot_key = (ev_phase * P + ev["rank"].astype(np.int64)) * max_pos + pos
+    n_keys = (n_phase + 1) * P * max_pos
+    slot_n = np.maximum(np.bincount(slot_key, minlength=n_keys), 1)
+    slot_mean = {"cpu": np.bincount(slot_key, weights=cpu_next, minlength=n_keys) / slot_n,
+                 "comp": np.bincount(slot_key, weights=np.where(valid, span - comm, 0.0),
+                                     minlength=n_keys) / slot_n}
+    slot_mean.update({k: np.bincount(slot_key, weights=v, minlength=n_keys) / slot_n
+                      for k, v in counters.items()})
+
     runtime = trace.runtime
     loop_w = np.bincount(it_phase, minlength=n_loop) if n_loop else np.zeros(0, np.int64)
     w_all = np.concatenate([[1], loop_w, [1]])
@@ -458,6 +478,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         template = {c: ev[c][sel].astype(np.int64) for c in
                     ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "comm", "tag")}
         template_aux = ev["aux"][sel]
+        cost = {name: v[slot_key[sel]] for name, v in slot_mean.items()}
         per_rank_ops = [o[~np.isin(o, _REGION_OPS)] for o in
                         (template["op"][offs[r]:offs[r + 1]] for r in range(P))]
         names = tuple(dict.fromkeys(trace.regions[i] for i in
@@ -472,14 +493,28 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         w = int(w_all[k])
         phases.append(Phase(id=len(phases), kind=kind, weight=w, ops=ops, pattern=pattern, regions=names,
                             te=float(te[k]), share=float(te[k] * w / runtime) if runtime > 0 else 0.0,
-                            stats=stats, template_offsets=offs, template=template))
+                            stats=stats, template_offsets=offs, template=template, template_cost=cost))
     problems = _region_problems(trace, local, S)
     pet = float(sum(p.te * p.weight for p in phases))
     covered = float(sum(p.te * p.weight for p in phases if p.kind == "loop" and p.weight >= 2))
+    # the loop's window: from the first rank entering its first repeated iteration to the
+    # last rank leaving its last one (a pipeline's fill and drain belong to the loop)
+    window = 0.0
+    if K:
+        ev_rank = ev["rank"]
+        in_loop = valid & (local >= 1) & (local <= K)
+        after_loop = (local == K + 1) | (~valid)
+        first_in = np.full(P, np.inf)
+        np.minimum.at(first_in, ev_rank[in_loop], t_start[in_loop])
+        leave = np.full(P, np.inf)
+        np.minimum.at(leave, ev_rank[after_loop], np.maximum(t_start[after_loop], 0.0))
+        window = float(np.max(leave) - np.min(first_in))
     return Signature(source=str(trace.path) if trace.path else None, app=trace.meta.get("app"),
                      nprocs=P, workload_label=trace.meta.get("workload_label"),
                      workload_value=trace.meta.get("workload_value"), work_mode=trace.work_mode,
-                     runtime=runtime, pet=pet, coverage=covered / runtime if runtime > 0 else 0.0,
+                     runtime=runtime, pet=pet,
+                     coverage=min(1.0, window / runtime) if runtime > 0 else 0.0,
+                     rank_coverage=covered / runtime if runtime > 0 else 0.0,
                      phases=tuple(phases), sequence=(it_phase + 1).astype(np.int64),
                      region_problems=problems)
 
