@@ -132,6 +132,44 @@ def _cmd_signature(opts: argparse.Namespace) -> int:
     return 0
 
 
+# ---- sigex extrapolate ------------------------------------------------------------
+def _cmd_extrapolate(opts: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from logical_model import from_traces
+
+    def say(msg: str) -> None:
+        if not opts.quiet:
+            print(f"sigex extrapolate: {msg}", file=sys.stderr)
+
+    model = from_traces(opts.traces, p_rule=opts.p_rule, progress=say)
+    if opts.json:
+        print(json.dumps(model.to_dict(), indent=1))
+    else:
+        print(model.describe(opts.target))
+    if opts.save_model:
+        path = model.save(opts.save_model, overwrite=opts.force)
+        say(f"saved the model to {path}")
+    if opts.no_trace:
+        return 0
+    out = Path(opts.output or f"{model.app or 'app'}-P{opts.target}.logical.h5")
+    if out.is_dir():
+        out = out / f"{model.app or 'app'}-P{opts.target}.logical.h5"
+    model.check_target(opts.target)
+    last = [-1]
+
+    def blocks(done: int, total: int) -> None:
+        pct = int(100 * done / total)
+        if not opts.quiet and pct // 10 != last[0] // 10:
+            last[0] = pct
+            print(f"sigex extrapolate: writing ranks {done}/{total} ({pct}%)", file=sys.stderr)
+
+    model.logical_trace(opts.target, out, overwrite=opts.force, progress=blocks)
+    print(f"wrote {out}: logical trace for P={opts.target}, phases weighted "
+          f"{model.weights(opts.target)} (stored once each, not unrolled)")
+    return 0
+
+
 # ---- parser ----------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -139,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Predict how an MPI application strong-scales from a few small traced runs.",
         epilog=f"example:\n  sigex show {BUNDLED}\n"
                "  sigex trace -n 4 -o /tmp/stencil/ --workload n=512 -- "
-               "python examples/stencil.py --n 512 --iters 20")
+               "python examples/stencil.py --n 512 --iters 20\n"
+               "  sigex extrapolate traces/stencil/ --target 4096")
     p.add_argument("--version", action="version", version=f"sigex {__version__}")
     sub = p.add_subparsers(dest="cmd", metavar="COMMAND")
 
@@ -195,6 +234,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help="save it beside the trace as <name>.signature.json")
     g.add_argument("--force", action="store_true", help="replace an existing saved signature")
     g.set_defaults(func=_cmd_signature)
+
+    x = sub.add_parser(
+        "extrapolate", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="learn the logical model from signature traces and write the logical trace for P",
+        description="Relate the phases of signature runs at several P, infer each event's "
+                    "communication rule, fit volumes, weights and work with the PMNF model search, "
+                    "print the rules and fitted models per phase, and write the logical trace for "
+                    "the target P (HDF5, the trace schema plus phase weights).",
+        epilog="examples:\n  sigex extrapolate traces/stencil/ --target 4096\n"
+               "  sigex extrapolate traces/cg/P4.h5 traces/cg/P8.h5 traces/cg/P16.h5 --target 256 "
+               "-o /tmp/cg-256.h5\n"
+               "  sigex extrapolate traces/stencil/ --target 4096 --no-trace --save-model stencil.json\n"
+               "A folder contributes its *.h5 files (not its subfolders); give 3 or more P.")
+    x.add_argument("traces", nargs="+", help="folder of signature traces, or the trace files")
+    x.add_argument("--target", type=int, required=True, help="process count to extrapolate to")
+    x.add_argument("-o", "--output", help="logical trace file or folder "
+                   "(default: ./<app>-P<target>.logical.h5)")
+    x.add_argument("--p-rule", choices=("any", "squares", "cubes", "powers_of_two"),
+                   help="the P values the application accepts: lets weights use the paper's "
+                        "displacement fit")
+    x.add_argument("--save-model", metavar="FILE", help="also save the model as JSON")
+    x.add_argument("--no-trace", action="store_true", help="print the model only")
+    x.add_argument("--json", action="store_true", help="print the model as JSON")
+    x.add_argument("--force", action="store_true", help="replace existing output files")
+    x.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    x.set_defaults(func=_cmd_extrapolate)
     return p
 
 

@@ -265,8 +265,16 @@ class Trace:
 
     @property
     def runtime(self) -> float:
-        """Measured runtime: the latest rank's end time (seconds)."""
+        """Measured runtime: the latest rank's end time (seconds); NaN for a
+        generated (logical or physical) trace, which has no clock."""
+        if "t_start" not in self.events:
+            return float("nan")
         return float(self.end_times().max()) if self.nprocs else 0.0
+
+    def _column(self, name: str) -> np.ndarray:
+        """An event column, or zeros where a generated trace lacks it."""
+        ev = self.events
+        return ev[name] if name in ev else np.zeros(len(ev["op"]))
 
     def per_rank_totals(self) -> dict[str, np.ndarray]:
         """Per-rank sums of burst wall time, burst CPU time, time in MPI calls,
@@ -278,10 +286,11 @@ class Trace:
         inside = (ev["op"] != OP_CODE["Init"]) & (ev["op"] != OP_CODE["Finalize"])
         return {
             "events": np.diff(self.rank_offsets),
-            "t_comp": np.bincount(ranks, weights=ev["t_comp"], minlength=P),
-            "t_cpu": np.bincount(ranks, weights=ev["t_cpu"], minlength=P),
-            "t_comm": np.bincount(ranks, weights=np.where(inside, ev["t_comm"], 0.0), minlength=P),
-            "ctx_switches": np.bincount(ranks, weights=ev["ctx_switches"], minlength=P),
+            "t_comp": np.bincount(ranks, weights=self._column("t_comp"), minlength=P),
+            "t_cpu": np.bincount(ranks, weights=self._column("t_cpu"), minlength=P),
+            "t_comm": np.bincount(ranks, weights=np.where(inside, self._column("t_comm"), 0.0),
+                                  minlength=P),
+            "ctx_switches": np.bincount(ranks, weights=self._column("ctx_switches"), minlength=P),
             "bytes": np.bincount(ranks, weights=ev["bytes"], minlength=P),
         }
 
@@ -292,7 +301,7 @@ class Trace:
         calls = np.bincount(ev["op"], minlength=n)
         sent = np.bincount(ev["op"], weights=ev["bytes"], minlength=n)
         recv = np.bincount(ev["op"], weights=ev["recv_bytes"], minlength=n)
-        t = np.bincount(ev["op"], weights=ev["t_comm"], minlength=n)
+        t = np.bincount(ev["op"], weights=self._column("t_comm"), minlength=n)
         return [
             {"op": OPS[i], "calls": int(calls[i]), "bytes": int(sent[i]),
              "recv_bytes": int(recv[i]), "t_comm": float(t[i])}
@@ -311,6 +320,7 @@ class Trace:
                          "value": self.meta.get("workload_value")},
             "mpi_library": self.meta.get("mpi_library"),
             "hosts": self.meta.get("hosts"),
+            "trace_kind": self.meta.get("trace_kind", "captured"),
             "work_mode": self.work_mode,
             "counters_available": self.has_counters,
             "counters_reason": self.meta.get("counters_reason"),

@@ -1,0 +1,243 @@
+"""Communication rules: who talks to whom, as a function of the rank and P.
+
+A :class:`PeerRule` maps every rank of a P-process run to its peer in one
+event slot of a phase, or to -1 where the rank has no such event (a boundary
+rank of a non-periodic grid, an out-of-range shift). :func:`infer_peer`
+finds the rule that reproduces *every* observation at *every* traced P
+exactly, both the peers and which ranks have the event, or returns None: a
+slot no rule fits is reported, never guessed (Panadero et al. §2.2.1).
+
+Families, tried from the most specific to the most general:
+
+``cart``   neighbour at a fixed coordinate displacement on the process grid
+           MPI_Dims_create(P, ndims) gives (periodic or not, as the recorded
+           Cartesian communicator says);
+``shift``  rank + k(P), modulo P (a ring) or only where it stays in 0..P-1,
+           with k a constant or a*P^e + b for e in {1/2, 1} (strides that
+           grow with the grid: +-sqrt(P), P/2);
+``xor``    rank XOR s(P), s = 2^i or P / 2^i (hypercube, butterfly);
+``fixed``  one peer for every rank: a constant or a*P + b (a root, the last
+           rank), optionally absent on the peer itself.
+
+Every rule evaluates vectorised over a rank array and serialises to JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+
+from .topology import coords, dims_create, neighbour
+
+__all__ = ["Grid", "PeerRule", "Observation", "infer_peer", "infer_root"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """A Cartesian process grid shape rule: dims from MPI_Dims_create(P, ndims)."""
+
+    ndims: int
+    periods: tuple[bool, ...]
+
+    def dims(self, P: int) -> tuple[int, ...]:
+        return dims_create(P, self.ndims)
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    """One slot at one traced P: the ranks that have the event and their peers."""
+
+    P: int
+    ranks: np.ndarray  # ranks that have the event
+    peers: np.ndarray  # their peers (world ranks)
+
+
+def _frac(x: float, max_den: int = 64) -> float | None:
+    """x as a simple fraction (denominator <= 64), else None."""
+    f = Fraction(x).limit_denominator(max_den)
+    return float(f) if abs(float(f) - x) <= 1e-9 * max(1.0, abs(x)) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class PeerRule:
+    """peer = f(rank, P); -1 where the rank has no event."""
+
+    family: str
+    params: dict[str, Any]
+
+    # ---- evaluation --------------------------------------------------------------
+    def _k(self, P: int) -> int:
+        p = self.params
+        return int(round(p.get("a", 0.0) * P ** p.get("e", 0.0) + p.get("b", 0.0)))
+
+    def __call__(self, rank: np.ndarray, P: int, grid: Grid | None = None) -> np.ndarray:
+        rank = np.asarray(rank, np.int64)
+        f, p = self.family, self.params
+        if f == "cart":
+            if grid is None:
+                raise ValueError("a cart rule needs the process grid")
+            return neighbour(rank, grid.dims(P), grid.periods, tuple(p["disp"]))
+        if f == "shift":
+            q = rank + self._k(P)
+            if p["periodic"]:
+                return q % P
+            return np.where((q >= 0) & (q < P), q, -1)
+        if f == "xor":
+            q = rank ^ self._k(P)
+            return np.where(q < P, q, -1)
+        if f == "fixed":
+            c = self._k(P)
+            out = np.full(rank.shape, c, np.int64)
+            if p.get("not_self"):
+                out[rank == c] = -1
+            return out
+        raise ValueError(f"unknown rule family {f!r}")
+
+    # ---- text and JSON -----------------------------------------------------------
+    def _k_text(self) -> str:
+        p = self.params
+        a, e, b = p.get("a", 0.0), p.get("e", 0.0), p.get("b", 0.0)
+        if e == 0 or a == 0:
+            return f"{int(round(a + b)):d}"
+        base = {1.0: "P", 0.5: "sqrt(P)"}.get(e, f"P^{e:g}")
+        fa = Fraction(a).limit_denominator(64)
+        term = base if fa == 1 else (f"{base}/{fa.denominator}" if fa.numerator == 1 else f"{fa}*{base}")
+        if b:
+            term += f" {'+' if b > 0 else '-'} {abs(int(round(b)))}"
+        return term
+
+    def describe(self) -> str:
+        f, p = self.family, self.params
+        if f == "cart":
+            disp = ",".join(f"{d:+d}" for d in p["disp"])
+            return f"grid neighbour ({disp})"
+        if f == "shift":
+            k = self._k_text()
+            k = k if k.startswith("-") else "+" + k
+            return f"rank {k[0]} {k[1:]}" + (" mod P" if p["periodic"] else " (if in range)")
+        if f == "xor":
+            return f"rank xor {self._k_text()}"
+        if f == "fixed":
+            return f"rank {self._k_text()}" + (" (not itself)" if p.get("not_self") else "")
+        return f
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"family": self.family, "params": dict(self.params)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "PeerRule":
+        params = dict(d["params"])
+        if "disp" in params:
+            params["disp"] = tuple(params["disp"])
+        return cls(d["family"], params)
+
+
+# ---- inference ------------------------------------------------------------------------
+def _reproduces(rule: PeerRule, obs: Sequence[Observation], grid: Grid | None) -> bool:
+    for o in obs:
+        try:
+            pred = rule(np.arange(o.P), o.P, grid)
+        except (ValueError, ZeroDivisionError):
+            return False
+        present = np.flatnonzero(pred >= 0)
+        if len(present) != len(o.ranks) or np.any(present != np.sort(o.ranks)):
+            return False
+        order = np.argsort(o.ranks)
+        if np.any(pred[o.ranks[order]] != o.peers[order]):
+            return False
+    return True
+
+
+def _k_candidates(values: dict[int, list[int]]) -> list[dict[str, float]]:
+    """Parameter sets (a, e, b) of k(P) = a*P^e + b matching one candidate value per P.
+
+    ``values[P]`` lists the acceptable k at P (e.g. an offset and its wrap-around).
+    """
+    Ps = sorted(values)
+    out = []
+    for k0 in values[Ps[0]]:
+        out.append({"a": 0.0, "e": 0.0, "b": float(k0)})
+    if len(Ps) >= 2:
+        P0, P1 = Ps[0], Ps[1]
+        for e in (1.0, 0.5):
+            x0, x1 = P0 ** e, P1 ** e
+            if abs(x1 - x0) < 1e-12:
+                continue
+            for k0 in values[P0]:
+                for k1 in values[P1]:
+                    a = _frac((k1 - k0) / (x1 - x0))
+                    if a is None or a == 0:
+                        continue
+                    b = k0 - a * x0
+                    if abs(b - round(b)) > 1e-9:
+                        continue
+                    out.append({"a": a, "e": e, "b": float(round(b))})
+    return out
+
+
+def _product(options):
+    import itertools
+    return [tuple(int(x) for x in c) for c in itertools.product(*options)]
+
+
+def infer_peer(obs: Sequence[Observation], grid: Grid | None = None) -> PeerRule | None:
+    """The simplest rule reproducing every observation exactly, or None.
+
+    ``obs`` holds one :class:`Observation` per traced P (ranks without the
+    event are those not listed). ``grid`` is the application's process grid
+    when its trace recorded a Cartesian communicator.
+    """
+    obs = [o for o in sorted(obs, key=lambda o: o.P)]
+    seen = [o for o in obs if len(o.ranks)]
+    if not seen:
+        return None
+    cands: list[PeerRule] = []
+    first = seen[0]
+    if grid is not None:
+        # a displacement from each traced P: on a periodic dimension of size n, +d and
+        # d - n are the same neighbour (size 2: +1 and -1), so a small P can be ambiguous
+        disps: dict[tuple[int, ...], None] = {}
+        for o in seen:
+            dims = grid.dims(o.P)
+            disp = coords(o.peers[:1], dims)[0] - coords(o.ranks[:1], dims)[0]
+            options = []
+            for d, n in enumerate(dims):
+                x = int(disp[d])
+                alts = {x}
+                if grid.periods[d] and n > 1:
+                    alts |= {x % n, x % n - n}
+                options.append(sorted(alts, key=abs))
+            for combo in _product(options):
+                disps.setdefault(combo, None)
+        cands.extend(PeerRule("cart", {"disp": d}) for d in
+                     sorted(disps, key=lambda d: sum(abs(x) for x in d)))
+    # per P, the candidate shift offsets, xor masks and fixed peers (one rank's view)
+    off = {o.P: [int(o.peers[0] - o.ranks[0]), int((o.peers[0] - o.ranks[0]) % o.P),
+                 int((o.peers[0] - o.ranks[0]) % o.P - o.P)] for o in seen}
+    msk = {o.P: [int(o.peers[0] ^ o.ranks[0])] for o in seen}
+    fix = {o.P: [int(o.peers[0])] for o in seen}
+    for params in _k_candidates(off):
+        for periodic in (False, True):
+            cands.append(PeerRule("shift", {**params, "periodic": periodic}))
+    for params in _k_candidates(fix):
+        for not_self in (False, True):
+            cands.append(PeerRule("fixed", {**params, "not_self": not_self}))
+    cands += [PeerRule("xor", p) for p in _k_candidates(msk)]
+    # constant rules first (they extrapolate safely), then P-dependent ones
+    cands.sort(key=lambda r: (r.family != "cart", r.params.get("e", 0.0) != 0.0))
+    for rule in cands:
+        if _reproduces(rule, obs, grid):
+            return rule
+    return None
+
+
+def infer_root(roots: dict[int, int]) -> PeerRule | None:
+    """The root of a rooted collective as a function of P (a constant or a*P + b)."""
+    for params in _k_candidates({P: [r] for P, r in roots.items()}):
+        rule = PeerRule("fixed", params)
+        if all(rule._k(P) == r for P, r in roots.items()):
+            return rule
+    return None

@@ -1,0 +1,255 @@
+"""Generate and write a logical trace: every rank's events at a target P, phase by phase.
+
+Events are generated vectorised over a block of ranks: for each phase, each
+slot is evaluated for the whole block at once (its peer rule gives the peer
+or -1 where a rank lacks the event), the (slot x rank) tables are reduced to
+the present events in rank-major order, and the phases are merged by a
+stable sort on the rank. Blocks of ``block`` ranks are streamed to HDF5, so
+memory stays bounded at any P.
+
+File layout: the captured-trace schema (``docs/trace-format.md``) with
+``trace_kind = "logical"``. Weights are stored, not unrolled: each phase
+appears once per rank, its events carry their phase index in the ``phase``
+column, and the root attribute ``phase_weights`` (JSON) gives each phase's
+repetitions. Work per burst is in ``t_cpu`` (thread CPU seconds of the traced
+machine, CPU-time mode) or ``instr`` (counters mode). As in a captured trace
+an event carries the burst *before* it; a repetition's trailing burst is
+charged before its first event (a phase repeats, so its work stays inside
+its block). Wait events complete every request posted since the previous
+wait of the same repetition (``completions`` table). Columns that only a
+real run has (t_start, t_comm, t_comp, ctx_switches) are absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import h5py
+import numpy as np
+
+from signature import __version__
+from signature.io import FORMAT_NAME, FORMAT_VERSION
+from signature.trace import OPS, COMPLETION_COLUMNS
+
+from .model import COMM_CART, POST_OPS, WAIT_OPS, LogicalModel, _predict_scalar
+
+__all__ = ["generate", "write_logical_trace", "LOGICAL_COLUMNS"]
+
+#: Columns of a logical trace and their dtypes (work column added by mode).
+LOGICAL_COLUMNS = {
+    "rank": np.int32, "seq": np.int64, "op": np.uint8, "peer": np.int32, "recv_peer": np.int32,
+    "root": np.int32, "tag": np.int32, "comm": np.int32, "aux": np.int32, "bytes": np.int64,
+    "recv_bytes": np.int64, "req": np.int64, "phase": np.int32,
+}
+
+
+def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, sizes: dict):
+    """One phase's events for a block of ranks: dict of (n_events,) arrays, rank-major."""
+    ph = model.phases[k]
+    nr, ns = len(ranks), len(ph.slots)
+    grid = model.grid
+    present = np.zeros((ns, nr), bool)
+    peer = np.full((ns, nr), -1, np.int64)
+    rpeer = np.full((ns, nr), -1, np.int64)
+    for i, s in enumerate(ph.slots):
+        g = grid if s.comm == COMM_CART else None
+        if s.peer is not None:
+            peer[i] = s.peer(ranks, P, g)
+            present[i] = peer[i] >= 0
+        else:
+            present[i] = True
+        if s.recv_peer is not None:
+            rpeer[i] = s.recv_peer(ranks, P, g)
+    op = np.array([s.op for s in ph.slots], np.int64)
+    tag = np.array([s.tag for s in ph.slots], np.int64)
+    comm = np.array([s.comm for s in ph.slots], np.int64)
+    root = np.array([s.root._k(P) if s.root is not None else -1 for s in ph.slots], np.int64)
+    nbytes, rbytes = sizes[k]
+    share = np.array([s.work_share for s in ph.slots], float)
+    # work after each slot: the rank's work split by the slots' shares (renormalised
+    # over the slots the rank has)
+    w_rank = ph.work_per_rank(P, ranks)
+    sh = present * share[:, None]
+    norm = sh.sum(axis=0)
+    after = np.where(norm > 0, sh / np.where(norm > 0, norm, 1.0), present / np.maximum(present.sum(0), 1))
+    after = after * w_rank[None, :]
+    ri, si = np.nonzero(present.T)  # rank-major, slot order within a rank
+    ev = {"rank": ranks[ri], "op": op[si], "peer": peer[si, ri], "recv_peer": rpeer[si, ri],
+          "root": root[si], "tag": tag[si], "comm": comm[si], "bytes": nbytes[si],
+          "recv_bytes": rbytes[si], "slot": si}
+    a = after[si, ri]
+    # the burst before each event; a repetition's trailing burst goes before its first event
+    first = np.concatenate([[True], ri[1:] != ri[:-1]]) if len(ri) else np.zeros(0, bool)
+    last = np.concatenate([ri[1:] != ri[:-1], [True]]) if len(ri) else np.zeros(0, bool)
+    before = np.roll(a, 1)
+    before[first] = a[last]
+    ev["work"] = before
+    # requests: every nonblocking post gets an id (its slot + 1); a wait completes those
+    # posted since the previous wait of the same rank
+    is_post = np.isin(ev["op"], list(POST_OPS))
+    ev["req"] = np.where(is_post, si + 1, -1)
+    is_wait = np.isin(ev["op"], list(WAIT_OPS))
+    # wait generation index per event: number of waits before it on its rank
+    wait_cum = np.cumsum(is_wait) - is_wait
+    rank_start = np.maximum.accumulate(np.where(first, np.arange(len(ri)), 0)) if len(ri) else ri
+    gen = wait_cum - wait_cum[rank_start] if len(ri) else ri
+    ev["_post"] = is_post
+    ev["_wait"] = is_wait
+    ev["_gen"] = gen
+    ev["phase"] = np.full(len(ri), k, np.int64)
+    return ev
+
+
+def _sizes(model: LogicalModel, P: int) -> dict:
+    out = {}
+    for k, ph in enumerate(model.phases):
+        nb = np.array([max(0, int(round(_predict_scalar(s.bytes, P)))) if s.bytes is not None else 0
+                       for s in ph.slots], np.int64)
+        rb = np.array([max(0, int(round(_predict_scalar(s.recv_bytes, P)))) if s.recv_bytes is not None
+                       else 0 for s in ph.slots], np.int64)
+        out[k] = (nb, rb)
+    return out
+
+
+def generate(model: LogicalModel, P: int, ranks: np.ndarray, *, _sizes_cache=None) -> dict[str, np.ndarray]:
+    """Events of ``ranks`` at P (all phases, rank-major): see :meth:`LogicalModel.events`.
+
+    Also returns the completions of waits under keys ``c_rank``, ``c_seq``, ``c_req``,
+    ``c_bytes``, ``c_peer``, ``c_tag``.
+    """
+    model.check_target(P)
+    ranks = np.asarray(ranks, np.int64)
+    sizes = _sizes_cache or _sizes(model, P)
+    parts = [_phase_tables(model, k, P, ranks, sizes) for k in range(len(model.phases))]
+    ev = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    order = np.argsort(ev["rank"], kind="stable")
+    ev = {c: v[order] for c, v in ev.items()}
+    rank = ev["rank"]
+    n = len(rank)
+    new_rank = np.concatenate([[True], rank[1:] != rank[:-1]]) if n else np.zeros(0, bool)
+    start = np.maximum.accumulate(np.where(new_rank, np.arange(n), 0)) if n else rank
+    ev["seq"] = np.arange(n) - start
+    # completions: each wait completes the posts of its phase block with the same gen
+    post, wait = ev.pop("_post"), ev.pop("_wait")
+    gen = ev.pop("_gen")
+    # a (rank, phase, gen) group: posts then the wait that closes them
+    # events are rank-major, phase-major within a rank and gen never falls within a
+    # phase block, so a group starts exactly where (rank, phase, gen) changes: O(n)
+    change = np.ones(n, bool)
+    if n:
+        change[1:] = (rank[1:] != rank[:-1]) | (ev["phase"][1:] != ev["phase"][:-1]) | (gen[1:] != gen[:-1])
+    grp = np.cumsum(change) - 1
+    wait_of_grp = np.full(grp.max() + 1 if n else 0, -1, np.int64)
+    wait_idx = np.flatnonzero(wait)
+    wait_of_grp[grp[wait_idx]] = wait_idx
+    pi = np.flatnonzero(post)
+    wi = wait_of_grp[grp[pi]]
+    ok = wi >= 0
+    pi, wi = pi[ok], wi[ok]
+    is_recv = np.isin(ev["op"][pi], [OPS.index("Irecv")])
+    ev["c_rank"] = rank[wi]
+    ev["c_seq"] = ev["seq"][wi]
+    ev["c_req"] = ev["req"][pi]
+    ev["c_bytes"] = np.where(is_recv, ev["recv_bytes"][pi], ev["bytes"][pi])
+    ev["c_peer"] = np.where(is_recv, ev["peer"][pi], -1)
+    ev["c_tag"] = np.where(is_recv, ev["tag"][pi], -1)
+    return ev
+
+
+def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwrite: bool = False,
+                        block: int = 65536, progress: Callable[[int, int], None] | None = None) -> Path:
+    """Stream the logical trace for P to ``path`` (atomically, in blocks of ``block`` ranks)."""
+    model.check_target(P)
+    path = Path(path)
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True (--force) to replace it")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{path.parent} is not a directory")
+    work_col = "instr" if model.work_mode == "counters" else "t_cpu"
+    cols = dict(LOGICAL_COLUMNS)
+    cols[work_col] = np.int64 if work_col == "instr" else np.float64
+    sizes = _sizes(model, P)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        with h5py.File(tmp, "w") as f:
+            meta = {
+                "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "trace_kind": "logical",
+                "app": model.app or "", "nprocs": P, "complete": True,
+                "workload_label": model.workload_label or "", "workload_value": model.workload_value or "",
+                "work_mode": model.work_mode, "counters_available": model.work_mode == "counters",
+                "sigex_version": __version__,
+                "source": f"logical model from P = {', '.join(map(str, model.Ps))}",
+                "phase_weights": json.dumps(model.weights(P)),
+                "phase_kinds": json.dumps([ph.kind for ph in model.phases]),
+                "phase_patterns": json.dumps([ph.pattern for ph in model.phases]),
+            }
+            for k, v in meta.items():
+                f.attrs[k] = v
+            evg = f.create_group("events")
+            evg.attrs["op_names"] = json.dumps(list(OPS))
+            evg.attrs["region_names"] = "[]"
+
+            def dset(group, name, dtype):
+                return group.create_dataset(name, shape=(0,), maxshape=(None,), dtype=dtype,
+                                            chunks=(1 << 16,), compression="lzf", shuffle=True)
+
+            ds = {c: dset(evg, c, t) for c, t in cols.items()}
+            cg = f.create_group("completions")
+            cds = {c: dset(cg, c, t) for c, t in COMPLETION_COLUMNS.items()}
+            counts = np.zeros(P, np.int64)
+            n_written = 0
+            nc_written = 0
+            for r0 in range(0, P, block):
+                ranks = np.arange(r0, min(P, r0 + block))
+                ev = generate(model, P, ranks, _sizes_cache=sizes)
+                ev[work_col] = ev.pop("work")
+                ev["aux"] = np.zeros(len(ev["rank"]), np.int32)
+                n = len(ev["rank"])
+                for c, d in ds.items():
+                    d.resize((n_written + n,))
+                    d[n_written:] = ev[c].astype(cols[c], copy=False)
+                nc = len(ev["c_rank"])
+                for c, d in cds.items():
+                    d.resize((nc_written + nc,))
+                    d[nc_written:] = ev["c_" + c].astype(COMPLETION_COLUMNS[c], copy=False)
+                counts[ranks] = np.bincount(ev["rank"] - r0, minlength=len(ranks))
+                n_written += n
+                nc_written += nc
+                if progress:
+                    progress(int(ranks[-1]) + 1, P)
+            f.create_group("index").create_dataset(
+                "rank_offsets", data=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
+            lists = f.create_group("lists")
+            for c in ("rank", "seq", "kind", "start", "length", "values"):
+                lists.create_dataset(c, data=np.zeros(0, np.int64 if c != "rank" else np.int32))
+            comms = f.create_group("comms")
+            cart = model.grid
+            n_comm = 2 if cart else 1
+            # members are implicit (every rank, in order) and stored once per communicator
+            members = np.tile(np.arange(P, dtype=np.int32), n_comm)
+            comms.create_dataset("size", data=np.full(n_comm, P, np.int32))
+            comms.create_dataset("inter", data=np.zeros(n_comm, bool))
+            comms.create_dataset("member_offsets", data=np.arange(n_comm + 1, dtype=np.int64) * P)
+            comms.create_dataset("members", data=members, compression="lzf", chunks=True)
+            if cart:
+                dims = model.grid.dims(P)
+                comms.create_dataset("cart_offsets", data=np.array([0, 0, len(dims)], np.int64))
+                comms.create_dataset("cart_dims", data=np.array(dims, np.int32))
+                comms.create_dataset("cart_periods", data=np.array(cart.periods, bool))
+            else:
+                comms.create_dataset("cart_offsets", data=np.zeros(2, np.int64))
+                comms.create_dataset("cart_dims", data=np.zeros(0, np.int32))
+                comms.create_dataset("cart_periods", data=np.zeros(0, bool))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

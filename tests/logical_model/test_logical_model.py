@@ -1,0 +1,162 @@
+"""The logical model on the bundled traces: held-out P=64 truth, round trips, the trace file, bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import signature
+from conftest import TRACES
+from logical_model import LogicalModel, ModelError, build, from_traces, grid_of
+from signature import load_trace
+from signature.errors import ExtrapolationError
+from sigex.cli import main
+
+APPS = ["stencil", "cg", "nbody", "fft2d", "sweep"]
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {app: from_traces(TRACES / app) for app in APPS}
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    return {app: signature.extract(load_trace(TRACES / app / "heldout" / "P64.h5")) for app in APPS}
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_every_phase_is_extrapolable(models, app):
+    """Every bundled application's phases get rules for every event (no problems)."""
+    m = models[app]
+    assert m.Ps == [4, 8, 16]
+    assert all(ph.extrapolable for ph in m.phases), m.describe()
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_heldout_p64_communication_and_weights_match_exactly(models, heldout, app):
+    """From P <= 16, the logical trace for P=64 has the real P=64 run's events (op, peer,
+    receive peer, bytes, tag) in each rank's order, phase by phase, and its weights."""
+    m, real = models[app], heldout[app]
+    assert m.weights(64) == [ph.weight for ph in real.phases]
+    ev = m.events(64)
+    cols = ("op", "peer", "recv_peer", "bytes", "tag")
+    for k, ph in enumerate(real.phases):
+        T, off = ph.template, ph.template_offsets
+        sel = ev["phase"] == k
+        g_rank = ev["rank"][sel]
+        g_off = np.searchsorted(g_rank, np.arange(65))
+        for c in cols:
+            want = np.asarray(T[c], np.int64)
+            got = np.asarray(ev[c][sel], np.int64)
+            assert np.array_equal(g_off, off), f"{app} phase {k}: events per rank differ"
+            bad = np.flatnonzero(want != got)
+            assert not len(bad), (f"{app} phase {k} column {c}: first mismatch at event {bad[0]} "
+                                  f"(rank {np.searchsorted(off, bad[0], 'right') - 1}): "
+                                  f"real {want[bad[0]]}, model {got[bad[0]]}")
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_heldout_p64_work_is_reported_against_the_run(models, heldout, app):
+    """Eq. 3 redistributes the phase's constant total: the predicted work per rank at P=64
+    times P and the weight gives that total back (the comparison with the real run's
+    CPU time is bench/logical_heldout.py's table)."""
+    m = models[app]
+    for ph in m.phases:
+        w = ph.work_per_rank(64)
+        assert w.shape == (64,) and np.all(w >= 0)
+        assert w.sum() * ph.weight_at(64) == pytest.approx(sum(g.total for g in ph.groups), rel=1e-9)
+
+
+def test_model_round_trips_through_json(models, tmp_path):
+    """save -> load gives a model that writes the same events and prints the same text."""
+    m = models["stencil"]
+    path = m.save(tmp_path / "stencil.json")
+    back = LogicalModel.load(path)
+    assert back.describe(4096) == m.describe(4096)
+    a, b = m.events(256), back.events(256)
+    for c in a:
+        np.testing.assert_array_equal(a[c], b[c], err_msg=c)
+    with pytest.raises(FileExistsError, match="already exists"):
+        m.save(path)
+
+
+def test_logical_trace_file_reads_back(models, tmp_path):
+    """The logical trace is a trace file: load_trace reads it, with phase weights and kind."""
+    m = models["cg"]
+    path = m.logical_trace(1000, tmp_path / "cg-1000.h5", block=300)
+    t = load_trace(path)
+    assert t.nprocs == 1000 and t.meta["trace_kind"] == "logical"
+    assert t.meta["phase_weights"] == m.weights(1000)
+    ev = m.events(1000)
+    for c in ("rank", "op", "peer", "bytes"):
+        np.testing.assert_array_equal(t.events[c], ev[c], err_msg=c)
+    # a non-periodic 1-D halo: end ranks have one neighbour, inner ranks two
+    isend = t.events["op"] == signature.OP_CODE["Isend"]
+    per_rank = np.bincount(t.events["rank"][isend], minlength=1000)
+    assert per_rank[0] == per_rank[-1] == 2 and set(per_rank[1:-1]) == {4}
+    with pytest.raises(FileExistsError):
+        m.logical_trace(1000, path)
+
+
+def test_stencil_grid_rules_at_a_large_non_square_p(models):
+    """At P=8192 (dims 128 x 64) every halo message goes to a grid neighbour and back."""
+    m = models["stencil"]
+    ev = m.events(8192)
+    send = ev["op"] == signature.OP_CODE["Isend"]
+    recv = ev["op"] == signature.OP_CODE["Irecv"]
+    s = np.stack([ev["rank"][send], ev["peer"][send], ev["tag"][send]])
+    r = np.stack([ev["peer"][recv], ev["rank"][recv], ev["tag"][recv]])
+    key = lambda a: np.sort(a[0] * 8192 * 8 + a[1] * 8 + a[2])  # noqa: E731
+    np.testing.assert_array_equal(key(s), key(r))  # every send has its receive
+    # halo rows of n / dims_k doubles: 16384 / 128 and 16384 / 64 bytes with dims (128, 64)
+    assert set(np.unique(ev["bytes"][send]).tolist()) == {16384 // 128, 16384 // 64}
+
+
+def test_cli_extrapolate_prints_rules_and_writes(tmp_path, capsys):
+    """`sigex extrapolate traces/stencil/ --target 4096` prints rules and models and writes."""
+    out = tmp_path / "st.h5"
+    assert main(["extrapolate", str(TRACES / "stencil"), "--target", "4096", "-o", str(out),
+                 "-q"]) == 0
+    text = capsys.readouterr().out
+    assert "grid neighbour (-1,+0)" in text and "dims1(P)^-1" in text and "360" in text
+    assert out.exists() and load_trace(out).nprocs == 4096
+    assert main(["extrapolate", str(TRACES / "stencil"), "--target", "4096", "-o", str(out), "-q"]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
+def test_phase_sequences_that_disagree_are_refused():
+    """Signatures whose phases differ are refused, naming the phase and both runs."""
+    a = signature.extract(load_trace(TRACES / "stencil" / "P4.h5"))
+    b = signature.extract(load_trace(TRACES / "stencil" / "P8.h5"))
+    b = dataclasses.replace(b, phases=b.phases[:2] + b.phases[3:])
+    with pytest.raises(ModelError, match=r"phase 2 is .* at P=4 .* but .* at P=8"):
+        build([a, b])
+
+
+@pytest.mark.parametrize("files, match", [
+    (["stencil/P4.h5"], "2 or more P"),
+    (["stencil/P4.h5", "cg/P8.h5"], "different programs"),
+    (["stencil/P4.h5", "stencil/small/P8.h5"], "different programs or workloads"),
+    (["stencil/P4.h5", "stencil/nope.h5"], "nope.h5: no such trace"),
+])
+def test_bad_trace_sets_are_named(files, match):
+    """One P, mixed programs or workloads, a missing file: a message naming what to fix."""
+    with pytest.raises(ModelError, match=match):
+        from_traces([TRACES / f for f in files])
+
+
+def test_unextrapolable_target_is_refused(models):
+    """P < 1 is refused with a clear message."""
+    with pytest.raises(ExtrapolationError, match="positive integer"):
+        models["cg"].events(0)
+
+
+def test_grid_of_reads_the_cartesian_communicator():
+    """The stencil's runs record an MPI_Dims_create grid; cg's have none."""
+    dims, periods, _ = grid_of(load_trace(TRACES / "stencil" / "P8.h5"))
+    assert tuple(dims) == (4, 2) and tuple(periods) == (False, False)
+    assert grid_of(load_trace(TRACES / "cg" / "P8.h5")) is None

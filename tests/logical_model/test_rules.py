@@ -1,0 +1,123 @@
+"""Communication rules: inference recovers rules of every family and refuses what no rule fits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from logical_model import Grid, Observation, PeerRule, dims_create, infer_peer, infer_root
+
+P_SETS = st.lists(st.integers(4, 40), min_size=3, max_size=4, unique=True).map(sorted)
+
+
+def observe(rule: PeerRule, P: int, grid: Grid | None = None) -> Observation:
+    peers = rule(np.arange(P), P, grid)
+    ranks = np.flatnonzero(peers >= 0)
+    return Observation(P, ranks, peers[ranks])
+
+
+def agrees(a: PeerRule, b: PeerRule, P: int, grid: Grid | None = None) -> bool:
+    return np.array_equal(a(np.arange(P), P, grid), b(np.arange(P), P, grid))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(Ps=P_SETS, k=st.integers(-3, 3).filter(bool), periodic=st.booleans(), unseen=st.integers(41, 500))
+def test_shift_rules_are_recovered(Ps, k, periodic, unseen):
+    """rank + k (a ring, or only in range) inferred at a few P agrees at an unseen P."""
+    truth = PeerRule("shift", {"a": 0.0, "e": 0.0, "b": float(k), "periodic": periodic})
+    rule = infer_peer([observe(truth, P) for P in Ps])
+    assert rule is not None and agrees(rule, truth, unseen)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(i=st.integers(1, 3), unseen=st.integers(6, 12))
+def test_butterfly_partners_are_recovered(i, unseen):
+    """rank xor P/2^i (a butterfly stage) on powers of two agrees at an unseen power of two."""
+    Ps = [2 ** e for e in range(i + 1, i + 4)]
+    truth = PeerRule("xor", {"a": 1.0 / 2 ** i, "e": 1.0, "b": 0.0})
+    rule = infer_peer([observe(truth, P) for P in Ps])
+    assert rule is not None
+    assert agrees(rule, truth, 2 ** unseen)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(s=st.integers(0, 3), unseen=st.integers(5, 12))
+def test_hypercube_partners_are_recovered(s, unseen):
+    """rank xor 2^s agrees at an unseen power of two."""
+    Ps = [2 ** e for e in range(s + 1, s + 4)]
+    truth = PeerRule("xor", {"a": 0.0, "e": 0.0, "b": float(2 ** s)})
+    rule = infer_peer([observe(truth, P) for P in Ps])
+    assert rule is not None and agrees(rule, truth, 2 ** unseen)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(roots=st.sampled_from(["zero", "last", "half"]), unseen=st.integers(50, 999), not_self=st.booleans())
+def test_fixed_peers_are_recovered(roots, unseen, not_self):
+    """A fixed peer (rank 0, the last rank, P/2) agrees at an unseen P."""
+    a, b = {"zero": (0.0, 0.0), "last": (1.0, -1.0), "half": (0.5, 0.0)}[roots]
+    truth = PeerRule("fixed", {"a": a, "e": 1.0 if a else 0.0, "b": b, "not_self": not_self})
+    Ps = [4, 8, 16]
+    rule = infer_peer([observe(truth, P) for P in Ps])
+    P = unseen if roots != "half" else 2 * (unseen // 2)
+    assert rule is not None and agrees(rule, truth, P)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(Ps=P_SETS, d0=st.integers(-1, 1), d1=st.integers(-1, 1), periodic=st.booleans(),
+       unseen=st.integers(41, 700))
+def test_grid_neighbours_are_recovered(Ps, d0, d1, periodic, unseen):
+    """A Cartesian neighbour on MPI_Dims_create's grid (edge ranks without it) agrees at
+    an unseen P."""
+    if (d0, d1) == (0, 0):
+        return
+    grid = Grid(2, (periodic, periodic))
+    truth = PeerRule("cart", {"disp": (d0, d1)})
+    obs = [observe(truth, P, grid) for P in Ps]
+    if not any(len(o.ranks) for o in obs):
+        return
+    rule = infer_peer(obs, grid)
+    assert rule is not None and agrees(rule, truth, unseen, grid)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(unseen=st.integers(9, 40))
+def test_strides_growing_with_the_grid_are_recovered(unseen):
+    """rank + sqrt(P) (the row below, on square P) agrees at an unseen square."""
+    truth = PeerRule("shift", {"a": 1.0, "e": 0.5, "b": 0.0, "periodic": False})
+    rule = infer_peer([observe(truth, P) for P in (16, 25, 36, 49)])
+    assert rule is not None and agrees(rule, truth, unseen * unseen)
+
+
+def test_random_peers_fit_no_rule():
+    """Peers that follow no family are reported (None), never guessed."""
+    rng = np.random.default_rng(3)
+    obs = []
+    for P in (8, 16, 32):
+        perm = rng.permutation(P)
+        obs.append(Observation(P, np.arange(P), perm))
+    assert infer_peer(obs) is None
+
+
+def test_roots_follow_p():
+    """A collective's root: constant, or the last rank."""
+    assert infer_root({4: 0, 8: 0, 16: 0})._k(1024) == 0
+    assert infer_root({4: 3, 8: 7, 16: 15})._k(1024) == 1023
+    assert infer_root({4: 1, 8: 5, 16: 2}) is None
+
+
+def test_rules_describe_and_round_trip():
+    """A rule prints as an equation and survives to_dict/from_dict."""
+    r = PeerRule("shift", {"a": 0.0, "e": 0.0, "b": 1.0, "periodic": True})
+    assert r.describe() == "rank + 1 mod P"
+    assert PeerRule.from_dict(r.to_dict()) == r
+    c = PeerRule("cart", {"disp": (0, -1)})
+    assert PeerRule.from_dict(c.to_dict()) == c and "(+0,-1)" in c.describe()
+
+
+@pytest.mark.parametrize("P", [1, 2, 6, 12, 36, 64, 100, 210, 4096, 65536])
+def test_dims_create_matches_mpi(P):
+    """Our MPI_Dims_create equals the MPI library's for 2-D and 3-D grids."""
+    MPI = pytest.importorskip("mpi4py.MPI")
+    for nd in (2, 3):
+        assert tuple(dims_create(P, nd)) == tuple(MPI.Compute_dims(P, nd))
