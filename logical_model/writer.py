@@ -161,8 +161,14 @@ def generate(model: LogicalModel, P: int, ranks: np.ndarray, *, _sizes_cache=Non
 
 
 def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwrite: bool = False,
-                        block: int = 65536, progress: Callable[[int, int], None] | None = None) -> Path:
-    """Stream the logical trace for P to ``path`` (atomically, in blocks of ``block`` ranks)."""
+                        block: int = 65536, progress: Callable[[int, int], None] | None = None,
+                        trace_kind: str = "logical",
+                        extra: Callable[[dict], dict[str, np.ndarray]] | None = None,
+                        extra_meta: dict | None = None) -> Path:
+    """Stream the logical trace for P to ``path`` (atomically, in blocks of ``block`` ranks).
+
+    ``extra(events) -> {column: float64 array}`` adds columns computed from each block's
+    events (the compute model adds ``t_comp`` and writes ``trace_kind="physical"``)."""
     model.check_target(P)
     path = Path(path)
     if path.exists() and not overwrite:
@@ -172,13 +178,19 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
     work_col = "instr" if model.work_mode == "counters" else "t_cpu"
     cols = dict(LOGICAL_COLUMNS)
     cols[work_col] = np.int64 if work_col == "instr" else np.float64
+    extra_cols: list[str] = []
+    if extra is not None:
+        probe = generate(model, P, np.arange(min(P, 1)), _sizes_cache=None)
+        extra_cols = list(extra(probe))
+        for c in extra_cols:
+            cols[c] = np.float64
     sizes = _sizes(model, P)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         with h5py.File(tmp, "w") as f:
             meta = {
-                "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "trace_kind": "logical",
+                "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "trace_kind": trace_kind,
                 "app": model.app or "", "nprocs": P, "complete": True,
                 "workload_label": model.workload_label or "", "workload_value": model.workload_value or "",
                 "work_mode": model.work_mode, "counters_available": model.work_mode == "counters",
@@ -188,6 +200,7 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
                 "phase_kinds": json.dumps([ph.kind for ph in model.phases]),
                 "phase_patterns": json.dumps([ph.pattern for ph in model.phases]),
             }
+            meta.update(extra_meta or {})
             for k, v in meta.items():
                 f.attrs[k] = v
             evg = f.create_group("events")
@@ -207,6 +220,8 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
             for r0 in range(0, P, block):
                 ranks = np.arange(r0, min(P, r0 + block))
                 ev = generate(model, P, ranks, _sizes_cache=sizes)
+                if extra is not None:
+                    ev.update(extra(ev))
                 ev[work_col] = ev.pop("work")
                 ev["aux"] = np.zeros(len(ev["rank"]), np.int32)
                 n = len(ev["rank"])

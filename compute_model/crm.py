@@ -1,0 +1,339 @@
+"""Computation time per phase: the CRM, the IPT and the distant point (Panadero et al. §3).
+
+**CRM** (computation regression model). Per phase, the computation time of
+one repetition per process as a function of P, fitted on the signature runs
+with the shared model search (:mod:`logical_model.modelsearch`), not a fixed
+power law. In CPU-time mode the time is the bursts' thread CPU time, which
+oversubscription does not inflate; in counters mode it is the bursts' wall
+time, as in the paper.
+
+**IPT** (instruction prediction table, the paper's Table 1). Per P: work per
+process and repetition, weight, displacement, total work = work x weight x P.
+Measured rows come from the signature runs; predicted rows from Eq. 3 (the
+median measured total over weight(P) x P). Strong scaling keeps the total
+constant; when the measured totals spread more than the tolerance (2% of
+instructions in counters mode, the paper's "practically constant"; 10% of CPU
+time in CPU-time mode, a time on a shared machine) the phase is flagged and
+the distant point is skipped with that reason.
+
+**Distant point.** The signature run with a much smaller workload at small P
+emulates the original workload at a large P. Among the small-workload runs,
+the one where the phase stops getting cheaper per unit of work is taken: the
+smallest CPI (cycles / instructions) in counters mode, the smallest CPU time
+per unit of declared work in CPU-time mode; ties within 1% go to the largest
+P (Table 2: CPI 0.719 at 81 and 100 processes, 100 is taken). Its work per
+process is then located at the original workload: the IPT row with the
+nearest instructions in counters mode (Table 1: 1,759,558 -> 1,744,266 at
+P = 1681, 0.87% apart), the P of equal declared work per process in CPU-time
+mode (``work = "n*n/P"`` solved for P, rounded to a P the application
+accepts). The point (that P, the run's computation time) joins the CRM,
+which is refitted; both CRMs are kept.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import math
+import operator
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from logical_model import modelsearch
+from signature._text import table
+from signature.errors import ExtrapolationError
+
+__all__ = ["IPT", "IPTRow", "CRM", "DistantPoint", "build_ipt", "fit_crm", "select_small_run",
+           "distant_point_counters", "distant_point_declared", "work_function", "accepted_p",
+           "IPT_TOLERANCE"]
+
+#: How far the measured totals may spread and still count as constant (Eq. 2).
+IPT_TOLERANCE = {"counters": 0.02, "cpu-time": 0.10}
+
+
+# ---- P rules ------------------------------------------------------------------------
+def accepted_p(p_rule: str | None, lo: int, hi: int) -> np.ndarray:
+    """The process counts in [lo, hi] an application with this P rule accepts."""
+    lo, hi = max(1, int(lo)), int(hi)
+    if p_rule == "squares":
+        r = np.arange(math.isqrt(lo - 1) + 1, math.isqrt(hi) + 1)
+        return r * r
+    if p_rule == "cubes":
+        r = np.arange(int(round((lo - 1) ** (1 / 3))), int(round(hi ** (1 / 3))) + 2)
+        c = r ** 3
+        return c[(c >= lo) & (c <= hi)]
+    if p_rule == "powers_of_two":
+        e = np.arange(0, int(math.log2(max(hi, 1))) + 1)
+        c = 2 ** e
+        return c[(c >= lo) & (c <= hi)]
+    if p_rule in (None, "any"):
+        return np.arange(lo, hi + 1)
+    raise ExtrapolationError(f"unknown P rule {p_rule!r}; use any, squares, cubes or powers_of_two")
+
+
+# ---- the IPT ------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class IPTRow:
+    P: int
+    work: float  # per process and repetition
+    weight: float
+    displacement: float
+    total: float
+    measured: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class IPT:
+    """The instruction (work) prediction table of one phase."""
+
+    phase: int
+    unit: str
+    mode: str
+    total: float  # Eq. 2's constant total (median of the measured totals)
+    spread: float  # (max - min) / median of the measured totals
+    tolerance: float
+    weight_model: Any
+    p_rule: str | None
+    rows: tuple[IPTRow, ...]
+
+    @property
+    def constant(self) -> bool:
+        return self.spread <= self.tolerance
+
+    @property
+    def measured(self) -> list[IPTRow]:
+        return [r for r in self.rows if r.measured]
+
+    def predict_work(self, P) -> np.ndarray:
+        """Eq. 3: work per process and repetition at P."""
+        P = np.asarray(P, float)
+        return self.total / (np.maximum(np.rint(self.weight_model.predict(P)), 1) * P)
+
+    def predicted_rows(self, P_values: Sequence[int]) -> list[IPTRow]:
+        P = np.asarray(P_values, np.int64)
+        w = np.maximum(np.rint(self.weight_model.predict(P)), 1)
+        disp = (modelsearch.displacement(P, self.p_rule) if self.p_rule in modelsearch.P_RULES
+                else np.full(len(P), np.nan))
+        work = self.total / (w * P)
+        return [IPTRow(int(p), float(a), float(b), float(d), float(a * b * p), False)
+                for p, a, b, d in zip(P, work, w, disp)]
+
+    def nearest(self, work: float, P_max: int) -> tuple[IPTRow, float]:
+        """The predicted row (P the application accepts, up to P_max) whose work per
+        process is nearest ``work``, and the relative difference to ``work``."""
+        lo = min(r.P for r in self.measured)
+        P = accepted_p(self.p_rule, lo, P_max)
+        if not len(P):
+            raise ExtrapolationError(f"phase {self.phase}: no P between {lo} and {P_max}")
+        rows = self.predicted_rows(P)
+        i = int(np.argmin([abs(r.work - work) for r in rows]))
+        return rows[i], abs(rows[i].work - work) / abs(work)
+
+    def table(self, P_values: Sequence[int] = ()) -> str:
+        """The paper's Table 1 layout: measured rows, then predicted rows."""
+        head = (f"work per process ({self.unit})", "P", "weight", "displacement", f"total ({self.unit})")
+        fmt = (lambda x: f"{x:,.0f}") if self.unit == "instructions" else (lambda x: f"{x:.6g}")
+
+        def line(r: IPTRow):
+            d = "-" if not np.isfinite(r.displacement) else f"{r.displacement:g}"
+            return (fmt(r.work), f"{r.P}", f"{r.weight:g}", d, fmt(r.total))
+
+        out = [f"IPT of phase {self.phase} ({self.mode} mode); measured values (signature runs):",
+               table(head, [line(r) for r in self.measured], align="rrrrr")]
+        if P_values:
+            out += ["predicted values (Eq. 3, total held constant):",
+                    table(head, [line(r) for r in self.predicted_rows(P_values)], align="rrrrr")]
+        verdict = ("constant" if self.constant else "NOT constant: the distant point is skipped")
+        out.append(f"measured totals vary {100 * self.spread:.2f}% (tolerance "
+                   f"{100 * self.tolerance:.0f}%): {verdict}")
+        return "\n".join(out)
+
+
+def build_ipt(P: Sequence[int], work: Sequence[float], weight: Sequence[float], *, phase: int = 0,
+              mode: str = "counters", p_rule: str | None = None, weight_model=None) -> IPT:
+    """The IPT of one phase from its measured rows (work per process and repetition)."""
+    P = np.asarray(P, np.int64)
+    work = np.asarray(work, float)
+    weight = np.asarray(weight, float)
+    if not (len(P) == len(work) == len(weight)) or len(P) < 2:
+        raise ExtrapolationError(f"phase {phase}: the IPT needs rows at 2 or more P, "
+                                 f"got {len(P)} P, {len(work)} work and {len(weight)} weight values")
+    if np.any(~np.isfinite(work)) or np.any(work < 0):
+        raise ExtrapolationError(f"phase {phase}: work per process must be finite and >= 0, got "
+                                 f"{work.tolist()}")
+    totals = work * weight * P
+    total = float(np.median(totals))
+    spread = float((totals.max() - totals.min()) / total) if total > 0 else 0.0
+    wm = weight_model or modelsearch.choose(P, weight, p_rule=p_rule, name=f"weight of phase {phase}")
+    disp = (modelsearch.displacement(P, p_rule) if p_rule in modelsearch.P_RULES
+            else np.full(len(P), np.nan))
+    rows = tuple(IPTRow(int(p), float(a), float(b), float(d), float(t), True)
+                 for p, a, b, d, t in zip(P, work, weight, disp, totals))
+    unit = "instructions" if mode == "counters" else "s"
+    return IPT(phase=phase, unit=unit, mode=mode, total=total, spread=spread,
+               tolerance=IPT_TOLERANCE[mode], weight_model=wm, p_rule=p_rule, rows=rows)
+
+
+# ---- declared work ------------------------------------------------------------------
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+        ast.Pow: operator.pow, ast.USub: operator.neg, ast.FloorDiv: operator.floordiv}
+_FUNCS = {"sqrt": math.sqrt, "log2": math.log2, "log": math.log, "cbrt": np.cbrt}
+
+
+def work_function(expr: str, workload_label: str) -> Callable[[float, float], float]:
+    """``work = "n*n/P"`` as a function (W, P) -> declared work per process.
+
+    Only numbers, the workload's name, P, + - * / ** and sqrt/log2/log/cbrt
+    are allowed; anything else is refused with the expression named."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as err:
+        raise ExtrapolationError(f"work expression {expr!r} is not valid: {err.msg}") from err
+
+    def ev(node, W, P):
+        if isinstance(node, ast.Expression):
+            return ev(node.body, W, P)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            if node.id == "P":
+                return P
+            if node.id == workload_label:
+                return W
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left, W, P), ev(node.right, W, P))
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.operand, W, P))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCS
+                and len(node.args) == 1):
+            return _FUNCS[node.func.id](ev(node.args[0], W, P))
+        raise ExtrapolationError(
+            f"work expression {expr!r}: {ast.unparse(node)!r} is not allowed (use numbers, "
+            f"{workload_label}, P, + - * / ** and sqrt, log2, log, cbrt)")
+
+    # check once, on a harmless point
+    ev(tree, 2.0, 2.0)
+    return lambda W, P: float(ev(tree, float(W), float(P)))
+
+
+# ---- the distant point --------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class DistantPoint:
+    """A small-workload run placed at the original workload's P it emulates."""
+
+    P_small: int  # the small-workload run taken
+    metric: float  # CPI, or CPU time per unit of declared work
+    metric_name: str
+    work: float  # its work per process (instructions or declared work)
+    time: float  # its computation time per process and repetition
+    P_emulated: int
+    difference: float  # relative difference of the work at P_emulated
+    reason: str  # how it was chosen, for the report
+
+    def describe(self) -> str:
+        return (f"distant point: small-workload run at P={self.P_small} ({self.metric_name} "
+                f"{self.metric:.4g}, {self.reason}) emulates P={self.P_emulated} "
+                f"({100 * self.difference:.2f}% apart); time {self.time:.6g} s")
+
+
+def select_small_run(P: Sequence[int], metric: Sequence[float], *, tie: float = 0.01) -> int:
+    """Index of the run where the phase stops getting cheaper per unit of work: the
+    smallest metric, ties within ``tie`` going to the largest P."""
+    P = np.asarray(P)
+    m = np.asarray(metric, float)
+    if len(P) == 0 or not np.any(np.isfinite(m)):
+        raise ExtrapolationError("no small-workload run with a usable measurement")
+    best = np.nanmin(m)
+    close = np.flatnonzero(m <= best * (1 + tie))
+    return int(close[np.argmax(P[close])])
+
+
+def distant_point_counters(ipt: IPT, P: Sequence[int], instructions: Sequence[float],
+                           cycles: Sequence[float], time: Sequence[float], *, P_max: int) -> DistantPoint:
+    """Counters mode: the run of minimal CPI; the IPT row with the nearest instructions."""
+    if not ipt.constant:
+        raise ExtrapolationError(f"phase {ipt.phase}: the measured totals vary {100 * ipt.spread:.1f}% "
+                                 f"(more than {100 * ipt.tolerance:.0f}%); the distant point does not apply")
+    instr = np.asarray(instructions, float)
+    cpi = np.asarray(cycles, float) / instr
+    i = select_small_run(P, cpi)
+    row, diff = ipt.nearest(float(instr[i]), P_max)
+    return DistantPoint(P_small=int(P[i]), metric=float(cpi[i]), metric_name="CPI", work=float(instr[i]),
+                        time=float(time[i]), P_emulated=row.P, difference=diff,
+                        reason="minimum CPI" if i == len(P) - 1 or cpi[i] < cpi[-1] else "minimum CPI")
+
+
+def distant_point_declared(P: Sequence[int], cpu_time: Sequence[float], *, work: Callable[[float, float], float],
+                           small: float, original: float, p_rule: str | None, P_max: int,
+                           phase: int = 0) -> DistantPoint:
+    """CPU-time mode: the run of minimal CPU time per unit of declared work; the P at
+    which the original workload has the same declared work per process."""
+    P = np.asarray(P, np.int64)
+    t = np.asarray(cpu_time, float)
+    dw = np.array([work(small, p) for p in P])
+    if np.any(dw <= 0):
+        raise ExtrapolationError(f"phase {phase}: the declared work per process must be positive")
+    per_unit = t / dw
+    i = select_small_run(P, per_unit)
+    target = dw[i]
+    cand = accepted_p(p_rule, 1, P_max)
+    ow = np.array([work(original, p) for p in cand])
+    j = int(np.argmin(np.abs(ow - target)))
+    return DistantPoint(P_small=int(P[i]), metric=float(per_unit[i]), metric_name="CPU s per unit of work",
+                        work=float(target), time=float(t[i]), P_emulated=int(cand[j]),
+                        difference=float(abs(ow[j] - target) / target),
+                        reason="minimum CPU time per unit of declared work")
+
+
+# ---- the CRM ------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class CRM:
+    """Computation time per process and repetition of one phase, without and with the
+    distant point."""
+
+    phase: int
+    base: Any  # fitted on the signature runs
+    with_distant: Any | None
+    distant: DistantPoint | None
+    skipped: str | None  # why there is no distant point
+
+    @property
+    def model(self):
+        return self.with_distant if self.with_distant is not None else self.base
+
+    def predict(self, P) -> np.ndarray:
+        return self.model.predict(P)
+
+    def describe(self) -> str:
+        out = [f"CRM of phase {self.phase} (computation s per process and repetition):",
+               f"  signature runs only: {self.base.describe()}"]
+        if self.with_distant is not None:
+            out.append(f"  with the distant point: {self.with_distant.describe()}")
+            out.append(f"  {self.distant.describe()}")
+        elif self.skipped:
+            out.append(f"  no distant point: {self.skipped}")
+        return "\n".join(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": 1, "phase": self.phase, "base": self.base.to_dict(),
+                "with_distant": self.with_distant.to_dict() if self.with_distant is not None else None,
+                "distant": dataclasses.asdict(self.distant) if self.distant else None,
+                "skipped": self.skipped}
+
+
+def fit_crm(phase: int, P: Sequence[int], time: Sequence[float], distant: DistantPoint | None = None,
+            skipped: str | None = None) -> CRM:
+    """Fit the CRM of one phase; with a distant point, fit it again with that point."""
+    base = modelsearch.fit(P, time, name=f"computation of phase {phase}", positive=True)
+    with_d = None
+    if distant is not None:
+        if distant.P_emulated in set(int(p) for p in P):
+            skipped = (f"the distant point emulates P={distant.P_emulated}, a signature P: it adds "
+                       "nothing")
+            distant = None
+        else:
+            P2 = np.concatenate([np.asarray(P, float), [distant.P_emulated]])
+            t2 = np.concatenate([np.asarray(time, float), [distant.time]])
+            with_d = modelsearch.fit(P2, t2, name=f"computation of phase {phase}", positive=True)
+    return CRM(phase=phase, base=base, with_distant=with_d, distant=distant, skipped=skipped)

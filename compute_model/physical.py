@@ -1,0 +1,155 @@
+"""The compute model of an application and its physical trace (Panadero et al. §3).
+
+:func:`build` takes the logical model and the signatures it came from, and
+per phase fits the CRM (:mod:`compute_model.crm`), builds the IPT, and, when
+small-workload signature runs and the declared work per process are given,
+adds the distant point. :meth:`ComputeModel.physical_trace` writes the
+logical trace with every burst's predicted computation time in ``t_comp``
+(seconds on the traced machine; the replay divides by the target machine's
+relative speed): the CRM gives a phase's mean computation per process and
+repetition at P, and each burst keeps the share of it that Eq. 3 and the
+slot shares give its rank and slot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from logical_model import LogicalModel
+from signature.errors import ExtrapolationError
+from signature.model import Signature
+
+from .crm import (CRM, IPT, build_ipt, distant_point_counters, distant_point_declared, fit_crm,
+                  work_function)
+
+__all__ = ["ComputeModel", "build"]
+
+
+def _time_per_rep(sig: Signature, k: int, mode: str) -> float:
+    """A phase's computation per process and repetition in one run (seconds)."""
+    st = sig.phases[k].stats
+    col = "comp_mean" if mode == "counters" else "cpu_mean"
+    return float(np.mean(st[col]))
+
+
+def _work_per_rep(sig: Signature, k: int, mode: str) -> float:
+    st = sig.phases[k].stats
+    return float(np.mean(st["instr_mean" if mode == "counters" else "cpu_mean"]))
+
+
+@dataclasses.dataclass
+class ComputeModel:
+    """Per phase: the CRM and the IPT, on top of the logical model."""
+
+    logical: LogicalModel
+    crms: list[CRM]
+    ipts: list[IPT]
+
+    def computation(self, P: int) -> np.ndarray:
+        """Predicted computation per process and repetition of every phase at P (s)."""
+        return np.array([max(0.0, float(np.asarray(c.predict(P)).reshape(-1)[0])) for c in self.crms])
+
+    def describe(self, target: int | None = None) -> str:
+        out = []
+        for crm, ipt in zip(self.crms, self.ipts):
+            ph = self.logical.phases[crm.phase]
+            out.append(f"phase {crm.phase} ({ph.kind}) {ph.pattern}")
+            out.append("  " + crm.describe().replace("\n", "\n  "))
+            if target:
+                out.append(f"  predicted computation per process and repetition at P={target}: "
+                           f"{float(np.asarray(crm.predict(target)).reshape(-1)[0]):.6g} s")
+            out.append(f"  IPT: measured totals vary {100 * ipt.spread:.1f}% "
+                       f"({'constant' if ipt.constant else 'not constant'} within "
+                       f"{100 * ipt.tolerance:.0f}%)")
+        return "\n".join(out)
+
+    def physical_trace(self, P: int, path: str | Path, *, overwrite: bool = False, block: int = 65536,
+                       progress=None) -> Path:
+        """Write the physical trace for P: the logical trace plus ``t_comp`` per burst."""
+        from logical_model.writer import write_logical_trace
+
+        self.logical.check_target(P)
+        comp = self.computation(P)
+        mean_work = np.array([ph.work_per_rank(P).mean() for ph in self.logical.phases])
+        scale = np.where(mean_work > 0, comp / np.where(mean_work > 0, mean_work, 1.0), 0.0)
+
+        def t_comp(ev):
+            return {"t_comp": ev["work"] * scale[ev["phase"]]}
+
+        meta = {"source": f"compute model from P = {', '.join(map(str, self.logical.Ps))}",
+                "crm": "; ".join(f"phase {c.phase}: {c.model.formula()}" for c in self.crms)}
+        return write_logical_trace(self.logical, P, path, overwrite=overwrite, block=block,
+                                   progress=progress, trace_kind="physical", extra=t_comp,
+                                   extra_meta=meta)
+
+
+def build(logical: LogicalModel, signatures: Sequence[Signature], *,
+          small: Sequence[Signature] = (), work: str | None = None, p_rule: str | None = None,
+          P_max: int = 1 << 20) -> ComputeModel:
+    """Fit the CRM and the IPT of every phase; add the distant point from ``small``.
+
+    Parameters
+    ----------
+    logical : LogicalModel
+        Built from ``signatures``.
+    signatures : the signature runs (original workload), one per P.
+    small : signature runs of the same program with a smaller workload, at increasing P.
+    work : the declared work per process (``"n*n/P"``), needed in CPU-time mode.
+    p_rule : the P values the application accepts.
+    P_max : the largest P the distant point may emulate.
+    """
+    sigs = sorted(signatures, key=lambda s: s.nprocs)
+    if [s.nprocs for s in sigs] != logical.Ps:
+        raise ExtrapolationError(f"the signatures (P = {[s.nprocs for s in sigs]}) are not the ones "
+                                 f"the logical model was built from (P = {logical.Ps})")
+    mode = logical.work_mode
+    small = sorted(small, key=lambda s: s.nprocs)
+    if small:
+        bad = [s for s in small if len(s.phases) != len(logical.phases)]
+        if bad or {s.app for s in small} != {logical.app}:
+            s = (bad or small)[0]
+            raise ExtrapolationError(f"{s.source}: the small-workload run is not the same program "
+                                     f"as the signature runs ({s.app}, {len(s.phases)} phases vs "
+                                     f"{logical.app}, {len(logical.phases)})")
+    Ps = np.array(logical.Ps)
+    crms, ipts = [], []
+    wf = None
+    if small and mode != "counters":
+        if not work:
+            raise ExtrapolationError("CPU-time mode needs the declared work per process "
+                                     "(work = \"n*n/P\" in the campaign) for the distant point")
+        wf = work_function(work, logical.workload_label or "n")
+    for k, ph in enumerate(logical.phases):
+        times = np.array([_time_per_rep(s, k, mode) for s in sigs])
+        wrk = np.array([_work_per_rep(s, k, mode) for s in sigs])
+        weights = np.array([s.phases[k].weight for s in sigs], float)
+        ipt = build_ipt(Ps, wrk, weights, phase=k, mode=mode, p_rule=p_rule, weight_model=ph.weight)
+        ipts.append(ipt)
+        dp, skipped = None, None
+        if ph.kind != "loop":
+            skipped = "not a repeated phase"
+        elif not small:
+            skipped = "no small-workload runs"
+        elif not ipt.constant:
+            skipped = (f"the measured totals vary {100 * ipt.spread:.1f}% (more than "
+                       f"{100 * ipt.tolerance:.0f}%): not strong scaling at constant work")
+        else:
+            sP = np.array([s.nprocs for s in small])
+            st = np.array([_time_per_rep(s, k, mode) for s in small])
+            try:
+                if mode == "counters":
+                    ins = np.array([np.mean(s.phases[k].stats["instr_mean"]) for s in small])
+                    cyc = np.array([np.mean(s.phases[k].stats["cycles_mean"]) for s in small])
+                    dp = distant_point_counters(ipt, sP, ins, cyc, st, P_max=P_max)
+                else:
+                    dp = distant_point_declared(sP, st, work=wf, small=float(small[0].workload_value),
+                                                original=float(logical.workload_value), p_rule=p_rule,
+                                                P_max=P_max, phase=k)
+            except ExtrapolationError as err:
+                skipped = str(err)
+        crms.append(fit_crm(k, Ps, times, dp, skipped))
+    return ComputeModel(logical=logical, crms=crms, ipts=ipts)
