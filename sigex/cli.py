@@ -170,6 +170,91 @@ def _cmd_extrapolate(opts: argparse.Namespace) -> int:
     return 0
 
 
+# ---- sigex ipt / physical / run ---------------------------------------------------
+def _compute_from_folder(opts, say):
+    from pathlib import Path
+
+    from compute_model import build
+    from logical_model import from_traces, trace_files
+    from signature import extract, load_trace
+
+    logical = from_traces(opts.traces, p_rule=opts.p_rule, progress=say)
+    sigs = [extract(load_trace(f)) for f in trace_files(opts.traces)]
+    small = []
+    folder = Path(opts.traces[0]) if len(opts.traces) == 1 else None
+    small_dir = Path(opts.small) if getattr(opts, "small", None) else (folder / "small" if folder else None)
+    if small_dir is not None and small_dir.is_dir() and (opts.work or logical.work_mode == "counters"):
+        small = [extract(load_trace(f)) for f in trace_files(small_dir)]
+        say(f"distant point from {len(small)} small-workload runs in {small_dir}")
+    elif small_dir is not None and small_dir.is_dir():
+        say(f"{small_dir} holds small-workload runs, but without --work (the declared work per "
+            "process, e.g. --work 'n*n/P') CPU-time mode cannot place them: no distant point")
+    rule = opts.p_rule if opts.p_rule != "any" else None
+    return build(logical, sigs, small=small, work=opts.work, p_rule=rule)
+
+
+def _say(opts, cmd):
+    def say(msg: str) -> None:
+        if not getattr(opts, "quiet", False):
+            print(f"sigex {cmd}: {msg}", file=sys.stderr)
+    return say
+
+
+def _cmd_ipt(opts: argparse.Namespace) -> int:
+    from compute_model import accepted_p
+
+    cm = _compute_from_folder(opts, _say(opts, "ipt"))
+    phases = [opts.phase] if opts.phase is not None else [
+        k for k, ph in enumerate(cm.logical.phases) if ph.kind == "loop"]
+    for k in phases:
+        if not 0 <= k < len(cm.ipts):
+            raise SigexError(f"there is no phase {k}; phases are 0..{len(cm.ipts) - 1}")
+        ipt = cm.ipts[k]
+        lo = max(r.P for r in ipt.measured) + 1
+        rule = opts.p_rule if opts.p_rule != "any" else "powers_of_two"
+        Ps = list(accepted_p(rule, lo, opts.upto))
+        print(ipt.table([int(p) for p in Ps]))
+        print()
+        print(cm.crms[k].describe())
+        print()
+    return 0
+
+
+def _cmd_physical(opts: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    say = _say(opts, "physical")
+    cm = _compute_from_folder(opts, say)
+    print(cm.describe(opts.target))
+    out = Path(opts.output or f"{cm.logical.app or 'app'}-P{opts.target}.physical.h5")
+    cm.physical_trace(opts.target, out, overwrite=opts.force)
+    print(f"wrote {out}: physical trace for P={opts.target} (t_comp = predicted computation, s)")
+    return 0
+
+
+def _cmd_run(opts: argparse.Namespace) -> int:
+    from compute_model import campaign
+
+    say = _say(opts, "run")
+    c = campaign.load(opts.campaign)
+    if opts.target:
+        import dataclasses
+        c = dataclasses.replace(c, target=opts.target)
+    say(f"{c.app}: {len(campaign.plan(c))} runs in {c.traces}")
+    campaign.run(c, progress=say)
+    if opts.runs_only:
+        return 0
+    logical, compute = campaign.models(c, progress=say)
+    print(f"== {c.app}: logical model (target P={c.target})")
+    print(logical.describe(c.target))
+    print(f"\n== {c.app}: computation per phase")
+    print(compute.describe(c.target))
+    if opts.output:
+        compute.physical_trace(c.target, opts.output, overwrite=opts.force)
+        print(f"\nwrote {opts.output}: physical trace for P={c.target}")
+    return 0
+
+
 # ---- parser ----------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -260,6 +345,60 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--force", action="store_true", help="replace existing output files")
     x.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     x.set_defaults(func=_cmd_extrapolate)
+
+    def compute_args(a):
+        a.add_argument("traces", nargs="+", help="folder of signature traces, or the trace files")
+        a.add_argument("--p-rule", choices=("any", "squares", "cubes", "powers_of_two"), default="any",
+                       help="the P values the application accepts")
+        a.add_argument("--small", help="folder of small-workload runs for the distant point "
+                       "(default: <folder>/small when it exists)")
+        a.add_argument("--work", help="declared work per process, e.g. 'n*n/P' (CPU-time mode's "
+                       "distant point needs it)")
+        a.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+
+    i = sub.add_parser(
+        "ipt", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="print the instruction (work) prediction table and the CRM of each loop phase",
+        description="The paper's Table 1 per phase: work per process, weight, displacement and total "
+                    "work, measured and predicted (Eq. 3), whether the total is constant, and the "
+                    "computation regression model without and with the distant point.",
+        epilog="examples:\n  sigex ipt traces/stencil/ --work 'n*n/P'\n"
+               "  sigex ipt traces/fft2d/ --phase 1 --p-rule powers_of_two --work 'n*n*log2(n)/P'")
+    compute_args(i)
+    i.add_argument("--phase", type=int, help="one phase (default: every loop phase)")
+    i.add_argument("--upto", type=int, default=4096, help="predicted rows up to this P (default 4096)")
+    i.set_defaults(func=_cmd_ipt)
+
+    ph = sub.add_parser(
+        "physical", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="write the physical trace for P (logical trace + predicted computation)",
+        description="Fit each phase's computation (CRM, with the distant point when small-workload "
+                    "runs are given), and write the logical trace for the target P with every "
+                    "burst's predicted computation time.",
+        epilog="example:\n  sigex physical traces/stencil/ --target 4096 --work 'n*n/P'")
+    compute_args(ph)
+    ph.add_argument("--target", type=int, required=True, help="process count")
+    ph.add_argument("-o", "--output", help="physical trace file (default ./<app>-P<target>.physical.h5)")
+    ph.add_argument("--force", action="store_true", help="replace an existing output file")
+    ph.set_defaults(func=_cmd_physical)
+
+    r = sub.add_parser(
+        "run", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="perform a campaign's missing runs, then model it",
+        description="Read a campaign file (how to run the application at P with workload W), perform "
+                    "the signature and small-workload runs it does not have yet (complete traces are "
+                    "reused, incomplete ones rerun), then build the logical and compute models and "
+                    "print them.",
+        epilog="example (from the repository root; the bundled traces make it instant):\n"
+               "  sigex run examples/stencil.toml\n"
+               "  sigex run examples/stencil.toml --target 65536 -o /tmp/stencil-65536.physical.h5")
+    r.add_argument("campaign", help="campaign TOML file")
+    r.add_argument("--target", type=int, help="override the campaign's target P")
+    r.add_argument("-o", "--output", help="also write the physical trace for the target P")
+    r.add_argument("--runs-only", action="store_true", help="perform the runs, do not model")
+    r.add_argument("--force", action="store_true", help="replace an existing output file")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    r.set_defaults(func=_cmd_run)
     return p
 
 
