@@ -1,0 +1,75 @@
+"""SimGrid interop: TI export/import round trips and SMPI's replay on a matching platform."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import TRACES
+from replay.machine import LogGP, Machine
+from replay.simgrid import HOST_SPEED, export_ti, import_ti, platform_xml, replay_smpi
+from signature import load_trace
+from signature.errors import TraceFormatError
+
+needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None,
+                                   reason="SimGrid not installed: apt-get install libsimgrid-dev")
+
+PINGPONG = {0: ["0 init", "0 compute 1e6", "0 send 1 0 1000 6", "0 recv 1 0 1000 6", "0 finalize"],
+            1: ["1 init", "1 recv 0 0 1000 6", "1 send 0 0 1000 6", "1 finalize"]}
+
+
+def write_ti(tmp_path, ranks):
+    files = []
+    for r, lines in ranks.items():
+        f = tmp_path / f"r{r}.txt"
+        f.write_text("\n".join(lines) + "\n")
+        files.append(str(f))
+    idx = tmp_path / "ti.txt"
+    idx.write_text("\n".join(files) + "\n")
+    return idx
+
+
+def test_import_reads_actions_sizes_and_compute(tmp_path):
+    """A TI trace becomes a flops-mode trace: ops, peers, bytes, compute before each event."""
+    t = import_ti(write_ti(tmp_path, PINGPONG))
+    assert t.nprocs == 2 and t.work_mode == "flops"
+    r0 = t.rank_events(0)
+    assert [int(x) for x in r0["bytes"]] == [0, 1000, 0, 0]
+    assert r0["t_comp"][1] == pytest.approx(1e6 / HOST_SPEED)
+
+
+@pytest.mark.parametrize("app", ["stencil", "cg", "nbody", "fft2d", "sweep"])
+def test_export_import_round_trip(tmp_path, app):
+    """Every bundled trace exports and reads back with the same p2p/collective events and compute."""
+    t = load_trace(TRACES / app / "P4.h5")
+    back = import_ti(export_ti(t, tmp_path / app))
+    keep = ~np.isin(t.events["op"], [75, 82, 83])  # Cart_create and regions are not exported
+    np.testing.assert_array_equal(back.events["op"], t.events["op"][keep])
+    np.testing.assert_array_equal(back.events["bytes"] + back.events["recv_bytes"] > 0,
+                                  (t.events["bytes"] + t.events["recv_bytes"])[keep] > 0)
+    assert back.events["t_comp"].sum() == pytest.approx(t.events["t_comp"].sum(), rel=1e-4)
+
+
+def test_bad_ti_lines_name_the_file_and_line(tmp_path):
+    """A malformed or unknown action is refused with its file and line."""
+    with pytest.raises(TraceFormatError, match=r"r0.txt:2: SimGrid action 'teleport'"):
+        import_ti(write_ti(tmp_path, {0: ["0 init", "0 teleport 3"]}))
+    with pytest.raises(TraceFormatError, match=r"r0.txt:2: malformed line"):
+        import_ti(write_ti(tmp_path, {0: ["0 init", "0 send x 0 10 6"]}))
+
+
+def test_platform_describes_the_machine():
+    """The platform has one host per rank, link latency L/2 each way and bandwidth 1/G."""
+    m = Machine("m", LogGP(L=2e-6, o=1e-7, g=0.0, G=1e-9))
+    xml = platform_xml(m, 8)
+    assert 'radical="0-7"' in xml and 'lat="1e-06s"' in xml and 'bw="1e+09Bps"' in xml
+
+
+@needs_simgrid
+def test_smpi_pingpong_matches_loggp_by_hand(tmp_path):
+    """1 ms compute, then 1000 B there and back: 1e-3 + 2 (o + L + 1000 G + o) seconds."""
+    m = Machine("m", LogGP(L=1e-5, o=1e-6, g=0.0, G=1e-9), S=65536)
+    T = replay_smpi(write_ti(tmp_path, PINGPONG), m, 2)
+    assert T == pytest.approx(1e-3 + 2 * (1e-6 + 1e-5 + 1000e-9 + 1e-6), rel=0.02)
