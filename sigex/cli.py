@@ -67,7 +67,13 @@ def _show_text(trace, all_ranks: bool) -> str:
     cmd = " ".join(m["command"]) if isinstance(m.get("command"), list) else (m.get("command") or "-")
     out.append(f"  app         {s['app']}   ({cmd})")
     out.append(f"  processes   {s['nprocs']}   workload {wl}")
-    out.append(f"  MPI         {s['mpi_library']}   hosts {', '.join(s['hosts'] or [])}")
+    if s["trace_kind"] != "captured":
+        out.append(f"  kind        {s['trace_kind']} trace, generated ({m.get('source', '?')}); phase "
+                   f"weights {m.get('phase_weights')} (each phase stored once)")
+        if m.get("crm"):
+            out.append(f"  CRMs        {m['crm']}")
+    else:
+        out.append(f"  MPI         {s['mpi_library']}   hosts {', '.join(s['hosts'] or [])}")
     if trace.has_counters:
         out.append("  work mode   counters (instructions, cycles, LLC misses per burst)")
     else:
@@ -75,8 +81,9 @@ def _show_text(trace, all_ranks: bool) -> str:
                    f"({m.get('cpu_time_source', '?')})")
         out.append(f"              no hardware counters: {s['counters_reason'] or 'no reason recorded'}")
     out.append(f"  complete    {'yes' if s['complete'] else 'NO: ' + str(s['incomplete_reason'])}")
+    runtime = "not run" if s["runtime"] is None else f"{s['runtime']:.4f} s"
     out.append(f"  events      {s['events']:,} ({s['events'] / max(1, s['nprocs']):.0f} per rank)"
-               f"   runtime {s['runtime']:.4f} s")
+               f"   runtime {runtime}")
     out.append("")
     rows = [(o["op"], f"{o['calls']:,}", _fmt_bytes(o["bytes"]), _fmt_bytes(o["recv_bytes"]),
              f"{o['t_comm']:.4f}") for o in sorted(s["ops"], key=lambda o: -o["calls"])]

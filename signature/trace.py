@@ -327,7 +327,7 @@ class Trace:
             "complete": self.complete,
             "incomplete_reason": self.meta.get("incomplete_reason"),
             "events": self.n_events,
-            "runtime": self.runtime,
+            "runtime": self.runtime if self.runtime == self.runtime else None,  # NaN: not run
             "ops": self.op_table(),
             "ranks": {k: v.tolist() for k, v in tot.items()},
         }

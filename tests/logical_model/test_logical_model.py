@@ -160,3 +160,13 @@ def test_grid_of_reads_the_cartesian_communicator():
     dims, periods, _ = grid_of(load_trace(TRACES / "stencil" / "P8.h5"))
     assert tuple(dims) == (4, 2) and tuple(periods) == (False, False)
     assert grid_of(load_trace(TRACES / "cg" / "P8.h5")) is None
+
+
+def test_sigex_show_on_a_logical_trace(models, tmp_path, capsys):
+    """`sigex show` says the trace is generated, with its weights, and was never run."""
+    path = models["cg"].logical_trace(32, tmp_path / "cg-32.h5")
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "logical trace, generated" in out and "runtime not run" in out
+    assert main(["show", "--json", str(path)]) == 0
+    assert json.loads(capsys.readouterr().out)["runtime"] is None
