@@ -87,31 +87,40 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=0,
                     help="iterations (default: 200 at P <= 4096, 20 above)")
     ap.add_argument("--machine", default="cluster-a")
+    ap.add_argument("--other", default="cluster-b", help="second machine for the repeat replay")
     args = ap.parse_args(argv)
-    machine = load(args.machine)
+    machine, other = load(args.machine), load(args.other)
     rows = []
-    for P in [int(s) for s in args.sizes.split(",")]:
+    for P in [int(x) for x in args.sizes.split(",")]:
         iters = args.iters or (200 if P <= 4096 else 20)
         t0 = time.perf_counter()
-        prog = Program.from_arrays(1, rank=[0], op=["Init"]) if P == 0 else synthetic_stencil(P, iters)
+        prog = synthetic_stencil(P, iters)
         t1 = time.perf_counter()
         res = replay(prog, machine)
         t2 = time.perf_counter()
+        res2 = replay(prog, other)  # a second machine: the event layout is cached on the program
+        t3 = time.perf_counter()
         rows.append({"P": P, "iters": iters, "events": prog.n_events, "messages": prog.n_messages,
-                     "steps": res.steps, "build_s": round(t1 - t0, 3), "replay_s": round(t2 - t1, 3),
-                     "events_per_s": prog.n_events / (t2 - t1),
-                     "predicted_runtime_s": res.runtime})
-    head = f"{'P':>7} {'iters':>5} {'events':>11} {'steps':>6} {'build s':>8} {'replay s':>9} {'events/s':>10} {'predicted s':>12}"
-    print(f"replay speed on one core, machine {machine.name}")
+                     "steps": res.steps, "build_s": round(t1 - t0, 3),
+                     "replay_s": round(t2 - t1, 3), "events_per_s": prog.n_events / (t2 - t1),
+                     "replay2_s": round(t3 - t2, 3), "events_per_s_2": prog.n_events / (t3 - t2),
+                     "predicted_runtime_s": {machine.name: res.runtime, other.name: res2.runtime}})
+    head = (f"{'P':>7} {'iters':>5} {'events':>11} {'steps':>6} {'build s':>8} "
+            f"{'replay s':>9} {'events/s':>10} {'again s':>8} {'events/s':>10}  predicted runtime")
+    print(f"replay speed on one core: first replay ({machine.name}), then again on "
+          f"{other.name} (event layout cached on the program); program build not included")
     print(head)
     print("-" * len(head))
     for r in rows:
+        pred = ", ".join(f"{k} {v:.4f} s" for k, v in r["predicted_runtime_s"].items())
         print(f"{r['P']:>7} {r['iters']:>5} {r['events']:>11,} {r['steps']:>6} {r['build_s']:>8.2f} "
-              f"{r['replay_s']:>9.2f} {r['events_per_s']:>10.3g} {r['predicted_runtime_s']:>12.6f}")
-    figures = {"goal": "events/s >= 5e6 on one core", "machine": machine.name,
-               "results": [{k: (round(v, 1) if k == "events_per_s" else v) for k, v in r.items()}
-                           for r in rows],
-               "met": all(r["events_per_s"] >= 5e6 for r in rows)}
+              f"{r['replay_s']:>9.2f} {r['events_per_s']:>10.3g} {r['replay2_s']:>8.2f} "
+              f"{r['events_per_s_2']:>10.3g}  {pred}")
+    figures = {"goal": "events/s >= 5e6 on one core", "machines": [machine.name, other.name],
+               "results": [{k: (round(v, 1) if k.startswith("events_per_s") else v)
+                            for k, v in r.items()} for r in rows],
+               "met_first_replay": all(r["events_per_s"] >= 5e6 for r in rows),
+               "met_repeat_replay": all(r["events_per_s_2"] >= 5e6 for r in rows)}
     print(json.dumps(figures))
     return 0
 

@@ -1,0 +1,952 @@
+"""Replay engine: a vectorised discrete-event simulation of a :class:`Program` under
+a LogGP/LogGOPS machine model (Alexandrov et al., "LogGP", 1995; Hoefler et al.,
+"LogGOPSim", HPDC 2010), predicting the runtime and the per-phase times TE_i and
+PET = sum_i TE_i * W_i of Panadero et al. §2.3, Eq. 4.
+
+Model
+-----
+Every rank runs its events in order. Before each event it computes for the
+event's burst divided by the machine's ``speed``. A message of s bytes between
+two ranks uses the parameters of their link (``machine.intra`` when both lie on
+one node of ``machine.cores`` consecutive ranks, else ``machine.network``):
+
+* posting a send at time t starts it at ``ts = max(t, nic)``; the CPU is busy
+  ``o + s*O`` and the NIC takes the next send at ``ts + g + s*G``;
+* eager (s < S, or a buffered send): the send is complete locally at
+  ``ts + o + s*O``; the data arrives at ``ts + o + s*G + L``;
+* rendezvous (s >= S, or a synchronous send): the request reaches the receiver
+  at ``ts + o + L``; when the receive is posted (time tr), the reply takes
+  ``o + L``, so the data leaves at ``td = max(ts + o + L, tr) + o + L``, arrives
+  at ``td + o + s*G + L``, and the send is complete at ``td + o + s*O``;
+* a receive is *ready* when its data has arrived and it is posted; the call that
+  completes it (Recv, Wait, Waitall, ...) processes its receives in order of
+  readiness (ties: cheaper first), ``x = max(x, ready) + o + s*O`` starting when
+  the call has posted its own sends, and returns when every request it waits
+  for is complete (sends and collectives need no CPU to complete);
+* Isend/Irecv/Start return after posting; a Test or Waitany/Waitsome that
+  completed requests in the traced run waits for those requests; the eager or
+  rendezvous protocol of a message follows its size, not the traced run.
+
+The times of one message are those of LogGOPSim's model with ``s*G`` in place of
+``(s-1)*G``. Init, Finalize, communicator management, probes and regions cost
+nothing but their burst.
+
+Collectives are expanded into the message patterns of :mod:`replay.collectives`
+(every member participates, round by round, with the same per-message costs;
+each member leaves when its last message of the pattern is done) or, with ``collectives="closed-form"``, every member leaves at
+the latest entry plus the closed-form LogGP cost. A collective instance is
+evaluated once all its members have entered it (MPI lets collectives
+synchronise, so a correct program cannot depend on them not doing so).
+
+Not modelled: receive-side NIC contention (LogGOPSim's ``g`` on arrival),
+network topology and congestion, the cost of reduction arithmetic, the NIC gap
+for rendezvous data (only the request is gap-limited), the NIC gap between a
+rank's point-to-point and collective messages, and the cost of communicator
+creation.
+
+Engine
+------
+:class:`ReplayState` keeps per-rank numpy arrays (next event, clock, NIC free
+time, posted flag) and per-message / per-slot arrays (send and receive post
+times, completion times). :meth:`ReplayState.step` advances every rank that can
+move by one event, in bulk; the number of steps is about the number of events
+per rank, not the total. Messages are matched before the replay
+(:class:`replay.Program`), so a step only propagates times.
+
+Every time is computed elementwise from its inputs (and a completing call's
+receives in a fixed order), so the result does not depend on which ranks move
+in the same step. Replaying the ranks in pieces (``replay(..., pieces=k)``)
+therefore gives the same numbers to the last bit. The pieces exchange, as
+arrays of (id, time), the send post times of messages leaving a piece, the
+receive post times of messages entering it (a rendezvous send needs them) and
+the entry times of collective members (:meth:`ReplayState.export_crossing`,
+:meth:`ReplayState.import_crossing`). The exchange is conservative: a time is
+sent once, when it is final, and a piece runs until it needs a time another
+piece has not produced yet; pieces take turns until all are done (a pass in
+which no piece moves is a deadlock). The number of passes grows with the
+number of times the pieces depend on each other (about one per halo exchange
+or collective), not with the events. MPI workers can run the same exchange,
+one piece each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable
+
+import numpy as np
+
+from signature.errors import DeadlockError
+
+from . import collectives as _coll
+from .machine import Machine
+from .program import COLLECTIVE_NAMES, MODE_BUFFERED, MODE_SYNC, Program
+
+__all__ = ["replay", "ReplayState", "ReplayResult"]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ReplayResult:
+    """What a replay predicts.
+
+    Attributes
+    ----------
+    runtime : float
+        Latest finish time over the ranks (seconds).
+    critical_rank : int
+        The rank that finishes last.
+    finish, computation, communication, wait : ndarray (P,)
+        Per rank: finish time, time computing (bursts / speed), time in send and
+        receive overheads (CPU busy in MPI), and the rest of its time in MPI calls
+        (blocked, waiting for others).
+    te : ndarray (n_phases,)
+        TE_i: per phase, the longest time a rank spends in it (its events' bursts
+        and calls), max over ranks.
+    phase_time, phase_computation, phase_communication, phase_wait : ndarray (n_phases, P)
+        The same split per phase and rank.
+    phase_weights : ndarray or None
+        Repetitions W_i of each phase, from the program.
+    event_end : ndarray (E,)
+        When each event of the program completes (computed on first access).
+    """
+
+    runtime: float
+    critical_rank: int
+    finish: np.ndarray
+    computation: np.ndarray
+    communication: np.ndarray
+    wait: np.ndarray
+    te: np.ndarray
+    phase_time: np.ndarray
+    phase_computation: np.ndarray
+    phase_communication: np.ndarray
+    phase_wait: np.ndarray
+    phase_weights: np.ndarray | None
+    machine: str
+    collectives: str
+    pieces: int
+    steps: int
+    passes: int
+    _event_parts: tuple = dataclasses.field(default=(), repr=False)
+    _cache: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def nprocs(self) -> int:
+        return len(self.finish)
+
+    @property
+    def event_end(self) -> np.ndarray:
+        if "event_end" not in self._cache:
+            parts = [t[pos] for t, pos in self._event_parts]
+            self._cache["event_end"] = np.concatenate(parts) if parts else np.zeros(0)
+        return self._cache["event_end"]
+
+    def pet(self, weights=None) -> float:
+        """PET = sum_i TE_i * W_i (Panadero et al. Eq. 4); ``weights`` default to the
+        program's phase weights."""
+        w = self.phase_weights if weights is None else np.asarray(weights, np.float64)
+        if w is None:
+            raise ValueError("no phase weights: this program carries none; pass weights=[W_0, W_1, ...]")
+        if w.shape != self.te.shape:
+            raise ValueError(f"{len(w)} weights given for {len(self.te)} phases")
+        return float(np.dot(self.te, w))
+
+    def summary(self) -> dict:
+        """A JSON-ready summary (no per-rank or per-event arrays)."""
+        out = {"runtime": self.runtime, "critical_rank": self.critical_rank,
+               "machine": self.machine, "collectives": self.collectives, "pieces": self.pieces,
+               "computation_max": float(self.computation.max(initial=0.0)),
+               "communication_max": float(self.communication.max(initial=0.0)),
+               "wait_max": float(self.wait.max(initial=0.0)), "te": self.te.tolist()}
+        if self.phase_weights is not None and len(self.te):
+            out["pet"] = self.pet()
+        return out
+
+    def __repr__(self) -> str:
+        return (f"ReplayResult(runtime={self.runtime:.6g} s, critical rank {self.critical_rank}, "
+                f"P={self.nprocs}, {len(self.te)} phases, machine {self.machine!r})")
+
+
+class ReplayState:
+    """The replay of ranks ``lo..hi-1`` of a program (all ranks by default).
+
+    Per rank r of the piece: ``idx[r]``, its next event (program index);
+    ``clock[r]``, when it finished its previous event (once ``posted[r]``: when it
+    finished posting the current one); ``nic[r]``, when its NIC takes the next
+    send. Per message m: send and receive post times ``ts[m]``, ``tr[m]``. Per
+    slot s: ``done[s]``, when the slot is complete (for a receive slot, when it is
+    ready; the call completing it adds the processing cost ``cost[s]``). Unknown
+    times are NaN. Per-rank and per-phase computation, communication and time are
+    summed as events complete.
+
+    Inside the state events are numbered time-major (the j-th event of every rank
+    next to each other) and their integer fields packed in one array, so that the
+    reads of a step, one event per rank, are contiguous when ranks move together.
+    """
+
+    # columns of the packed per-event array
+    _SEND, _RECV, _COLL, _WSTART, _WLEN, _NEXT, _PHASE = range(7)
+
+    def __init__(self, program: Program, machine: Machine, *, ranks: tuple[int, int] | None = None,
+                 collectives: str = "algorithms"):
+        if collectives not in ("algorithms", "closed-form"):
+            raise ValueError(f"collectives must be 'algorithms' or 'closed-form', got {collectives!r}")
+        self.program = program
+        self.machine = machine
+        self.collectives = collectives
+        P = program.nprocs
+        lo, hi = (0, P) if ranks is None else (int(ranks[0]), int(ranks[1]))
+        if not 0 <= lo <= hi <= P:
+            raise ValueError(f"ranks {lo}..{hi} outside 0..{P}")
+        self.lo, self.hi = lo, hi
+        self.whole = lo == 0 and hi == P
+        n = hi - lo
+        ro = program.rank_offsets
+        self.ev_lo, self.ev_hi = int(ro[lo]), int(ro[hi])
+        # ---- time-major layout of this piece's events (machine-independent, cached) -----
+        lay = _layout(program, lo, hi)
+        self._pos, self.F = lay["pos"], lay["F"]
+        self.comp_new = lay["comp"] if machine.speed == 1.0 else lay["comp"] / machine.speed
+        self.wslots = program.wait_slots
+        self.n_phases = program.n_phases
+        # ---- per-message LogGP terms, packed: cpu, gap, lat, oL -------------------------
+        M = program.n_messages
+        self.M = M
+        s = program.msg_bytes.astype(np.float64)
+        src, dst = program.msg_src, program.msg_dst
+        net, loc = machine.network, machine.link(True)
+        intra = None
+        if loc != net and machine.cores > 1 and M:
+            intra = (src >= 0) & (machine.node_of(np.maximum(src, 0)) == machine.node_of(dst))
+            if not intra.any():
+                intra = None
+        MP = np.empty((M, 4))
+        for k, f in enumerate((
+                lambda q: q.o + s * q.O if q.O else q.o,          # CPU cost of a send or receive
+                lambda q: q.g + s * q.G if q.G else q.g,          # NIC gap after a send
+                lambda q: q.o + s * q.G + q.L if q.G else q.o + q.L,  # send start to arrival
+                lambda q: q.o + q.L)):                            # one control message
+            MP[:, k] = f(net) if intra is None else np.where(intra, f(loc), f(net))
+        self.MP = MP
+        mode = program.msg_mode
+        self.m_rdv = (program.msg_bytes >= machine.S) & (mode != MODE_BUFFERED)
+        self.m_rdv |= mode == MODE_SYNC
+        self.any_rdv = bool(self.m_rdv.any())
+        self.m_src, self.m_dst = src, dst
+        # ---- dynamic state ---------------------------------------------------------------
+        self.idx = ro[lo:hi].astype(np.int64).copy()
+        self.end = ro[lo + 1:hi + 1].astype(np.int64).copy()
+        self.limit = self.end.copy()
+        self.ptr = lay["first"].copy()
+        self.clock = np.zeros(n)
+        self.start = np.zeros(n)
+        self.enter = np.zeros(n)
+        self.nic = np.full(n, -np.inf)
+        self.posted = np.zeros(n, bool)
+        self.dirty = np.zeros(n, bool)
+        self.ready = np.flatnonzero(self.idx < self.limit)
+        self.ts = np.full(M, np.nan)
+        self.tr = np.full(M, np.nan)
+        self.arrive = np.full(M, np.nan)
+        C = len(program.coll_rank)
+        self.n_slots = 2 * M + C
+        self.done = np.full(self.n_slots, np.nan)
+        # cost of a slot: receive slots their processing overhead (charged by the scan),
+        # collective slots the member's overheads (accounted, not charged); sends 0
+        self.cost = np.zeros(self.n_slots)
+        self.cost[M:2 * M] = MP[:, 0]
+        self.entry = np.full(C, np.nan)
+        self.inst_size = np.diff(program.coll_offsets)
+        self.slot_inst = np.repeat(np.arange(len(self.inst_size), dtype=np.int64), self.inst_size)
+        self.inst_count = np.zeros(len(self.inst_size), np.int64)
+        self.inst_done = np.zeros(len(self.inst_size), bool)
+        # ---- outputs -----------------------------------------------------------------------
+        self.t_end_new = np.full(self.ev_hi - self.ev_lo, np.nan)
+        self.comp_acc = np.zeros(n)
+        self.comm_acc = np.zeros(n)
+        nph = self.n_phases
+        self.ph_time = np.zeros((nph, n))
+        self.ph_comp = np.zeros((nph, n))
+        self.ph_comm = np.zeros((nph, n))
+        self.steps = 0
+        # ---- crossing bookkeeping ----------------------------------------------------------
+        empty = np.zeros(0, np.int64)
+        self._inst_has_local = np.ones(len(self.inst_size), bool)
+        self._out_ts = self._out_tr = self._out_entry = empty
+        if not self.whole:
+            local_src = (src >= lo) & (src < hi)
+            local_dst = (dst >= lo) & (dst < hi)
+            self._out_ts = np.flatnonzero(local_src & ~local_dst)
+            self._out_tr = np.flatnonzero(local_dst & ~local_src)
+            slot_local = (program.coll_rank >= lo) & (program.coll_rank < hi)
+            inst_local = np.bincount(self.slot_inst, weights=slot_local,
+                                     minlength=len(self.inst_size)).astype(np.int64)
+            spans = (inst_local > 0) & (inst_local < self.inst_size)
+            self._out_entry = np.flatnonzero(slot_local & spans[self.slot_inst])
+            self._inst_has_local = inst_local > 0
+        self._sent_ts = np.zeros(len(self._out_ts), bool)
+        self._sent_tr = np.zeros(len(self._out_tr), bool)
+        self._sent_entry = np.zeros(len(self._out_entry), bool)
+
+    # ---- driving ---------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        """Every rank of the piece has reached its limit."""
+        return bool(np.all(self.idx >= self.limit))
+
+    @property
+    def t_end(self) -> np.ndarray:
+        """Completion time of this piece's events, in program order (NaN: not yet)."""
+        return self.t_end_new[self._pos]
+
+    def set_until_phase(self, phase: int | None) -> None:
+        """Stop each rank before its first event of a phase after ``phase`` (None: run to
+        the end). Events of a rank must be in phase order."""
+        prog = self.program
+        if phase is None:
+            self.limit = self.end.copy()
+        else:
+            if prog.phase is None:
+                raise ValueError("this program has no phases to stop at")
+            ro = prog.rank_offsets
+            sl = slice(self.ev_lo, self.ev_hi)
+            ranks = prog.rank_of_event()[sl] - self.lo
+            upto = np.bincount(ranks, weights=prog.phase[sl] <= phase, minlength=self.hi - self.lo)
+            self.limit = ro[self.lo:self.hi] + upto.astype(np.int64)
+        self.ready = np.flatnonzero(~self.posted & (self.idx < self.limit))
+
+    def run(self, *, until_phase: int | None = None, max_steps: int | None = None,
+            progress: Progress | None = None, raise_on_deadlock: bool = True) -> int:
+        """Step until every rank reaches its limit (its first event of a phase after
+        ``until_phase``; None: its last event) or nothing can move; returns the
+        number of posts and completions made. Raises :class:`DeadlockError` when
+        ranks are left that can never move (unless ``raise_on_deadlock`` is false,
+        as for a piece waiting for another piece)."""
+        self.set_until_phase(until_phase)
+        total = 0
+        n_ev = self.ev_hi - self.ev_lo
+        first = self.program.rank_offsets[self.lo:self.hi]
+        while not self.finished:
+            moved = self.step()
+            total += moved
+            if moved == 0:
+                if raise_on_deadlock:
+                    raise self.deadlock()
+                break
+            if progress is not None and self.steps % 64 == 0:
+                progress(int(np.sum(self.idx - first)), n_ev)
+            if max_steps is not None and self.steps >= max_steps:
+                break
+        return total
+
+    def step(self) -> int:
+        """Advance every rank that can move by at most one event.
+
+        Invariant (before and after the call): a rank with ``posted`` false has
+        completed its events before ``idx`` at ``clock``, and is in ``ready`` if
+        ``idx < limit``; a rank with ``posted`` true has posted event ``idx`` (its
+        send and receive post times and collective entry are recorded) and waits
+        for that event's slots; every slot whose inputs are known has its time in
+        ``done``; a posted rank with a slot that became known since it was last
+        checked is ``dirty``.
+
+        Returns the number of posts plus completions (0: nothing can move).
+        """
+        self.steps += 1
+        moved = 0
+        R = self.ready
+        if R.size:
+            self.ready = R[:0]
+            moved += self._post(R)
+        K = np.flatnonzero(self.dirty)
+        if K.size:
+            self.dirty[K] = False
+            moved += self._complete(K)
+        return moved
+
+    # ---- posting --------------------------------------------------------------------------
+    def _post(self, R: np.ndarray) -> int:
+        n = len(R)
+        p = self.ptr[R]
+        pi, ri = _span(p), _span(R, ordered=True)
+        F = self.F[pi] if isinstance(pi, slice) else self.F.take(p, axis=0)
+        c0 = self.clock[ri]
+        comp = self.comp_new[pi]
+        enter = c0 + comp
+        self.comp_acc[ri] += comp
+        t = enter
+        mr, ms, cs, wlen = F[:, self._RECV], F[:, self._SEND], F[:, self._COLL], F[:, self._WLEN]
+        if self.n_phases:
+            ph = F[:, self._PHASE]
+            self.ph_comp[ph, R] += comp
+        # receives
+        hr = mr >= 0
+        n_r = int(np.count_nonzero(hr))
+        if n_r:
+            if n_r < n:
+                mr = mr[hr]
+                self.tr[mr] = t[hr]
+            else:
+                self.tr[mr] = t
+        # sends
+        hs = ms >= 0
+        n_s = int(np.count_nonzero(hs))
+        if n_s:
+            if n_s == n:
+                msi, Rs, t_s = _span(ms), ri, t
+            else:
+                ms = ms[hs]
+                msi, Rs, t_s = ms, R[hs], t[hs]
+            mp = self.MP[msi] if isinstance(msi, slice) else self.MP.take(ms, axis=0)
+            ts = np.maximum(t_s, self.nic[Rs])
+            self.nic[Rs] = ts + mp[:, 1]
+            if n_s == n:
+                t = ts + mp[:, 0]
+            else:
+                t = t.copy()
+                t[hs] = ts + mp[:, 0]
+            self.ts[msi] = ts
+        # events that wait for nothing complete now
+        waits = wlen > 0
+        n_w = int(np.count_nonzero(waits))
+        if n_w < n:
+            if n_w:
+                now = ~waits
+                Rn, tn, comm, nxt = R[now], t[now], t[now] - enter[now], F[now, self._NEXT]
+                self.t_end_new[p[now]] = tn
+                if self.n_phases:
+                    self.ph_time[ph[now], Rn] += tn - c0[now]
+                    self.ph_comm[ph[now], Rn] += comm
+            else:
+                Rn, tn, comm, nxt = ri, t, t - enter, F[:, self._NEXT]
+                self.t_end_new[pi] = tn
+                if self.n_phases:
+                    self.ph_time[ph, R] += tn - c0
+                    self.ph_comm[ph, R] += comm
+            self.comm_acc[Rn] += comm
+            self.clock[Rn] = tn
+            nidx = self.idx[Rn] + 1
+            self.idx[Rn] = nidx
+            self.ptr[Rn] = nxt
+            self.ready = (R if n_w == 0 else R[now])[nidx < self.limit[Rn]]
+        if n_w:
+            if n_w == n:
+                Rw, tw, ew, sw = ri, t, enter, c0
+            else:
+                Rw, tw, ew, sw = R[waits], t[waits], enter[waits], c0[waits]
+            self.clock[Rw] = tw
+            self.enter[Rw] = ew
+            self.start[Rw] = sw
+            self.posted[Rw] = True
+            self.dirty[Rw] = True
+        if n_s:
+            self._sends_known(msi, ts, mp)
+        if n_r:
+            self._recvs_known(mr)
+        hc = cs >= 0
+        if hc.any():
+            cs = cs[hc]
+            self.entry[cs] = t[hc]
+            self._entries_known(cs)
+        return n + (n - n_w)
+
+    def _notify(self, ranks: np.ndarray) -> None:
+        if self.whole:
+            self.dirty[ranks] = self.posted[ranks]
+            return
+        loc = ranks - self.lo
+        loc = loc[(loc >= 0) & (loc < self.hi - self.lo)]
+        self.dirty[loc] = self.posted[loc]
+
+    def _sends_known(self, m, ts: np.ndarray, mp: np.ndarray | None = None) -> None:
+        """Messages ``m`` (ids, or a slice of ids) whose send post times ``ts`` just
+        became known; ``mp`` their rows of the parameter table, if at hand."""
+        if self.any_rdv:
+            rdv = self.m_rdv[m]
+            if rdv.any():
+                m = np.arange(m.start, m.stop) if isinstance(m, slice) else m
+                mr = m[rdv]
+                self._rendezvous(mr[~np.isnan(self.tr[mr])])
+                m, ts = m[~rdv], ts[~rdv]
+                mp = None if mp is None else mp[~rdv]
+                if not m.size:
+                    return
+        if mp is None:
+            mp = self.MP[m] if isinstance(m, slice) else self.MP.take(m, axis=0)
+        self.done[m] = ts + mp[:, 0]
+        arrive = ts + mp[:, 2]
+        self.arrive[m] = arrive
+        tr = self.tr[m]
+        k = ~np.isnan(tr)
+        nk = int(np.count_nonzero(k))
+        if nk:
+            if nk < len(tr):
+                m = np.arange(m.start, m.stop)[k] if isinstance(m, slice) else m[k]
+                arrive, tr = arrive[k], tr[k]
+            if isinstance(m, slice):
+                self.done[m.start + self.M:m.stop + self.M] = np.maximum(arrive, tr)
+            else:
+                self.done[self.M + m] = np.maximum(arrive, tr)
+            self._notify(self.m_dst[m])
+
+    def _recvs_known(self, m: np.ndarray) -> None:
+        """Messages whose receive post time just became known."""
+        k = ~np.isnan(self.ts[m])
+        if not k.any():
+            return
+        m = m[k]
+        if self.any_rdv:
+            rdv = self.m_rdv[m]
+            if rdv.any():
+                self._rendezvous(m[rdv])
+                m = m[~rdv]
+        self.done[self.M + m] = np.maximum(self.arrive[m], self.tr[m])
+        self._notify(self.m_dst[m])
+
+    def _rendezvous(self, m: np.ndarray) -> None:
+        """Rendezvous messages whose send and receive are both posted."""
+        if not m.size:
+            return
+        mp = self.MP.take(m, axis=0)
+        tdata = np.maximum(self.ts[m] + mp[:, 3], self.tr[m]) + mp[:, 3]
+        self.done[m] = tdata + mp[:, 0]
+        arrive = tdata + mp[:, 2]
+        self.arrive[m] = arrive
+        self.done[self.M + m] = arrive
+        self._notify(self.m_src[m])
+        self._notify(self.m_dst[m])
+
+    # ---- collectives ----------------------------------------------------------------------
+    def _entries_known(self, slots: np.ndarray) -> None:
+        inst, counts = np.unique(self.slot_inst[slots], return_counts=True)
+        self.inst_count[inst] += counts
+        full = inst[(self.inst_count[inst] == self.inst_size[inst]) & ~self.inst_done[inst]]
+        full = full[self._inst_has_local[full]]
+        if full.size:
+            self._evaluate(full)
+
+    def _evaluate(self, insts: np.ndarray) -> None:
+        prog, mach = self.program, self.machine
+        self.inst_done[insts] = True
+        keys = np.stack([prog.coll_op[insts], self.inst_size[insts], prog.coll_root[insts],
+                         prog.coll_bytes[insts]], axis=1)
+        uk, group = np.unique(keys, axis=0, return_inverse=True)
+        group = group.reshape(-1)
+        base = 2 * self.M
+        for gi in range(len(uk)):
+            op_code, n, root, nbytes = (int(x) for x in uk[gi])
+            ins = insts[group == gi]
+            slots = prog.coll_offsets[ins][:, None] + np.arange(n)[None, :]
+            entry = self.entry[slots]
+            world = prog.coll_rank[slots]
+            name = COLLECTIVE_NAMES[op_code]
+            if self.collectives == "closed-form":
+                nodes = mach.node_of(world)
+                one_node = nodes.min(axis=1) == nodes.max(axis=1)
+                cost = np.empty(len(ins))
+                for intra in (False, True):
+                    sel = one_node == intra
+                    if sel.any():
+                        lk = mach.link(intra)
+                        cost[sel] = _coll.closed_form_cost(name, n, nbytes, L=lk.L, o=lk.o, G=lk.G,
+                                                           O=lk.O, S=mach.S)
+                finish = entry.max(axis=1)[:, None] + cost[:, None] + np.zeros_like(entry)
+                busy = cost[:, None] + np.zeros_like(entry)
+            else:
+                pat = _coll.pattern_for(name, n, root, nbytes)
+                intra = mach.node_of(world[:, pat.src]) == mach.node_of(world[:, pat.dst])
+                net, loc = mach.network, mach.link(True)
+                par = {k: np.where(intra, getattr(loc, k), getattr(net, k)) for k in "LogGO"}
+                finish, busy = _coll.evaluate(pat, entry, **par, S=mach.S)
+            self.done[base + slots] = finish
+            self.cost[base + slots] = busy
+            self._notify(world.reshape(-1))
+
+    # ---- completion -----------------------------------------------------------------------
+    # ---- completion -----------------------------------------------------------------------
+    def _complete(self, K: np.ndarray) -> int:
+        """Complete the posted ranks ``K`` whose slots are all known."""
+        p = self.ptr[K]
+        pi = _span(p)
+        F = self.F[pi] if isinstance(pi, slice) else self.F.take(p, axis=0)
+        a, nn = F[:, self._WSTART], F[:, self._WLEN]
+        x0 = self.clock[K]
+        nK = len(K)
+        k_same = int(nn[0]) if nn.min() == nn.max() else 0
+        if k_same:
+            flat = (a[:, None] + np.arange(k_same)).reshape(-1)
+            rowstart = None
+        else:
+            rowstart = np.cumsum(nn) - nn
+            total = int(rowstart[-1] + nn[-1])
+            flat = np.repeat(a - rowstart, nn) + np.arange(total)
+        sl = self.wslots.take(flat)
+        d = self.done.take(sl)
+        is_recv = (sl >= self.M) & (sl < 2 * self.M)
+        n_recv = int(np.count_nonzero(is_recv))
+        # sends and collectives: complete when their slot is
+        if n_recv < len(sl):
+            dp = np.where(is_recv, -np.inf, d) if n_recv else d
+            plain = (dp.reshape(nK, k_same).max(axis=1) if k_same
+                     else np.maximum.reduceat(dp, rowstart))
+            new = np.maximum(x0, plain)
+        else:
+            new = x0
+        # receives: processed in order of readiness, each costing its overhead
+        if n_recv:
+            new = np.maximum(new, self._recv_scan(x0, sl, d, is_recv, n_recv, nn, k_same, rowstart))
+        ok = ~np.isnan(new)
+        n_ok = int(np.count_nonzero(ok))
+        if not n_ok:
+            return 0
+        cost = self.cost.take(sl)
+        acct = cost.reshape(nK, k_same).sum(axis=1) if k_same else np.add.reduceat(cost, rowstart)
+        if n_ok < nK:
+            K, p, new, x0, acct, F = K[ok], p[ok], new[ok], x0[ok], acct[ok], F[ok]
+            pi = p
+        ki = _span(K, ordered=True)
+        comm = (x0 - self.enter[ki]) + acct
+        self.t_end_new[pi] = new
+        self.comm_acc[ki] += comm
+        if self.n_phases:
+            ph = F[:, self._PHASE]
+            self.ph_time[ph, K] += new - self.start[ki]
+            self.ph_comm[ph, K] += comm
+        self.clock[ki] = new
+        nidx = self.idx[ki] + 1
+        self.idx[ki] = nidx
+        self.ptr[ki] = F[:, self._NEXT]
+        self.posted[ki] = False
+        nxt = K[nidx < self.limit[ki]]
+        self.ready = np.sort(np.concatenate([self.ready, nxt])) if self.ready.size else nxt
+        return n_ok
+
+    def _recv_scan(self, x0, sl, d, is_recv, n_recv, nn, k_same, rowstart) -> np.ndarray:
+        """Per row: ``x = max(x, ready) + cost`` over its receive slots taken in order of
+        (readiness, cost), starting from ``x0`` (NaN if a slot is unknown). Every path
+        below performs the same floating-point operations on a given row, so a row's
+        result does not depend on the other rows of the batch."""
+        nK = len(x0)
+        c = self.cost.take(sl)
+        ir = is_recv.reshape(nK, k_same) if k_same else None
+        if k_same and n_recv == len(sl):
+            kr = k_same
+            Rd, Cc = d.reshape(nK, kr), c.reshape(nK, kr)
+        elif k_same and bool(np.all(ir == ir[0])):
+            # every row has its receives in the same places (e.g. Waitall over Irecv + Isend)
+            cols = np.flatnonzero(ir[0])
+            kr = len(cols)
+            Rd, Cc = d.reshape(nK, k_same)[:, cols], c.reshape(nK, k_same)[:, cols]
+        else:
+            nr = (is_recv.reshape(nK, k_same).sum(axis=1) if k_same
+                  else np.add.reduceat(is_recv, rowstart))
+            kr = int(nr.max())
+            rows = np.repeat(np.arange(nK), nn)[is_recv]
+            rstart = np.cumsum(nr) - nr
+            col = np.arange(n_recv) - rstart[rows]
+            Rd = np.full((nK, kr), -np.inf)
+            Cc = np.zeros((nK, kr))
+            Rd[rows, col] = d[is_recv]
+            Cc[rows, col] = c[is_recv]
+        if kr == 1:
+            return np.maximum(x0, Rd[:, 0]) + Cc[:, 0]
+        if bool(np.all(Cc == Cc[0, 0])):
+            # one cost everywhere: ties need no tie-break
+            Rs = np.sort(Rd, axis=1)
+            cols_r = [Rs[:, i] for i in range(kr)]
+            cols_c = [Cc[:, i] for i in range(kr)]
+        elif kr <= 8:
+            width = 1 << (kr - 1).bit_length()
+            cols_r = [Rd[:, i] for i in range(kr)] + [np.full(nK, -np.inf)] * (width - kr)
+            cols_c = [Cc[:, i] for i in range(kr)] + [np.zeros(nK)] * (width - kr)
+            for i, j in _sorting_network(width):
+                ri, rj, ci, cj = cols_r[i], cols_r[j], cols_c[i], cols_c[j]
+                swap = (ri > rj) | ((ri == rj) & (ci > cj))
+                cols_r[i], cols_r[j] = np.where(swap, rj, ri), np.where(swap, ri, rj)
+                cols_c[i], cols_c[j] = np.where(swap, cj, ci), np.where(swap, ci, cj)
+        else:
+            order = np.lexsort((Cc, Rd), axis=1)
+            Rs, Cs = np.take_along_axis(Rd, order, axis=1), np.take_along_axis(Cc, order, axis=1)
+            cols_r = [Rs[:, i] for i in range(kr)]
+            cols_c = [Cs[:, i] for i in range(kr)]
+        x = x0
+        for r, cc in zip(cols_r, cols_c):
+            x = np.maximum(x, r) + cc
+        return x
+
+    # ---- pieces ---------------------------------------------------------------------------
+    def export_crossing(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Times newly known here that another piece needs: send post times of
+        messages leaving this piece (``"ts"``), receive post times of messages
+        entering it (``"tr"``), entry times of this piece's members of collectives
+        that span pieces (``"entry"``); each as (ids, times)."""
+        out = {}
+        for key, ids, sent, vals in (("ts", self._out_ts, self._sent_ts, self.ts),
+                                     ("tr", self._out_tr, self._sent_tr, self.tr),
+                                     ("entry", self._out_entry, self._sent_entry, self.entry)):
+            new = ~sent & ~np.isnan(vals[ids])
+            sent |= new
+            out[key] = (ids[new], vals[ids[new]])
+        return out
+
+    def import_crossing(self, data: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """Take times exported by other pieces (ids not concerning this piece are ignored)."""
+        lo, hi = self.lo, self.hi
+        empty = (np.zeros(0, np.int64), np.zeros(0))
+        ids, t = data.get("ts", empty)
+        mine = (self.m_dst[ids] >= lo) & (self.m_dst[ids] < hi) & np.isnan(self.ts[ids])
+        if mine.any():
+            m, tm = ids[mine], t[mine]
+            self.ts[m] = tm
+            self._sends_known(m, tm)
+        ids, t = data.get("tr", empty)
+        mine = (self.m_src[ids] >= lo) & (self.m_src[ids] < hi) & np.isnan(self.tr[ids])
+        if mine.any():
+            m = ids[mine]
+            self.tr[m] = t[mine]
+            self._recvs_known(m)
+        ids, t = data.get("entry", empty)
+        mine = self._inst_has_local[self.slot_inst[ids]] & np.isnan(self.entry[ids])
+        if mine.any():
+            s = ids[mine]
+            self.entry[s] = t[mine]
+            self._entries_known(s)
+
+    # ---- diagnostics ----------------------------------------------------------------------
+    def stuck_ranks(self) -> np.ndarray:
+        """World ranks that have not reached their limit."""
+        return np.flatnonzero(self.idx < self.limit) + self.lo
+
+    def explain(self, rank: int) -> str:
+        """Why ``rank`` cannot move: its next event and what that event waits for."""
+        prog = self.program
+        r = rank - self.lo
+        e = int(self.idx[r])
+        what = []
+        for s in prog.wait_slots[prog.wait_offsets[e]:prog.wait_offsets[e + 1]]:
+            s = int(s)
+            if not np.isnan(self.done[s]):
+                continue
+            if s < self.M:
+                d = int(prog.msg_dst[s])
+                if prog.msg_recv_event[s] < 0:
+                    what.append(f"its send to rank {d} ({int(prog.msg_bytes[s])} B) is never received")
+                else:
+                    what.append(f"its rendezvous send to rank {d} ({int(prog.msg_bytes[s])} B) "
+                                f"waits for rank {d} to post the receive")
+            elif s < 2 * self.M:
+                m = s - self.M
+                src = int(prog.msg_src[m])
+                if prog.msg_send_event[m] < 0:
+                    frm = f"rank {src}" if src >= 0 else "an unknown source"
+                    what.append(f"it waits for a message from {frm} that is never sent")
+                else:
+                    what.append(f"it waits for the message from rank {src}")
+            else:
+                c = s - 2 * self.M
+                i = int(self.slot_inst[c])
+                sl = slice(int(prog.coll_offsets[i]), int(prog.coll_offsets[i + 1]))
+                missing = prog.coll_rank[sl][np.isnan(self.entry[sl])]
+                name = COLLECTIVE_NAMES[int(prog.coll_op[i])]
+                shown = ", ".join(map(str, missing[:8])) + (" ..." if len(missing) > 8 else "")
+                what.append(f"{name} on communicator {int(prog.coll_comm[i])} waits for "
+                            f"rank(s) {shown}" if len(missing) else f"{name} is incomplete")
+        why = "; ".join(dict.fromkeys(what)) or "it cannot start"
+        return f"{prog.describe_event(e)}: {why}"
+
+    def deadlock(self, others: list["ReplayState"] | None = None) -> DeadlockError:
+        """A :class:`DeadlockError` naming the stuck ranks of this state (and ``others``)."""
+        lines, n = [], 0
+        for st in [self] + list(others or []):
+            for r in st.stuck_ranks():
+                n += 1
+                if len(lines) < 8:
+                    lines.append(st.explain(int(r)))
+        more = f"; ... and {n - 8} more ranks" if n > 8 else ""
+        return DeadlockError(f"{self.program.name}: the replay cannot finish, {n} rank(s) wait "
+                             f"forever: " + "; ".join(lines) + more +
+                             ". Check that every receive has a matching send (was the trace cut?)")
+
+    # ---- results --------------------------------------------------------------------------
+    def result(self, pieces: list["ReplayState"] | None = None, passes: int = 1) -> ReplayResult:
+        """Gather the result of this state (with ``pieces``: of all pieces, in rank order)."""
+        states = pieces or [self]
+        prog = self.program
+        P = prog.nprocs
+        cat = np.concatenate
+        finish = cat([s.clock for s in states]) if len(states) > 1 else self.clock.copy()
+        comp = cat([s.comp_acc for s in states])
+        comm = cat([s.comm_acc for s in states])
+        wait = np.maximum(finish - comp - comm, 0.0)
+        ph_time = cat([s.ph_time for s in states], axis=1)
+        ph_comp = cat([s.ph_comp for s in states], axis=1)
+        ph_comm = cat([s.ph_comm for s in states], axis=1)
+        ph_wait = np.maximum(ph_time - ph_comp - ph_comm, 0.0)
+        crit = int(np.argmax(finish)) if P else 0
+        return ReplayResult(
+            runtime=float(finish.max(initial=0.0)), critical_rank=crit, finish=finish,
+            computation=comp, communication=comm, wait=wait,
+            te=ph_time.max(axis=1, initial=0.0), phase_time=ph_time, phase_computation=ph_comp,
+            phase_communication=ph_comm, phase_wait=ph_wait, phase_weights=prog.phase_weights,
+            machine=self.machine.name, collectives=self.collectives, pieces=len(states),
+            steps=int(sum(s.steps for s in states)), passes=passes,
+            _event_parts=tuple((s.t_end_new, s._pos) for s in states))
+
+
+@functools.lru_cache(maxsize=None)
+def _sorting_network(n: int) -> tuple[tuple[int, int], ...]:
+    """Batcher's odd-even merge sort comparators for n (a power of two) inputs."""
+    pairs = []
+    p = 1
+    while p < n:
+        k = p
+        while k >= 1:
+            for j in range(k % p, n - k, 2 * k):
+                for i in range(min(k, n - j - k)):
+                    if (i + j) // (2 * p) == (i + j + k) // (2 * p):
+                        pairs.append((i + j, i + j + k))
+            k //= 2
+        p *= 2
+    return tuple(pairs)
+
+
+def _span(a: np.ndarray, ordered: bool = False):
+    """``a`` as a slice when it is a run of consecutive increasing integers (slices
+    give views, where index arrays gather), else ``a`` itself. ``ordered``: ``a`` is
+    known to be strictly increasing, so its ends suffice."""
+    n = len(a)
+    if n > 16 and a[-1] - a[0] == n - 1 and (ordered or bool(np.all(a[1:] - a[:-1] == 1))):
+        return slice(int(a[0]), int(a[0]) + n)
+    return a
+
+
+def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
+    """Machine-independent arrays of ranks lo..hi-1 with events numbered time-major
+    (the first event of each rank in rank order, then the second, ...): ``pos``
+    (program event - ev_lo -> new number), ``F`` (packed integer fields, see
+    ``ReplayState._SEND``...), ``comp`` (bursts), ``first`` (each rank's first event,
+    -1 if none). The layout of the whole program is cached on it."""
+    key = ("layout", lo, hi)
+    cache = program._cache
+    if key in cache:
+        return cache[key]
+    ro = program.rank_offsets
+    ev_lo, ev_hi = int(ro[lo]), int(ro[hi])
+    ne = ev_hi - ev_lo
+    counts = np.diff(ro[lo:hi + 1])
+    starts = ro[lo:hi] - ev_lo
+    if ne and counts.min() == counts.max():
+        # every rank has as many events: the layout is a transpose
+        nc = int(counts[0])
+        order = np.arange(ne, dtype=np.int64).reshape(hi - lo, nc).T.reshape(-1)
+        pos = np.arange(ne, dtype=np.int64).reshape(nc, hi - lo).T.reshape(-1)
+    else:
+        local = np.arange(ne, dtype=np.int64) - np.repeat(starts, counts)
+        kind = np.uint16 if counts.max(initial=0) < (1 << 16) else np.int64
+        order = np.argsort(local.astype(kind), kind="stable")
+        pos = np.empty(ne, np.int64)
+        pos[order] = np.arange(ne, dtype=np.int64)
+    sl = slice(ev_lo, ev_hi)
+    woff = program.wait_offsets
+    cols = [program.send_msg[sl], program.recv_msg[sl], program.coll_slot[sl], woff[sl],
+            woff[ev_lo + 1:ev_hi + 1] - woff[sl]]
+    nxt = np.empty(ne, np.int64)
+    nxt[:-1] = pos[1:]
+    nxt[(starts + counts - 1)[counts > 0]] = -1
+    cols.append(nxt)
+    if program.phase is not None:
+        cols.append(program.phase[sl])
+    big = max([int(c.max(initial=0)) for c in cols] + [len(program.wait_slots), program.n_slots])
+    dtype = np.int32 if big < (1 << 31) - 1 else np.int64
+    if ne and counts.min() == counts.max():
+        nc, nr = int(counts[0]), hi - lo
+        F = np.empty((nc, nr, len(cols)), dtype)
+        for k, c in enumerate(cols):
+            F[:, :, k] = c.reshape(nr, nc).T
+        F = F.reshape(ne, len(cols))
+        comp = np.ascontiguousarray(program.comp[sl].reshape(nr, nc).T).reshape(-1)
+    else:
+        F = np.empty((ne, len(cols)), dtype)
+        for k, c in enumerate(cols):
+            F[:, k] = c
+        F = F.take(order, axis=0)
+        comp = program.comp[sl].take(order)
+    first = np.full(hi - lo, -1, np.int64)
+    first[counts > 0] = pos[starts[counts > 0]]
+    lay = {"pos": pos, "F": F, "comp": comp, "first": first}
+    if lo == 0 and hi == program.nprocs:
+        cache[key] = lay
+    return lay
+
+
+def replay(program: Program, machine: Machine, *, collectives: str = "algorithms",
+           pieces: int = 1, progress: Progress | None = None) -> ReplayResult:
+    """Predict the run of ``program`` on ``machine``.
+
+    Parameters
+    ----------
+    program : Program
+        From :meth:`Program.from_trace` (a captured or physical trace).
+    machine : Machine
+        From :func:`replay.load` (``machines/*.toml``).
+    collectives : {"algorithms", "closed-form"}
+        Expand collectives into their message patterns, or charge the closed-form
+        LogGP cost after the last member enters.
+    pieces : int
+        Replay the ranks in this many contiguous blocks, one after another,
+        exchanging the times of messages and collectives that cross blocks, until
+        every block is done. The result equals ``pieces=1`` exactly.
+    progress : callable(done, total), optional
+        Called now and then with the number of events replayed.
+
+    Returns
+    -------
+    ReplayResult
+
+    Raises
+    ------
+    DeadlockError
+        The program can never complete (a receive without a send, rendezvous sends
+        waiting for each other, a collective a member never calls); the message
+        names the ranks, their next event and what it waits for.
+
+    Examples
+    --------
+    >>> from signature import load_trace
+    >>> from replay import Program, load, replay
+    >>> res = replay(Program.from_trace(load_trace("traces/stencil/P16.h5")), load("cluster-a"))
+    >>> res.runtime > 0
+    True
+    """
+    P = program.nprocs
+    if not isinstance(pieces, (int, np.integer)) or pieces < 1:
+        raise ValueError(f"pieces must be an integer >= 1, got {pieces!r}")
+    if pieces == 1 or P <= 1:
+        st = ReplayState(program, machine, collectives=collectives)
+        st.run(progress=progress)
+        return st.result()
+    bounds = np.unique(np.linspace(0, P, min(pieces, P) + 1).round().astype(np.int64))
+    states = [ReplayState(program, machine, ranks=(int(a), int(b)), collectives=collectives)
+              for a, b in zip(bounds[:-1], bounds[1:])]
+    passes = 0
+    while not all(s.finished for s in states):
+        passes += 1
+        moved = 0
+        for i, st in enumerate(states):
+            if st.finished or not (st.ready.size or st.dirty.any()):
+                continue  # nothing new arrived for this piece
+            moved += st.run(raise_on_deadlock=False)
+            out = st.export_crossing()
+            if any(len(v[0]) for v in out.values()):
+                for j, other in enumerate(states):
+                    if j != i:
+                        other.import_crossing(out)
+        if progress is not None:
+            progress(int(sum(np.sum(s.idx - program.rank_offsets[s.lo:s.hi]) for s in states)),
+                     program.n_events)
+        if moved == 0:
+            raise states[0].deadlock(states[1:])
+    return states[0].result(states, passes=passes)

@@ -1,0 +1,672 @@
+"""The replayable form of a trace: per-event arrays, matched messages, collective
+instances and what each event waits for.
+
+:class:`Program` is built once from a :class:`signature.Trace` (captured, logical
+or physical) and holds no machine parameter; :func:`replay.replay` runs it under a
+:class:`replay.Machine`. Everything is resolved here, with sorts and searches over
+whole columns, so that the engine only propagates times:
+
+* **Messages.** Point-to-point messages are matched statically, as MPI's
+  non-overtaking rule does it: the k-th send from rank s to rank d with tag t on
+  communicator c is received by the k-th receive at d naming (s, t, c). The
+  actual source and tag of wildcard receives come from the trace (the receive's
+  status, or its completion record). The tracer does not record the receive tag
+  of ``Sendrecv``: it is taken equal to the call's send tag (every rank running
+  the same call), and such receives left unmatched, like receives with no tag at
+  all, are matched in a second pass on (s, d, c) against the sends left over.
+  A receive without a send (or a send without a receive) is kept, unmatched:
+  replaying it reports a deadlock when something waits for it.
+* **Collective instances.** The k-th collective call of a rank on communicator c
+  is instance (c, k) (MPI requires every member to call collectives on c in the
+  same order); each member owns one *slot* of the instance.
+* **Waits.** Each event lists the *slots* it waits for: a blocking call its own,
+  a Wait/Test the slots of the requests its completion records name (the latest
+  Isend/Irecv/Start/nonblocking collective of that rank with that request id).
+  Slots are numbered ``m`` (sender side of message m), ``M + m`` (receiver
+  side) and ``2M + c`` (collective slot c). A Test that completed requests in the
+  traced run is replayed as a wait for them; one that completed none costs
+  nothing.
+* **Persistent requests.** ``Start``/``Startall`` become one post per started
+  request, with the peer, tag and size of its ``*_init`` call.
+
+Init, Finalize, probes, request frees, communicator management and regions cost
+nothing beyond the compute burst before them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from signature.errors import TraceFormatError
+from signature.trace import LIST_STARTED, OP_CODE, OPS, PEER_NULL, CommTable, Trace
+
+from .collectives import COLLECTIVE_OPS
+
+__all__ = ["Program", "COLLECTIVE_NAMES"]
+
+#: Base collectives, in the order of :attr:`Program.coll_op` codes.
+COLLECTIVE_NAMES: tuple[str, ...] = tuple(sorted(set(COLLECTIVE_OPS.values())))
+
+MODE_STANDARD, MODE_SYNC, MODE_BUFFERED = 0, 1, 2
+
+
+def _table(names) -> np.ndarray:
+    t = np.zeros(len(OPS), bool)
+    t[[OP_CODE[n] for n in names]] = True
+    return t
+
+
+_SENDRECV = ("Sendrecv", "Sendrecv_replace")
+_ISENDRECV = ("Isendrecv", "Isendrecv_replace")
+SEND_POST = _table(("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend", "Irsend")
+                   + _SENDRECV + _ISENDRECV)
+RECV_POST = _table(("Recv", "Mrecv", "Irecv", "Imrecv") + _SENDRECV + _ISENDRECV)
+NONBLOCKING_RECV = _table(("Irecv", "Imrecv") + _ISENDRECV)
+BLOCKING_P2P = _table(("Send", "Ssend", "Bsend", "Rsend", "Recv", "Mrecv") + _SENDRECV)
+SYNC_SEND = _table(("Ssend", "Issend"))
+BUFFERED_SEND = _table(("Bsend", "Ibsend"))
+TAGLESS_RECV = _table(_SENDRECV)
+WAITS = _table(("Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany", "Testsome"))
+COLLECTIVE = _table([OPS[c] for c in COLLECTIVE_OPS])
+BLOCKING_COLLECTIVE = _table([OPS[c] for c in COLLECTIVE_OPS if not OPS[c].startswith("I")])
+_COLL_CODE = np.full(len(OPS), -1, np.int64)
+for _c, _base in COLLECTIVE_OPS.items():
+    _COLL_CODE[_c] = COLLECTIVE_NAMES.index(_base)
+_INIT_AS = {"Send_init": "Isend", "Ssend_init": "Issend", "Bsend_init": "Ibsend",
+            "Rsend_init": "Irsend", "Recv_init": "Irecv"}
+PERSISTENT_INIT = _table(_INIT_AS)
+_INIT_EFFECT = np.arange(len(OPS), dtype=np.int64)
+for _k, _v in _INIT_AS.items():
+    _INIT_EFFECT[OP_CODE[_k]] = OP_CODE[_v]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Program:
+    """A trace resolved for replay: flat per-event, per-message and per-slot arrays.
+
+    Events are sorted by rank; rank r's are ``rank_offsets[r]:rank_offsets[r+1]``.
+    Build one with :meth:`from_trace` or, in tests, :meth:`from_arrays`.
+
+    Attributes
+    ----------
+    nprocs : int
+    rank_offsets : ndarray (P+1,)
+    op, seq : ndarray (E,)
+        Operation code (:data:`signature.OPS`) and trace sequence number of each
+        event (a ``Startall`` becomes one event per started request, all with its seq).
+    comp : ndarray (E,)
+        Compute burst before each event, in seconds of the traced (or modelled) machine.
+    phase : ndarray (E,) or None
+        Phase index of each event (-1: outside any phase).
+    send_msg, recv_msg, coll_slot : ndarray (E,)
+        Message whose send / receive the event posts, collective slot it enters (-1: none).
+    wait_offsets, wait_slots : ndarray (E+1,), (W,)
+        Slots each event waits for before it completes (CSR).
+    msg_src, msg_dst, msg_bytes, msg_mode, msg_send_event, msg_recv_event : ndarray (M,)
+        Matched messages (mode 0 standard, 1 synchronous, 2 buffered); an unmatched
+        side has event -1.
+    coll_offsets : ndarray (I+1,)
+        Slots of collective instance i are ``coll_offsets[i]:coll_offsets[i+1]``, in
+        communicator rank order.
+    coll_rank, coll_event : ndarray (C,)
+        World rank and event of each collective slot (event -1: the member never called it).
+    coll_op, coll_root, coll_bytes, coll_comm : ndarray (I,)
+        Base collective (index into :data:`COLLECTIVE_NAMES`), communicator-local
+        root, block size in bytes and communicator of each instance.
+    phase_weights : ndarray or None
+        Repetitions of each phase (logical/physical traces store them).
+    name : str
+    """
+
+    nprocs: int
+    rank_offsets: np.ndarray
+    op: np.ndarray
+    seq: np.ndarray
+    comp: np.ndarray
+    phase: np.ndarray | None
+    send_msg: np.ndarray
+    recv_msg: np.ndarray
+    coll_slot: np.ndarray
+    wait_offsets: np.ndarray
+    wait_slots: np.ndarray
+    msg_src: np.ndarray
+    msg_dst: np.ndarray
+    msg_bytes: np.ndarray
+    msg_mode: np.ndarray
+    msg_send_event: np.ndarray
+    msg_recv_event: np.ndarray
+    coll_offsets: np.ndarray
+    coll_rank: np.ndarray
+    coll_event: np.ndarray
+    coll_op: np.ndarray
+    coll_root: np.ndarray
+    coll_bytes: np.ndarray
+    coll_comm: np.ndarray
+    phase_weights: np.ndarray | None = None
+    name: str = "<program>"
+    _cache: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    # ---- shape -----------------------------------------------------------------------
+    @property
+    def n_events(self) -> int:
+        return int(len(self.op))
+
+    @property
+    def n_messages(self) -> int:
+        return int(len(self.msg_src))
+
+    @property
+    def n_collectives(self) -> int:
+        """Number of collective instances."""
+        return int(len(self.coll_op))
+
+    @property
+    def n_slots(self) -> int:
+        return 2 * self.n_messages + int(len(self.coll_rank))
+
+    @property
+    def n_phases(self) -> int:
+        if self.phase is None or not len(self.phase):
+            return 0
+        return int(self.phase.max()) + 1
+
+    def rank_of_event(self) -> np.ndarray:
+        return np.repeat(np.arange(self.nprocs, dtype=np.int64), np.diff(self.rank_offsets))
+
+    def describe_event(self, e: int) -> str:
+        """``rank 3 event 17 (seq 17, Waitall, phase 2)`` for error messages."""
+        r = int(np.searchsorted(self.rank_offsets, e, side="right") - 1)
+        ph = f", phase {int(self.phase[e])}" if self.phase is not None else ""
+        return (f"rank {r} event {e - int(self.rank_offsets[r])} (seq {int(self.seq[e])}, "
+                f"{OPS[int(self.op[e])]}{ph})")
+
+    def __repr__(self) -> str:
+        return (f"Program({self.name}: P={self.nprocs}, {self.n_events} events, "
+                f"{self.n_messages} messages, {self.n_collectives} collectives, "
+                f"{self.n_phases} phases)")
+
+    # ---- constructors ------------------------------------------------------------------
+    @classmethod
+    def from_trace(cls, trace: Trace, *, compute: str = "auto") -> "Program":
+        """Resolve a trace for replay.
+
+        Parameters
+        ----------
+        trace : signature.Trace
+            A captured trace, or a logical/physical one (``meta["trace_kind"]``).
+        compute : {"auto", "t_comp", "t_cpu"}
+            Column holding each event's preceding compute burst. ``"auto"`` takes
+            ``t_comp`` (wall seconds; what a physical trace carries) and falls back
+            to ``t_cpu``.
+
+        Raises
+        ------
+        TraceFormatError
+            The trace is inconsistent (a collective called in different orders,
+            a negative burst, ...); the message names the rank and event.
+
+        Examples
+        --------
+        >>> from signature import load_trace
+        >>> Program.from_trace(load_trace("traces/stencil/P16.h5"))  # doctest: +ELLIPSIS
+        Program(P16.h5: P=16, 45504 events, ...)
+        """
+        ev = trace.events
+        if compute == "auto":
+            compute = "t_comp" if "t_comp" in ev else "t_cpu"
+        if compute not in ("t_comp", "t_cpu"):
+            raise ValueError(f"compute must be 'auto', 't_comp' or 't_cpu', got {compute!r}")
+        if compute not in ev:
+            raise TraceFormatError(f"{trace.name}: no {compute} column to replay the compute "
+                                   "bursts from; pass compute='t_cpu' or 't_comp'")
+        weights = trace.meta.get("phase_weights")
+        if isinstance(weights, str):
+            weights = json.loads(weights)
+        return _build(
+            name=trace.name, nprocs=trace.nprocs, rank_offsets=trace.rank_offsets,
+            cols={k: ev[k] for k in ("rank", "seq", "op", "peer", "recv_peer", "root", "tag",
+                                     "comm", "bytes", "recv_bytes", "req")},
+            comp=ev[compute], phase=ev.get("phase"), completions=trace.completions,
+            lists=trace.lists, comms=trace.comms, phase_weights=weights)
+
+    @classmethod
+    def from_arrays(cls, nprocs: int, *, rank, op, peer=None, recv_peer=None, root=None,
+                    tag=None, comm=None, bytes=None, recv_bytes=None, req=None, comp=None,
+                    phase=None, seq=None, completions=None, comms: CommTable | None = None,
+                    lists: Mapping[str, np.ndarray] | None = None, phase_weights=None,
+                    name: str = "<arrays>") -> "Program":
+        """A program from event columns, for tests and synthetic workloads.
+
+        ``op`` holds operation names or codes; missing columns default to -1 (peer,
+        recv_peer, root, req), 0 (tag, comm, bytes, recv_bytes, comp). Each rank's
+        events must be given in program order; ranks may be interleaved (events are
+        put in rank order, stably). ``seq`` defaults to the position within the rank.
+        ``completions`` is a mapping with ``rank``, ``seq``, ``req`` (and optionally
+        ``peer``, ``tag``, ``bytes``) or a sequence of ``(rank, seq, req)``.
+
+        Examples
+        --------
+        A ping-pong of 8 bytes between two ranks:
+
+        >>> p = Program.from_arrays(2, rank=[0, 0, 1, 1], op=["Send", "Recv", "Recv", "Send"],
+        ...                         peer=[1, 1, 0, 0], bytes=[8, 0, 0, 8], recv_bytes=[0, 8, 8, 0])
+        >>> p.n_messages
+        2
+        """
+        rank = np.asarray(rank, np.int64)
+        n = len(rank)
+        op = np.asarray(op)
+        if op.dtype.kind in "US":
+            try:
+                op = np.array([OP_CODE[str(x)] for x in op], np.int64)
+            except KeyError as err:
+                raise ValueError(f"unknown MPI operation {err}; known: {', '.join(OPS[1:])}") from None
+        op = op.astype(np.int64)
+
+        def col(x, default, dtype):
+            if x is None:
+                return np.full(n, default, dtype)
+            a = np.asarray(x, dtype)
+            if a.shape != (n,):
+                raise ValueError(f"every column needs {n} entries (one per event), got {a.shape}")
+            return a
+
+        cols = {"rank": rank, "op": op, "peer": col(peer, -1, np.int64),
+                "recv_peer": col(recv_peer, -1, np.int64), "root": col(root, -1, np.int64),
+                "tag": col(tag, 0, np.int64), "comm": col(comm, 0, np.int64),
+                "bytes": col(bytes, 0, np.int64), "recv_bytes": col(recv_bytes, 0, np.int64),
+                "req": col(req, -1, np.int64)}
+        comp = col(comp, 0.0, np.float64)
+        ph = None if phase is None else col(phase, -1, np.int64)
+        if n and (rank.min() < 0 or rank.max() >= nprocs):
+            raise ValueError(f"ranks must lie in 0..{nprocs - 1}")
+        order = np.argsort(rank, kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+        comp = comp[order]
+        ph = None if ph is None else ph[order]
+        counts = np.bincount(cols["rank"], minlength=nprocs)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        if seq is None:
+            cols["seq"] = np.arange(n, dtype=np.int64) - offsets[cols["rank"]]
+        else:
+            cols["seq"] = col(seq, 0, np.int64)[order]
+        if completions is None:
+            comp_tab = {k: np.zeros(0, np.int64) for k in ("rank", "seq", "req", "peer", "tag", "bytes")}
+        elif isinstance(completions, Mapping):
+            m = len(completions["rank"])
+            comp_tab = {k: np.asarray(completions.get(k, np.full(m, -1)), np.int64)
+                        for k in ("rank", "seq", "req", "peer", "tag", "bytes")}
+        else:
+            rows = np.asarray(list(completions), np.int64).reshape(-1, 3)
+            m = len(rows)
+            comp_tab = {"rank": rows[:, 0], "seq": rows[:, 1], "req": rows[:, 2],
+                        "peer": np.full(m, -1, np.int64), "tag": np.full(m, -1, np.int64),
+                        "bytes": np.full(m, -1, np.int64)}
+        return _build(name=name, nprocs=int(nprocs), rank_offsets=offsets, cols=cols, comp=comp,
+                      phase=ph, completions=comp_tab, lists=lists,
+                      comms=comms if comms is not None else CommTable.world_only(int(nprocs)),
+                      phase_weights=phase_weights)
+
+
+# ---- building ----------------------------------------------------------------------------
+
+def _lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndarray:
+    """Index of the table row with the query's key and the largest position below the
+    query's (``side="before"``) or the smallest at or above it (``"after"``); -1 if none."""
+    out = np.full(len(query_key), -1, np.int64)
+    if not len(table_key) or not len(query_key):
+        return out
+    uk, gid = np.unique(table_key, return_inverse=True)
+    q = np.minimum(np.searchsorted(uk, query_key), len(uk) - 1)
+    found = uk[q] == query_key
+    span = int(max(table_pos.max(), query_pos.max())) + 2
+    tc = gid.astype(np.int64) * span + (table_pos + 1)
+    order = np.argsort(tc, kind="stable")
+    tcs = tc[order]
+    qc = q.astype(np.int64) * span + (query_pos + 1)
+    if side == "before":
+        i = np.searchsorted(tcs, qc, side="left") - 1
+        ok = i >= 0
+    else:
+        i = np.searchsorted(tcs, qc, side="left")
+        ok = i < len(tcs)
+    i = np.clip(i, 0, len(tcs) - 1)
+    ok &= found & (tcs[i] // span == q)
+    out[ok] = order[i[ok]]
+    return out
+
+
+def _ordinals(k1, k2, pos) -> np.ndarray:
+    """Position of each row among the rows with the same (k1, k2), in ``pos`` order."""
+    n = len(k1)
+    if not n:
+        return np.zeros(0, np.int64)
+    order = np.lexsort((pos, k2, k1))
+    a, b = k1[order], k2[order]
+    new = np.ones(n, bool)
+    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    idx = np.arange(n)
+    start = np.maximum.accumulate(np.where(new, idx, 0))
+    out = np.empty(n, np.int64)
+    out[order] = idx - start
+    return out
+
+
+def _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos):
+    """Match sends and receives with equal keys by ordinal: returns index pairs."""
+    so = _ordinals(s_k1, s_k2, s_pos)
+    ro = _ordinals(r_k1, r_k2, r_pos)
+    ns = len(s_k1)
+    k1 = np.concatenate([s_k1, r_k1])
+    k2 = np.concatenate([s_k2, r_k2])
+    ordn = np.concatenate([so, ro])
+    side = np.concatenate([np.zeros(ns, np.int64), np.ones(len(r_k1), np.int64)])
+    order = np.lexsort((side, ordn, k2, k1))
+    if len(order) < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    a, b = order[:-1], order[1:]
+    hit = (k1[a] == k1[b]) & (k2[a] == k2[b]) & (ordn[a] == ordn[b]) & (side[a] == 0) & (side[b] == 1)
+    return a[hit], b[hit] - ns
+
+
+def _csr(owner: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(owner, kind="stable")
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))]).astype(np.int64)
+    return offsets, values[order].astype(np.int64)
+
+
+def _expand_starts(cols, comp, phase, lists, rank_offsets):
+    """One event per request started by Start/Startall, acting as the nonblocking
+    post of its ``*_init`` call (same peer, tag, communicator, size).
+
+    Returns the new columns, burst and phase arrays, the op code each event acts as,
+    and the new rank offsets."""
+    op = cols["op"]
+    E = len(op)
+    is_sa = op == OP_CODE["Startall"]
+    is_start = is_sa | (op == OP_CODE["Start"])
+    if not is_start.any():
+        return cols, comp, phase, op.copy(), rank_offsets
+    counts = np.ones(E, np.int64)
+    list_start = np.zeros(E, np.int64)
+    list_len = np.zeros(E, np.int64)
+    values = np.zeros(0, np.int64)
+    if is_sa.any() and lists is not None and len(lists.get("rank", ())):
+        sel = np.asarray(lists["kind"]) == LIST_STARTED
+        lr = np.asarray(lists["rank"], np.int64)[sel]
+        ls = np.asarray(lists["seq"], np.int64)[sel]
+        span = int(max(cols["seq"].max(), ls.max() if len(ls) else 0)) + 1
+        key = cols["rank"] * span + cols["seq"]
+        e = np.minimum(np.searchsorted(key, lr * span + ls), E - 1)
+        ok = (key[e] == lr * span + ls) & is_sa[e]
+        e = e[ok]
+        list_start[e] = np.asarray(lists["start"], np.int64)[sel][ok]
+        list_len[e] = np.asarray(lists["length"], np.int64)[sel][ok]
+        counts[e] = np.maximum(list_len[e], 1)
+        values = np.asarray(lists["values"], np.int64)
+    src = np.repeat(np.arange(E), counts)
+    first_of = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    within = np.arange(len(src)) - first_of[src]
+    cols = {k: v[src] for k, v in cols.items()}
+    comp = np.where(within == 0, comp[src], 0.0)  # the burst goes before the first post
+    phase = None if phase is None else np.asarray(phase)[src]
+    took = is_sa[src] & (within < list_len[src])
+    req = cols["req"].copy()
+    req[took] = values[list_start[src[took]] + within[took]]
+    cols["req"] = req
+    op = cols["op"]
+    n = len(op)
+    act = op.copy()
+    is_start = is_start[src]
+    pos = np.arange(n, dtype=np.int64)
+    rmax = int(max(req.max(), 0)) + 2
+    key = cols["rank"] * rmax + (req + 1)
+    ii = np.flatnonzero(PERSISTENT_INIT[op] & (req >= 0))
+    si = np.flatnonzero(is_start & (req >= 0))
+    found = _lookup(key[ii], pos[ii], key[si], pos[si], side="before")
+    ok = found >= 0
+    si, init = si[ok], ii[found[ok]]
+    act[si] = _INIT_EFFECT[op[init]]
+    for c in ("peer", "tag", "comm", "bytes", "recv_bytes"):
+        v = cols[c].copy()
+        v[si] = cols[c][init]
+        cols[c] = v
+    cum = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return cols, comp, phase, act, cum[rank_offsets]
+
+
+def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray], comp, phase,
+           completions: Mapping[str, np.ndarray], lists, comms: CommTable,
+           phase_weights: Sequence[float] | None) -> Program:
+    P = nprocs
+    cols = {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}
+    comp = np.asarray(comp, np.float64)
+    rank_offsets = np.asarray(rank_offsets, np.int64)
+    bad = np.flatnonzero(~np.isfinite(comp) | (comp < 0))
+    if bad.size:
+        i = int(bad[0])
+        raise TraceFormatError(f"{name}: rank {cols['rank'][i]} seq {cols['seq'][i]} "
+                               f"({OPS[cols['op'][i]]}): compute burst {comp[i]!r} is not a time >= 0")
+    cols, comp, phase, act, rank_offsets = _expand_starts(cols, comp, phase, lists, rank_offsets)
+    E = len(act)
+    rank, seq, op, req = cols["rank"], cols["seq"], cols["op"], cols["req"]
+    peer, comm, tag = cols["peer"], cols["comm"], cols["tag"]
+
+    # ---- completions: the Wait/Test event and the post that created each request ------
+    c_rank = np.asarray(completions["rank"], np.int64)
+    nc = len(c_rank)
+    c_seq = np.asarray(completions["seq"], np.int64)
+    c_req = np.asarray(completions["req"], np.int64)
+    c_peer = np.asarray(completions.get("peer", np.full(nc, -1)), np.int64)
+    c_tag = np.asarray(completions.get("tag", np.full(nc, -1)), np.int64)
+    c_ev = np.full(nc, -1, np.int64)
+    if E and nc:
+        span = int(max(seq.max(), c_seq.max())) + 1
+        key = rank * span + seq
+        i = np.minimum(np.searchsorted(key, c_rank * span + c_seq), E - 1)
+        hit = (key[i] == c_rank * span + c_seq) & WAITS[act[i]] & (c_req >= 0)
+        c_ev[hit] = i[hit]
+    is_post = (req >= 0) & (SEND_POST[act] | RECV_POST[act] | COLLECTIVE[act]) \
+        & ~BLOCKING_P2P[act] & ~BLOCKING_COLLECTIVE[act]
+    post_idx = np.flatnonzero(is_post)
+    rmax = int(max(req.max() if E else 0, c_req.max() if nc else 0)) + 2
+    live = c_ev >= 0
+    found = _lookup(rank[post_idx] * rmax + req[post_idx] + 1, post_idx,
+                    c_rank[live] * rmax + c_req[live] + 1, c_ev[live], side="before")
+    c_creator = np.full(nc, -1, np.int64)
+    c_creator[np.flatnonzero(live)[found >= 0]] = post_idx[found[found >= 0]]
+    done = c_creator >= 0
+    # the actual source and tag of nonblocking receives, from their completion
+    comp_peer = np.full(E, -1, np.int64)
+    comp_tag = np.full(E, -1, np.int64)
+    comp_peer[c_creator[done]] = c_peer[done]
+    comp_tag[c_creator[done]] = c_tag[done]
+
+    # ---- point-to-point messages ------------------------------------------------------
+    s_ev = np.flatnonzero(SEND_POST[act] & (peer >= 0))
+    s_src, s_dst, s_comm, s_tag = rank[s_ev], peer[s_ev], comm[s_ev], tag[s_ev]
+    r_ev = np.flatnonzero(RECV_POST[act])
+    a = act[r_ev]
+    both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
+    r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev])
+    nb = NONBLOCKING_RECV[a]
+    r_src = np.where(nb & (comp_peer[r_ev] >= 0), comp_peer[r_ev], r_src)
+    # the receive tag of Sendrecv is not recorded: assume the usual idiom (every rank runs the
+    # same call, so the tag it receives is the tag it sends); left-overs match on (src, comm)
+    r_tag = np.where(nb & (comp_tag[r_ev] >= 0), comp_tag[r_ev],
+                     np.where(both & nb, -1, tag[r_ev]))
+    keep = r_src != PEER_NULL
+    r_ev, r_src, r_tag = r_ev[keep], r_src[keep], r_tag[keep]
+    r_dst, r_comm = rank[r_ev], comm[r_ev]
+
+    def k1(src, dst):
+        return src * (P + 1) + dst
+
+    def k2(c, t):
+        return (c + 1) * (1 << 32) + (t & 0xFFFFFFFF)
+
+    known = np.flatnonzero((r_src >= 0) & (r_tag >= 0))
+    si, ri = _pair(k1(s_src, s_dst), k2(s_comm, s_tag), s_ev,
+                   k1(r_src[known], r_dst[known]), k2(r_comm[known], r_tag[known]), r_ev[known])
+    ri = known[ri]
+    # receives whose tag is unknown, or whose assumed tag matched nothing, take the
+    # left-over sends in order, on (src, dst, comm)
+    s_left = np.setdiff1d(np.arange(len(s_ev)), si)
+    r_left = np.setdiff1d(np.flatnonzero(r_src >= 0), ri)
+    r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV[act[r_ev[r_left]]]]
+    si2, ri2 = _pair(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
+                     k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
+    si = np.concatenate([si, s_left[si2]])
+    ri = np.concatenate([ri, r_left[ri2]])
+    s_un = np.setdiff1d(np.arange(len(s_ev)), si)
+    r_un = np.setdiff1d(np.arange(len(r_ev)), ri)
+    msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], np.full(len(r_un), -1, np.int64)])
+    msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un), -1, np.int64), r_ev[r_un]])
+    msg_src = np.concatenate([s_src[si], s_src[s_un], r_src[r_un]])
+    msg_dst = np.concatenate([s_dst[si], s_dst[s_un], r_dst[r_un]])
+    msg_bytes = np.concatenate([cols["bytes"][s_ev[si]], cols["bytes"][s_ev[s_un]],
+                                cols["recv_bytes"][r_ev[r_un]]])
+    # number messages "time-major": by the position of the posting event within its
+    # rank, then by rank, so that the messages a replay step touches lie together
+    first = np.where(msg_send_event >= 0, msg_send_event, msg_recv_event)
+    owner = rank[first]
+    order = np.lexsort((owner, first - rank_offsets[owner]))
+    msg_send_event, msg_recv_event = msg_send_event[order], msg_recv_event[order]
+    msg_src, msg_dst, msg_bytes = msg_src[order], msg_dst[order], msg_bytes[order]
+    sact = act[np.maximum(msg_send_event, 0)]
+    msg_mode = np.where(msg_send_event < 0, MODE_STANDARD,
+                        np.where(SYNC_SEND[sact], MODE_SYNC,
+                                 np.where(BUFFERED_SEND[sact], MODE_BUFFERED, MODE_STANDARD)))
+    M = len(msg_src)
+    send_msg = np.full(E, -1, np.int64)
+    recv_msg = np.full(E, -1, np.int64)
+    has = msg_send_event >= 0
+    send_msg[msg_send_event[has]] = np.flatnonzero(has)
+    has = msg_recv_event >= 0
+    recv_msg[msg_recv_event[has]] = np.flatnonzero(has)
+
+    # ---- collective instances ---------------------------------------------------------
+    coll = _collectives(name, P, rank, seq, op, act, cols, comms)
+    coll_slot = np.full(E, -1, np.int64)
+    coll_slot[coll["events"]] = coll["slot"]
+
+    # ---- what each event waits for ----------------------------------------------------
+    owners, slots = [], []
+    blk = np.flatnonzero(BLOCKING_P2P[act])
+    for arr, base in ((send_msg, 0), (recv_msg, M)):
+        v = arr[blk]
+        owners.append(blk[v >= 0])
+        slots.append(v[v >= 0] + base)
+    bc = np.flatnonzero(BLOCKING_COLLECTIVE[act])
+    owners.append(bc)
+    slots.append(coll_slot[bc] + 2 * M)
+    w, cr = c_ev[done], c_creator[done]
+    for arr, base in ((send_msg, 0), (recv_msg, M), (coll_slot, 2 * M)):
+        v = arr[cr]
+        owners.append(w[v >= 0])
+        slots.append(v[v >= 0] + base)
+    wait_offsets, wait_slots = _csr(np.concatenate(owners), np.concatenate(slots), E)
+
+    pw = None if phase_weights is None else np.asarray(phase_weights, np.float64)
+    return Program(
+        nprocs=P, rank_offsets=rank_offsets, op=op.astype(np.uint8), seq=seq,
+        comp=np.ascontiguousarray(comp, np.float64),
+        phase=None if phase is None else np.asarray(phase, np.int64),
+        send_msg=send_msg, recv_msg=recv_msg, coll_slot=coll_slot,
+        wait_offsets=wait_offsets, wait_slots=wait_slots, msg_src=msg_src, msg_dst=msg_dst,
+        msg_bytes=msg_bytes, msg_mode=msg_mode.astype(np.int8), msg_send_event=msg_send_event,
+        msg_recv_event=msg_recv_event, coll_offsets=coll["offsets"], coll_rank=coll["rank"],
+        coll_event=coll["event"], coll_op=coll["op"], coll_root=coll["root"],
+        coll_bytes=coll["bytes"], coll_comm=coll["comm"], phase_weights=pw, name=name)
+
+
+#: Collectives whose ``bytes`` column is a total over all peers (divided by the size).
+_TOTAL_SENT = _table(("Alltoallv", "Ialltoallv", "Reduce_scatter", "Ireduce_scatter"))
+#: Collectives whose block is the receive side.
+_RECV_BLOCK = _table(("Scatter", "Iscatter", "Scatterv", "Iscatterv"))
+#: Collectives whose two columns carry the same vector (either may be 0 or in place).
+_SYMMETRIC = _table(("Bcast", "Ibcast", "Reduce", "Ireduce", "Allreduce", "Iallreduce",
+                     "Scan", "Iscan", "Exscan", "Iexscan", "Reduce_scatter_block",
+                     "Ireduce_scatter_block"))
+
+
+def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable) -> dict[str, np.ndarray]:
+    """Number collective calls into instances (communicator, ordinal) and slots."""
+    ce = np.flatnonzero(COLLECTIVE[act])
+    c_comm = cols["comm"][ce]
+    n_comms = len(comms)
+    bad = np.flatnonzero((c_comm < 0) | (c_comm >= n_comms))
+    if bad.size:
+        e = int(ce[bad[0]])
+        raise TraceFormatError(f"{name}: rank {rank[e]} seq {seq[e]} ({OPS[op[e]]}) names "
+                               f"communicator {c_comm[bad[0]]}, which the trace does not describe")
+    sizes = np.asarray(comms.size, np.int64)
+    moff = np.asarray(comms.member_offsets, np.int64)
+    members = np.asarray(comms.members, np.int64)
+    m_comm = np.repeat(np.arange(n_comms, dtype=np.int64), sizes)
+    m_local = np.arange(len(members), dtype=np.int64) - moff[:-1][m_comm]
+    mkey = m_comm * (P + 1) + members
+    morder = np.argsort(mkey, kind="stable")
+    mkey_sorted = mkey[morder]
+
+    def local_of(c, world):
+        if not len(mkey_sorted):
+            return np.full(len(c), -1, np.int64)
+        q = c * (P + 1) + world
+        i = np.minimum(np.searchsorted(mkey_sorted, q), len(mkey_sorted) - 1)
+        return np.where(mkey_sorted[i] == q, m_local[morder[i]], -1)
+
+    c_local = local_of(c_comm, rank[ce])
+    bad = np.flatnonzero(c_local < 0)
+    if bad.size:
+        e = int(ce[bad[0]])
+        raise TraceFormatError(f"{name}: rank {rank[e]} seq {seq[e]} ({OPS[op[e]]}) calls a "
+                               f"collective on communicator {c_comm[bad[0]]} without being a member")
+    if np.any(np.asarray(comms.inter, bool)[c_comm]):
+        e = int(ce[np.flatnonzero(np.asarray(comms.inter, bool)[c_comm])[0]])
+        raise TraceFormatError(f"{name}: rank {rank[e]} seq {seq[e]} ({OPS[op[e]]}): collectives "
+                               "on intercommunicators are not replayed yet")
+    ordinal = _ordinals(c_comm, rank[ce], ce)
+    width = int(ordinal.max()) + 1 if len(ce) else 1
+    ukeys, inst = np.unique(c_comm * width + ordinal, return_inverse=True)
+    inst = inst.reshape(-1)
+    I = len(ukeys)
+    inst_comm = ukeys // width
+    inst_size = sizes[inst_comm]
+    offsets = np.concatenate([[0], np.cumsum(inst_size)]).astype(np.int64)
+    C = int(offsets[-1])
+    slot = offsets[inst] + c_local
+    event = np.full(C, -1, np.int64)
+    event[slot] = ce
+    slot_inst = np.repeat(np.arange(I, dtype=np.int64), inst_size)
+    slot_local = np.arange(C, dtype=np.int64) - offsets[slot_inst]
+    slot_rank = members[moff[inst_comm][slot_inst] + slot_local] if C else np.zeros(0, np.int64)
+    code = _COLL_CODE[act[ce]]
+    coll_op = np.full(I, -1, np.int64)
+    coll_op[inst] = code
+    clash = np.flatnonzero(coll_op[inst] != code)
+    if clash.size:
+        j = int(clash[0])
+        e = int(ce[j])
+        other = int(ce[np.flatnonzero((inst == inst[j]) & (code != code[j]))[0]])
+        raise TraceFormatError(
+            f"{name}: collective call {int(ordinal[j])} on communicator {c_comm[j]} is "
+            f"{OPS[op[e]]} on rank {rank[e]} (seq {seq[e]}) but {OPS[op[other]]} on rank "
+            f"{rank[other]} (seq {seq[other]}): members must call collectives in the same order")
+    root_w = cols["root"][ce]
+    root_l = np.where(root_w >= 0, local_of(c_comm, np.maximum(root_w, 0)), -1)
+    root = np.zeros(I, np.int64)
+    np.maximum.at(root, inst, root_l)
+    nbytes, rbytes = cols["bytes"][ce], cols["recv_bytes"][ce]
+    a = act[ce]
+    block = np.where(_RECV_BLOCK[a], rbytes, nbytes)
+    block = np.where(_SYMMETRIC[a], np.maximum(nbytes, rbytes), block)
+    block = np.where(_TOTAL_SENT[a], -(-nbytes // np.maximum(sizes[c_comm], 1)), block)
+    coll_bytes = np.zeros(I, np.int64)
+    np.maximum.at(coll_bytes, inst, block)
+    return {"events": ce, "slot": slot, "offsets": offsets, "rank": slot_rank, "event": event,
+            "op": coll_op, "root": root, "bytes": coll_bytes, "comm": inst_comm}
