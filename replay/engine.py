@@ -373,7 +373,7 @@ class ReplayState:
         p = self.ptr[R]
         pi, ri = _span(p), _span(R, ordered=True)
         F = self.F[pi] if isinstance(pi, slice) else self.F.take(p, axis=0)
-        c0 = self.clock[ri]
+        c0 = self.clock[ri].copy()  # ri may be a slice: a view would see the clock move
         comp = self.comp_new[pi]
         enter = c0 + comp
         self.comp_acc[ri] += comp

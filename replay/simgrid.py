@@ -8,7 +8,7 @@ tag, count, datatype; 6 is MPI_BYTE), ``3 compute 125000`` (flops) or
 The layout was read off SimGrid 3.32's own ``-trace-ti`` output.
 
 * :func:`export_ti` writes a sigex trace (captured, or a physical trace with
-  its phase weights unrolled) in that format; bursts become ``compute`` of
+  its phase weights unrolled by :func:`replay.unroll.unroll`) in that format; bursts become ``compute`` of
   ``t_comp x flops_per_second`` (the platform's host speed).
 * :func:`import_ti` reads such traces (SimGrid's or ours) into a
   :class:`signature.Trace` with ``work_mode = "flops"``: a burst's ``t_comp``
@@ -51,19 +51,10 @@ class SimGridError(SigexError):
 
 
 def _unrolled(trace: Trace) -> list[np.ndarray]:
-    """Per rank, the event indices in execution order (phase weights unrolled)."""
-    ev = trace.events
+    """Per rank, the event indices in execution order (a weighted trace must be unrolled
+    first: :func:`replay.unroll.unroll`)."""
     off = trace.rank_offsets
-    weights = trace.meta.get("phase_weights")
-    out = []
-    for r in range(trace.nprocs):
-        idx = np.arange(off[r], off[r + 1])
-        if weights is not None and "phase" in ev:
-            ph = ev["phase"][idx]
-            blocks = [np.tile(idx[ph == k], int(w)) for k, w in enumerate(weights)]
-            idx = np.concatenate(blocks) if blocks else idx
-        out.append(idx)
-    return out
+    return [np.arange(off[r], off[r + 1]) for r in range(trace.nprocs)]
 
 
 def _line(trace: Trace, i: int, r: int) -> str | None:
@@ -109,8 +100,8 @@ def export_ti(trace: Trace, folder: str | Path, *, overwrite: bool = False) -> P
     """Write ``trace`` as a SimGrid time-independent trace; returns the index file.
 
     The compute of every burst (``t_comp`` seconds, else ``t_cpu``) becomes
-    ``compute <t * HOST_SPEED>`` flops. Phase weights of a physical trace are
-    unrolled. Only MPI_COMM_WORLD traffic is exported (SimGrid's TI format has
+    ``compute <t * HOST_SPEED>`` flops. A weighted (physical) trace is unrolled
+    first (:func:`replay.unroll.unroll`). Only MPI_COMM_WORLD traffic is exported (SimGrid's TI format has
     no communicators): a Cartesian communicator over every rank in world order
     is the same thing.
     """
@@ -119,6 +110,8 @@ def export_ti(trace: Trace, folder: str | Path, *, overwrite: bool = False) -> P
     if index.exists() and not overwrite:
         raise FileExistsError(f"{index} already exists; pass overwrite=True to replace it")
     folder.mkdir(parents=True, exist_ok=True)
+    from .unroll import unroll
+    trace = unroll(trace)
     ev = trace.events
     comp = ev["t_comp"] if "t_comp" in ev else ev.get("t_cpu")
     if comp is None:

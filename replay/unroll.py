@@ -1,0 +1,86 @@
+"""Unroll a weighted (logical or physical) trace: every phase repeated its weight times.
+
+A generated trace stores each phase once per rank with its weight
+(``meta["phase_weights"]``); the replay predicts PET = sum TE_i * W_i from one
+repetition of each. :func:`unroll` writes out the run those weights describe,
+so that it can be replayed whole (the *full replay*, the validation mode next
+to PET) or exported to SimGrid. Vectorised: the output is gathered from the
+input with index arithmetic over (rank, phase) blocks; completions of wait
+events are replicated with their events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from signature.errors import SigexError
+from signature.trace import Trace
+
+__all__ = ["unroll"]
+
+
+def unroll(trace: Trace, *, max_events: int = 200_000_000) -> Trace:
+    """The trace with each phase block repeated its weight times (weights become 1).
+
+    A trace without phase weights (a captured run) is returned unchanged.
+    """
+    weights = trace.meta.get("phase_weights")
+    ev = trace.events
+    if weights is None or "phase" not in ev:
+        return trace
+    w = np.asarray(weights, np.int64)
+    n = len(ev["op"])
+    rank = ev["rank"].astype(np.int64)
+    phase = ev["phase"].astype(np.int64)
+    if n == 0:
+        return trace
+    # (rank, phase) blocks: events are rank-major, phase-major within a rank
+    start_flag = np.ones(n, bool)
+    start_flag[1:] = (rank[1:] != rank[:-1]) | (phase[1:] != phase[:-1])
+    starts = np.flatnonzero(start_flag)
+    lengths = np.diff(np.append(starts, n))
+    bw = w[phase[starts]]
+    out_len = lengths * bw
+    total = int(out_len.sum())
+    if total > max_events:
+        raise SigexError(f"{trace.name}: unrolling its weights {weights} gives {total:,} events (more "
+                         f"than {max_events:,}); replay it by phases (PET) instead")
+    block = np.repeat(np.arange(len(starts)), out_len)
+    out_off = np.concatenate([[0], np.cumsum(out_len)[:-1]])
+    j = np.arange(total) - out_off[block]
+    src = starts[block] + j % lengths[block]
+    new = {c: v[src] for c, v in ev.items()}
+    # sequence numbers restart per rank
+    r_out = new["rank"].astype(np.int64)
+    first = np.ones(total, bool)
+    first[1:] = r_out[1:] != r_out[:-1]
+    rs = np.maximum.accumulate(np.where(first, np.arange(total), 0))
+    new["seq"] = (np.arange(total) - rs).astype(ev["seq"].dtype)
+    counts = np.bincount(r_out, minlength=trace.nprocs)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    # completions: each wait's rows go with every copy of the wait
+    comp = trace.completions
+    if len(comp["rank"]):
+        key_ev = rank * (int(ev["seq"].max()) + 1) + ev["seq"].astype(np.int64)
+        key_c = comp["rank"].astype(np.int64) * (int(ev["seq"].max()) + 1) + comp["seq"].astype(np.int64)
+        order = np.argsort(key_ev, kind="stable")
+        pos = np.searchsorted(key_ev[order], key_c)
+        ev_of_c = order[np.clip(pos, 0, n - 1)]
+        c_order = np.argsort(ev_of_c, kind="stable")
+        ev_sorted = ev_of_c[c_order]
+        per_ev = np.bincount(ev_of_c, minlength=n)
+        first_c = np.searchsorted(ev_sorted, np.arange(n))
+        k = per_ev[src]
+        out_ev = np.repeat(np.arange(total), k)
+        within = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
+        rows = c_order[first_c[src[out_ev]] + within]
+        new_comp = {c: v[rows] for c, v in comp.items()}
+        new_comp["seq"] = new["seq"][out_ev].astype(comp["seq"].dtype)
+    else:
+        new_comp = comp
+    meta = dict(trace.meta)
+    meta["phase_weights"] = [1] * len(w)
+    meta["unrolled_weights"] = list(map(int, w))
+    return dataclasses.replace(trace, meta=meta, events=new, rank_offsets=offsets, completions=new_comp)
