@@ -262,6 +262,50 @@ def _cmd_run(opts: argparse.Namespace) -> int:
     return 0
 
 
+# ---- sigex replay -----------------------------------------------------------------
+def _cmd_replay(opts: argparse.Namespace) -> int:
+    from replay import Program, load, replay
+    from replay.unroll import unroll
+    from signature.io import load_trace
+
+    trace = load_trace(opts.trace)
+    machine = load(opts.machine)
+    if opts.full:
+        trace = unroll(trace)
+    res = replay(Program.from_trace(trace), machine, collectives=opts.collectives, pieces=opts.pieces)
+    kind = trace.meta.get("trace_kind", "captured")
+    print(f"{opts.trace}: {kind} trace, P={trace.nprocs}, {trace.n_events:,} events; machine "
+          f"{machine.name}; collectives {opts.collectives}; {opts.pieces} piece(s)")
+    rows = []
+    weights = res.phase_weights
+    for k in range(len(res.te)):
+        w = weights[k] if weights is not None else 1
+        rows.append((k, f"{w:g}", f"{1e3 * res.te[k]:.4f}", f"{1e3 * res.phase_computation[k].max():.4f}",
+                     f"{1e3 * res.phase_communication[k].max():.4f}", f"{res.te[k] * w:.4f}"))
+    if rows:
+        print(table(("phase", "weight", "TE (ms)", "comp max (ms)", "comm max (ms)", "TE x W (s)"), rows,
+                    align="rrrrrr"))
+    line = f"replayed time {res.runtime:.4f} s (critical rank {res.critical_rank})"
+    if weights is not None and not opts.full:
+        line = f"PET = sum TE_i x W_i = {res.pet():.4f} s (phases replayed once each; --full unrolls them)"
+    elif kind == "captured" and trace.runtime == trace.runtime:
+        line += f"; measured {trace.runtime:.4f} s"
+    print(line)
+    return 0
+
+
+# ---- sigex calibrate --------------------------------------------------------------
+def _cmd_calibrate(opts: argparse.Namespace) -> int:
+    from replay.calibrate import calibrate
+
+    m = calibrate(opts.name, reps=opts.reps, progress=_say(opts, "calibrate"))
+    print(m.to_toml())
+    if opts.output:
+        path = m.save(opts.output, overwrite=opts.force)
+        print(f"saved {path}", file=sys.stderr)
+    return 0
+
+
 # ---- parser ----------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -388,6 +432,37 @@ def build_parser() -> argparse.ArgumentParser:
     ph.add_argument("-o", "--output", help="physical trace file (default ./<app>-P<target>.physical.h5)")
     ph.add_argument("--force", action="store_true", help="replace an existing output file")
     ph.set_defaults(func=_cmd_physical)
+
+    rp = sub.add_parser(
+        "replay", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="replay a trace (captured or physical) on a machine model",
+        description="Simulate a trace under a LogGP/LogGOPS machine profile: per-phase TE_i, PET and "
+                    "the replayed time.",
+        epilog="examples:\n  sigex replay traces/stencil/P16.h5 --machine cluster-a\n"
+               "  sigex physical traces/fft2d/ --target 1024 -o /tmp/fft.h5 && "
+               "sigex replay /tmp/fft.h5 --machine machines/cluster-b.toml --full")
+    rp.add_argument("trace", help="HDF5 trace (captured or physical)")
+    rp.add_argument("--machine", default="this-machine",
+                    help="machine profile: a TOML file or a shipped name (cluster-a, cluster-b, "
+                         "this-machine; default this-machine)")
+    rp.add_argument("--collectives", choices=("algorithms", "closed-form"), default="algorithms")
+    rp.add_argument("--pieces", type=int, default=1, help="replay the ranks in this many pieces")
+    rp.add_argument("--full", action="store_true", help="unroll phase weights and replay every repetition")
+    rp.set_defaults(func=_cmd_replay)
+
+    cb = sub.add_parser(
+        "calibrate", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="measure a LogGP machine profile on this machine (mpi4py microbenchmarks)",
+        description="Ping-pong over message sizes (L + 2o and G), send overhead o and message gap g "
+                    "between two local MPI ranks; prints the profile as TOML.",
+        epilog="example:\n  sigex calibrate -o mymachine.toml\n"
+               "  sigex replay traces/stencil/P16.h5 --machine mymachine.toml")
+    cb.add_argument("-o", "--output", help="write the profile here")
+    cb.add_argument("--name", default="this-machine", help="profile name (default this-machine)")
+    cb.add_argument("--reps", type=int, default=200, help="repetitions per size (default 200)")
+    cb.add_argument("--force", action="store_true", help="replace an existing output file")
+    cb.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+    cb.set_defaults(func=_cmd_calibrate)
 
     r = sub.add_parser(
         "run", formatter_class=argparse.RawDescriptionHelpFormatter,

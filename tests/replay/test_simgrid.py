@@ -87,3 +87,13 @@ def test_smpi_agrees_with_sigex_on_bundled_traces(tmp_path, app, machine):
     ours = replay(Program.from_trace(t), m).runtime
     theirs = replay_smpi(export_ti(t, tmp_path / app), m, t.nprocs)
     assert ours == pytest.approx(theirs, rel=0.05)
+
+
+def test_sigex_replay_command(capsys):
+    """`sigex replay` prints the replayed time next to the measured one; a bad machine is named."""
+    from sigex.cli import main
+    assert main(["replay", str(TRACES / "cg" / "P4.h5"), "--machine", "cluster-a"]) == 0
+    out = capsys.readouterr().out
+    assert "replayed time" in out and "measured" in out
+    assert main(["replay", str(TRACES / "cg" / "P4.h5"), "--machine", "nope"]) == 2
+    assert "nope: no such machine file" in capsys.readouterr().err
