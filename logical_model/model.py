@@ -43,14 +43,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 import networkx as nx
 import numpy as np
+from signature._files import write_text_atomic
 
 from signature._text import table
 from signature.errors import ExtrapolationError, SigexError, TraceFormatError
@@ -375,14 +373,7 @@ class LogicalModel:
                    phases=[PhaseModel.from_dict(p) for p in d["phases"]], sources=list(d["sources"]))
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
-        path = Path(path)
-        if path.exists() and not overwrite:
-            raise FileExistsError(f"{path} already exists; pass overwrite=True (--force) to replace it")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.to_dict(), f, indent=1)
-        os.replace(tmp, path)
-        return path
+        return write_text_atomic(path, json.dumps(self.to_dict(), indent=1), overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | Path) -> "LogicalModel":

@@ -152,8 +152,24 @@ def _stats_text(stats: dict[str, Any]) -> str:
     return ", ".join(bits)
 
 
+class _Fitted:
+    """What every fitted model shares: its formula as str(), describe(), plot()."""
+
+    def __str__(self) -> str:
+        return self.formula()
+
+    def describe(self) -> str:
+        """The formula with the statistics it was chosen by."""
+        s = _stats_text(self.stats)
+        return f"{self.name} = {self.formula()}" + (f"   [{s}]" if s else "")
+
+    def plot(self, ax=None, *, P_max: float | None = None):
+        """Draw the model and its points on log2-P axes (matplotlib); returns the axes."""
+        return _plot(self, ax, P_max)
+
+
 @dataclasses.dataclass(frozen=True)
-class PMNF:
+class PMNF(_Fitted):
     """f(P) = c0 + sum c_k * P^i_k * log2(P)^j_k, fitted by :func:`fit`."""
 
     c0: float
@@ -187,24 +203,15 @@ class PMNF:
                 out += (" + " if c >= 0 else " - ") + t
         return out
 
-    def __str__(self) -> str:
-        return self.formula()
-
-    def describe(self) -> str:
-        s = _stats_text(self.stats)
-        return f"{self.name} = {self.formula()}" + (f"   [{s}]" if s else "")
-
     def to_dict(self) -> dict[str, Any]:
         return {"format": 1, "kind": "pmnf", "name": self.name, "c0": self.c0,
                 "terms": [[c, str(i), j] for c, i, j in self.terms],
                 "stats": _jsonable(self.stats), "points": [list(p) for p in self.points]}
 
-    def plot(self, ax=None, *, P_max: float | None = None):
-        return _plot(self, ax, P_max)
 
 
 @dataclasses.dataclass(frozen=True)
-class Displacement:
+class Displacement(_Fitted):
     """f(P) = a * x + b with x the displacement of P in the application's P rule."""
 
     a: float
@@ -224,20 +231,11 @@ class Displacement:
         sign = "+" if self.b >= 0 else "-"
         return f"{self.a:.6g} * x {sign} {abs(self.b):.6g}  (x = {x}, the displacement in {self.rule})"
 
-    def __str__(self) -> str:
-        return self.formula()
-
-    def describe(self) -> str:
-        s = _stats_text(self.stats)
-        return f"{self.name} = {self.formula()}" + (f"   [{s}]" if s else "")
-
     def to_dict(self) -> dict[str, Any]:
         return {"format": 1, "kind": "displacement", "name": self.name, "a": self.a, "b": self.b,
                 "rule": self.rule, "stats": _jsonable(self.stats),
                 "points": [list(p) for p in self.points]}
 
-    def plot(self, ax=None, *, P_max: float | None = None):
-        return _plot(self, ax, P_max)
 
 
 def _jsonable(d: dict[str, Any]) -> dict[str, Any]:

@@ -195,7 +195,6 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None) -> PeerRule
     if not seen:
         return None
     cands: list[PeerRule] = []
-    first = seen[0]
     if grid is not None:
         # a displacement from each traced P: on a periodic dimension of size n, +d and
         # d - n are the same neighbour (size 2: +1 and -1), so a small P can be ambiguous

@@ -35,13 +35,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from signature.errors import SigexError
+from signature._files import write_text_atomic
 
 __all__ = ["LogGP", "Machine", "MachineError", "load", "MACHINES_DIR"]
 
@@ -162,14 +161,7 @@ class Machine:
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write the profile as TOML, atomically; an existing file is kept unless ``overwrite``."""
-        path = Path(path)
-        if path.exists() and not overwrite:
-            raise FileExistsError(f"{path} already exists; pass overwrite=True (--force) to replace it")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-        with os.fdopen(fd, "w") as f:
-            f.write(self.to_toml())
-        os.replace(tmp, path)
-        return path
+        return write_text_atomic(path, self.to_toml(), overwrite=overwrite)
 
 
 def _toml_value(v: Any) -> str:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ._files import write_text_atomic
 
 from ._text import table
 from .errors import TraceFormatError
@@ -175,14 +174,7 @@ class Signature:
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write as JSON, atomically; an existing file is kept unless ``overwrite``."""
-        path = Path(path)
-        if path.exists() and not overwrite:
-            raise FileExistsError(f"{path} already exists; pass overwrite=True (--force) to replace it")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.to_dict(), f)
-        os.replace(tmp, path)
-        return path
+        return write_text_atomic(path, json.dumps(self.to_dict()), overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | Path) -> "Signature":
