@@ -450,7 +450,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     if bad.size:
         i = int(bad[0])
         raise TraceFormatError(f"{name}: rank {cols['rank'][i]} seq {cols['seq'][i]} "
-                               f"({OPS[cols['op'][i]]}): compute burst {comp[i]!r} is not a time >= 0")
+                               f"({OPS[cols['op'][i]]}): compute burst {float(comp[i])!r} is not a time >= 0")
     cols, comp, phase, act, rank_offsets = _expand_starts(cols, comp, phase, lists, rank_offsets)
     E = len(act)
     rank, seq, op, req = cols["rank"], cols["seq"], cols["op"], cols["req"]
