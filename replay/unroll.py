@@ -18,15 +18,16 @@ import numpy as np
 from signature.errors import SigexError
 from signature.trace import Trace
 
-__all__ = ["unroll"]
+__all__ = ["unroll", "replay_steady", "SteadyState"]
 
 
-def unroll(trace: Trace, *, max_events: int = 200_000_000) -> Trace:
+def unroll(trace: Trace, *, weights=None, max_events: int = 200_000_000) -> Trace:
     """The trace with each phase block repeated its weight times (weights become 1).
 
+    ``weights`` overrides the trace's own (to replay a few repetitions of each phase).
     A trace without phase weights (a captured run) is returned unchanged.
     """
-    weights = trace.meta.get("phase_weights")
+    weights = trace.meta.get("phase_weights") if weights is None else list(weights)
     ev = trace.events
     if weights is None or "phase" not in ev:
         return trace
@@ -84,3 +85,42 @@ def unroll(trace: Trace, *, max_events: int = 200_000_000) -> Trace:
     meta["phase_weights"] = [1] * len(w)
     meta["unrolled_weights"] = list(map(int, w))
     return dataclasses.replace(trace, meta=meta, events=new, rank_offsets=offsets, completions=new_comp)
+
+
+@dataclasses.dataclass(frozen=True)
+class SteadyState:
+    """The runtime of a weighted trace from a few repetitions of each phase."""
+
+    runtime: float  # estimated full-run time
+    per_repetition: tuple[float, ...]  # steady time per repetition of each phase (s)
+    repetitions: tuple[tuple[int, ...], tuple[int, ...]]  # the two replays' repetitions per phase
+    exact: bool  # every phase was replayed with all its repetitions
+
+
+def replay_steady(trace: Trace, machine, *, reps: int = 4, collectives: str = "algorithms") -> SteadyState:
+    """Replay each phase ``reps`` and ``2 reps`` times (its weight if smaller) and extrapolate
+    linearly in the repetitions: the steady time per repetition of each phase, which is what
+    a pipelined phase costs once its pipeline is full, where PET's isolated repetition pays
+    the fill and drain every time (the design's "a few repetitions until steady").
+
+    The runtime is T(2 reps) + sum_k (W_k - 2 reps_k) * m_k, with m_k the growth of phase
+    k's time (the slowest rank's) per added repetition. Exact when every weight <= 2 reps.
+    """
+    from .engine import replay
+    from .program import Program
+
+    w = np.asarray(trace.meta.get("phase_weights") or [], np.int64)
+    if not len(w):
+        r = replay(Program.from_trace(trace), machine, collectives=collectives)
+        return SteadyState(r.runtime, (), ((), ()), True)
+    c1 = np.minimum(w, reps)
+    c2 = np.minimum(w, 2 * reps)
+    r1 = replay(Program.from_trace(unroll(trace, weights=c1)), machine, collectives=collectives)
+    r2 = replay(Program.from_trace(unroll(trace, weights=c2)), machine, collectives=collectives)
+    t1 = r1.phase_time.max(axis=1)
+    t2 = r2.phase_time.max(axis=1)
+    grow = c2 - c1
+    m = np.where(grow > 0, (t2 - t1) / np.maximum(grow, 1), t2 / np.maximum(c2, 1))
+    est = r2.runtime + float(np.sum((w - c2) * np.maximum(m, 0.0)))
+    return SteadyState(runtime=est, per_repetition=tuple(map(float, m)),
+                       repetitions=(tuple(map(int, c1)), tuple(map(int, c2))), exact=bool(np.all(w <= c2)))

@@ -10,11 +10,18 @@ replay         -- LogGP replay of a physical trace, predicted runtime
 This package is the command line (``sigex``, see :mod:`sigex.cli`) and re-exports
 the library calls that mirror its commands:
 
-trace_run   -- ``sigex trace``
-load_trace  -- ``sigex show``
-extract     -- ``sigex signature``
+trace_run         -- ``sigex trace``
+load_trace        -- ``sigex show``
+extract           -- ``sigex signature``
+load_models       -- the models of a campaign file or trace folder (``sigex predict`` etc. start here)
+predict           -- ``sigex predict``: Prediction with report(), to_dict()
+scaling           -- ``sigex scaling``: Scaling with report(), csv(), plot(path)
+compare_machines  -- ``sigex compare-machines``: predictions, fastest first
 """
 
 from signature import __version__, extract, load_trace, trace_run
 
-__all__ = ["trace_run", "load_trace", "extract", "__version__"]
+from .pipeline import compare_machines, load_models, predict, scaling
+
+__all__ = ["trace_run", "load_trace", "extract", "load_models", "predict", "scaling", "compare_machines",
+           "__version__"]

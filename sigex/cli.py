@@ -306,6 +306,62 @@ def _cmd_calibrate(opts: argparse.Namespace) -> int:
     return 0
 
 
+# ---- sigex predict / scaling / compare-machines -----------------------------------
+def _models(opts, cmd):
+    from sigex.pipeline import load_models
+
+    rule = opts.p_rule if opts.p_rule != "any" else None
+    return load_models(opts.source, work=opts.work, p_rule=rule, progress=_say(opts, cmd))
+
+
+def _cmd_predict(opts: argparse.Namespace) -> int:
+    from sigex.pipeline import predict, to_json
+
+    pred = predict(_models(opts, "predict"), opts.target, opts.machine, full=opts.full,
+                   collectives=opts.collectives, progress=_say(opts, "predict"))
+    print(pred.report())
+    if opts.json:
+        from signature._files import write_text_atomic
+        write_text_atomic(opts.json, to_json(pred), overwrite=opts.force)
+        print(f"\nwrote {opts.json}")
+    return 0
+
+
+def _cmd_scaling(opts: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from signature._files import write_text_atomic
+    from sigex.pipeline import parse_p_range, scaling, to_json
+
+    models = _models(opts, "scaling")
+    curve = scaling(models, parse_p_range(opts.p), opts.machine, progress=_say(opts, "scaling"))
+    print(curve.report())
+    prefix = Path(opts.output or f"{models.app}-scaling")
+    write_text_atomic(prefix.with_suffix(".json"), to_json(curve), overwrite=opts.force)
+    write_text_atomic(prefix.with_suffix(".csv"), curve.csv(), overwrite=opts.force)
+    written = [prefix.with_suffix(".json"), prefix.with_suffix(".csv")]
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print("\nno plot: matplotlib is not installed (pip install 'sigex[plot]')", file=sys.stderr)
+    else:
+        png = prefix.with_suffix(".png")
+        if png.exists() and not opts.force:
+            raise FileExistsError(f"{png} already exists; pass --force to replace it")
+        written.append(curve.plot(png))
+    print("\nwrote " + ", ".join(map(str, written)))
+    return 0
+
+
+def _cmd_compare(opts: argparse.Namespace) -> int:
+    from sigex.pipeline import compare_machines, machines_table
+
+    preds = compare_machines(_models(opts, "compare-machines"), opts.target, opts.machine,
+                             progress=_say(opts, "compare-machines"))
+    print(machines_table(preds))
+    return 0
+
+
 # ---- parser ----------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -463,6 +519,58 @@ def build_parser() -> argparse.ArgumentParser:
     cb.add_argument("--force", action="store_true", help="replace an existing output file")
     cb.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     cb.set_defaults(func=_cmd_calibrate)
+
+    def source_args(a):
+        a.add_argument("source", help="campaign file (examples/<app>.toml) or folder of signature traces")
+        a.add_argument("--p-rule", choices=("any", "squares", "cubes", "powers_of_two"), default="any",
+                       help="the P values the application accepts (folders only; a campaign says it)")
+        a.add_argument("--work", help="declared work per process, e.g. 'n*n/P' (folders only: enables "
+                       "the distant point from <folder>/small)")
+        a.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+
+    pr = sub.add_parser(
+        "predict", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="predict the runtime at a large P on a machine: the whole pipeline and a report",
+        description="Models from the signature runs, the physical trace for the target P, its replay on "
+                    "the machine, and a report: predicted runtime (PET, and the full replay with --full), "
+                    "per-phase table, fitted models with their fit quality, and warnings.",
+        epilog="examples:\n  sigex predict examples/stencil.toml --target 4096 --machine cluster-a\n"
+               "  sigex predict traces/fft2d/ --p-rule powers_of_two --work 'n*n*log2(n)/P' "
+               "--target 1024 --machine machines/cluster-b.toml --full")
+    source_args(pr)
+    pr.add_argument("--target", type=int, required=True, help="process count to predict")
+    pr.add_argument("--machine", default="cluster-a", help="machine profile (file or shipped name)")
+    pr.add_argument("--full", action="store_true", help="also replay every repetition (slower)")
+    pr.add_argument("--collectives", choices=("algorithms", "closed-form"), default="algorithms")
+    pr.add_argument("--json", help="also write the prediction as JSON")
+    pr.add_argument("--force", action="store_true", help="replace existing output files")
+    pr.set_defaults(func=_cmd_predict)
+
+    sc = sub.add_parser(
+        "scaling", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="the predicted strong-scaling curve, its bottleneck phase, a plot and a table",
+        description="Predict the runtime over a range of P; print runtime, speedup and parallel "
+                    "efficiency, name the phase that stops scaling first and the P where efficiency "
+                    "drops below 50%%; write <prefix>.png (matplotlib), .json and .csv.",
+        epilog="example:\n  sigex scaling examples/stencil.toml --p 64:65536 --machine cluster-a "
+               "-o /tmp/stencil-scaling")
+    source_args(sc)
+    sc.add_argument("--p", default="64:65536", help="LO:HI (powers of two) or a list 64,128,256")
+    sc.add_argument("--machine", default="cluster-a", help="machine profile (file or shipped name)")
+    sc.add_argument("-o", "--output", help="output prefix (default ./<app>-scaling)")
+    sc.add_argument("--force", action="store_true", help="replace existing output files")
+    sc.set_defaults(func=_cmd_scaling)
+
+    cm = sub.add_parser(
+        "compare-machines", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="rank machines by predicted runtime and core-hours",
+        description="Predict the same run on several machine profiles and rank them.",
+        epilog="example:\n  sigex compare-machines examples/stencil.toml --target 4096 "
+               "--machine cluster-a --machine cluster-b --machine this-machine")
+    source_args(cm)
+    cm.add_argument("--target", type=int, required=True, help="process count")
+    cm.add_argument("--machine", action="append", required=True, help="a machine profile (repeat)")
+    cm.set_defaults(func=_cmd_compare)
 
     r = sub.add_parser(
         "run", formatter_class=argparse.RawDescriptionHelpFormatter,

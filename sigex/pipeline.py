@@ -1,0 +1,330 @@
+"""The whole prediction: signature runs -> models -> physical trace -> replay -> report.
+
+The library side of ``sigex predict``, ``sigex scaling`` and
+``sigex compare-machines``. A *source* is a campaign file (``examples/<app>.toml``:
+its runs, small workloads and declared work) or a folder of signature traces
+(then ``<folder>/small`` holds the small-workload runs, used when ``work`` is
+given). Each prediction writes the physical trace for P to a temporary file,
+replays it on the machine and reports the runtime from a steady-state replay
+(each phase for a few repetitions, extrapolated in the repetitions:
+:func:`replay.unroll.replay_steady`) next to PET = sum TE_i x W_i (paper
+Eq. 4, which charges a pipelined phase its fill every repetition), per-phase
+computation and communication, the fitted models
+with their fit quality, and a warning for everything that was not
+extrapolated as the method wants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from signature._text import table
+from signature.errors import CampaignError, SigexError
+
+__all__ = ["Models", "Prediction", "Scaling", "load_models", "predict", "scaling", "compare_machines",
+           "parse_p_range"]
+
+
+@dataclasses.dataclass
+class Models:
+    """The logical and compute models of one application, and where they came from."""
+
+    logical: Any
+    compute: Any
+    source: str
+    measured: dict[int, float]  # P -> measured runtime of the signature runs (s)
+
+    @property
+    def app(self) -> str:
+        return self.logical.app or "app"
+
+
+def load_models(source: str | Path, *, work: str | None = None, p_rule: str | None = None,
+                progress: Callable[[str], None] | None = None) -> Models:
+    """Models from a campaign file or a folder of signature traces."""
+    from compute_model import build, campaign
+    from logical_model import from_traces, trace_files
+    from signature import extract, load_trace
+
+    say = progress or (lambda m: None)
+    src = Path(source)
+    if src.suffix == ".toml":
+        c = campaign.load(src)
+        missing = [r for r in campaign.plan(c) if campaign._state(r) != "complete"]
+        if missing:
+            raise CampaignError(f"{src}: {len(missing)} run(s) not traced yet (first: {missing[0].describe()}); "
+                                f"run `sigex run {src}` first")
+        logical, compute = campaign.models(c, progress=say)
+        files = [r.path for r in campaign.plan(c) if r.kind == "signature"]
+    else:
+        if not src.exists():
+            raise SigexError(f"{src}: no such campaign file or trace folder")
+        files = trace_files(src)
+        if len(files) < 3:
+            raise SigexError(f"{src}: {len(files)} signature run(s); sigex needs 3 or more P to tell a "
+                             "model from noise (trace the application at more process counts)")
+        logical = from_traces(files, p_rule=p_rule, progress=say)
+        sigs = [extract(load_trace(f)) for f in files]
+        small = []
+        if work and (src / "small").is_dir():
+            small = [extract(load_trace(f)) for f in trace_files(src / "small")]
+        compute = build(logical, sigs, small=small, work=work, p_rule=p_rule)
+    measured = {}
+    for f in files:
+        t = load_trace(f)
+        measured[t.nprocs] = t.runtime
+    return Models(logical=logical, compute=compute, source=str(src), measured=measured)
+
+
+@dataclasses.dataclass
+class Prediction:
+    """The predicted run of one application at P on one machine."""
+
+    app: str
+    P: int
+    machine: str
+    pet: float
+    steady: float
+    full: float | None
+    phases: list[dict[str, Any]]
+    models: list[dict[str, Any]]
+    warnings: list[str]
+    work_mode: str
+
+    @property
+    def runtime(self) -> float:
+        return self.full if self.full is not None else self.steady
+
+    def core_hours(self) -> float:
+        return self.runtime * self.P / 3600.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def report(self) -> str:
+        out = [f"sigex prediction: {self.app} at P = {self.P:,} on {self.machine} ({self.work_mode} mode)", ""]
+        out.append(f"predicted runtime  {self.runtime:.4f} s   ("
+                   + ("full replay of every repetition; " if self.full is not None else "")
+                   + f"steady-state replay {self.steady:.4f} s; PET = sum TE_i x W_i = {self.pet:.4f} s)")
+        out.append(f"core-hours         {self.core_hours():.3f}")
+        out.append("")
+        rows = [(p["phase"], p["kind"], p["pattern"][:34], f"{p['weight']:,}", f"{1e3 * p['te']:.4f}",
+                 f"{1e3 * p['computation']:.4f}", f"{1e3 * p['communication']:.4f}",
+                 f"{100 * p['share']:.1f}") for p in self.phases]
+        out.append(table(("phase", "kind", "pattern", "weight", "TE (ms)", "comp (ms)", "comm (ms)",
+                          "% of PET"), rows, align="rllrrrrr"))
+        out.append("")
+        out.append("fitted models (computation per process and repetition, and weights):")
+        for m in self.models:
+            out.append(f"  phase {m['phase']}: CRM {m['crm']}")
+            out.append(f"           weight {m['weight']}")
+        if self.warnings:
+            out.append("")
+            out.append("warnings:")
+            out += [f"  - {w}" for w in self.warnings]
+        return "\n".join(out)
+
+
+def _warnings(models: Models) -> list[str]:
+    out = []
+    for ph, crm, ipt in zip(models.logical.phases, models.compute.crms, models.compute.ipts):
+        for pr in ph.problems:
+            out.append(f"phase {ph.id}: not extrapolable: {pr}")
+        for note in ph.notes:
+            out.append(f"phase {ph.id}: {note}")
+        if ph.kind == "loop" and not ipt.constant:
+            out.append(f"phase {ph.id}: total work varies {100 * ipt.spread:.0f}% across the signature runs "
+                       f"(more than {100 * ipt.tolerance:.0f}%): Eq. 2's constant total does not hold, and "
+                       "the computation comes from the CRM alone")
+        if ph.kind == "loop" and crm.distant is None and crm.skipped:
+            out.append(f"phase {ph.id}: no distant point ({crm.skipped})")
+        cv = crm.model.stats.get("cv_error")
+        if cv is not None and np.isfinite(cv) and cv > 0.10:
+            out.append(f"phase {ph.id}: its CRM cross-validates poorly (LOO error {100 * cv:.0f}%)")
+    return out
+
+
+def predict(models: Models, P: int, machine, *, full: bool = False, collectives: str = "algorithms",
+            progress: Callable[[str], None] | None = None) -> Prediction:
+    """Predict the run at P on ``machine`` (a :class:`replay.Machine` or a profile name/path)."""
+    from replay import Program, load, replay
+    from replay.unroll import replay_steady, unroll
+    from signature import load_trace
+
+    say = progress or (lambda m: None)
+    m = load(machine) if isinstance(machine, (str, Path)) else machine
+    models.logical.check_target(P)
+    with tempfile.TemporaryDirectory(prefix="sigex-predict-") as tmp:
+        say(f"P={P:,}: writing the physical trace")
+        path = models.compute.physical_trace(P, Path(tmp) / f"P{P}.h5")
+        trace = load_trace(path)
+    say(f"P={P:,}: replaying {trace.n_events:,} events on {m.name}")
+    res = replay(Program.from_trace(trace), m, collectives=collectives)
+    w = np.asarray(trace.meta["phase_weights"], float)
+    pet = res.pet()
+    say(f"P={P:,}: steady-state replay (a few repetitions of each phase)")
+    steady = replay_steady(trace, m, collectives=collectives).runtime
+    full_t = None
+    if full:
+        say(f"P={P:,}: full replay ({int((np.bincount(trace.events['phase']) * w).sum()):,} events)")
+        full_t = replay(Program.from_trace(unroll(trace)), m, collectives=collectives).runtime
+    phases = []
+    for k, ph in enumerate(models.logical.phases):
+        te = float(res.te[k])
+        phases.append({"phase": k, "kind": ph.kind, "pattern": ph.pattern, "weight": int(w[k]), "te": te,
+                       "computation": float(res.phase_computation[k].max()),
+                       "communication": float(res.phase_communication[k].max()),
+                       "share": te * w[k] / pet if pet > 0 else 0.0})
+    fitted = [{"phase": c.phase, "crm": c.model.describe(), "weight": ph.weight.formula()}
+              for c, ph in zip(models.compute.crms, models.logical.phases)]
+    warnings = _warnings(models)
+    if abs(pet - steady) > 0.10 * steady:
+        warnings.append(f"PET ({pet:.4g} s) and the steady-state replay ({steady:.4g} s) differ by "
+                        f"{100 * abs(pet / steady - 1):.0f}%: repetitions of a phase overlap (a pipeline), "
+                        "so PET pays its fill and drain every repetition; the runtime is the steady-state one")
+    return Prediction(app=models.app, P=P, machine=m.name, pet=pet, steady=steady, full=full_t, phases=phases,
+                      models=fitted, warnings=warnings, work_mode=models.logical.work_mode)
+
+
+def parse_p_range(text: str) -> list[int]:
+    """``"64:65536"`` -> powers of two from 64 to 65536; ``"64,100,256"`` -> that list."""
+    try:
+        if ":" in text:
+            lo, hi = (int(x) for x in text.split(":"))
+            if lo < 1 or hi < lo:
+                raise ValueError
+            return [2 ** e for e in range(math.ceil(math.log2(lo)), int(math.log2(hi)) + 1)]
+        Ps = sorted({int(x) for x in text.split(",") if x.strip()})
+        if not Ps or Ps[0] < 1:
+            raise ValueError
+        return Ps
+    except ValueError as err:
+        raise SigexError(f"--p {text!r}: give LO:HI (powers of two between) or a list like 64,128,256") from err
+
+
+@dataclasses.dataclass
+class Scaling:
+    """A predicted strong-scaling curve."""
+
+    app: str
+    machine: str
+    rows: list[dict[str, Any]]  # P, runtime, speedup, efficiency, phase times
+    measured: dict[int, float]
+    bottleneck: str | None
+    half_efficiency_P: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def csv(self) -> str:
+        head = ["P", "runtime_s", "speedup", "efficiency"] + [f"phase{k}_s" for k in range(len(self.rows[0]["phases"]))]
+        lines = [",".join(head)]
+        for r in self.rows:
+            lines.append(",".join([str(r["P"]), f"{r['runtime']:.6g}", f"{r['speedup']:.6g}",
+                                   f"{r['efficiency']:.6g}"] + [f"{x:.6g}" for x in r["phases"]]))
+        return "\n".join(lines) + "\n"
+
+    def report(self) -> str:
+        rows = [(f"{r['P']:,}", f"{r['runtime']:.4f}", f"{r['speedup']:.2f}", f"{100 * r['efficiency']:.0f}%")
+                for r in self.rows]
+        out = [f"predicted strong scaling of {self.app} on {self.machine} (speedup and efficiency relative to "
+               f"P = {self.rows[0]['P']:,})", table(("P", "runtime (s)", "speedup", "efficiency"), rows, align="rrrr")]
+        if self.measured:
+            out.append("measured signature runs (this machine, oversubscribed: wall time is not comparable "
+                       "with a dedicated machine): " + ", ".join(f"P={p}: {t:.3f} s" for p, t in sorted(self.measured.items())))
+        out.append(f"scalability bottleneck: {self.bottleneck or 'none within the range'}")
+        out.append("parallel efficiency stays above 50% over the whole range" if self.half_efficiency_P is None
+                   else f"parallel efficiency drops below 50% at P = {self.half_efficiency_P:,}")
+        return "\n".join(out)
+
+    def plot(self, path: str | Path) -> Path:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        P = np.array([r["P"] for r in self.rows])
+        T = np.array([r["runtime"] for r in self.rows])
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+        a1.loglog(P, T, "o-", base=2, label="predicted")
+        ph = np.array([r["phases"] for r in self.rows])
+        for k in range(ph.shape[1]):
+            if ph[:, k].max() > 0.02 * T.max():
+                a1.loglog(P, ph[:, k], "--", base=2, alpha=0.7, label=f"phase {k}")
+        if self.measured:
+            mp = sorted(self.measured)
+            a1.loglog(mp, [self.measured[p] for p in mp], "s", base=2, label="measured (traced machine)")
+        a1.set_xlabel("P")
+        a1.set_ylabel("runtime (s)")
+        a1.legend(fontsize="small")
+        a1.set_title(f"{self.app} on {self.machine}")
+        a2.semilogx(P, [100 * r["efficiency"] for r in self.rows], "o-", base=2)
+        a2.axhline(50, color="grey", lw=0.8, ls=":")
+        a2.set_xlabel("P")
+        a2.set_ylabel("parallel efficiency (%)")
+        a2.set_ylim(0, 110)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        return Path(path)
+
+
+def scaling(models: Models, Ps: Sequence[int], machine, *,
+            progress: Callable[[str], None] | None = None) -> Scaling:
+    """The predicted strong-scaling curve over ``Ps``; names the phase that stops scaling first."""
+    preds = [predict(models, int(P), machine, progress=progress) for P in Ps]
+    P0, T0 = preds[0].P, preds[0].runtime
+    rows = []
+    for p in preds:
+        sp = T0 / p.runtime if p.runtime > 0 else float("nan")
+        rows.append({"P": p.P, "runtime": p.runtime, "speedup": sp, "efficiency": sp * P0 / p.P,
+                     "phases": [ph["te"] * ph["weight"] for ph in p.phases]})
+    half = next((r["P"] for r in rows if r["efficiency"] < 0.5), None)
+    # the phase whose own efficiency first falls below 50% (the scalability bottleneck)
+    bottleneck = None
+    first_bad = None
+    for k, ph in enumerate(preds[0].phases):
+        t0 = rows[0]["phases"][k]
+        if t0 <= 0.01 * T0:
+            continue  # negligible at the start of the curve
+        for r in rows[1:]:
+            eff = t0 / r["phases"][k] * P0 / r["P"] if r["phases"][k] > 0 else float("inf")
+            if eff < 0.5:
+                if first_bad is None or r["P"] < first_bad[0] or (r["P"] == first_bad[0] and r["phases"][k] > first_bad[2]):
+                    first_bad = (r["P"], k, r["phases"][k])
+                break
+    if first_bad is not None:
+        P_b, k, _ = first_bad
+        ph = preds[0].phases[k]
+        bottleneck = (f"phase {k} ({ph['pattern']}) stops scaling first: its efficiency falls below 50% at "
+                      f"P = {P_b:,}")
+    return Scaling(app=models.app, machine=preds[0].machine, rows=rows,
+                   measured={p: t for p, t in models.measured.items() if np.isfinite(t)},
+                   bottleneck=bottleneck, half_efficiency_P=half)
+
+
+def compare_machines(models: Models, P: int, machines: Sequence, *,
+                     progress: Callable[[str], None] | None = None) -> list[Prediction]:
+    """Predictions on every machine, fastest first."""
+    if not machines:
+        raise SigexError("give at least one --machine")
+    preds = [predict(models, P, m, progress=progress) for m in machines]
+    return sorted(preds, key=lambda p: p.runtime)
+
+
+def machines_table(preds: Sequence[Prediction]) -> str:
+    best = preds[0].runtime
+    rows = [(i + 1, p.machine, f"{p.runtime:.4f}", f"{p.runtime / best:.2f}x", f"{p.core_hours():.3f}")
+            for i, p in enumerate(preds)]
+    return (f"{preds[0].app} at P = {preds[0].P:,}, ranked by predicted runtime (PET)\n"
+            + table(("rank", "machine", "runtime (s)", "vs best", "core-hours"), rows, align="rlrrr"))
+
+
+def to_json(obj) -> str:
+    return json.dumps(obj.to_dict() if hasattr(obj, "to_dict") else obj, indent=1, default=float)
