@@ -65,8 +65,10 @@ sent once, when it is final, and a piece runs until it needs a time another
 piece has not produced yet; pieces take turns until all are done (a pass in
 which no piece moves is a deadlock). The number of passes grows with the
 number of times the pieces depend on each other (about one per halo exchange
-or collective), not with the events. MPI workers can run the same exchange,
-one piece each.
+or collective), not with the events. MPI workers run the same exchange, one
+piece each (:func:`replay.workers.replay_workers`); there each collective
+spanning pieces is evaluated by the workers together, each for its own members
+(``defer_spanning``), instead of whole by every piece it touches.
 """
 
 from __future__ import annotations
@@ -185,13 +187,19 @@ class ReplayState:
     Inside the state events are numbered time-major (the j-th event of every rank
     next to each other) and their integer fields packed in one array, so that the
     reads of a step, one event per rank, are contiguous when ranks move together.
+
+    With ``defer_spanning`` (and ``collectives="algorithms"``), a collective instance
+    whose members lie in several pieces is not evaluated here once its members have
+    all entered: :meth:`take_pending_collectives` lists it and the caller completes
+    this piece's members with :meth:`complete_collective` (MPI workers evaluate such
+    an instance together, each for its own members: :mod:`replay.workers`).
     """
 
     # columns of the packed per-event array
     _SEND, _RECV, _COLL, _WSTART, _WLEN, _NEXT, _PHASE = range(7)
 
     def __init__(self, program: Program, machine: Machine, *, ranks: tuple[int, int] | None = None,
-                 collectives: str = "algorithms"):
+                 collectives: str = "algorithms", defer_spanning: bool = False):
         if collectives not in ("algorithms", "closed-form"):
             raise ValueError(f"collectives must be 'algorithms' or 'closed-form', got {collectives!r}")
         self.program = program
@@ -275,6 +283,10 @@ class ReplayState:
         # ---- crossing bookkeeping ----------------------------------------------------------
         empty = np.zeros(0, np.int64)
         self._inst_has_local = np.ones(len(self.inst_size), bool)
+        self._inst_spans = np.zeros(len(self.inst_size), bool)
+        # collectives spanning pieces left to the caller (MPI workers evaluate them together)
+        self.defer_spanning = bool(defer_spanning) and collectives == "algorithms"
+        self._pending: list[np.ndarray] = []
         self._out_ts = self._out_tr = self._out_entry = empty
         if not self.whole:
             local_src = (src >= lo) & (src < hi)
@@ -287,6 +299,7 @@ class ReplayState:
             spans = (inst_local > 0) & (inst_local < self.inst_size)
             self._out_entry = np.flatnonzero(slot_local & spans[self.slot_inst])
             self._inst_has_local = inst_local > 0
+            self._inst_spans = spans
         self._sent_ts = np.zeros(len(self._out_ts), bool)
         self._sent_tr = np.zeros(len(self._out_tr), bool)
         self._sent_entry = np.zeros(len(self._out_entry), bool)
@@ -525,8 +538,32 @@ class ReplayState:
         self.inst_count[inst] += counts
         full = inst[(self.inst_count[inst] == self.inst_size[inst]) & ~self.inst_done[inst]]
         full = full[self._inst_has_local[full]]
+        if full.size and self.defer_spanning:
+            span = self._inst_spans[full]
+            if span.any():
+                self.inst_done[full[span]] = True
+                self._pending.append(full[span])
+                full = full[~span]
         if full.size:
             self._evaluate(full)
+
+    def take_pending_collectives(self) -> np.ndarray:
+        """With ``defer_spanning``: the collective instances spanning pieces whose members
+        have all entered since the last call (sorted ids). Their entry times are in
+        ``entry``; complete them with :meth:`complete_collective`."""
+        if not self._pending:
+            return np.zeros(0, np.int64)
+        out = np.sort(np.concatenate(self._pending))
+        self._pending = []
+        return out
+
+    def complete_collective(self, slots: np.ndarray, finish: np.ndarray, busy: np.ndarray) -> None:
+        """Collective member slots ``slots`` (of this piece) leave their instance at ``finish``
+        having spent ``busy`` in overheads (what :meth:`_evaluate` computes)."""
+        base = 2 * self.M
+        self.done[base + slots] = finish
+        self.cost[base + slots] = busy
+        self._notify(self.program.coll_rank[slots])
 
     def _evaluate(self, insts: np.ndarray) -> None:
         prog, mach = self.program, self.machine
@@ -765,35 +802,50 @@ class ReplayState:
                 n += 1
                 if len(lines) < 8:
                     lines.append(st.explain(int(r)))
-        more = f"; ... and {n - 8} more ranks" if n > 8 else ""
-        return DeadlockError(f"{self.program.name}: the replay cannot finish, {n} rank(s) wait "
-                             f"forever: " + "; ".join(lines) + more +
-                             ". Check that every receive has a matching send (was the trace cut?)")
+        return deadlock_error(self.program.name, lines, n)
 
     # ---- results --------------------------------------------------------------------------
     def result(self, pieces: list["ReplayState"] | None = None, passes: int = 1) -> ReplayResult:
         """Gather the result of this state (with ``pieces``: of all pieces, in rank order)."""
-        states = pieces or [self]
-        prog = self.program
-        P = prog.nprocs
-        cat = np.concatenate
-        finish = cat([s.clock for s in states]) if len(states) > 1 else self.clock.copy()
-        comp = cat([s.comp_acc for s in states])
-        comm = cat([s.comm_acc for s in states])
-        wait = np.maximum(finish - comp - comm, 0.0)
-        ph_time = cat([s.ph_time for s in states], axis=1)
-        ph_comp = cat([s.ph_comp for s in states], axis=1)
-        ph_comm = cat([s.ph_comm for s in states], axis=1)
-        ph_wait = np.maximum(ph_time - ph_comp - ph_comm, 0.0)
-        crit = int(np.argmax(finish)) if P else 0
-        return ReplayResult(
-            runtime=float(finish.max(initial=0.0)), critical_rank=crit, finish=finish,
-            computation=comp, communication=comm, wait=wait,
-            te=ph_time.max(axis=1, initial=0.0), phase_time=ph_time, phase_computation=ph_comp,
-            phase_communication=ph_comm, phase_wait=ph_wait, phase_weights=prog.phase_weights,
-            machine=self.machine.name, collectives=self.collectives, pieces=len(states),
-            steps=int(sum(s.steps for s in states)), passes=passes,
-            _event_parts=tuple((s.t_end_new, s._pos) for s in states))
+        return gather_result(self.program, self.machine, self.collectives, pieces or [self], passes)
+
+
+def deadlock_error(name: str, lines: list[str], n: int) -> DeadlockError:
+    """The :class:`DeadlockError` of a replay of program ``name`` with ``n`` stuck ranks,
+    ``lines`` explaining the first few (:meth:`ReplayState.explain`)."""
+    more = f"; ... and {n - 8} more ranks" if n > 8 else ""
+    return DeadlockError(f"{name}: the replay cannot finish, {n} rank(s) wait "
+                         f"forever: " + "; ".join(lines[:8]) + more +
+                         ". Check that every receive has a matching send (was the trace cut?)")
+
+
+def gather_result(program: Program, machine: Machine, collectives: str, states: list,
+                  passes: int = 1) -> ReplayResult:
+    """The :class:`ReplayResult` of the pieces ``states``, in rank order, covering every rank.
+
+    A piece needs ``clock``, ``comp_acc``, ``comm_acc``, ``ph_time``, ``ph_comp``,
+    ``ph_comm``, ``steps``, ``t_end_new`` and ``_pos`` (``t_end_new[_pos]``: its
+    events' completion times in program order): a :class:`ReplayState`, or the same
+    arrays sent by an MPI worker (:mod:`replay.workers`)."""
+    P = program.nprocs
+    cat = np.concatenate
+    finish = cat([s.clock for s in states])
+    comp = cat([s.comp_acc for s in states])
+    comm = cat([s.comm_acc for s in states])
+    wait = np.maximum(finish - comp - comm, 0.0)
+    ph_time = cat([s.ph_time for s in states], axis=1)
+    ph_comp = cat([s.ph_comp for s in states], axis=1)
+    ph_comm = cat([s.ph_comm for s in states], axis=1)
+    ph_wait = np.maximum(ph_time - ph_comp - ph_comm, 0.0)
+    crit = int(np.argmax(finish)) if P else 0
+    return ReplayResult(
+        runtime=float(finish.max(initial=0.0)), critical_rank=crit, finish=finish,
+        computation=comp, communication=comm, wait=wait,
+        te=ph_time.max(axis=1, initial=0.0), phase_time=ph_time, phase_computation=ph_comp,
+        phase_communication=ph_comm, phase_wait=ph_wait, phase_weights=program.phase_weights,
+        machine=machine.name, collectives=collectives, pieces=len(states),
+        steps=int(sum(s.steps for s in states)), passes=passes,
+        _event_parts=tuple((s.t_end_new, s._pos) for s in states))
 
 
 @functools.lru_cache(maxsize=None)

@@ -272,10 +272,23 @@ def _cmd_replay(opts: argparse.Namespace) -> int:
     machine = load(opts.machine)
     if opts.full:
         trace = unroll(trace)
-    res = replay(Program.from_trace(trace), machine, collectives=opts.collectives, pieces=opts.pieces)
+    from replay.workers import running_under_mpi
+
+    program = Program.from_trace(trace)
+    pieces = f"{opts.pieces} piece(s)"
+    if running_under_mpi():  # `mpiexec -n W sigex replay ...`: one piece per worker
+        from mpi4py import MPI
+
+        from replay.workers import replay_workers
+        res = replay_workers(program, machine, collectives=opts.collectives)
+        if res is None:  # not worker 0: it prints
+            return 0
+        pieces = f"{MPI.COMM_WORLD.size} MPI workers"
+    else:
+        res = replay(program, machine, collectives=opts.collectives, pieces=opts.pieces)
     kind = trace.meta.get("trace_kind", "captured")
     print(f"{opts.trace}: {kind} trace, P={trace.nprocs}, {trace.n_events:,} events; machine "
-          f"{machine.name}; collectives {opts.collectives}; {opts.pieces} piece(s)")
+          f"{machine.name}; collectives {opts.collectives}; {pieces}")
     rows = []
     weights = res.phase_weights
     for k in range(len(res.te)):
@@ -495,6 +508,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Simulate a trace under a LogGP/LogGOPS machine profile: per-phase TE_i, PET and "
                     "the replayed time.",
         epilog="examples:\n  sigex replay traces/stencil/P16.h5 --machine cluster-a\n"
+               "  mpiexec -n 2 sigex replay traces/stencil/P16.h5 --machine cluster-a   # 2 workers\n"
                "  sigex physical traces/fft2d/ --target 1024 -o /tmp/fft.h5 && "
                "sigex replay /tmp/fft.h5 --machine machines/cluster-b.toml --full")
     rp.add_argument("trace", help="HDF5 trace (captured or physical)")

@@ -118,3 +118,19 @@ def test_p_ranges():
     assert parse_p_range("100,64") == [64, 100]
     with pytest.raises(signature.SigexError, match="LO:HI"):
         parse_p_range("big")
+
+
+@__import__("conftest").needs_mpi
+def test_sigex_replay_on_two_mpi_workers():
+    """`mpiexec -n 2 sigex replay` prints the same replayed time as one process, once."""
+    import subprocess
+    import sys
+    args = [str(TRACES / "cg" / "P16.h5"), "--machine", "cluster-a"]
+    one = subprocess.run([sys.executable, "-m", "sigex.cli", "replay", *args], capture_output=True,
+                         text=True, timeout=120)
+    two = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-m", "sigex.cli", "replay", *args],
+                         capture_output=True, text=True, timeout=180)
+    assert two.returncode == 0, two.stderr
+    assert "2 MPI workers" in two.stdout and two.stdout.count("replayed time") == 1
+    line = lambda out: [x for x in out.splitlines() if x.startswith("replayed time")][0]  # noqa: E731
+    assert line(two.stdout) == line(one.stdout)

@@ -1,0 +1,221 @@
+"""Replay on MPI workers (``mpiexec -n W``): bit-identical to one process, errors abort, deadlocks.
+
+Each test writes a small script, runs it with ``mpiexec -n W python script.py`` and
+reads what worker 0 prints (one JSON line); the reference is :func:`replay.replay`
+in the test process. Every run has a timeout, so a hang fails instead of blocking.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, TRACES
+from replay import DeadlockError, LogGP, Machine, Program, load, replay
+from replay.workers import running_under_mpi, worker_bounds
+from signature import load_trace
+
+pytestmark = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec on PATH (pip install mpich)")
+
+TIMEOUT = 60
+
+
+def mixed_program(P: int, seed: int) -> Program:
+    """P ranks (a multiple of 4) on a 4-wide grid: world, row and column communicators (the
+    columns in reverse world order), most collective kinds, eager and rendezvous sizes."""
+    from signature.trace import CommTable
+
+    rng = np.random.default_rng(seed)
+    rows = [list(range(r, r + 4)) for r in range(0, P, 4)]
+    cols = [list(reversed(range(c, P, 4))) for c in range(4)]
+    groups = [list(range(P))] + rows + cols
+    sizes = [len(g) for g in groups]
+    comms = CommTable(size=np.array(sizes, np.int32), inter=np.zeros(len(groups), bool),
+                      member_offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                      members=np.array([x for g in groups for x in g], np.int32),
+                      cart_offsets=np.zeros(len(groups) + 1, np.int64),
+                      cart_dims=np.zeros(0, np.int32), cart_periods=np.zeros(0, bool))
+    names = ("rank", "op", "peer", "recv_peer", "root", "comm", "bytes", "recv_bytes", "req", "tag", "phase")
+    ev = {k: [] for k in names + ("comp",)}
+
+    def add(r, op, comm=0, root=-1, b=0, rb=0, peer=-1, rpeer=-1, req=-1, tag=0, phase=0):
+        for k, v in zip(names, (r, op, peer, rpeer, root, comm, b, rb, req, tag, phase)):
+            ev[k].append(v)
+        ev["comp"].append(float(rng.random() * 2e-5))
+
+    for r in range(P):
+        row, col = 1 + r // 4, 1 + len(rows) + r % 4
+        add(r, "Init", phase=-1)
+        add(r, "Bcast", root=5, b=5000, rb=5000)
+        add(r, "Allreduce", b=8, rb=8)
+        add(r, "Allreduce", comm=row, b=30000, rb=30000, phase=1)
+        add(r, "Alltoall", comm=col, b=3000, rb=3000, phase=1)
+        add(r, "Allgather", b=700, rb=700 * P, phase=1)
+        add(r, "Gather", comm=col, root=1, b=2500, rb=2500 * len(cols[0]), phase=1)
+        add(r, "Scatter", root=3, b=900 * P, rb=900, phase=2)
+        add(r, "Reduce_scatter", b=4000, rb=4000 // P, phase=2)
+        add(r, "Scan", b=16, rb=16, phase=2)
+        add(r, "Barrier", comm=row, phase=2)
+        add(r, "Sendrecv", peer=(r + 1) % P, rpeer=(r - 1) % P, b=2400, rb=2400, tag=3, phase=2)
+        add(r, "Iallreduce", comm=col, b=8, rb=8, req=0, phase=2)
+        add(r, "Reduce", root=7, b=64, rb=64, phase=2)
+        add(r, "Wait", phase=2)
+        add(r, "Finalize", phase=-1)
+    completions = [(r, 14, 0) for r in range(P)]  # each Wait completes its Iallreduce
+    return Program.from_arrays(P, completions=completions, comms=comms, phase_weights=[3, 5, 7],
+                               name=f"mixed-P{P}", **ev)
+
+
+def mixed_machine(intra: bool) -> Machine:
+    """Eager below 2000 B; with ``intra``, pairs of ranks share a node with a faster link."""
+    return Machine(name="mixed", network=LogGP(L=5e-6, o=1e-6, g=2e-6, G=1e-9, O=1e-10), S=2000,
+                   cores=2 if intra else 1,
+                   intra=LogGP(L=1e-6, o=0.5e-6, g=0.3e-6, G=3e-10, O=0.0) if intra else None)
+
+
+HEADER = f"""
+import json, sys
+import numpy as np
+from mpi4py import MPI
+from replay import DeadlockError, LogGP, Machine, Program, ReplayState, load
+from replay.workers import replay_workers, running_under_mpi
+from signature import load_trace
+{inspect.getsource(mixed_program)}
+{inspect.getsource(mixed_machine)}
+
+def report(key, res):
+    if res is not None:
+        print(json.dumps({{"key": key, "pieces": res.pieces, "runtime": res.runtime,
+                          "finish": res.finish.tolist(), "te": res.te.tolist(),
+                          "event_end": res.event_end.tolist(), "wait": res.wait.tolist(),
+                          "under_mpi": running_under_mpi()}}), flush=True)
+"""
+
+
+def run_workers(tmp_path, body: str, n: int, *, expect_ok: bool = True) -> subprocess.CompletedProcess:
+    """Run HEADER + ``body`` with ``mpiexec -n n`` from the repository root."""
+    script = tmp_path / "workers_script.py"
+    script.write_text(HEADER + textwrap.dedent(body))
+    env = dict(os.environ, MPIR_CVAR_ENABLE_HEAVY_YIELD="1")
+    env.pop("LD_PRELOAD", None)
+    res = subprocess.run(["mpiexec", "-n", str(n), sys.executable, str(script)], cwd=ROOT,
+                         capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    if expect_ok:
+        assert res.returncode == 0, res.stdout + res.stderr
+    return res
+
+
+def records(res) -> dict:
+    """Worker output lines that are JSON objects, by their ``key``."""
+    return {d["key"]: d for d in (json.loads(line) for line in res.stdout.splitlines()
+                                  if line.startswith("{"))}
+
+
+def assert_same(got: dict, ref) -> None:
+    """Worker 0's printed result equals ``ref`` to the last bit (JSON floats round-trip)."""
+    assert got["runtime"] == ref.runtime
+    for key in ("finish", "te", "event_end", "wait"):
+        assert np.array_equal(np.array(got[key], np.float64), getattr(ref, key)), key
+
+
+def test_two_workers_replay_the_bundled_traces_bit_for_bit(tmp_path):
+    """mpiexec -n 2: stencil and FFT at P=16 give worker 0 exactly replay()'s numbers."""
+    apps = ("stencil", "fft2d")
+    res = run_workers(tmp_path, f"""
+        for app in {apps!r}:
+            p = Program.from_trace(load_trace("traces/" + app + "/P16.h5"))
+            report(app, replay_workers(p, load("cluster-a")))
+    """, 2)
+    got = records(res)
+    assert sorted(got) == sorted(apps)
+    for app in apps:
+        ref = replay(Program.from_trace(load_trace(TRACES / app / "P16.h5")), load("cluster-a"))
+        assert got[app]["pieces"] == 2 and got[app]["under_mpi"] is True
+        assert_same(got[app], ref)
+
+
+def test_three_workers_share_collectives_over_subcommunicators_bit_for_bit(tmp_path):
+    """mpiexec -n 3: collectives spanning workers (world, rows, reversed columns; rendezvous;
+    intra-node links; nonblocking) are evaluated together and still match replay() exactly."""
+    cases = [(12, 1, True, "algorithms"), (16, 2, False, "algorithms"), (12, 3, True, "closed-form")]
+    res = run_workers(tmp_path, f"""
+        for P, seed, intra, coll in {cases!r}:
+            res = replay_workers(mixed_program(P, seed), mixed_machine(intra), collectives=coll)
+            report(f"{{P}}-{{seed}}-{{intra}}-{{coll}}", res)
+    """, 3)
+    got = records(res)
+    assert len(got) == len(cases)
+    for P, seed, intra, coll in cases:
+        ref = replay(mixed_program(P, seed), mixed_machine(intra), collectives=coll)
+        assert_same(got[f"{P}-{seed}-{intra}-{coll}"], ref)
+
+
+def test_a_failing_worker_aborts_the_job_with_its_name(tmp_path):
+    """An error on worker 1 ends every worker (no hang), exit status non-zero, and stderr
+    says ``worker 1 of 2: <error>`` with the ranks it replays."""
+    res = run_workers(tmp_path, """
+        if MPI.COMM_WORLD.Get_rank() == 1:
+            def broken(self, **kw):
+                raise RuntimeError("injected failure")
+            ReplayState.run = broken
+        replay_workers(Program.from_trace(load_trace("traces/stencil/P16.h5")), load("cluster-a"))
+        print("finished", flush=True)
+    """, 2, expect_ok=False)
+    assert res.returncode != 0
+    assert "worker 1 of 2: RuntimeError: injected failure" in res.stderr
+    assert "ranks 8..15" in res.stderr
+    assert "finished" not in res.stdout
+
+
+def test_a_deadlock_is_raised_on_every_worker(tmp_path):
+    """A receive without a send: every worker raises the DeadlockError replay() raises."""
+    stuck = dict(rank=[0, 1, 2, 3], op=["Recv", "Init", "Recv", "Init"], peer=[3, -1, 1, -1],
+                 recv_bytes=[8, 0, 8, 0], name="stuck")
+    res = run_workers(tmp_path, f"""
+        error = None
+        try:
+            replay_workers(Program.from_arrays(4, **{stuck!r}), load("cluster-a"))
+        except DeadlockError as err:
+            error = str(err)
+        errors = MPI.COMM_WORLD.gather(error, root=0)
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(json.dumps({{"key": "errors", "errors": errors}}), flush=True)
+    """, 2)
+    errors = records(res)["errors"]["errors"]
+    with pytest.raises(DeadlockError) as ref:
+        replay(Program.from_arrays(4, **stuck), load("cluster-a"))
+    assert errors == [str(ref.value)] * 2
+
+
+def test_running_under_mpi_reads_the_launcher_environment(monkeypatch):
+    """PMI_SIZE / OMPI_COMM_WORLD_SIZE > 1 means workers; 1 or nothing does not, and mpi4py is
+    not imported to find out."""
+    for var in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    had_mpi = "mpi4py.MPI" in sys.modules
+    if not had_mpi:
+        assert running_under_mpi() is False
+    monkeypatch.setenv("PMI_SIZE", "1")
+    assert running_under_mpi() is False
+    monkeypatch.setenv("PMI_SIZE", "4")
+    assert running_under_mpi() is True
+    monkeypatch.delenv("PMI_SIZE")
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    assert running_under_mpi() is True
+    assert ("mpi4py.MPI" in sys.modules) == had_mpi
+
+
+def test_worker_bounds_are_the_pieces_of_replay():
+    """Worker w replays the ranks of piece w of replay(..., pieces=W); extra workers get none."""
+    assert worker_bounds(16, 2).tolist() == [0, 8, 16]
+    assert worker_bounds(10, 3).tolist() == [0, 3, 7, 10]
+    b = worker_bounds(3, 5)
+    assert b[0] == 0 and b[-1] == 3 and np.all(np.diff(b) >= 0) and np.sum(np.diff(b) > 0) == 3
