@@ -32,6 +32,7 @@ import h5py
 import numpy as np
 
 from signature import __version__
+from signature._files import publish
 from signature.io import FORMAT_NAME, FORMAT_VERSION
 from signature.trace import OPS, COMPLETION_COLUMNS
 
@@ -260,10 +261,7 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
                 comms.create_dataset("cart_offsets", data=np.zeros(2, np.int64))
                 comms.create_dataset("cart_dims", data=np.zeros(0, np.int32))
                 comms.create_dataset("cart_periods", data=np.zeros(0, bool))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -6,7 +6,16 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_text_atomic"]
+__all__ = ["write_text_atomic", "publish"]
+
+
+def publish(tmp: str | Path, path: str | Path) -> None:
+    """Give a finished temporary file the usual mode (mkstemp makes it private) and
+    rename it onto ``path`` in one step."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
 
 
 def write_text_atomic(path: str | Path, text: str, *, overwrite: bool = False) -> Path:
@@ -19,10 +28,7 @@ def write_text_atomic(path: str | Path, text: str, *, overwrite: bool = False) -
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private; give it the usual mode
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

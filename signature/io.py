@@ -21,6 +21,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from ._files import publish
 from .errors import IncompleteTraceError, TraceFormatError
 from .trace import (COMPLETION_COLUMNS, EVENT_COLUMNS, OPS, OPTIONAL_COLUMNS,
                     RUN_ONLY_COLUMNS, CommTable, Trace)
@@ -102,10 +103,7 @@ def write_trace(trace: Trace, path: str | Path, *, overwrite: bool = False) -> P
             comms = f.create_group("comms")
             for col in _COMM_COLUMNS:
                 comms.create_dataset(col, data=getattr(trace.comms, col))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private; give it the usual mode
-        os.replace(tmp, path)
+        publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
