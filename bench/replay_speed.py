@@ -1,127 +1,327 @@
-"""Replay speed: simulated events per second of the replay engine on one core.
+"""Replay speed: simulated events/s on the stencil and FFT physical traces, one and two workers, SimGrid.
 
-Builds a synthetic stencil-like program (2-D periodic halo exchange: 4 Irecv, 4 Isend
-and a Waitall per iteration, an 8-byte Allreduce every 10 iterations, compute bursts
-of about 1 ms with a per-rank imbalance) at P = 4096 and 65536, replays it on the
-cluster-a profile, and prints a table. The last line is one JSON object with the
-figures. No assertion on times (benchmarks print, they do not judge).
+For each app (``examples/stencil.toml``, ``examples/fft2d.toml``) the models write
+the physical trace at P = 4,096 and 65,536 (each phase once, with its weight:
+what the replay replays to predict PET). The table gives, per trace:
 
-    python bench/replay_speed.py [--iters N] [--sizes 4096,65536]
+* one worker: ``replay.replay`` on one core;
+* two workers: ``replay.workers.replay_workers`` on two MPI processes, timed
+  inside the workers from a barrier to the result on worker 0 (the slowest
+  worker's time). MPI start-up is not included; it is measured apart, as the
+  wall time of a bare ``mpiexec -n 2 python`` that initialises MPI;
+* events/s: the events of the replayed program over the replay time. Building
+  the Program from the trace (matching messages) is not included and is shown
+  apart.
+
+Both run in one ``mpiexec -n 2`` job (this script in worker mode), alternating
+repetition by repetition so that both see the same machine (its speed drifts
+with other work): worker 0 replays alone while the other worker sleeps, then
+both replay together. Every timed replay is the first replay of a freshly built
+Program (no cached event layout), after one untimed warm-up replay (imports,
+collective patterns); the median of ``--reps`` is shown. The one-worker column
+"again" is a second replay of the same Program (layout cached), as when one
+program is replayed on several machines.
+
+SimGrid: the same kind of trace is exported to SimGrid's time-independent format
+(``replay.simgrid.export_ti``) and replayed by SMPI (``smpirun -replay``) on the
+matching platform; its time is the whole smpirun process (start-up and platform
+included). SMPI cannot replay the FFT at P = 4,096 in reasonable time (its
+Alltoall is P - 1 pairwise rounds of P messages; at P = 1,024 it takes about
+30 s), so the FFT is compared at P = 1,024; ``--simgrid`` chooses the traces.
+Each SimGrid trace is the physical trace with each phase once (weights 1, so
+``export_ti`` unrolls nothing): exactly the events sigex replays.
+
+Goals (replay issue): at least 5 million events/s on one core; at least 10x
+SimGrid's replay rate on the same trace; at least 1.7x from the second worker.
+Benchmarks print, they do not judge: the last line is one JSON object with the
+figures and, per goal, whether it was met. This machine has 2 cores and other
+work may run at the same time; the load average is printed with the table.
+
+    python bench/replay_speed.py [--sizes 4096,65536] [--reps 7] [--simgrid stencil:4096,fft2d:1024]
+                                 [--no-simgrid] [--machine cluster-a]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+GOAL_RATE = 5e6       # events/s on one core
+GOAL_SIMGRID = 10.0   # x SimGrid's replay rate on the same trace
+GOAL_WORKERS = 1.7    # x from the second worker
+APPS = ("stencil", "fft2d")
 
-from replay import Program, load, replay  # noqa: E402
+
+def _median(xs):
+    return float(statistics.median(xs))
 
 
-def synthetic_stencil(P: int, iters: int, *, halo_bytes: int = 8192, seed: int = 0) -> Program:
-    """A 2-D halo exchange on a periodic px x py grid, built column-wise."""
-    px = int(2 ** np.ceil(np.log2(P) / 2))
-    py = P // px
-    if px * py != P:
-        raise ValueError(f"P={P} must be a power of two")
-    rng = np.random.default_rng(seed)
-    # one rank's template: Init, iterations, Finalize
-    ops, kinds, tags, comps = ["Init"], [-1], [-1], [0.0]
-    for it in range(iters):
-        for k in range(4):
-            ops.append("Irecv"); kinds.append(k); tags.append(k); comps.append(1e-3 if k == 0 else 2e-6)
-        for k in range(4):
-            ops.append("Isend"); kinds.append(k); tags.append(k ^ 1); comps.append(1e-6)
-        ops.append("Waitall"); kinds.append(-1); tags.append(-1); comps.append(5e-6)
-        if it % 10 == 9:
-            ops.append("Allreduce"); kinds.append(-1); tags.append(-1); comps.append(1e-5)
-    ops.append("Finalize"); kinds.append(-1); tags.append(-1); comps.append(1e-5)
-    from signature.trace import OP_CODE
-    op_t = np.array([OP_CODE[o] for o in ops], np.int64)
-    kind_t = np.array(kinds)
-    tag_t = np.array(tags)
-    comp_t = np.array(comps)
-    n = len(op_t)
-    ranks = np.arange(P)
-    x, y = ranks % px, ranks // px
-    # neighbour k: 0 west, 1 east, 2 south, 3 north; receive from k, send to k with tag k^1
-    nbr = np.stack([y * px + (x - 1) % px, y * px + (x + 1) % px,
-                    ((y - 1) % py) * px + x, ((y + 1) % py) * px + x], axis=1)
-    rank = np.repeat(ranks, n)
-    op = np.tile(op_t, P)
-    kind = np.tile(kind_t, P)
-    tag = np.tile(tag_t, P)
-    # Isend to neighbour k carries tag k^1: the receiver expects it from its neighbour k^1
-    peer = np.where(kind >= 0, nbr[rank, np.maximum(kind, 0)], -1)
-    is_p2p = kind >= 0
-    nbytes = np.where(op == OP_CODE["Isend"], halo_bytes, 0)
-    nbytes = np.where(op == OP_CODE["Allreduce"], 8, nbytes)
-    recv_bytes = np.where(op == OP_CODE["Irecv"], halo_bytes, 0)
-    recv_bytes = np.where(op == OP_CODE["Allreduce"], 8, recv_bytes)
-    imbalance = 1.0 + 0.05 * rng.random(P)
-    comp = np.tile(comp_t, P) * imbalance[rank]
-    # request ids: per rank, in order of the posts
-    per_rank_req = np.cumsum(is_p2p.reshape(P, n), axis=1) - 1
-    req = np.where(is_p2p, per_rank_req.reshape(-1), -1)
-    # completions: each Waitall completes the 8 requests posted just before it
-    wait_pos = np.flatnonzero(op_t == OP_CODE["Waitall"])
-    n_wait = len(wait_pos)
-    c_rank = np.repeat(ranks, n_wait * 8)
-    c_seq = np.tile(np.repeat(wait_pos, 8), P)
-    c_req = np.tile(np.arange(n_wait * 8), P)
-    comps_tab = {"rank": c_rank, "seq": c_seq, "req": c_req}
-    return Program.from_arrays(P, rank=rank, op=op, peer=peer, tag=tag, bytes=nbytes,
-                               recv_bytes=recv_bytes, req=req, comp=comp, completions=comps_tab,
-                               name=f"synthetic-stencil-P{P}")
+# ---- the timings: run under mpiexec -n W -----------------------------------------------------------
+
+def _idle_barrier(comm) -> None:
+    """A barrier that sleeps instead of spinning (the idle worker leaves the other the core)."""
+    req = comm.Ibarrier()
+    while not req.Test():
+        time.sleep(0.0005)
+
+
+def worker_main(paths: list[str], reps: int, machine_name: str) -> int:
+    """Per trace and repetition, interleaved so that both see the same machine: worker 0
+    replays a fresh Program alone (``replay``; twice: first and again) while the other
+    workers sleep, then every worker replays another fresh Program with
+    ``replay_workers`` (time: the slowest worker's, barrier to result). Worker 0 prints
+    one JSON line."""
+    from mpi4py import MPI
+
+    import numpy as np
+
+    from replay import Program, load, replay
+    from replay.workers import replay_workers
+    from signature import load_trace
+
+    comm = MPI.COMM_WORLD
+    me = comm.Get_rank()
+    machine = load(machine_name)
+    out = []
+    for path in paths:
+        trace = load_trace(path)
+        t0 = time.perf_counter()
+        prog = Program.from_trace(trace)
+        build = time.perf_counter() - t0
+        if me == 0:
+            replay(prog, machine)  # warm-up: imports, collective patterns
+        replay_workers(Program.from_trace(trace), machine)
+        first, again, workers = [], [], []
+        for _ in range(reps):
+            if me == 0:
+                prog = Program.from_trace(trace)
+                t0 = time.perf_counter()
+                one = replay(prog, machine)
+                first.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                replay(prog, machine)
+                again.append(time.perf_counter() - t0)
+            _idle_barrier(comm)
+            prog = Program.from_trace(trace)
+            comm.Barrier()
+            t0 = time.perf_counter()
+            res = replay_workers(prog, machine)
+            workers.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+        if me == 0:
+            same = (res.runtime == one.runtime and np.array_equal(res.finish, one.finish)
+                    and np.array_equal(res.te, one.te) and np.array_equal(res.event_end, one.event_end))
+            out.append({"path": path, "events": prog.n_events, "messages": prog.n_messages,
+                        "collectives": prog.n_collectives, "build_s": build, "first": first,
+                        "again": again, "workers_times": workers, "runtime": one.runtime,
+                        "pet": one.pet(), "passes": res.passes, "workers": comm.Get_size(),
+                        "identical": bool(same)})
+    if me == 0:
+        print("TIMINGS " + json.dumps(out), flush=True)
+    return 0
+
+
+def run_timings(paths: list[Path], reps: int, machine: str, n: int) -> dict[str, dict]:
+    """This script in worker mode under ``mpiexec -n n``; results by trace path."""
+    cmd = ["mpiexec", "-n", str(n), sys.executable, str(Path(__file__).resolve()), "--worker-mode",
+           "--reps", str(reps), "--machine", machine, *map(str, paths)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("TIMINGS ")]
+    if res.returncode != 0 or not lines:
+        raise SystemExit(f"mpiexec -n {n} failed (exit {res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return {d["path"]: d for d in json.loads(lines[-1][len("TIMINGS "):])}
+
+
+def mpi_startup(n: int, reps: int = 3) -> float:
+    """Wall time of a bare ``mpiexec -n n python`` that initialises MPI and synchronises."""
+    code = "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()"
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        subprocess.run(["mpiexec", "-n", str(n), sys.executable, "-c", code], check=True,
+                       capture_output=True, timeout=120)
+        ts.append(time.perf_counter() - t0)
+    return _median(ts)
+
+
+def simgrid_row(app: str, P: int, cm, machine, tmp: Path, reps: int, timeout: float) -> dict:
+    from replay import Program, replay
+    from replay.simgrid import export_ti, replay_smpi
+    from replay.unroll import unroll
+    from signature import load_trace
+
+    path = cm.physical_trace(P, tmp / f"sg-{app}-{P}.h5", overwrite=True)
+    trace = load_trace(path)
+    once = unroll(trace, weights=[1] * len(trace.meta["phase_weights"]))  # what sigex replays
+    t0 = time.perf_counter()
+    prog = Program.from_trace(once)
+    build = time.perf_counter() - t0
+    replay(prog, machine)  # warm-up
+    ts = []
+    for _ in range(reps):
+        prog = Program.from_trace(once)
+        t0 = time.perf_counter()
+        ours = replay(prog, machine).runtime
+        ts.append(time.perf_counter() - t0)
+    ours_s = _median(ts)
+    index = export_ti(once, tmp / f"ti-{app}-{P}", overwrite=True)
+    row = {"app": app, "P": P, "events": prog.n_events, "sigex_replay_s": ours_s, "sigex_build_s": build,
+           "sigex_runtime": ours, "note": "each phase once (weights 1), the trace sigex replays"}
+    t0 = time.perf_counter()
+    try:
+        theirs = replay_smpi(index, machine, P, timeout=timeout)
+    except Exception as err:  # noqa: BLE001 -- a benchmark reports, it does not stop
+        row.update(smpi_s=None, smpi_error=str(err))
+        return row
+    smpi_s = time.perf_counter() - t0
+    row.update(smpi_s=smpi_s, smpi_runtime=theirs, sigex_events_per_s=prog.n_events / ours_s,
+               smpi_events_per_s=prog.n_events / smpi_s, ratio=smpi_s / ours_s,
+               ratio_with_build=smpi_s / (ours_s + build))
+    return row
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="4096,65536", help="comma-separated P values")
-    ap.add_argument("--iters", type=int, default=0,
-                    help="iterations (default: 200 at P <= 4096, 20 above)")
+    ap.add_argument("--reps", type=int, default=7, help="timed replays per configuration (median shown)")
     ap.add_argument("--machine", default="cluster-a")
-    ap.add_argument("--other", default="cluster-b", help="second machine for the repeat replay")
+    ap.add_argument("--workers", type=int, default=2, help="MPI workers of the second column")
+    ap.add_argument("--simgrid", default="stencil:4096,fft2d:1024",
+                    help="app:P traces to replay with SMPI as well")
+    ap.add_argument("--smpi-timeout", type=float, default=600)
+    ap.add_argument("--no-simgrid", action="store_true")
+    ap.add_argument("--worker-mode", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    machine, other = load(args.machine), load(args.other)
-    rows = []
-    for P in [int(x) for x in args.sizes.split(",")]:
-        iters = args.iters or (200 if P <= 4096 else 20)
-        t0 = time.perf_counter()
-        prog = synthetic_stencil(P, iters)
-        t1 = time.perf_counter()
-        res = replay(prog, machine)
-        t2 = time.perf_counter()
-        res2 = replay(prog, other)  # a second machine: the event layout is cached on the program
-        t3 = time.perf_counter()
-        rows.append({"P": P, "iters": iters, "events": prog.n_events, "messages": prog.n_messages,
-                     "steps": res.steps, "build_s": round(t1 - t0, 3),
-                     "replay_s": round(t2 - t1, 3), "events_per_s": prog.n_events / (t2 - t1),
-                     "replay2_s": round(t3 - t2, 3), "events_per_s_2": prog.n_events / (t3 - t2),
-                     "predicted_runtime_s": {machine.name: res.runtime, other.name: res2.runtime}})
-    head = (f"{'P':>7} {'iters':>5} {'events':>11} {'steps':>6} {'build s':>8} "
-            f"{'replay s':>9} {'events/s':>10} {'again s':>8} {'events/s':>10}  predicted runtime")
-    print(f"replay speed on one core: first replay ({machine.name}), then again on "
-          f"{other.name} (event layout cached on the program); program build not included")
+    if args.worker_mode:
+        return worker_main(args.paths, args.reps, args.machine)
+
+    from compute_model import campaign
+    from replay import load
+
+    machine = load(args.machine)
+    sizes = [int(x) for x in args.sizes.split(",")]
+    load0 = os.getloadavg()
+    have_mpi = shutil.which("mpiexec") is not None
+    sg_list = [] if args.no_simgrid or not shutil.which("smpirun") else \
+        [(a, int(p)) for a, p in (x.split(":") for x in args.simgrid.split(",") if x)]
+    rows, sg_rows = [], []
+    with tempfile.TemporaryDirectory(prefix="sigex-replay-speed-") as tmpdir:
+        tmp = Path(tmpdir)
+        models, paths = {}, {}
+        for app in APPS:
+            t0 = time.perf_counter()
+            _, models[app] = campaign.models(campaign.load(ROOT / "examples" / f"{app}.toml"))
+            for P in sizes:
+                paths[app, P] = models[app].physical_trace(P, tmp / f"{app}-{P}.h5", overwrite=True)
+            print(f"# {app}: models and physical traces at P = {sizes} in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr, flush=True)
+        if not have_mpi:
+            raise SystemExit("mpiexec not found: pip install mpich mpi4py")
+        startup = mpi_startup(args.workers)
+        order = [(app, P) for app in APPS for P in sizes]
+        got = run_timings([paths[k] for k in order], args.reps, args.machine, args.workers)
+        for app, P in order:
+            r = got[str(paths[app, P])]
+            r.update(app=app, P=P)
+            rows.append(r)
+        for app, P in sg_list:
+            print(f"# SimGrid {app} P={P} ...", file=sys.stderr, flush=True)
+            sg_rows.append(simgrid_row(app, P, models[app], machine, tmp, args.reps, args.smpi_timeout))
+    load1 = os.getloadavg()
+
+    # ---- table ---------------------------------------------------------------------------
+    W = args.workers
+    print(f"replay speed on {machine.name}: {os.cpu_count()} cores on this machine, load average "
+          f"{load0[0]:.2f} before and {load1[0]:.2f} after (other work may be running); median of "
+          f"{args.reps} first replays of freshly built Programs; Program build not included")
+    head = (f"{'trace':8s} {'P':>6s} {'events':>10s} {'build s':>8s} | {'1 worker s':>10s} {'ev/s':>9s} "
+            f"{'again s':>8s} {'ev/s':>9s} | {f'{W} workers s':>11s} {'ev/s':>9s} {'speedup':>7s} "
+            f"{'best':>6s} {'passes':>6s} {'same':>4s}")
     print(head)
     print("-" * len(head))
+    results = []
     for r in rows:
-        pred = ", ".join(f"{k} {v:.4f} s" for k, v in r["predicted_runtime_s"].items())
-        print(f"{r['P']:>7} {r['iters']:>5} {r['events']:>11,} {r['steps']:>6} {r['build_s']:>8.2f} "
-              f"{r['replay_s']:>9.2f} {r['events_per_s']:>10.3g} {r['replay2_s']:>8.2f} "
-              f"{r['events_per_s_2']:>10.3g}  {pred}")
-    figures = {"goal": "events/s >= 5e6 on one core", "machines": [machine.name, other.name],
-               "results": [{k: (round(v, 1) if k.startswith("events_per_s") else v)
-                            for k, v in r.items()} for r in rows],
-               "met_first_replay": all(r["events_per_s"] >= 5e6 for r in rows),
-               "met_repeat_replay": all(r["events_per_s_2"] >= 5e6 for r in rows)}
-    print(json.dumps(figures))
+        first, again = _median(r["first"]), _median(r["again"])
+        out = {"app": r["app"], "P": r["P"], "events": r["events"], "messages": r["messages"],
+               "collectives": r["collectives"], "build_s": r["build_s"], "one_worker_s": first,
+               "one_worker_events_per_s": r["events"] / first, "one_worker_again_s": again,
+               "one_worker_again_events_per_s": r["events"] / again, "predicted_runtime_s": r["runtime"],
+               "pet_s": r["pet"]}
+        line = (f"{r['app']:8s} {r['P']:>6d} {r['events']:>10,d} {r['build_s']:>8.3f} | {first:>10.4f} "
+                f"{r['events'] / first:>9.3g} {again:>8.4f} {r['events'] / again:>9.3g} | ")
+        tw = _median(r["workers_times"])
+        best = min(r["first"]) / min(r["workers_times"])
+        out.update(workers=W, workers_s=tw, workers_events_per_s=r["events"] / tw, speedup=first / tw,
+                   speedup_best=best, speedup_vs_again=again / tw, passes=r["passes"],
+                   identical=r["identical"],
+                   times={"one_worker": r["first"], "one_worker_again": r["again"],
+                          "workers": r["workers_times"]})
+        line += (f"{tw:>11.4f} {r['events'] / tw:>9.3g} {first / tw:>6.2f}x {best:>5.2f}x {r['passes']:>6d} "
+                 f"{'yes' if r['identical'] else 'NO':>4s}")
+        print(line)
+        results.append(out)
+    print(f"MPI start-up, not included above: a bare `mpiexec -n {W} python` with MPI_Init takes "
+          f"{startup:.2f} s. 'again': a second replay of the same Program (its layout cached). "
+          f"'speedup': one worker's first replay / {W} workers' (medians; 'best': of the fastest "
+          f"repetitions). 'same': worker 0's result equals the "
+          f"one-worker result to the last bit (finish, TE, every event's end). One worker and {W} "
+          f"workers alternate, repetition by repetition, in one mpiexec job.")
+    if sg_rows:
+        print()
+        print("SimGrid (SMPI smpirun -replay, whole process) against sigex (one worker, replay only) "
+              "on the same trace: the physical trace with each phase once")
+        h2 = (f"{'trace':8s} {'P':>6s} {'events':>8s} | {'sigex s':>8s} {'ev/s':>9s} | {'SMPI s':>8s} "
+              f"{'ev/s':>9s} | {'ratio':>7s} {'w/ build':>8s} | predicted runtime sigex / SMPI")
+        print(h2)
+        print("-" * len(h2))
+        for s in sg_rows:
+            if s.get("smpi_s") is None:
+                print(f"{s['app']:8s} {s['P']:>6d} {s['events']:>8,d} | {s['sigex_replay_s']:>8.4f} "
+                      f"{'':>9s} | SMPI failed: {s['smpi_error']}")
+                continue
+            print(f"{s['app']:8s} {s['P']:>6d} {s['events']:>8,d} | {s['sigex_replay_s']:>8.4f} "
+                  f"{s['sigex_events_per_s']:>9.3g} | {s['smpi_s']:>8.2f} {s['smpi_events_per_s']:>9.3g} | "
+                  f"{s['ratio']:>6.0f}x {s['ratio_with_build']:>7.0f}x | {s['sigex_runtime']:.6g} s / "
+                  f"{s['smpi_runtime']:.6g} s")
+        print("(SMPI cannot replay the FFT at P = 4,096 in reasonable time: P - 1 pairwise Alltoall rounds "
+              "of P messages; it is compared at the P given by --simgrid. 'w/ build': sigex's time "
+              "including building the Program.)")
+
+    # ---- goals -----------------------------------------------------------------------------
+    def goal(target, values, by):
+        """``values`` as {label: value}; met when every value reaches ``target``."""
+        vals = {k: v for k, v in values.items() if v is not None}
+        return {"goal": target, "by": by, "values": vals,
+                "worst": min(vals.values()) if vals else None,
+                "met": bool(vals) and all(v >= target for v in vals.values())}
+
+    label = lambda r: f"{r['app']} P={r['P']}"  # noqa: E731
+    goals = {
+        "events_per_s_one_core": goal(GOAL_RATE, {label(r): r["one_worker_events_per_s"] for r in results},
+                                      "events/s of one worker's first replay (median)"),
+        "x_simgrid_rate": goal(GOAL_SIMGRID, {label(s): s.get("ratio") for s in sg_rows},
+                               "SMPI time / sigex replay time on the same trace"),
+        "x_second_worker": goal(GOAL_WORKERS, {label(r): r["speedup"] for r in results},
+                                "one worker's time / two workers' (medians)"),
+    }
+    print()
+    for name, g in goals.items():
+        vals = ", ".join(f"{k} {v:.3g}" for k, v in g["values"].items()) or "n/a"
+        print(f"goal {name} >= {g['goal']:g}: {'met' if g['met'] else 'NOT met'} ({vals})")
+    print(json.dumps({"bench": "replay_speed", "machine": machine.name, "cores": os.cpu_count(),
+                      "loadavg_before": load0[0], "loadavg_after": load1[0], "reps": args.reps,
+                      "mpi_startup_s": startup, "rows": results, "simgrid": sg_rows, "goals": goals}))
     return 0
 
 

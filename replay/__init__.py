@@ -11,6 +11,10 @@ ReplayResult      -- runtime, critical rank, per-rank and per-phase computation/
 ReplayState       -- the engine: per-rank arrays, step(), run(until_phase=...), piece exchange
 Program           -- a trace resolved for replay: matched messages, collective instances, wait lists
 
+MPI workers (``import replay.workers``)
+---------------------------------------
+workers           -- module: replay_workers (one piece per MPI process, bit-identical), running_under_mpi
+
 Machines
 --------
 Machine           -- network (LogGP), optional intra-node link, eager threshold S, speed, cores per node

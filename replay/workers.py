@@ -36,6 +36,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 import traceback
 import types
 from typing import Callable
@@ -409,6 +410,7 @@ def _evaluate_shared(pat, entry: np.ndarray, world: np.ndarray, owner: np.ndarra
 
 
 _ONE_TO_ONE: dict[int, tuple] = {}
+_ONE_TO_ONE_MAX = 1 << 24  # members x rounds remembered (64 MB of int32) before forgetting all
 
 
 def _rounds_one_to_one(pat) -> list:
@@ -431,7 +433,8 @@ def _rounds_one_to_one(pat) -> list:
             out.append(inv)
         else:
             out.append(None)
-    if sum(len(_ONE_TO_ONE[key][1]) for key in _ONE_TO_ONE) > 4096:
+    held = sum(a.size for _, arrays in _ONE_TO_ONE.values() for a in arrays if a is not None)
+    if held > _ONE_TO_ONE_MAX:
         _ONE_TO_ONE.clear()
     _ONE_TO_ONE[id(pat)] = (pat, out)
     return out
@@ -446,8 +449,11 @@ def _abort(comm, run: _Worker, err: BaseException) -> None:
         where = f"ranks {run.lo}..{run.hi - 1}"
     tb = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     label = f"worker {me} of {W}"
-    sys.stderr.write("".join(f"[{label}] {line}\n" for line in tb.rstrip().splitlines()))
     sys.stderr.write(f"{label}: {type(err).__name__}: {err} [{where}]; aborting all workers\n")
+    sys.stderr.write("".join(f"[{label}] {line}\n" for line in tb.rstrip().splitlines()))
     sys.stderr.flush()
+    # the launcher forwards our stderr asynchronously and may drop what it has not read
+    # when the job is torn down: give it a moment
+    time.sleep(0.5)
     comm.Abort(1)
     os._exit(1)  # should Abort return, this process must not go on as if it had succeeded

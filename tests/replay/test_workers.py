@@ -23,7 +23,8 @@ from replay import DeadlockError, LogGP, Machine, Program, load, replay
 from replay.workers import running_under_mpi, worker_bounds
 from signature import load_trace
 
-pytestmark = pytest.mark.skipif(shutil.which("mpiexec") is None, reason="no mpiexec on PATH (pip install mpich)")
+pytestmark = pytest.mark.skipif(shutil.which("mpiexec") is None,
+                                reason="no mpiexec on PATH (pip install mpich)")
 
 TIMEOUT = 60
 
@@ -142,20 +143,28 @@ def test_two_workers_replay_the_bundled_traces_bit_for_bit(tmp_path):
         assert_same(got[app], ref)
 
 
+PING_PONG = dict(rank=[0, 0, 1, 1], op=["Send", "Recv", "Recv", "Send"], peer=[1, 1, 0, 0],
+                 bytes=[8, 0, 0, 8], recv_bytes=[0, 8, 8, 0], comp=[1e-6, 0, 2e-6, 0])
+
+
 def test_three_workers_share_collectives_over_subcommunicators_bit_for_bit(tmp_path):
     """mpiexec -n 3: collectives spanning workers (world, rows, reversed columns; rendezvous;
-    intra-node links; nonblocking) are evaluated together and still match replay() exactly."""
+    intra-node links; nonblocking) are evaluated together and still match replay() exactly;
+    with 2 ranks for 3 workers one worker has none."""
     cases = [(12, 1, True, "algorithms"), (16, 2, False, "algorithms"), (12, 3, True, "closed-form")]
     res = run_workers(tmp_path, f"""
         for P, seed, intra, coll in {cases!r}:
             res = replay_workers(mixed_program(P, seed), mixed_machine(intra), collectives=coll)
             report(f"{{P}}-{{seed}}-{{intra}}-{{coll}}", res)
+        report("ping-pong", replay_workers(Program.from_arrays(2, **{PING_PONG!r}), mixed_machine(False)))
     """, 3)
     got = records(res)
-    assert len(got) == len(cases)
+    assert len(got) == len(cases) + 1
     for P, seed, intra, coll in cases:
         ref = replay(mixed_program(P, seed), mixed_machine(intra), collectives=coll)
         assert_same(got[f"{P}-{seed}-{intra}-{coll}"], ref)
+    assert got["ping-pong"]["pieces"] == 2
+    assert_same(got["ping-pong"], replay(Program.from_arrays(2, **PING_PONG), mixed_machine(False)))
 
 
 def test_a_failing_worker_aborts_the_job_with_its_name(tmp_path):
