@@ -1,6 +1,7 @@
 """compute_model: per-phase computation regression (CRM), instruction prediction
 table (IPT), distant point, physical trace (Panadero et al. §3).
 
+    from_traces(folder, small=..., work="n*n/P")          logical + compute model, traces read once
     build(logical, signatures, small=..., work="n*n/P")   CRM and IPT per phase, distant point
     ComputeModel                  computation(P), describe(target), physical_trace(P, path)
     build_ipt(P, work, weight)    the paper's Table 1 for one phase (IPT, IPTRow)
@@ -16,8 +17,8 @@ and the accuracy bench against real P = 64 / 128 runs.
 
 from .crm import (CRM, IPT, DistantPoint, IPTRow, accepted_p, build_ipt, distant_point_counters,
                   distant_point_declared, fit_crm, select_small_run, work_function)
-from .physical import ComputeModel, build
+from .physical import ComputeModel, build, from_traces
 
-__all__ = ["build", "ComputeModel", "CRM", "IPT", "IPTRow", "DistantPoint", "build_ipt", "fit_crm",
+__all__ = ["build", "from_traces", "ComputeModel", "CRM", "IPT", "IPTRow", "DistantPoint", "build_ipt", "fit_crm",
            "distant_point_counters", "distant_point_declared", "select_small_run", "work_function",
            "accepted_p"]

@@ -231,21 +231,11 @@ def run(c: Campaign, *, progress: Callable[[str], None] | None = None, stdout=No
 
 def models(c: Campaign, *, progress: Callable[[str], None] | None = None):
     """The logical and compute models of a campaign's (complete) runs."""
-    from logical_model import from_traces
-    from signature import extract, load_trace
+    from .physical import from_traces
 
-    from .physical import build
-
-    say = progress or (lambda m: None)
     runs = plan(c)
-    sig_paths = [r.path for r in runs if r.kind == "signature"]
-    rule = c.rule_name if c.rule_name != "any" else None
-    logical = from_traces(sig_paths, p_rule=rule, progress=say)
-    sigs = [extract(load_trace(p)) for p in sig_paths]
-    small_runs = [r for r in runs if r.kind == "small" and r.workload == (c.small[0] if c.small else None)]
-    small = [extract(load_trace(r.path)) for r in small_runs]
-    say(f"fitting the computation of {len(logical.phases)} phases"
-        + (f" with {len(small)} small-workload runs" if small else ""))
-    P_max = max(c.target * 4, 1 << 16)
-    compute = build(logical, sigs, small=small, work=c.work, p_rule=rule, P_max=P_max)
-    return logical, compute
+    small = [r.path for r in runs if r.kind == "small" and r.workload == (c.small[0] if c.small else None)]
+    compute = from_traces([r.path for r in runs if r.kind == "signature"], small=small or None,
+                          work=c.work, p_rule=c.rule_name if c.rule_name != "any" else None,
+                          P_max=max(c.target * 4, 1 << 16), progress=progress)
+    return compute.logical, compute

@@ -26,7 +26,7 @@ from signature.model import Signature
 from .crm import (CRM, IPT, build_ipt, distant_point_counters, distant_point_declared, fit_crm,
                   work_function)
 
-__all__ = ["ComputeModel", "build"]
+__all__ = ["ComputeModel", "build", "from_traces"]
 
 
 def _time_per_rep(sig: Signature, k: int, mode: str) -> float:
@@ -48,6 +48,7 @@ class ComputeModel:
     logical: LogicalModel
     crms: list[CRM]
     ipts: list[IPT]
+    signatures: list[Signature] = dataclasses.field(default_factory=list)  # the runs fitted
 
     def computation(self, P: int) -> np.ndarray:
         """Predicted computation per process and repetition of every phase at P (s)."""
@@ -152,4 +153,30 @@ def build(logical: LogicalModel, signatures: Sequence[Signature], *,
             except ExtrapolationError as err:
                 skipped = str(err)
         crms.append(fit_crm(k, Ps, times, dp, skipped))
-    return ComputeModel(logical=logical, crms=crms, ipts=ipts)
+    return ComputeModel(logical=logical, crms=crms, ipts=ipts, signatures=sigs)
+
+
+def from_traces(source, *, small=None, work: str | None = None, p_rule: str | None = None,
+                P_max: int = 1 << 20, progress=None) -> ComputeModel:
+    """The logical and compute models from signature traces, each trace read once.
+
+    ``source`` and ``small`` name traces as :func:`logical_model.trace_files` takes them
+    (a folder or files); ``small`` are the small-workload runs of the distant point,
+    used in counters mode, or in CPU-time mode when ``work`` declares the work per process.
+    """
+    from logical_model import build as build_logical
+    from logical_model import read_signatures
+
+    say = progress or (lambda m: None)
+    sigs, grids = read_signatures(source, progress=progress)
+    say(f"modelling {len(sigs)} signatures")
+    logical = build_logical(sigs, p_rule=p_rule, grids=grids)
+    small_sigs: list[Signature] = []
+    if small is not None:
+        if work or logical.work_mode == "counters":
+            small_sigs, _ = read_signatures(small)
+            say(f"distant point from {len(small_sigs)} small-workload runs")
+        else:
+            say("small-workload runs given, but without the declared work per process (e.g. "
+                "work 'n*n/P') CPU-time mode cannot place them: no distant point")
+    return build(logical, sigs, small=small_sigs, work=work, p_rule=p_rule, P_max=P_max)

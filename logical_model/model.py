@@ -59,7 +59,7 @@ from . import modelsearch as search
 from .rules import Grid, Observation, PeerRule, infer_peer, infer_root
 from .topology import dims_create
 
-__all__ = ["build", "from_traces", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel",
+__all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel",
            "WorkGroup", "ModelError", "GridPower"]
 
 
@@ -720,17 +720,10 @@ def trace_files(source: str | Path | Sequence[str | Path]) -> list[Path]:
     return files
 
 
-def from_traces(source: str | Path | Sequence[str | Path], *, p_rule: str | None = None,
-                progress=None) -> LogicalModel:
-    """Load the signature traces of one application, extract their signatures and
-    :func:`build` the logical model (the library side of ``sigex extrapolate``).
-
-    Examples
-    --------
-    >>> model = from_traces("traces/stencil/")
-    >>> model.weights(4096)
-    [1, 360, 40, 1]
-    """
+def read_signatures(source: str | Path | Sequence[str | Path], *, progress=None):
+    """Load the signature traces named by ``source`` (see :func:`trace_files`) and extract
+    their signatures, checking that they are runs of one program: (signatures, grids),
+    ``grids`` as :func:`build` takes them (None without a Cartesian grid)."""
     from signature import extract, load_trace
 
     files = trace_files(source)
@@ -755,6 +748,21 @@ def from_traces(source: str | Path | Sequence[str | Path], *, p_rule: str | None
         missing = [s.source for s in sigs if s.nprocs not in grids]
         raise ModelError(f"some runs use a Cartesian grid and some do not ({', '.join(map(str, missing))} "
                          "do not): are these traces of one program?")
+    return sigs, grids or None
+
+
+def from_traces(source: str | Path | Sequence[str | Path], *, p_rule: str | None = None,
+                progress=None) -> LogicalModel:
+    """Load the signature traces of one application, extract their signatures and
+    :func:`build` the logical model (the library side of ``sigex extrapolate``).
+
+    Examples
+    --------
+    >>> model = from_traces("traces/stencil/")
+    >>> model.weights(4096)
+    [1, 360, 40, 1]
+    """
+    sigs, grids = read_signatures(source, progress=progress)
     if progress:
         progress(f"modelling {len(sigs)} signatures")
-    return build(sigs, p_rule=p_rule, grids=grids or None)
+    return build(sigs, p_rule=p_rule, grids=grids)

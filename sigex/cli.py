@@ -181,23 +181,12 @@ def _cmd_extrapolate(opts: argparse.Namespace) -> int:
 def _compute_from_folder(opts, say):
     from pathlib import Path
 
-    from compute_model import build
-    from logical_model import from_traces, trace_files
-    from signature import extract, load_trace
+    from compute_model import from_traces
 
-    logical = from_traces(opts.traces, p_rule=opts.p_rule, progress=say)
-    sigs = [extract(load_trace(f)) for f in trace_files(opts.traces)]
-    small = []
     folder = Path(opts.traces[0]) if len(opts.traces) == 1 else None
-    small_dir = Path(opts.small) if getattr(opts, "small", None) else (folder / "small" if folder else None)
-    if small_dir is not None and small_dir.is_dir() and (opts.work or logical.work_mode == "counters"):
-        small = [extract(load_trace(f)) for f in trace_files(small_dir)]
-        say(f"distant point from {len(small)} small-workload runs in {small_dir}")
-    elif small_dir is not None and small_dir.is_dir():
-        say(f"{small_dir} holds small-workload runs, but without --work (the declared work per "
-            "process, e.g. --work 'n*n/P') CPU-time mode cannot place them: no distant point")
-    rule = opts.p_rule if opts.p_rule != "any" else None
-    return build(logical, sigs, small=small, work=opts.work, p_rule=rule)
+    small_dir = Path(opts.small) if opts.small else (folder / "small" if folder else None)
+    return from_traces(opts.traces, small=small_dir if small_dir is not None and small_dir.is_dir() else None,
+                       work=opts.work, p_rule=opts.p_rule if opts.p_rule != "any" else None, progress=say)
 
 
 def _say(opts, cmd):

@@ -49,9 +49,8 @@ class Models:
 def load_models(source: str | Path, *, work: str | None = None, p_rule: str | None = None,
                 progress: Callable[[str], None] | None = None) -> Models:
     """Models from a campaign file or a folder of signature traces."""
-    from compute_model import build, campaign
-    from logical_model import from_traces, trace_files
-    from signature import extract, load_trace
+    from compute_model import campaign, from_traces
+    from logical_model import trace_files
 
     say = progress or (lambda m: None)
     src = Path(source)
@@ -62,7 +61,6 @@ def load_models(source: str | Path, *, work: str | None = None, p_rule: str | No
             raise CampaignError(f"{src}: {len(missing)} run(s) not traced yet (first: {missing[0].describe()}); "
                                 f"run `sigex run {src}` first")
         logical, compute = campaign.models(c, progress=say)
-        files = [r.path for r in campaign.plan(c) if r.kind == "signature"]
     else:
         if not src.exists():
             raise SigexError(f"{src}: no such campaign file or trace folder")
@@ -70,16 +68,10 @@ def load_models(source: str | Path, *, work: str | None = None, p_rule: str | No
         if len(files) < 3:
             raise SigexError(f"{src}: {len(files)} signature run(s); sigex needs 3 or more P to tell a "
                              "model from noise (trace the application at more process counts)")
-        logical = from_traces(files, p_rule=p_rule, progress=say)
-        sigs = [extract(load_trace(f)) for f in files]
-        small = []
-        if work and (src / "small").is_dir():
-            small = [extract(load_trace(f)) for f in trace_files(src / "small")]
-        compute = build(logical, sigs, small=small, work=work, p_rule=p_rule)
-    measured = {}
-    for f in files:
-        t = load_trace(f)
-        measured[t.nprocs] = t.runtime
+        compute = from_traces(files, small=src / "small" if work and (src / "small").is_dir() else None,
+                              work=work, p_rule=p_rule, progress=say)
+        logical = compute.logical
+    measured = {s.nprocs: s.runtime for s in compute.signatures}
     return Models(logical=logical, compute=compute, source=str(src), measured=measured)
 
 
