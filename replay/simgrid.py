@@ -50,11 +50,9 @@ class SimGridError(SigexError):
     """SimGrid is missing, or it failed on a trace."""
 
 
-def _unrolled(trace: Trace) -> list[np.ndarray]:
-    """Per rank, the event indices in execution order (a weighted trace must be unrolled
-    first: :func:`replay.unroll.unroll`)."""
-    off = trace.rank_offsets
-    return [np.arange(off[r], off[r + 1]) for r in range(trace.nprocs)]
+#: point-to-point operations and their TI actions (synchronous/buffered/ready sends are sends)
+_P2P = {**dict.fromkeys(("Send", "Ssend", "Bsend", "Rsend"), "send"),
+        **dict.fromkeys(("Isend", "Issend", "Ibsend", "Irsend"), "isend"), "Recv": "recv", "Irecv": "irecv"}
 
 
 def _line(trace: Trace, i: int, r: int) -> str | None:
@@ -62,14 +60,8 @@ def _line(trace: Trace, i: int, r: int) -> str | None:
     op = OPS[int(ev["op"][i])]
     peer, tag = int(ev["peer"][i]), max(0, int(ev["tag"][i]))
     b, rb, root = int(ev["bytes"][i]), int(ev["recv_bytes"][i]), max(0, int(ev["root"][i]))
-    if op in ("Send", "Ssend", "Bsend", "Rsend"):
-        return f"{r} send {peer} {tag} {b} {MPI_BYTE}"
-    if op in ("Isend", "Issend", "Ibsend", "Irsend"):
-        return f"{r} isend {peer} {tag} {b} {MPI_BYTE}"
-    if op == "Recv":
-        return f"{r} recv {peer} {tag} {rb} {MPI_BYTE}"
-    if op == "Irecv":
-        return f"{r} irecv {peer} {tag} {rb} {MPI_BYTE}"
+    if op in _P2P:  # send/isend/recv/irecv <peer> <tag> <count> <datatype>
+        return f"{r} {_P2P[op]} {peer} {tag} {b if 'send' in _P2P[op] else rb} {MPI_BYTE}"
     if op in ("Sendrecv", "Sendrecv_replace"):
         src = int(ev["recv_peer"][i])
         return f"{r} sendRecv {b} {peer} {rb or b} {src} {MPI_BYTE} {MPI_BYTE}"
@@ -118,7 +110,9 @@ def export_ti(trace: Trace, folder: str | Path, *, overwrite: bool = False) -> P
         raise TraceFormatError(f"{trace.name}: no computation times (t_comp or t_cpu) to export; "
                                "export a captured or physical trace, not a logical one")
     paths = []
-    for r, idx in enumerate(_unrolled(trace)):
+    off = trace.rank_offsets
+    for r in range(trace.nprocs):
+        idx = np.arange(off[r], off[r + 1])
         lines = [f"{r} init"]
         flops = np.asarray(comp[idx], float) * HOST_SPEED
         for i, f in zip(idx.tolist(), flops.tolist()):
