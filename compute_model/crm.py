@@ -261,7 +261,7 @@ def distant_point_counters(ipt: IPT, P: Sequence[int], instructions: Sequence[fl
     row, diff = ipt.nearest(float(instr[i]), P_max)
     return DistantPoint(P_small=int(P[i]), metric=float(cpi[i]), metric_name="CPI", work=float(instr[i]),
                         time=float(time[i]), P_emulated=row.P, difference=diff,
-                        reason="minimum CPI" if i == len(P) - 1 or cpi[i] < cpi[-1] else "minimum CPI")
+                        reason="minimum CPI")
 
 
 def distant_point_declared(P: Sequence[int], cpu_time: Sequence[float], *, work: Callable[[float, float], float],

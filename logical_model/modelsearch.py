@@ -79,7 +79,7 @@ P_RULES = ("squares", "cubes", "powers_of_two")
 
 @dataclasses.dataclass(frozen=True)
 class SearchOptions:
-    """Options of the model search, declared once (the CLI builds its help from them)."""
+    """Options of the model search, declared once with what each means."""
 
     max_terms: int = 3
     """largest number of PMNF terms besides the constant (Calotoiu et al. use 2-3)"""
@@ -93,22 +93,6 @@ class SearchOptions:
     """with only one spare point, a larger hypothesis must cross-validate below this"""
     power_gain: float = 0.7
     """a free power law c*P^b replaces the best PMNF only below this fraction of its CV error"""
-
-    @staticmethod
-    def help() -> dict[str, str]:
-        """Field name -> one-line description (for argparse help)."""
-        return {f.name: f"{_FIELD_DOCS[f.name]} (default {f.default})"
-                for f in dataclasses.fields(SearchOptions)}
-
-
-_FIELD_DOCS = {
-    "max_terms": "largest number of PMNF terms besides the constant",
-    "signs": "exponent signs searched: auto (from the data's trend), positive, negative, both",
-    "min_gain": "adjusted R-squared a larger hypothesis must gain",
-    "cv_gain": "fraction of the smaller hypothesis' cross-validation error a larger one must reach",
-    "exact": "LOO error under which a hypothesis with one spare point counts as exact",
-    "power_gain": "fraction of the PMNF's CV error a free power law c*P^b must reach to replace it",
-}
 
 
 # ---- models --------------------------------------------------------------------------
