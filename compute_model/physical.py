@@ -79,12 +79,12 @@ class ComputeModel:
         scale = np.where(mean_work > 0, comp / np.where(mean_work > 0, mean_work, 1.0), 0.0)
 
         def t_comp(ev):
-            return {"t_comp": ev["work"] * scale[ev["phase"]]}
+            return ev["work"] * scale[ev["phase"]]
 
         meta = {"source": f"compute model from P = {', '.join(map(str, self.logical.Ps))}",
                 "crm": "; ".join(f"phase {c.phase}: {c.model.formula()}" for c in self.crms)}
         return write_logical_trace(self.logical, P, path, overwrite=overwrite, block=block,
-                                   progress=progress, trace_kind="physical", extra=t_comp,
+                                   progress=progress, trace_kind="physical", extra={"t_comp": t_comp},
                                    extra_meta=meta)
 
 

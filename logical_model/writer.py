@@ -164,11 +164,11 @@ def generate(model: LogicalModel, P: int, ranks: np.ndarray, *, _sizes_cache=Non
 def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwrite: bool = False,
                         block: int = 65536, progress: Callable[[int, int], None] | None = None,
                         trace_kind: str = "logical",
-                        extra: Callable[[dict], dict[str, np.ndarray]] | None = None,
+                        extra: dict[str, Callable[[dict], np.ndarray]] | None = None,
                         extra_meta: dict | None = None) -> Path:
     """Stream the logical trace for P to ``path`` (atomically, in blocks of ``block`` ranks).
 
-    ``extra(events) -> {column: float64 array}`` adds columns computed from each block's
+    ``extra = {column: f}`` adds float64 columns ``f(events)`` computed from each block's
     events (the compute model adds ``t_comp`` and writes ``trace_kind="physical"``)."""
     model.check_target(P)
     path = Path(path)
@@ -179,12 +179,8 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
     work_col = "instr" if model.work_mode == "counters" else "t_cpu"
     cols = dict(LOGICAL_COLUMNS)
     cols[work_col] = np.int64 if work_col == "instr" else np.float64
-    extra_cols: list[str] = []
-    if extra is not None:
-        probe = generate(model, P, np.arange(min(P, 1)), _sizes_cache=None)
-        extra_cols = list(extra(probe))
-        for c in extra_cols:
-            cols[c] = np.float64
+    for c in extra or {}:
+        cols[c] = np.float64
     sizes = _sizes(model, P)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
@@ -221,8 +217,8 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
             for r0 in range(0, P, block):
                 ranks = np.arange(r0, min(P, r0 + block))
                 ev = generate(model, P, ranks, _sizes_cache=sizes)
-                if extra is not None:
-                    ev.update(extra(ev))
+                for c, column in (extra or {}).items():
+                    ev[c] = column(ev)
                 ev[work_col] = ev.pop("work")
                 ev["aux"] = np.zeros(len(ev["rank"]), np.int32)
                 n = len(ev["rank"])
