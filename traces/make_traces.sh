@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate the bundled traces: every example at P = 4, 8, 16, at its original
 # workload (traces/<app>/P<n>.h5) and its small workload (traces/<app>/small/P<n>.h5),
-# and at P = 64 as held-out truth (traces/<app>/heldout/P64.h5; HELDOUT=0 skips).
+# and at P = 32 and 64 as held-out truth (traces/<app>/heldout/P{32,64}.h5;
+# HELDOUT=0 skips).
 # Run from the repository root after `pip install -e '.[mpi]'`. Existing files are
 # kept unless FORCE=1.
 set -euo pipefail
@@ -35,14 +36,17 @@ for p in 4 8 16; do
   trace sweep traces/sweep/small "$p" 256 --iters 160 --planes 8 --kblocks 4
 done
 
-# Held-out truth for the logical and compute models: the same programs at P = 64
-# (oversubscribed 32x on a 2-core machine: slow, but burst CPU times and the
-# communication structure are those of a real 64-rank run). Never used to fit.
+# Held-out truth for the logical and compute models: the same programs at P = 32
+# and 64 (oversubscribed 16x and 32x on a 2-core machine: slow, but burst CPU times
+# and the communication structure are those of real 32- and 64-rank runs). Never
+# used to fit.
 if [ "${HELDOUT:-1}" = 1 ]; then
-  trace stencil traces/stencil/heldout 64 2048 --iters 400 --check-every 10
-  trace cg traces/cg/heldout 64 2048 --iters 100
-  trace nbody traces/nbody/heldout 64 4096 --iters 20
-  trace fft2d traces/fft2d/heldout 64 2048 --iters 40
-  trace sweep traces/sweep/heldout 64 1024 --iters 40 --planes 8 --kblocks 4
+  for p in 32 64; do
+    trace stencil traces/stencil/heldout "$p" 2048 --iters 400 --check-every 10
+    trace cg traces/cg/heldout "$p" 2048 --iters 100
+    trace nbody traces/nbody/heldout "$p" 4096 --iters 20
+    trace fft2d traces/fft2d/heldout "$p" 2048 --iters 40
+    trace sweep traces/sweep/heldout "$p" 1024 --iters 40 --planes 8 --kblocks 4
+  done
 fi
 python traces/write_index.py
