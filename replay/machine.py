@@ -86,6 +86,11 @@ class Machine:
         """The parameters between two ranks (``intra``: on the same node)."""
         return self.intra if (intra and self.intra is not None) else self.network
 
+    def flat(self) -> "Machine":
+        """The same machine with one rank per node: every pair of ranks talks over the
+        network (what a SimGrid cluster of single-core hosts describes)."""
+        return dataclasses.replace(self, cores=1, intra=None)
+
     def node_of(self, rank):
         """Node index of world rank(s): consecutive ranks fill a node."""
         return rank // self.cores

@@ -38,8 +38,8 @@ from signature.trace import COMPLETION_COLUMNS, OP_CODE, OPS, CommTable, Trace
 
 from .machine import Machine
 
-__all__ = ["export_ti", "import_ti", "platform_xml", "smpi_config", "replay_smpi", "SimGridError",
-           "HOST_SPEED"]
+__all__ = ["export_ti", "import_ti", "platform_xml", "smpi_config", "smpirun", "replay_smpi",
+           "run_program", "SimGridError", "HOST_SPEED"]
 
 #: flops per second of the exported platform's hosts: a burst of t seconds is t * HOST_SPEED flops.
 HOST_SPEED = 1e9
@@ -75,12 +75,10 @@ def _line(trace: Trace, i: int, r: int) -> str | None:
         return f"{r} reduce {b or rb} 0 {root} {MPI_BYTE}"
     if op == "Allreduce":
         return f"{r} allreduce {b or rb} 0 {MPI_BYTE}"
-    if op == "Alltoall":
-        P = trace.nprocs
-        return f"{r} alltoall {b // P} {rb // P} {MPI_BYTE} {MPI_BYTE}"
+    if op == "Alltoall":  # both columns are per-peer blocks, as SimGrid's counts are
+        return f"{r} alltoall {b} {rb} {MPI_BYTE} {MPI_BYTE}"
     if op == "Allgather":
-        P = trace.nprocs
-        return f"{r} allgather {b} {rb // P} {MPI_BYTE} {MPI_BYTE}"
+        return f"{r} allgather {b} {rb} {MPI_BYTE} {MPI_BYTE}"
     if op in ("Init", "Finalize", "Cart_create", "Comm_dup", "Comm_split", "Comm_free", "Region_begin",
               "Region_end", "Request_free", "Test", "Testall", "Testany", "Testsome", "Iprobe", "Probe"):
         return None
@@ -129,12 +127,24 @@ def export_ti(trace: Trace, folder: str | Path, *, overwrite: bool = False) -> P
     return index
 
 
-def import_ti(index: str | Path, *, host_speed: float = HOST_SPEED) -> Trace:
+def import_ti(index: str | Path, *, host_speed: float = HOST_SPEED,
+              grid: tuple[tuple[int, ...], tuple[bool, ...]] | None = None,
+              clock: Machine | None = None, app: str | None = None,
+              workload: tuple[str, str] | None = None) -> Trace:
     """Read a SimGrid time-independent trace (index file) into a :class:`Trace`.
 
     Work is in flops (``work_mode = "flops"``); ``t_comp`` = flops / host_speed.
     Counts are taken as bytes for MPI_BYTE/MPI_CHAR and x8 for MPI_DOUBLE (the
     datatype codes SimGrid writes: 0 double, 1 int, 2 char, 6 byte).
+
+    TI traces record neither communicators nor times. ``grid`` = (dims, periods)
+    declares the program's Cartesian communicator over every rank in world order
+    (``MPI_Cart_create`` without reordering): all communication is then taken to
+    be on it, as the logical model needs to extrapolate grid neighbours.
+    ``clock`` = a machine gives the events the times of sigex's replay on that
+    machine (``t_start``, ``t_comm``), so the trace can stand for a traced run
+    (signature extraction measures phases in time); the meta ``clock`` says so.
+    ``app`` and ``workload`` (label, value) name the run as ``sigex trace`` would.
     """
     index = Path(index)
     if not index.exists():
@@ -195,10 +205,10 @@ def import_ti(index: str | Path, *, host_speed: float = HOST_SPEED) -> Trace:
                         rb=int(a[2]) * dt(5))
                 elif act == "allreduce":
                     add("Allreduce", b=int(a[2]) * dt(4), rb=int(a[2]) * dt(4))
-                elif act == "alltoall":
-                    add("Alltoall", b=int(a[2]) * dt(4) * P, rb=int(a[3]) * dt(5) * P)
+                elif act == "alltoall":  # counts per peer: sigex's columns are blocks too
+                    add("Alltoall", b=int(a[2]) * dt(4), rb=int(a[3]) * dt(5))
                 elif act == "allgather":
-                    add("Allgather", b=int(a[2]) * dt(4), rb=int(a[3]) * dt(5) * P)
+                    add("Allgather", b=int(a[2]) * dt(4), rb=int(a[3]) * dt(5))
                 else:
                     raise TraceFormatError(f"{f}:{ln}: SimGrid action {act!r} is not imported by sigex")
             except (IndexError, ValueError) as err:
@@ -214,18 +224,68 @@ def import_ti(index: str | Path, *, host_speed: float = HOST_SPEED) -> Trace:
     events["aux"] = np.zeros(n, np.int32)
     events["req"] = np.full(n, -1, np.int64)
     events["t_cpu"] = events["t_comp"].copy()
-    return Trace(meta={"nprocs": P, "complete": True, "work_mode": "flops", "trace_kind": "captured",
-                       "app": index.parent.name, "source": f"SimGrid TI trace {index}",
-                       "host_speed": host_speed},
-                 events=events, rank_offsets=np.asarray(off, np.int64),
-                 completions={c: np.zeros(0, d) for c, d in COMPLETION_COLUMNS.items()},
-                 lists={c: np.zeros(0, np.int64) for c in ("rank", "seq", "kind", "start", "length",
-                                                            "values")},
-                 comms=CommTable.world_only(P), path=index)
+    meta = {"nprocs": P, "complete": True, "work_mode": "flops", "trace_kind": "captured",
+            "app": app or index.parent.name, "source": f"SimGrid TI trace {index}",
+            "host_speed": host_speed}
+    if workload is not None:
+        meta["workload_label"], meta["workload_value"] = str(workload[0]), str(workload[1])
+    comms = CommTable.world_only(P)
+    if grid is not None:
+        dims, periods = tuple(int(d) for d in grid[0]), tuple(bool(p) for p in grid[1])
+        if int(np.prod(dims)) != P or len(periods) != len(dims):
+            raise TraceFormatError(f"{index}: grid {dims} (periods {periods}) does not hold the "
+                                   f"trace's {P} ranks")
+        comms = CommTable(size=np.array([P, P], np.int32), inter=np.zeros(2, bool),
+                          member_offsets=np.array([0, P, 2 * P], np.int64),
+                          members=np.tile(np.arange(P, dtype=np.int32), 2),
+                          cart_offsets=np.array([0, 0, len(dims)], np.int64),
+                          cart_dims=np.array(dims, np.int32), cart_periods=np.array(periods, bool))
+        events["comm"] = np.where(events["comm"] == 0, 1, events["comm"]).astype(np.int32)
+    trace = Trace(meta=meta, events=events, rank_offsets=np.asarray(off, np.int64),
+                  completions={c: np.zeros(0, d) for c, d in COMPLETION_COLUMNS.items()},
+                  lists={c: np.zeros(0, np.int64) for c in ("rank", "seq", "kind", "start", "length",
+                                                             "values")},
+                  comms=comms, path=index)
+    if clock is not None:
+        _stamp(trace, clock)
+    return trace
+
+
+def _stamp(trace: Trace, machine: Machine) -> None:
+    """Give a time-independent trace the event times of sigex's replay on ``machine``."""
+    from .engine import replay
+    from .program import Program
+
+    prog = Program.from_trace(trace)
+    if len(prog.op) != trace.n_events:
+        raise TraceFormatError(f"{trace.path}: the replay has {len(prog.op)} events for the trace's "
+                               f"{trace.n_events}; cannot stamp times")
+    end = replay(prog, machine).event_end
+    ev = trace.events
+    first = np.zeros(trace.n_events, bool)
+    first[trace.rank_offsets[:-1][np.diff(trace.rank_offsets) > 0]] = True
+    prev_end = np.where(first, 0.0, np.roll(end, 1))
+    start = np.where(first, 0.0, prev_end + ev["t_comp"] / machine.speed)
+    ev["t_start"] = start
+    ev["t_comm"] = np.maximum(end - start, 0.0)
+    ev["ctx_switches"] = np.zeros(trace.n_events, np.int64)
+    trace.meta["clock"] = (f"times from sigex's replay on {machine.name} (a time-independent trace "
+                           "has none); work in flops")
 
 
 def platform_xml(machine: Machine, P: int) -> str:
-    """A SimGrid cluster of P single-core hosts equivalent to the machine's inter-node LogGP."""
+    """A SimGrid cluster of P single-core hosts equivalent to the machine's network.
+
+    Every pair of ranks talks over the network's LogGP parameters: a machine with
+    intra-node parameters (``[intra]``, ``cores`` > 1) is refused, since one link per
+    host cannot give two ranks of a node a different latency, bandwidth and overhead;
+    describe ``machine.flat()`` and replay that on sigex's side too.
+    """
+    if machine.intra is not None and machine.cores > 1 and P > 1:
+        raise SimGridError(f"machine {machine.name!r} has intra-node parameters ({machine.cores} ranks "
+                           "per node), which this SimGrid platform cannot describe (one single-core "
+                           "host per rank); compare on machine.flat(), the same machine with every "
+                           "pair of ranks on the network")
     net = machine.network
     bw = 1.0 / net.G if net.G > 0 else 1e15
     return f"""<?xml version='1.0'?>
@@ -244,7 +304,8 @@ def smpi_config(machine: Machine) -> list[str]:
     net = machine.network
     return [
         "--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1",
-        f"--cfg=smpi/os:0:{net.o:.6g}:{net.O:.6g}", f"--cfg=smpi/or:0:{net.o:.6g}:{net.O:.6g}",
+        f"--cfg=smpi/os:0:{net.o:.6g}:{net.O:.6g}", f"--cfg=smpi/ois:0:{net.o:.6g}:{net.O:.6g}",
+        f"--cfg=smpi/or:0:{net.o:.6g}:{net.O:.6g}",
         f"--cfg=smpi/send-is-detached-thresh:{machine.S}", f"--cfg=smpi/async-small-thresh:{machine.S}",
         "--cfg=network/crosstraffic:0", "--cfg=smpi/bcast:binomial_tree",
         "--cfg=smpi/reduce:binomial", "--cfg=smpi/allreduce:rdb", "--cfg=smpi/alltoall:pair",
@@ -252,25 +313,55 @@ def smpi_config(machine: Machine) -> list[str]:
     ]
 
 
-def replay_smpi(index: str | Path, machine: Machine, P: int, *, timeout: float = 3600,
-                extra: list[str] | None = None) -> float:
-    """Replay a TI trace with ``smpirun -replay`` on :func:`platform_xml`; SMPI's simulated time (s)."""
-    smpirun = shutil.which("smpirun")
-    if smpirun is None:
+def smpirun(args: list[str], machine: Machine, P: int, *, timeout: float = 3600,
+            extra: list[str] | None = None, cwd: str | Path | None = None) -> tuple[float, str]:
+    """Run ``smpirun -np P`` on :func:`platform_xml` with :func:`smpi_config` and ``args``
+    (a program and its arguments, or ``-replay index``): (SMPI's simulated time in
+    seconds, the program's standard output)."""
+    exe = shutil.which("smpirun")
+    if exe is None:
         raise SimGridError("smpirun not found: apt-get install libsimgrid-dev (SimGrid 3.32)")
     with tempfile.TemporaryDirectory(prefix="sigex-smpi-") as tmp:
         plat = Path(tmp) / "platform.xml"
         plat.write_text(platform_xml(machine, P))
         hosts = Path(tmp) / "hosts"
         hosts.write_text("".join(f"rank-{r}\n" for r in range(P)))
-        cmd = [smpirun, "-np", str(P), "-platform", str(plat), "-hostfile", str(hosts),
-               "-replay", str(Path(index).resolve()), *smpi_config(machine), *(extra or [])]
+        cmd = [exe, "-np", str(P), "-platform", str(plat), "-hostfile", str(hosts),
+               *smpi_config(machine), *(extra or []), *args]
+        what = " ".join(args[:2])
         try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
         except subprocess.TimeoutExpired as err:
-            raise SimGridError(f"smpirun -replay of {index} took more than {timeout:.0f} s") from err
-    m = re.findall(r"Simulation time ([0-9.eE+-]+)", res.stdout + res.stderr)
+            raise SimGridError(f"smpirun {what} at P={P} took more than {timeout:.0f} s") from err
+    m = re.findall(r"Simulat(?:ion|ed) time:? ([0-9.eE+-]+)", res.stdout + res.stderr)
     if res.returncode != 0 or not m:
-        tail = (res.stderr or res.stdout).strip().splitlines()[-5:]
-        raise SimGridError(f"smpirun -replay of {index} failed (exit {res.returncode}): " + " | ".join(tail))
-    return float(m[-1])
+        tail = [ln for ln in (res.stderr or res.stdout).strip().splitlines() if "->" not in ln][-5:]
+        raise SimGridError(f"smpirun {what} at P={P} failed (exit {res.returncode}): " + " | ".join(tail))
+    return float(m[-1]), res.stdout
+
+
+def replay_smpi(index: str | Path, machine: Machine, P: int, *, timeout: float = 3600,
+                extra: list[str] | None = None) -> float:
+    """Replay a TI trace with ``smpirun -replay`` on :func:`platform_xml`; SMPI's simulated time (s)."""
+    return smpirun(["-replay", str(Path(index).resolve())], machine, P, timeout=timeout, extra=extra)[0]
+
+
+def run_program(program: str | Path, args: list[str], machine: Machine, P: int, *,
+                trace_ti: str | Path | None = None, timeout: float = 3600) -> tuple[float, str]:
+    """Run an SMPI program (built with ``smpicc``) at P ranks on the machine's platform:
+    (simulated time, its standard output).
+
+    Computation is only what the program charges with ``smpi_execute_flops``
+    (``smpi/simulate-computation:no``: the host's timing never enters the result).
+    With ``trace_ti`` (a folder, created) SMPI also writes the run's time-independent
+    trace there; its index is ``<trace_ti>/ti.txt`` (read it with :func:`import_ti`).
+    """
+    extra = ["--cfg=smpi/simulate-computation:no", "--cfg=smpi/display-timing:yes"]
+    if trace_ti is not None:
+        folder = Path(trace_ti).resolve()
+        if (folder / "ti.txt").exists():
+            raise FileExistsError(f"{folder / 'ti.txt'} already exists; remove it or trace elsewhere")
+        folder.mkdir(parents=True, exist_ok=True)
+        extra = ["-trace-ti", f"--cfg=tracing/filename:{folder / 'ti.txt'}", *extra]
+    extra.append("--cfg=smpi/host-speed:1e9")  # no host benchmark (and no warning): nothing is timed
+    return smpirun([str(Path(program).resolve()), *args], machine, P, timeout=timeout, extra=extra)

@@ -12,6 +12,7 @@ from replay.machine import LogGP, Machine
 from replay.simgrid import HOST_SPEED, export_ti, import_ti, platform_xml, replay_smpi
 from signature import load_trace
 from signature.errors import TraceFormatError
+from signature.trace import OP_CODE
 
 needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None,
                                    reason="SimGrid not installed: apt-get install libsimgrid-dev")
@@ -60,6 +61,44 @@ def test_bad_ti_lines_name_the_file_and_line(tmp_path):
         import_ti(write_ti(tmp_path, {0: ["0 init", "0 send x 0 10 6"]}))
 
 
+def test_platform_refuses_a_machine_with_intra_node_links():
+    """One single-core host per rank cannot give ranks of a node other parameters: say so."""
+    from replay import load
+    from replay.simgrid import SimGridError
+    with pytest.raises(SimGridError, match="intra-node parameters.*machine.flat"):
+        platform_xml(load("cluster-a"), 16)
+    assert 'radical="0-15"' in platform_xml(load("cluster-a").flat(), 16)
+
+
+def test_import_declares_the_grid_and_stamps_times_from_the_replay(tmp_path):
+    """``grid`` puts the communication on a Cartesian communicator over the world;
+    ``clock`` gives each event the time of sigex's replay, so the signature sees phases."""
+    from replay import Program, replay
+    from signature import extract
+    ranks = {}
+    for r in range(4):
+        right, left = (r + 1) % 4, (r - 1) % 4
+        body = [f"{r} init"]
+        for _ in range(6):
+            body += [f"{r} compute {1e6 * (r + 1):.0f}", f"{r} irecv {left} 0 100 0",
+                     f"{r} isend {right} 0 100 0", f"{r} waitall 2", f"{r} allreduce 1 0 0"]
+        ranks[r] = body + [f"{r} finalize"]
+    m = Machine("m", LogGP(L=1e-5, o=1e-6, g=0.0, G=1e-9), S=65536)
+    with pytest.raises(TraceFormatError, match="does not hold"):
+        import_ti(write_ti(tmp_path, ranks), grid=((3, 1), (True, False)))
+    t = import_ti(write_ti(tmp_path, ranks), grid=((2, 2), (True, True)), clock=m, app="ring",
+                  workload=("n", "100"))
+    assert t.comms.cartesian(1) == ((2, 2), (True, True))
+    assert set(t.events["comm"][t.events["op"] == OP_CODE["Irecv"]].tolist()) == {1}
+    assert t.meta["workload_value"] == "100" and "sigex's replay" in t.meta["clock"]
+    assert t.runtime == pytest.approx(replay(Program.from_trace(t), m).runtime, rel=1e-12)
+    # the slowest rank computes 6 ms in all; the ring makes everyone wait for it
+    assert t.runtime > 6 * 4e-3
+    sig = extract(t)
+    assert [p.weight for p in sig.phases if p.kind == "loop"] == [6]
+    assert (t.to_hdf5(tmp_path / "ring.h5").exists())
+
+
 def test_platform_describes_the_machine():
     """The platform has one host per rank, link latency L/2 each way and bandwidth 1/G."""
     m = Machine("m", LogGP(L=2e-6, o=1e-7, g=0.0, G=1e-9))
@@ -82,7 +121,7 @@ def test_smpi_agrees_with_sigex_on_bundled_traces(tmp_path, app, machine):
     """The replay issue's check: sigex's replay of each bundled P=16 trace and SMPI's replay
     of its export on the matching platform agree within 5% (measured: 0.5% at most)."""
     from replay import Program, load, replay
-    m = load(machine)
+    m = load(machine).flat()  # the platform has one single-core host per rank
     t = load_trace(TRACES / app / "P16.h5")
     ours = replay(Program.from_trace(t), m).runtime
     theirs = replay_smpi(export_ti(t, tmp_path / app), m, t.nprocs)
