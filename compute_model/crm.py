@@ -48,8 +48,9 @@ __all__ = ["IPT", "IPTRow", "CRM", "DistantPoint", "build_ipt", "fit_crm", "sele
            "distant_point_counters", "distant_point_declared", "work_function", "accepted_p",
            "IPT_TOLERANCE"]
 
-#: How far the measured totals may spread and still count as constant (Eq. 2).
-IPT_TOLERANCE = {"counters": 0.02, "cpu-time": 0.10}
+#: How far the measured totals may spread and still count as constant (Eq. 2). Flops
+#: charged in a SimGrid trace are exact counts, as deterministic as instructions.
+IPT_TOLERANCE = {"counters": 0.02, "cpu-time": 0.10, "flops": 0.02}
 
 
 # ---- P rules ------------------------------------------------------------------------

@@ -192,26 +192,45 @@ class SlotModel:
 
 @dataclasses.dataclass
 class WorkGroup:
-    """Ranks with similar work; their total over ranks and repetitions is constant (Eq. 2)."""
+    """Ranks with similar work; their total over ranks and repetitions is constant (Eq. 2).
+
+    A lone rank (a root, a corner) whose total is not constant but whose work stays a
+    fixed multiple of the other ranks' (a corner of a sweep does the same block as
+    everyone, only without one receive) keeps that multiple instead: ``share`` is its
+    per-rank work over the other group's, chosen when the measured shares spread less
+    than the measured totals.
+    """
 
     members: PeerRule | None  # None: every rank not in another group
     total: float  # Eq. 2's TotalIG: work x weight summed over the group's ranks
     measured: dict[int, float]  # P -> measured total
+    share: float | None = None  # per-rank work / the last group's, when that is what holds
+    shares: dict[int, float] = dataclasses.field(default_factory=dict)  # P -> measured share
 
     @property
     def spread(self) -> float:
         """(max - min) / mean of the measured totals: how constant Eq. 2's total is."""
-        v = np.array(list(self.measured.values()))
-        return float((v.max() - v.min()) / v.mean()) if v.size and v.mean() > 0 else 0.0
+        return _spread(self.measured)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"members": self.members.to_dict() if self.members else None, "total": self.total,
-                "measured": {str(k): v for k, v in self.measured.items()}}
+        d = {"members": self.members.to_dict() if self.members else None, "total": self.total,
+             "measured": {str(k): v for k, v in self.measured.items()}}
+        if self.shares:
+            d["share"] = self.share
+            d["shares"] = {str(k): v for k, v in self.shares.items()}
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "WorkGroup":
         return cls(members=PeerRule.from_dict(d["members"]) if d["members"] else None,
-                   total=float(d["total"]), measured={int(k): float(v) for k, v in d["measured"].items()})
+                   total=float(d["total"]), measured={int(k): float(v) for k, v in d["measured"].items()},
+                   share=None if d.get("share") is None else float(d["share"]),
+                   shares={int(k): float(v) for k, v in d.get("shares", {}).items()})
+
+
+def _spread(values: dict[int, float]) -> float:
+    v = np.array(list(values.values()))
+    return float((v.max() - v.min()) / v.mean()) if v.size and v.mean() > 0 else 0.0
 
 
 @dataclasses.dataclass
@@ -250,9 +269,11 @@ class PhaseModel:
             return np.full(len(ranks), self.groups[0].total / (w * P))
         g_all = self.group_of(np.arange(P), P)
         sizes = np.bincount(g_all, minlength=len(self.groups))
-        totals = np.array([grp.total for grp in self.groups])
+        per = np.array([grp.total for grp in self.groups]) / (w * np.maximum(sizes, 1))
+        per = np.array([per[-1] * grp.share if grp.share is not None else per[i]
+                        for i, grp in enumerate(self.groups)])
         g = g_all[ranks] if len(ranks) != P else g_all
-        return totals[g] / (w * np.maximum(sizes[g], 1))
+        return per[g]
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "pattern": self.pattern,
@@ -277,7 +298,7 @@ class LogicalModel:
     """An application's phases as functions of P; writes its logical trace for any P."""
 
     app: str | None
-    work_mode: str  # "cpu-time" or "counters"
+    work_mode: str  # "cpu-time", "counters", or "flops" (imported SimGrid traces)
     work_unit: str  # "s" (thread CPU seconds) or "instructions"
     Ps: list[int]
     workload_label: str | None
@@ -314,8 +335,9 @@ class LogicalModel:
 
     # ---- text ----------------------------------------------------------------------
     def describe(self, target: int | None = None) -> str:
-        mode = ("counters mode (work = instructions)" if self.work_mode == "counters"
-                else "CPU-time mode (work = thread CPU time)")
+        mode = {"counters": "counters mode (work = instructions)",
+                "flops": "flops mode (work = flops charged in a SimGrid trace, as seconds at the host speed)"
+                }.get(self.work_mode, "CPU-time mode (work = thread CPU time)")
         grid = (f"{self.grid.ndims}-D process grid from MPI_Dims_create, periods "
                 f"{list(self.grid.periods)}" if self.grid else "no Cartesian grid")
         out = [f"logical model of {self.app or '?'} from P = {', '.join(map(str, self.Ps))} "
@@ -340,11 +362,17 @@ class LogicalModel:
             for gi, g in enumerate(ph.groups):
                 who = f"ranks = {g.members.describe()}" if g.members else "all other ranks" \
                     if len(ph.groups) > 1 else "all ranks"
-                line = (f"  work group {gi}: {who}; total {g.total:.4g} {unit} (Eq. 2), measured totals "
-                        f"vary {100 * g.spread:.1f}%")
+                if g.share is not None:
+                    line = (f"  work group {gi}: {who}; {g.share:.4g} x the other ranks' work (measured "
+                            f"shares vary {100 * _spread(g.shares):.1f}%, totals {100 * g.spread:.1f}%)")
+                else:
+                    line = (f"  work group {gi}: {who}; total {g.total:.4g} {unit} (Eq. 2), measured "
+                            f"totals vary {100 * g.spread:.1f}%")
                 if target:
                     wr = ph.work_per_rank(target)
-                    line += f"; per rank at P={target}: {wr.mean():.4g} {unit}"
+                    mine = ph.group_of(np.arange(target), target) == gi
+                    if mine.any():
+                        line += f"; per rank at P={target}: {wr[mine].mean():.4g} {unit}"
                 out.append(line)
             for pr in ph.problems:
                 out.append(f"  problem: {pr}")
@@ -466,7 +494,13 @@ def _groups(per_p: dict[int, np.ndarray], weights: dict[int, int]) -> tuple[list
         if rule is not None:
             lone = {P: float(per_p[P][r] * weights[P]) for P, r in split_rules}
             rest = {P: float((per_p[P].sum() - per_p[P][r]) * weights[P]) for P, r in split_rules}
-            return ([WorkGroup(rule, float(np.median(list(lone.values()))), lone),
+            shares = {P: float(per_p[P][r] / ((per_p[P].sum() - per_p[P][r]) / (P - 1)))
+                      for P, r in split_rules if per_p[P].sum() > per_p[P][r]}
+            share = None
+            if len(shares) == len(split_rules) and _spread(shares) < _spread(lone):
+                share = float(np.median(list(shares.values())))
+            return ([WorkGroup(rule, float(np.median(list(lone.values()))), lone, share,
+                               shares if share is not None else {}),
                      WorkGroup(None, float(np.median(list(rest.values()))), rest)], None)
     spread = max(float((w.max() - w.min()) / max(np.median(w), 1e-300)) for w in per_p.values())
     if spread > 0.05:
