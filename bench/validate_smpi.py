@@ -1,0 +1,212 @@
+"""End-to-end validation against SimGrid's SMPI as the target machine.
+
+SMPI runs real C MPI programs on a simulated cluster at any P. For each of the
+C versions of the examples in ``bench/smpi/`` (stencil, cg, sweep, fft2d):
+
+1. the program is built with ``smpicc`` and run under ``smpirun`` at the
+   signature P (4, 8, 16) with ``-trace-ti``; each time-independent trace is
+   imported (``replay.simgrid.import_ti``, work in flops, the Cartesian grid
+   declared, event times from sigex's replay on the machine) and written as a
+   sigex trace: these are the signature runs;
+2. the same program runs at P = 256 and 1024 (16x and 64x the largest
+   signature P): SMPI's simulated time is the ground truth. These runs are
+   traced too, to give per-phase truth (weights, computation per process) and
+   to replay the real large trace with sigex, which splits the error into the
+   network model's part and the extrapolation's part;
+3. sigex predicts P = 256 and 1024 from the signature runs alone
+   (``sigex.pipeline.load_models`` + ``predict``: logical model, compute model,
+   physical trace, full and steady-state replay) on ``bench/smpi/cluster.toml``,
+   the machine the SMPI platform describes exactly
+   (``replay.simgrid.platform_xml``: one single-core host per rank, LogGP
+   latency, bandwidth and overheads, the same eager threshold and collective
+   algorithms).
+
+Computation in SMPI is what the programs charge with ``smpi_execute_flops``
+(exact flop counts of their kernels; ``smpi/simulate-computation:no``), so the
+ground truth is deterministic: this validates the signature, the logical model,
+the compute model in flops mode and the replay against an independent
+simulator; it does not validate a real CPU's cache behaviour (see
+``bench/validate.py`` for real runs on this machine).
+
+Goal (prediction issue): predicted runtime within 10% of SMPI's at 64x the
+largest signature P.
+
+Usage: ``python bench/validate_smpi.py [--apps stencil cg] [--targets 256 1024]
+[--fresh]``. Needs ``smpicc``/``smpirun`` (``apt-get install libsimgrid-dev``).
+Runs are cached in ``bench/_smpi/`` (``--fresh`` redoes them); the first run
+takes a few minutes. The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from logical_model.topology import dims_create  # noqa: E402
+from replay import Program, load, replay  # noqa: E402
+from replay.simgrid import import_ti, run_program  # noqa: E402
+from signature import extract, load_trace  # noqa: E402
+from signature._text import table  # noqa: E402
+from sigex.pipeline import load_models, predict  # noqa: E402
+
+SRC = ROOT / "bench" / "smpi"
+CACHE = ROOT / "bench" / "_smpi"
+MACHINE = SRC / "cluster.toml"
+SIGNATURE_P = (4, 8, 16)
+
+#: per app: workload n, the other arguments, whether the program builds a 2-D
+#: Cartesian grid (MPI_Dims_create), and the P rule it accepts
+APPS = {
+    "stencil": {"n": 4096, "args": ["--iters", "100", "--check-every", "10"], "grid": 2, "p_rule": None},
+    "cg": {"n": 4096, "args": ["--iters", "50"], "grid": None, "p_rule": None},
+    "sweep": {"n": 2048, "args": ["--iters", "10", "--planes", "8", "--kblocks", "4"], "grid": 2,
+              "p_rule": None},
+    "fft2d": {"n": 4096, "args": ["--iters", "3"], "grid": None, "p_rule": "powers_of_two"},
+}
+
+
+def build(app: str) -> Path:
+    exe = CACHE / "bin" / app
+    src = SRC / f"{app}.c"
+    if exe.exists() and exe.stat().st_mtime >= max(src.stat().st_mtime, (SRC / "common.h").stat().st_mtime):
+        return exe
+    exe.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["smpicc", "-O2", "-o", str(exe), str(src), "-lm"], check=True,
+                   capture_output=True, text=True)
+    return exe
+
+
+def traced_run(app: str, P: int, out: Path, machine, say) -> tuple[Path, float]:
+    """The SMPI run of ``app`` at P, as a sigex trace at ``out`` (cached) and SMPI's time."""
+    meta = out.with_suffix(".json")
+    if out.exists() and meta.exists():
+        return out, json.loads(meta.read_text())["smpi_time"]
+    cfg = APPS[app]
+    args = ["--n", str(cfg["n"]), *cfg["args"]]
+    say(f"{app}: smpirun -np {P} {' '.join(args)}")
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix=f"sigex-{app}-{P}-") as tmp:
+        sim, stdout = run_program(build(app), args, machine, P, trace_ti=Path(tmp) / "ti")
+        if "OK" not in stdout:
+            raise SystemExit(f"{app} at P={P}: the program's check failed: {stdout.strip()}")
+        grid = None
+        if cfg["grid"]:
+            dims = dims_create(P, cfg["grid"])
+            grid = (dims, (False,) * len(dims))
+        trace = import_ti(Path(tmp) / "ti" / "ti.txt", grid=grid, clock=machine, app=app,
+                          workload=("n", str(cfg["n"])))
+        trace.meta["command"] = json.dumps(["smpirun", "-np", str(P), f"bench/smpi/{app}", *args])
+        trace.meta["smpi_time"] = sim
+        out.parent.mkdir(parents=True, exist_ok=True)
+        trace.to_hdf5(out, overwrite=True)
+    meta.write_text(json.dumps({"smpi_time": sim, "wall": time.perf_counter() - t0}))
+    return out, sim
+
+
+def per_phase(pred, truth_sig) -> list[dict]:
+    """Predicted against true per-phase weight, computation per process and TE x W (the
+    truth's times are those its import stamped: sigex's replay of the real large run)."""
+    rows = []
+    for k, ph in enumerate(pred.phases):
+        if k >= len(truth_sig.phases):
+            break
+        tp = truth_sig.phases[k]
+        comp_true = float(np.max(tp.stats["cpu_mean"]))
+        rows.append({"phase": k, "kind": ph["kind"], "pattern": ph["pattern"], "weight": ph["weight"],
+                     "weight_true": int(tp.weight), "comp": ph["computation"], "comp_true": comp_true,
+                     "comp_error": ph["computation"] / comp_true - 1 if comp_true > 0 else None,
+                     "time": ph["te"] * ph["weight"], "time_true": float(tp.te) * tp.weight})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--apps", nargs="+", default=list(APPS), choices=list(APPS))
+    ap.add_argument("--targets", nargs="+", type=int, default=[256, 1024])
+    ap.add_argument("--fresh", action="store_true", help="redo the cached SMPI runs")
+    opts = ap.parse_args()
+    if shutil.which("smpicc") is None or shutil.which("smpirun") is None:
+        raise SystemExit("smpicc/smpirun not found: apt-get install libsimgrid-dev (SimGrid 3.32)")
+    if opts.fresh and CACHE.exists():
+        shutil.rmtree(CACHE)
+    machine = load(MACHINE)
+
+    def say(msg):
+        print(f"  .. {msg}", file=sys.stderr, flush=True)
+
+    results, phase_rows = [], []
+    for app in opts.apps:
+        sig_dir = CACHE / app / "signature"
+        measured = {}
+        for P in SIGNATURE_P:
+            _, measured[P] = traced_run(app, P, sig_dir / f"P{P}.h5", machine, say)
+        say(f"{app}: modelling P = {list(SIGNATURE_P)}")
+        models = load_models(sig_dir, p_rule=APPS[app]["p_rule"])
+        # the traced P: does the pipeline reproduce SMPI's time where it has a run?
+        Pmax = max(SIGNATURE_P)
+        at_traced = predict(models, Pmax, machine, full=True)
+        results.append({"app": app, "P": Pmax, "x": 1, "smpi": measured[Pmax], "replay_real": None,
+                        "predicted": at_traced.runtime, "steady": at_traced.steady, "pet": at_traced.pet,
+                        "error": at_traced.runtime / measured[Pmax] - 1, "replay_error": None})
+        for P in opts.targets:
+            tpath, truth = traced_run(app, P, CACHE / app / "truth" / f"P{P}.h5", machine, say)
+            say(f"{app}: predicting P = {P}")
+            t0 = time.perf_counter()
+            pred = predict(models, P, machine, full=True)
+            t_pred = time.perf_counter() - t0
+            tt = load_trace(tpath)
+            real = replay(Program.from_trace(tt), machine).runtime
+            results.append({"app": app, "P": P, "x": P // Pmax, "smpi": truth, "replay_real": real,
+                            "predicted": pred.runtime, "steady": pred.steady, "pet": pred.pet,
+                            "error": pred.runtime / truth - 1, "replay_error": real / truth - 1,
+                            "predict_s": t_pred, "warnings": pred.warnings})
+            for row in per_phase(pred, extract(tt)):
+                phase_rows.append({"app": app, "P": P, **row})
+
+    print("Runtime: SMPI's simulated time of the real C program (truth), sigex's replay of that run's "
+          "own trace, and sigex's prediction from the P = 4, 8, 16 runs (full replay).")
+    print(table(("app", "P", "x sig", "SMPI (s)", "replay of real trace", "err", "predicted (s)", "err",
+                 "steady (s)", "PET (s)"),
+                [(r["app"], r["P"], f"{r['x']}x" if r["x"] > 1 else "traced", f"{r['smpi']:.5f}",
+                  "-" if r["replay_real"] is None else f"{r['replay_real']:.5f}",
+                  "-" if r["replay_error"] is None else f"{100 * r['replay_error']:+.2f}%",
+                  f"{r['predicted']:.5f}", f"{100 * r['error']:+.2f}%", f"{r['steady']:.5f}",
+                  f"{r['pet']:.5f}") for r in results], align="rrrrrrrrrr"))
+    print()
+    print("Per phase at the targets: weight, computation per process and repetition (max over ranks), "
+          "and time in the phase (TE x W; truth = sigex's replay of the real large trace).")
+    print(table(("app", "P", "ph", "pattern", "W pred", "W true", "comp pred (us)", "comp true (us)", "err",
+                 "TExW pred (ms)", "TExW true (ms)", "err"),
+                [(r["app"], r["P"], r["phase"], r["pattern"][:30], r["weight"], r["weight_true"],
+                  f"{1e6 * r['comp']:.2f}", f"{1e6 * r['comp_true']:.2f}",
+                  "-" if r["comp_error"] is None else f"{100 * r['comp_error']:+.2f}%",
+                  f"{1e3 * r['time']:.4f}", f"{1e3 * r['time_true']:.4f}",
+                  f"{100 * (r['time'] / r['time_true'] - 1):+.2f}%" if r["time_true"] > 0 else "-")
+                 for r in phase_rows], align="rrrlrrrrrrrr"))
+    far = [r for r in results if r["x"] >= 64]
+    ok = [r for r in far if abs(r["error"]) <= 0.10]
+    print()
+    print(f"within 10% at 64x the largest signature P: {len(ok)}/{len(far)} "
+          + ", ".join(f"{r['app']} {100 * r['error']:+.1f}%" for r in far))
+    for r in results:
+        for w in r.get("warnings", []):
+            print(f"  warning ({r['app']} P={r['P']}): {w}")
+    print(json.dumps({"bench": "validate_smpi", "machine": machine.name, "signature_P": list(SIGNATURE_P),
+                      "runtime": [{k: v for k, v in r.items() if k != "warnings"} for r in results],
+                      "phases": phase_rows, "within_10pct_at_64x": f"{len(ok)}/{len(far)}",
+                      "goal": "predicted runtime within 10% of SMPI's at 64x the largest signature P"}))
+
+
+if __name__ == "__main__":
+    main()
