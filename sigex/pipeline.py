@@ -177,6 +177,14 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
     fitted = [{"phase": c.phase, "crm": c.model.describe(), "weight": ph.weight.formula()}
               for c, ph in zip(models.compute.crms, models.logical.phases)]
     warnings = _warnings(models)
+    Pfit = max(models.logical.Ps)
+    if P > Pfit:
+        at_fit, at_p = models.compute.computation(Pfit), models.compute.computation(P)
+        for ph, a, b in zip(models.logical.phases, at_fit, at_p):
+            if ph.kind == "loop" and b > 1.05 * a > 0:
+                warnings.append(f"phase {ph.id}: its CRM grows from {a:.4g} s at P={Pfit} to {b:.4g} s at "
+                                f"P={P:,}; computation per process rarely grows under strong scaling, so "
+                                "check the fit (`sigex ipt`) and the signature runs' noise")
     if abs(pet - steady) > 0.10 * steady:
         warnings.append(f"PET ({pet:.4g} s) and the steady-state replay ({steady:.4g} s) differ by "
                         f"{100 * abs(pet / steady - 1):.0f}%: repetitions of a phase overlap (a pipeline), "

@@ -62,6 +62,19 @@ def test_prediction_at_a_traced_p_reproduces_its_computation(stencil):
         assert base * ph["weight"] == pytest.approx(measured * meas.weight, rel=0.10), ph
 
 
+def test_a_crm_growing_past_the_fitted_range_is_flagged(stencil, monkeypatch):
+    """Computation per process that grows with P under strong scaling is named in the warnings
+    (a fit like a - b P^-1/2 log2 P peaks inside the range and then rises)."""
+    real = stencil.compute.computation
+    pred = predict(stencil, 64, "cluster-a")
+    assert not [w for w in pred.warnings if "grows from" in w]
+    monkeypatch.setattr(stencil.compute, "computation",
+                        lambda P: real(P) * (1.0 if P <= 16 else 10.0))
+    pred = predict(stencil, 64, "cluster-a")
+    grown = [w for w in pred.warnings if "grows from" in w]
+    assert len(grown) == 2 and grown[0].startswith("phase 1:") and "P=64" in grown[0]
+
+
 def test_pipelined_phases_use_the_steady_state(tmp_path):
     """The sweep's repetitions overlap: the runtime is the steady-state replay (equal to the full
     replay), and the report says why PET is far above it."""
