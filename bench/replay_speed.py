@@ -237,7 +237,8 @@ def main(argv=None) -> int:
             rows.append(r)
         for app, P in sg_list:
             print(f"# SimGrid {app} P={P} ...", file=sys.stderr, flush=True)
-            sg_rows.append(simgrid_row(app, P, models[app], machine, tmp, args.reps, args.smpi_timeout))
+            # SimGrid's platform is one single-core host per rank: both replay the flat machine
+            sg_rows.append(simgrid_row(app, P, models[app], machine.flat(), tmp, args.reps, args.smpi_timeout))
     load1 = os.getloadavg()
 
     # ---- table ---------------------------------------------------------------------------

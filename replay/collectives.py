@@ -102,6 +102,18 @@ class Pattern:
     def n_messages(self) -> int:
         return len(self.src)
 
+    @functools.cached_property
+    def senders(self) -> list:
+        """Per round, the senders as an index: ``slice(None)`` when every member sends once
+        in member order (recursive doubling, pairwise, dissemination...), so evaluation
+        works on the arrays themselves instead of gathering and scattering them."""
+        out = []
+        every = np.arange(self.n)
+        for k in range(self.n_rounds):
+            src = self.src[self.round_offsets[k]:self.round_offsets[k + 1]]
+            out.append(slice(None) if len(src) == self.n and np.array_equal(src, every) else src)
+        return out
+
     def as_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(src, dst, nbytes, round)``."""
         return self.src, self.dst, self.nbytes, self.round
@@ -369,20 +381,36 @@ def evaluate(pattern: Pattern, entry: np.ndarray, *, L, o, g, G, O, S: int,
     busy = np.zeros_like(T)
     nic = np.full_like(T, -np.inf)
     B = T.shape[0]
-    params = [np.broadcast_to(np.asarray(x, np.float64), (B, pattern.n_messages))
-              for x in (L, o, g, G, O)]
+    # one link for every message (the common case): scalars, and a round whose messages
+    # all have one size works on scalars too; the same operations in the same order as
+    # the array case, so the same bits
+    scalar = all(np.ndim(x) == 0 for x in (L, o, g, G, O))
+    if scalar:
+        params = [np.float64(x) for x in (L, o, g, G, O)]
+    else:
+        params = [np.broadcast_to(np.asarray(x, np.float64), (B, pattern.n_messages))
+                  for x in (L, o, g, G, O)]
     offs = pattern.round_offsets
+    senders = pattern.senders
     for k in range(pattern.n_rounds):
         a, b = int(offs[k]), int(offs[k + 1])
-        src, dst = pattern.src[a:b], pattern.dst[a:b]
-        s = pattern.nbytes[a:b].astype(np.float64)
-        Lk, ok, gk, Gk, Ok = (p[:, a:b] for p in params)
+        src, dst = senders[k], pattern.dst[a:b]
+        nb = pattern.nbytes[a:b]
+        if scalar:
+            Lk, ok, gk, Gk, Ok = params
+            if b > a and nb.min() == nb.max():
+                nb = nb[:1]
+        else:
+            Lk, ok, gk, Gk, Ok = (p[:, a:b] for p in params)
+        s = nb.astype(np.float64)
         ts = np.maximum(T[:, src], nic[:, src])
         wire = s * Gk
         cpu = ok + s * Ok
         t_dst = T[:, dst]
-        rdv = pattern.nbytes[a:b] >= S
-        if rdv.any():
+        rdv = nb >= S
+        if rdv.all():
+            start = np.maximum(ts + ok + Lk, t_dst) + ok + Lk
+        elif rdv.any():
             tdata = np.maximum(ts + ok + Lk, t_dst) + ok + Lk
             start = np.where(rdv, tdata, ts)
         else:

@@ -594,9 +594,10 @@ class ReplayState:
                 busy = cost[:, None] + np.zeros_like(entry)
             else:
                 pat = _coll.pattern_for(name, n, root, nbytes)
-                intra = mach.node_of(world[:, pat.src]) == mach.node_of(world[:, pat.dst])
-                net, loc = mach.network, mach.link(True)
-                par = {k: np.where(intra, getattr(loc, k), getattr(net, k)) for k in "LogGO"}
+                if np.array_equal(world[0], np.arange(n)) and (world == world[0]).all():
+                    par = _link_params(mach, name, n, root, nbytes)  # the world in rank order
+                else:
+                    par = _link_params_of(mach, pat, world)
                 finish, busy = _coll.evaluate(pat, entry, **par, S=mach.S)
             self.done[base + slots] = finish
             self.cost[base + slots] = busy
@@ -846,6 +847,31 @@ def gather_result(program: Program, machine: Machine, collectives: str, states: 
         machine=machine.name, collectives=collectives, pieces=len(states),
         steps=int(sum(s.steps for s in states)), passes=passes,
         _event_parts=tuple((s.t_end_new, s._pos) for s in states))
+
+
+def _link_params_of(mach: Machine, pat, world: np.ndarray) -> dict:
+    """LogGP parameters of every message of ``pat`` over members ``world`` (B, n):
+    scalars when one link serves them all, else arrays (B, messages)."""
+    net, loc = mach.network, mach.link(True)
+    if loc == net:
+        return {k: getattr(net, k) for k in "LogGO"}
+    intra = mach.node_of(world[:, pat.src]) == mach.node_of(world[:, pat.dst])
+    if not intra.any() or intra.all():
+        lk = loc if intra.any() else net
+        return {k: getattr(lk, k) for k in "LogGO"}
+    return {k: np.where(intra, getattr(loc, k), getattr(net, k)) for k in "LogGO"}
+
+
+@functools.lru_cache(maxsize=64)
+def _link_params(mach: Machine, name: str, n: int, root: int, nbytes: int) -> dict:
+    """:func:`_link_params_of` for a collective over world ranks 0..n-1, kept: every
+    instance of it (an Allreduce per iteration) has the same links."""
+    pat = _coll.pattern_for(name, n, root, nbytes)
+    par = _link_params_of(mach, pat, np.arange(n)[None, :])
+    for v in par.values():
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False  # shared by every replay
+    return par
 
 
 @functools.lru_cache(maxsize=None)
