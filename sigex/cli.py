@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -296,6 +297,67 @@ def _cmd_replay(opts: argparse.Namespace) -> int:
     return 0
 
 
+# ---- sigex simgrid -----------------------------------------------------------------
+def _grid_arg(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(x) for x in text.lower().split("x"))
+    except ValueError:
+        dims = ()
+    if not dims or min(dims) < 1:
+        raise argparse.ArgumentTypeError(f"--grid wants process-grid dimensions like 4x4 or 8x4x2, got {text!r}")
+    return dims
+
+
+def _cmd_simgrid(opts: argparse.Namespace) -> int:
+    from replay import load
+    from replay import simgrid
+
+    if opts.action in ("export", "import") and not opts.input:
+        raise SigexError(f"simgrid {opts.action} needs its input: "
+                         + ("a sigex trace (.h5)" if opts.action == "export" else "a TI index file"))
+    if opts.action == "platform" and not (opts.nprocs and opts.nprocs > 0):
+        raise SigexError("simgrid platform needs the number of ranks: -n P")
+    if opts.action == "export":
+        from signature.io import load_trace
+        index = simgrid.export_ti(load_trace(opts.input), opts.output, overwrite=opts.force)
+        print(f"wrote {index} (replay it: smpirun -np P -platform <sigex simgrid platform> -replay {index})")
+        return 0
+    machine = load(opts.machine)
+    if opts.flat:
+        machine = machine.flat()
+    elif machine.intra is not None and machine.cores > 1:
+        raise SigexError(f"machine {machine.name!r} has intra-node parameters ({machine.cores} ranks per "
+                         "node), which SimGrid's platform here (one single-core host per rank) cannot "
+                         "describe; add --flat to use its network between every pair of ranks")
+    if opts.action == "platform":
+        xml = simgrid.platform_xml(machine, opts.nprocs)
+        out = Path(opts.output)
+        if out.exists() and not opts.force:
+            raise FileExistsError(f"{out} already exists; pass --force to replace it")
+        from signature._files import write_text_atomic
+        write_text_atomic(out, xml)
+        print(f"wrote {out}: {opts.nprocs} single-core hosts rank-0..rank-{opts.nprocs - 1} on {machine.name}")
+        print("SMPI options for the same network and collectives:\n  " + " ".join(simgrid.smpi_config(machine)))
+        return 0
+    out = Path(opts.output)
+    if out.exists() and not opts.force:
+        raise FileExistsError(f"{out} already exists; pass --force to replace it")
+    grid = None
+    if opts.grid:
+        grid = (opts.grid, (opts.periodic,) * len(opts.grid))
+    workload = None
+    if opts.workload:
+        label, _, value = opts.workload.partition("=")
+        if not value:
+            raise SigexError(f"--workload wants NAME=VALUE (e.g. n=4096), got {opts.workload!r}")
+        workload = (label, value)
+    trace = simgrid.import_ti(opts.input, grid=grid, clock=machine, app=opts.app, workload=workload)
+    trace.to_hdf5(out, overwrite=opts.force)
+    print(f"wrote {out}: {trace.nprocs} ranks, {trace.n_events:,} events, flops mode; times from sigex's "
+          f"replay on {machine.name} ({trace.runtime:.6g} s)")
+    return 0
+
+
 # ---- sigex calibrate --------------------------------------------------------------
 def _cmd_calibrate(opts: argparse.Namespace) -> int:
     from replay.calibrate import calibrate
@@ -508,6 +570,41 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--pieces", type=int, default=1, help="replay the ranks in this many pieces")
     rp.add_argument("--full", action="store_true", help="unroll phase weights and replay every repetition")
     rp.set_defaults(func=_cmd_replay)
+
+    sg = sub.add_parser(
+        "simgrid", formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="SimGrid interop: time-independent traces out and in, an equivalent platform",
+        description="export: a sigex trace (captured or physical, weights unrolled) as SimGrid "
+                    "time-independent trace for `smpirun -replay`. import: a TI trace written by "
+                    "`smpirun -trace-ti` as a sigex trace in flops mode, usable as a signature run "
+                    "(TI traces record no communicators and no times: --grid declares the program's "
+                    "Cartesian grid, and the events get the times of sigex's replay on --machine). "
+                    "platform: the SimGrid platform (one single-core host per rank) equivalent to a "
+                    "machine profile, and the SMPI options that match its network and collectives.",
+        epilog="examples:\n"
+               "  sigex simgrid platform --machine bench/smpi/cluster.toml -n 16 -o platform.xml\n"
+               "  smpirun -np 16 -platform platform.xml -trace-ti --cfg=tracing/filename:ti/ti.txt "
+               "--cfg=smpi/simulate-computation:no ./stencil --n 4096\n"
+               "  sigex simgrid import ti/ti.txt -o runs/P16.h5 --grid 4x4 --machine "
+               "bench/smpi/cluster.toml --app stencil --workload n=4096\n"
+               "  sigex simgrid export traces/cg/P16.h5 -o /tmp/cg-ti")
+    sg.add_argument("action", choices=("export", "import", "platform"))
+    sg.add_argument("input", nargs="?", help="export: a sigex trace (.h5); import: a TI index file")
+    sg.add_argument("-o", "--output", required=True,
+                    help="export: a folder; import: the .h5 to write; platform: the .xml to write")
+    sg.add_argument("--machine", default="cluster-a",
+                    help="machine profile of the platform / the clock of an import (default cluster-a; "
+                         "one with intra-node parameters needs --flat: SimGrid's platform here has one "
+                         "host per rank)")
+    sg.add_argument("--flat", action="store_true",
+                    help="use the machine with one rank per node (its network between every pair)")
+    sg.add_argument("-n", "--nprocs", type=int, help="platform: number of ranks")
+    sg.add_argument("--grid", type=_grid_arg, help="import: the Cartesian process grid, e.g. 4x4")
+    sg.add_argument("--periodic", action="store_true", help="import: the grid is periodic")
+    sg.add_argument("--app", help="import: application name (default: the index's folder)")
+    sg.add_argument("--workload", help="import: the workload as NAME=VALUE, e.g. n=4096")
+    sg.add_argument("--force", action="store_true", help="replace existing output")
+    sg.set_defaults(func=_cmd_simgrid)
 
     cb = sub.add_parser(
         "calibrate", formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -57,3 +57,40 @@ def test_prediction_from_smpi_runs_at_4_8_16_holds_at_64(tmp_path, app):
     pred = predict(models, 64, machine, full=True)
     assert pred.runtime == pytest.approx(truth, rel=0.10), pred.report()
     assert pred.steady == pytest.approx(pred.full, rel=0.02)
+
+
+def test_sigex_simgrid_command_platform_import_export(tmp_path, capsys):
+    """`sigex simgrid platform` writes the platform SMPI then runs a program on; `import`
+    makes its TI trace a signature run; `export` writes it back; bad input is named."""
+    from sigex.cli import main
+    from signature import extract, load_trace
+
+    machine = str(ROOT / "bench" / "smpi" / "cluster.toml")
+    plat = tmp_path / "platform.xml"
+    assert main(["simgrid", "platform", "--machine", machine, "-n", "4", "-o", str(plat)]) == 0
+    assert "smpi/alltoall:pair" in capsys.readouterr().out
+    exe = tmp_path / "stencil"
+    subprocess.run(["smpicc", "-O2", "-o", str(exe), str(ROOT / "bench" / "smpi" / "stencil.c"), "-lm"],
+                   check=True, capture_output=True)
+    from replay import load
+    from replay.simgrid import smpi_config
+    (tmp_path / "ti").mkdir()
+    run = subprocess.run(["smpirun", "-np", "4", "-platform", str(plat), "-trace-ti",
+                          f"--cfg=tracing/filename:{tmp_path / 'ti' / 'ti.txt'}",
+                          "--cfg=smpi/simulate-computation:no", *smpi_config(load(machine)), str(exe),
+                          "--n", "128", "--iters", "20"], capture_output=True, text=True)
+    assert run.returncode == 0 and "OK" in run.stdout, run.stderr[-500:]
+    out = tmp_path / "P4.h5"
+    args = ["simgrid", "import", str(tmp_path / "ti" / "ti.txt"), "-o", str(out), "--grid", "2x2",
+            "--machine", machine, "--app", "stencil", "--workload", "n=128"]
+    assert main(args) == 0
+    t = load_trace(out)
+    assert t.work_mode == "flops" and t.meta["workload_value"] == "128" and t.comms.cartesian(1)
+    assert [p.weight for p in extract(t).phases if p.kind == "loop"] == [18, 2]
+    assert main(args) == 2 and "already exists" in capsys.readouterr().err  # nothing overwritten
+    assert main(["simgrid", "export", str(out), "-o", str(tmp_path / "back")]) == 0
+    assert (tmp_path / "back" / "ti.txt").exists()
+    assert main(["simgrid", "import", "-o", str(tmp_path / "x.h5"), "--machine", machine]) == 2
+    assert "needs its input" in capsys.readouterr().err
+    assert main(["simgrid", "platform", "--machine", "cluster-a", "-n", "4", "-o", str(tmp_path / "p.xml")]) == 2
+    assert "--flat" in capsys.readouterr().err
