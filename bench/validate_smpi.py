@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -89,6 +90,14 @@ def build(app: str) -> Path:
     return exe
 
 
+def program_grid(stdout: str) -> tuple[int, ...]:
+    """The process grid a C example reports (``grid 4x4``)."""
+    m = re.search(r"grid (\d+(?:x\d+)+)", stdout)
+    if m is None:
+        raise SystemExit(f"the program did not report its process grid: {stdout.strip()}")
+    return tuple(int(x) for x in m.group(1).split("x"))
+
+
 def traced_run(app: str, P: int, out: Path, machine, say, *, trace: bool = True) -> tuple[Path | None, float]:
     """The SMPI run of ``app`` at P, as a sigex trace at ``out`` (cached) and SMPI's time;
     with ``trace=False`` only the time (path None)."""
@@ -111,8 +120,11 @@ def traced_run(app: str, P: int, out: Path, machine, say, *, trace: bool = True)
         if "OK" not in stdout:
             raise SystemExit(f"{app} at P={P}: the program's check failed: {stdout.strip()}")
         grid = None
-        if cfg["grid"]:
-            dims = dims_create(P, cfg["grid"])
+        if cfg["grid"]:  # the grid the program built (SMPI's MPI_Dims_create is not MPICH's)
+            dims = program_grid(stdout)
+            if dims != dims_create(P, cfg["grid"]):
+                say(f"{app}: SMPI's MPI_Dims_create gave {dims} at P={P}, not the standard "
+                    f"{dims_create(P, cfg['grid'])}: the model will refuse this run's grid")
             grid = (dims, (False,) * len(dims))
         trace = import_ti(Path(tmp) / "ti" / "ti.txt", grid=grid, clock=machine, app=app,
                           workload=("n", str(cfg["n"])))
@@ -144,6 +156,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--apps", nargs="+", default=list(APPS), choices=list(APPS))
     ap.add_argument("--targets", nargs="+", type=int, default=[256, 1024])
+    ap.add_argument("--signature", nargs="+", type=int, default=list(SIGNATURE_P),
+                    help="signature P values (default 4 8 16; e.g. 2 4 8 --targets 32 128 for the "
+                         "compute model's 16x check)")
     ap.add_argument("--fresh", action="store_true", help="redo the cached SMPI runs")
     ap.add_argument("--trace-max", type=int, default=256,
                     help="trace the target runs up to this P (per-phase truth); larger ones give "
@@ -160,14 +175,16 @@ def main() -> None:
 
     results, phase_rows = [], []
     for app in opts.apps:
-        sig_dir = CACHE / app / "signature"
+        sig_p = tuple(sorted(opts.signature))
+        sig_dir = CACHE / app / ("signature" if sig_p == SIGNATURE_P else
+                                 "signature-" + "-".join(map(str, sig_p)))
         measured = {}
-        for P in SIGNATURE_P:
+        for P in sig_p:
             _, measured[P] = traced_run(app, P, sig_dir / f"P{P}.h5", machine, say)
-        say(f"{app}: modelling P = {list(SIGNATURE_P)}")
+        say(f"{app}: modelling P = {list(sig_p)}")
         models = load_models(sig_dir, p_rule=APPS[app]["p_rule"])
         # the traced P: does the pipeline reproduce SMPI's time where it has a run?
-        Pmax = max(SIGNATURE_P)
+        Pmax = max(sig_p)
         at_traced = predict(models, Pmax, machine, full=True)
         results.append({"app": app, "P": Pmax, "x": 1, "smpi": measured[Pmax], "replay_real": None,
                         "predicted": at_traced.runtime, "steady": at_traced.steady, "pet": at_traced.pet,
@@ -192,7 +209,8 @@ def main() -> None:
                             "predict_s": t_pred, "warnings": pred.warnings})
 
     print("Runtime: SMPI's simulated time of the real C program (truth), sigex's replay of that run's "
-          "own trace, and sigex's prediction from the P = 4, 8, 16 runs (full replay).")
+          f"own trace, and sigex's prediction from the P = {', '.join(map(str, sorted(opts.signature)))} "
+          "runs (full replay).")
     print(table(("app", "P", "x sig", "SMPI (s)", "replay of real trace", "err", "predicted (s)", "err",
                  "steady (s)", "PET (s)"),
                 [(r["app"], r["P"], f"{r['x']}x" if r["x"] > 1 else "traced", f"{r['smpi']:.5f}",
@@ -221,7 +239,7 @@ def main() -> None:
     for r in results:
         for w in r.get("warnings", []):
             print(f"  warning ({r['app']} P={r['P']}): {w}")
-    print(json.dumps({"bench": "validate_smpi", "machine": machine.name, "signature_P": list(SIGNATURE_P),
+    print(json.dumps({"bench": "validate_smpi", "machine": machine.name, "signature_P": list(sorted(opts.signature)),
                       "runtime": [{k: v for k, v in r.items() if k != "warnings"} for r in results],
                       "phases": phase_rows, "within_10pct_at_64x": f"{len(ok)}/{len(far)}",
                       "goal": "predicted runtime within 10% of SMPI's at 64x the largest signature P"}))

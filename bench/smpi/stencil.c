@@ -92,7 +92,9 @@ int main(int argc, char **argv) {
   MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, cart);
   double err = fabs(sums[0]) / sums[1];
   int ok = err <= 1e-10;
-  if (rank == 0) printf("stencil n=%ld P=%d iters=%ld: identity error %.3g -> %s\n", n, P, iters, err, ok ? "OK" : "FAILED");
+  if (rank == 0)
+    printf("stencil n=%ld P=%d grid %dx%d iters=%ld: identity error %.3g -> %s\n", n, P, dims[0], dims[1], iters,
+           err, ok ? "OK" : "FAILED");
   MPI_Finalize();
   return ok ? 0 : 1;
 }

@@ -73,8 +73,8 @@ int main(int argc, char **argv) {
   MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, cart);
   int ok = sums[0] == 0.0 && isfinite(sums[1]);
   if (rank == 0)
-    printf("sweep n=%ld P=%d iters=%ld: checksum %.12g, values out of bounds %.0f -> %s\n", n, P, iters,
-           sums[1], sums[0], ok ? "OK" : "FAILED");
+    printf("sweep n=%ld P=%d grid %dx%d iters=%ld: checksum %.12g, values out of bounds %.0f -> %s\n", n, P,
+           dims[0], dims[1], iters, sums[1], sums[0], ok ? "OK" : "FAILED");
   MPI_Finalize();
   return ok ? 0 : 1;
 }
