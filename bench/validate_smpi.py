@@ -108,32 +108,26 @@ def traced_run(app: str, P: int, out: Path, machine, say, *, trace: bool = True)
     args = ["--n", str(cfg["n"]), *cfg["args"]]
     say(f"{app}: smpirun -np {P} {' '.join(args)}" + ("" if trace else " (not traced)"))
     t0 = time.perf_counter()
-    if not trace:
-        sim, stdout = run_program(build(app), args, machine, P)
-        if "OK" not in stdout:
-            raise SystemExit(f"{app} at P={P}: the program's check failed: {stdout.strip()}")
-        meta.parent.mkdir(parents=True, exist_ok=True)
-        meta.write_text(json.dumps({"smpi_time": sim, "wall": time.perf_counter() - t0}))
-        return None, sim
     with tempfile.TemporaryDirectory(prefix=f"sigex-{app}-{P}-") as tmp:
-        sim, stdout = run_program(build(app), args, machine, P, trace_ti=Path(tmp) / "ti")
+        ti = Path(tmp) / "ti" if trace else None
+        sim, stdout = run_program(build(app), args, machine, P, trace_ti=ti)
         if "OK" not in stdout:
             raise SystemExit(f"{app} at P={P}: the program's check failed: {stdout.strip()}")
-        grid = None
-        if cfg["grid"]:  # the grid the program built (SMPI's MPI_Dims_create is not MPICH's)
-            dims = program_grid(stdout)
-            if dims != dims_create(P, cfg["grid"]):
-                say(f"{app}: SMPI's MPI_Dims_create gave {dims} at P={P}, not the standard "
-                    f"{dims_create(P, cfg['grid'])}: the model will refuse this run's grid")
-            grid = (dims, (False,) * len(dims))
-        trace = import_ti(Path(tmp) / "ti" / "ti.txt", grid=grid, clock=machine, app=app,
-                          workload=("n", str(cfg["n"])))
-        trace.meta["command"] = json.dumps(["smpirun", "-np", str(P), f"bench/smpi/{app}", *args])
-        trace.meta["smpi_time"] = sim
         out.parent.mkdir(parents=True, exist_ok=True)
-        trace.to_hdf5(out, overwrite=True)
+        if trace:
+            grid = None
+            if cfg["grid"]:  # the grid the program built (SMPI's MPI_Dims_create is not MPICH's)
+                dims = program_grid(stdout)
+                if dims != dims_create(P, cfg["grid"]):
+                    say(f"{app}: SMPI's MPI_Dims_create gave {dims} at P={P}, not the standard "
+                        f"{dims_create(P, cfg['grid'])}: the model will refuse this run's grid")
+                grid = (dims, (False,) * len(dims))
+            t = import_ti(ti / "ti.txt", grid=grid, clock=machine, app=app, workload=("n", str(cfg["n"])))
+            t.meta["command"] = json.dumps(["smpirun", "-np", str(P), f"bench/smpi/{app}", *args])
+            t.meta["smpi_time"] = sim
+            t.to_hdf5(out, overwrite=True)
     meta.write_text(json.dumps({"smpi_time": sim, "wall": time.perf_counter() - t0}))
-    return out, sim
+    return (out if trace else None), sim
 
 
 def per_phase(pred, truth_sig) -> list[dict]:

@@ -284,8 +284,8 @@ def platform_xml(machine: Machine, P: int) -> str:
     if machine.intra is not None and machine.cores > 1 and P > 1:
         raise SimGridError(f"machine {machine.name!r} has intra-node parameters ({machine.cores} ranks "
                            "per node), which this SimGrid platform cannot describe (one single-core "
-                           "host per rank); compare on machine.flat(), the same machine with every "
-                           "pair of ranks on the network")
+                           "host per rank); compare on machine.flat() (`sigex simgrid --flat`), the same "
+                           "machine with every pair of ranks on the network")
     net = machine.network
     bw = 1.0 / net.G if net.G > 0 else 1e15
     return f"""<?xml version='1.0'?>

@@ -325,22 +325,14 @@ def _cmd_simgrid(opts: argparse.Namespace) -> int:
     machine = load(opts.machine)
     if opts.flat:
         machine = machine.flat()
-    elif machine.intra is not None and machine.cores > 1:
-        raise SigexError(f"machine {machine.name!r} has intra-node parameters ({machine.cores} ranks per "
-                         "node), which SimGrid's platform here (one single-core host per rank) cannot "
-                         "describe; add --flat to use its network between every pair of ranks")
     if opts.action == "platform":
-        xml = simgrid.platform_xml(machine, opts.nprocs)
-        out = Path(opts.output)
-        if out.exists() and not opts.force:
-            raise FileExistsError(f"{out} already exists; pass --force to replace it")
         from signature._files import write_text_atomic
-        write_text_atomic(out, xml)
+        out = write_text_atomic(opts.output, simgrid.platform_xml(machine, opts.nprocs), overwrite=opts.force)
         print(f"wrote {out}: {opts.nprocs} single-core hosts rank-0..rank-{opts.nprocs - 1} on {machine.name}")
         print("SMPI options for the same network and collectives:\n  " + " ".join(simgrid.smpi_config(machine)))
         return 0
     out = Path(opts.output)
-    if out.exists() and not opts.force:
+    if out.exists() and not opts.force:  # before the import's replay, not after it
         raise FileExistsError(f"{out} already exists; pass --force to replace it")
     grid = None
     if opts.grid:
@@ -594,8 +586,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="export: a folder; import: the .h5 to write; platform: the .xml to write")
     sg.add_argument("--machine", default="cluster-a",
                     help="machine profile of the platform / the clock of an import (default cluster-a; "
-                         "one with intra-node parameters needs --flat: SimGrid's platform here has one "
-                         "host per rank)")
+                         "a platform of one with intra-node parameters needs --flat: SimGrid's platform "
+                         "here has one host per rank)")
     sg.add_argument("--flat", action="store_true",
                     help="use the machine with one rank per node (its network between every pair)")
     sg.add_argument("-n", "--nprocs", type=int, help="platform: number of ranks")
