@@ -50,7 +50,7 @@ import numpy as np
 from signature.trace import OP_CODE
 
 __all__ = [
-    "Pattern", "pattern_for", "evaluate", "closed_form_cost", "hop_cost",
+    "Pattern", "Costs", "costs", "pattern_for", "evaluate", "closed_form_cost", "hop_cost",
     "barrier_dissemination", "bcast_binomial", "reduce_binomial",
     "allreduce_recursive_doubling", "allreduce_rabenseifner",
     "allgather_recursive_doubling", "allgather_bruck", "allgather_ring",
@@ -112,6 +112,26 @@ class Pattern:
         for k in range(self.n_rounds):
             src = self.src[self.round_offsets[k]:self.round_offsets[k + 1]]
             out.append(slice(None) if len(src) == self.n and np.array_equal(src, every) else src)
+        return out
+
+    @functools.cached_property
+    def moves(self) -> list:
+        """Per round where every member sends once in member order: ``("roll", d)`` when
+        member i sends to (i + d) mod n, ``("xor", d)`` when to i xor d (n a multiple of
+        2d), so that the receivers' times are views of the members' (no gather or
+        scatter); None otherwise."""
+        out = []
+        every = np.arange(self.n)
+        for k, src in enumerate(self.senders):
+            mv = None
+            if isinstance(src, slice) and self.n > 1:
+                dst = self.dst[self.round_offsets[k]:self.round_offsets[k + 1]]
+                d = int(dst[0])
+                if 0 < d < self.n and np.array_equal(dst, (every + d) % self.n):
+                    mv = ("roll", d)
+                elif d > 0 and self.n % (2 * d) == 0 and np.array_equal(dst, every ^ d):
+                    mv = ("xor", d)
+            out.append(mv)
         return out
 
     def as_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -347,8 +367,75 @@ def pattern_for(op: str, n: int, root: int, nbytes: int) -> Pattern:
 
 # ---- evaluation -----------------------------------------------------------------------
 
-def evaluate(pattern: Pattern, entry: np.ndarray, *, L, o, g, G, O, S: int,
-             ) -> tuple[np.ndarray, np.ndarray]:
+@dataclasses.dataclass(frozen=True, eq=False)
+class Costs:
+    """The LogGP terms of every message of a pattern on given links, as the engine's
+    point-to-point model uses them (:mod:`replay.engine`): per round k, ``rounds[k] =
+    (cpu, gap, lat, oL)`` with ``cpu = o + s*O`` (send or receive overhead), ``gap =
+    g + s*G`` (NIC busy after a send), ``lat = o + s*G + L`` (send start to arrival),
+    ``oL = o + L`` (one handshake message); each a float when one value serves the
+    whole round, else an array (B or 1, messages of the round). ``rdv[k]``: None when
+    every message of the round is eager, True when all use rendezvous, else a mask.
+    ``busy`` (B or 1, n): each member's overheads over the pattern, summed round by
+    round (send, then receive), as the evaluation would add them.
+
+    Costs depend on the pattern and the links only, not on the entry times, so the
+    engine keeps those of a collective repeated on the same members (an Allreduce per
+    iteration) and evaluates every instance with them."""
+
+    rounds: tuple
+    rdv: tuple
+    busy: np.ndarray
+
+
+def costs(pattern: Pattern, *, L, o, g, G, O, S: int) -> Costs:
+    """:class:`Costs` of ``pattern`` with LogGP parameters ``L, o, g, G, O`` (floats, or
+    arrays broadcastable to (B, n_messages) for per-message links) and eager/rendezvous
+    threshold ``S``."""
+    offs = pattern.round_offsets
+    scalar = all(np.ndim(x) == 0 for x in (L, o, g, G, O))
+    if scalar:
+        L, o, g, G, O = (float(x) for x in (L, o, g, G, O))
+        Bt = 1
+    else:
+        Bt = max(np.shape(x)[0] if np.ndim(x) == 2 else 1 for x in (L, o, g, G, O))
+        L, o, g, G, O = (np.broadcast_to(np.asarray(x, np.float64), (Bt, pattern.n_messages))
+                         for x in (L, o, g, G, O))
+    rounds, rdv = [], []
+    keys, weights = [], []
+    base = (np.arange(Bt, dtype=np.int64) * pattern.n)[:, None]
+    for k in range(pattern.n_rounds):
+        a, b = int(offs[k]), int(offs[k + 1])
+        nb = pattern.nbytes[a:b]
+        if scalar:
+            if b > a and nb.min() == nb.max():
+                s = float(nb[0])
+                terms = (o + s * O, g + s * G, o + s * G + L, o + L)
+            else:
+                s = nb.astype(np.float64)[None, :]
+                terms = (o + s * O, g + s * G, o + s * G + L, np.float64(o + L))
+        else:
+            s = nb.astype(np.float64)[None, :]
+            Lk, ok, gk, Gk, Ok = (x[:, a:b] for x in (L, o, g, G, O))
+            terms = (ok + s * Ok, gk + s * Gk, ok + s * Gk + Lk, ok + Lk)
+        rounds.append(terms)
+        big = nb >= S
+        rdv.append(None if not big.any() else True if big.all() else big)
+        cpu = np.broadcast_to(terms[0], (Bt, b - a))
+        keys += [(base + pattern.src[a:b]).reshape(-1), (base + pattern.dst[a:b]).reshape(-1)]
+        weights += [cpu.reshape(-1), cpu.reshape(-1)]
+    n = pattern.n
+    if keys:
+        # bincount adds each member's terms in input order: round by round, send then receive
+        busy = np.bincount(np.concatenate(keys), weights=np.concatenate(weights),
+                           minlength=Bt * n).reshape(Bt, n)
+    else:
+        busy = np.zeros((Bt, n))
+    return Costs(tuple(rounds), tuple(rdv), busy)
+
+
+def evaluate(pattern: Pattern, entry: np.ndarray, *, L=None, o=None, g=None, G=None, O=None,
+             S: int | None = None, costs_: Costs | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per-member completion times of a batch of instances of one pattern.
 
     Parameters
@@ -360,12 +447,14 @@ def evaluate(pattern: Pattern, entry: np.ndarray, *, L, o, g, G, O, S: int,
         LogGP parameters of each message's link.
     S : int
         Eager/rendezvous threshold in bytes.
+    costs_ : Costs, optional
+        The pattern's :func:`costs` on its links, instead of ``L, o, g, G, O, S``.
 
     Returns
     -------
     finish, busy : ndarray, shape (B, n)
         When each member leaves the collective, and the CPU time it spent in send
-        and receive overheads.
+        and receive overheads (a read-only view: costs may be shared).
 
     Notes
     -----
@@ -373,58 +462,68 @@ def evaluate(pattern: Pattern, entry: np.ndarray, *, L, o, g, G, O, S: int,
     actions are complete (its send has left, its receive has been processed),
     and a member not in round k keeps its time. Within a round a member first
     pays its send overhead, then processes its receive (as a Sendrecv does). Each
-    member sends and receives at most one message per round.
+    member sends and receives at most one message per round. A message's times
+    are those of the engine's point-to-point model with the same terms.
     """
     T = np.array(entry, dtype=np.float64, copy=True)
     if T.ndim != 2 or T.shape[1] != pattern.n:
         raise ValueError(f"entry must have shape (B, {pattern.n}), got {T.shape}")
-    busy = np.zeros_like(T)
+    c = costs_ if costs_ is not None else costs(pattern, L=L, o=o, g=g, G=G, O=O, S=S)
     nic = np.full_like(T, -np.inf)
-    B = T.shape[0]
-    # one link for every message (the common case): scalars, and a round whose messages
-    # all have one size works on scalars too; the same operations in the same order as
-    # the array case, so the same bits
-    scalar = all(np.ndim(x) == 0 for x in (L, o, g, G, O))
-    if scalar:
-        params = [np.float64(x) for x in (L, o, g, G, O)]
-    else:
-        params = [np.broadcast_to(np.asarray(x, np.float64), (B, pattern.n_messages))
-                  for x in (L, o, g, G, O)]
     offs = pattern.round_offsets
-    senders = pattern.senders
+    senders, moves = pattern.senders, pattern.moves
     for k in range(pattern.n_rounds):
-        a, b = int(offs[k]), int(offs[k + 1])
-        src, dst = senders[k], pattern.dst[a:b]
-        nb = pattern.nbytes[a:b]
-        if scalar:
-            Lk, ok, gk, Gk, Ok = params
-            if b > a and nb.min() == nb.max():
-                nb = nb[:1]
-        else:
-            Lk, ok, gk, Gk, Ok = (p[:, a:b] for p in params)
-        s = nb.astype(np.float64)
+        cpu, gap, lat, oL = c.rounds[k]
+        src, mv, rdv = senders[k], moves[k], c.rdv[k]
+        dst = pattern.dst[int(offs[k]):int(offs[k + 1])] if mv is None else None
         ts = np.maximum(T[:, src], nic[:, src])
-        wire = s * Gk
-        cpu = ok + s * Ok
-        t_dst = T[:, dst]
-        rdv = nb >= S
-        if rdv.all():
-            start = np.maximum(ts + ok + Lk, t_dst) + ok + Lk
-        elif rdv.any():
-            tdata = np.maximum(ts + ok + Lk, t_dst) + ok + Lk
-            start = np.where(rdv, tdata, ts)
-        else:
+        if rdv is None:
             start = ts
-        send_done = start + cpu
-        arrive = start + ok + wire + Lk
-        nic[:, src] = ts + gk + wire
-        T[:, src] = send_done
+        else:
+            tdata = np.maximum(ts + oL, _get(T, mv, dst)) + oL
+            start = tdata if rdv is True else np.where(rdv, tdata, ts)
+        nic[:, src] = ts + gap
+        T[:, src] = start + cpu
         # a member that also sent this round processes its receive after that send
-        recv_done = np.maximum(arrive, T[:, dst]) + cpu
-        T[:, dst] = recv_done
-        busy[:, src] += cpu
-        busy[:, dst] += cpu
-    return T, busy
+        _recv(T, start + lat, cpu, mv, dst)
+    return T, np.broadcast_to(c.busy, T.shape)  # read-only: costs may be shared
+
+
+def _cols(x, sl):
+    """Columns ``sl`` of a per-message term (a float or a (B, m) array) ."""
+    return x if np.ndim(x) == 0 or x.shape[-1] == 1 else x[..., sl]
+
+
+def _quad(x, B, n, d):
+    """(B, n) as (B, n / 2d, 2, d): axis 2 flipped pairs each member with member xor d."""
+    return x if np.ndim(x) == 0 or x.shape[-1] == 1 else x.reshape(x.shape[0], n // (2 * d), 2, d)
+
+
+def _get(T, mv, dst):
+    """``T[:, dst]``: the receivers' times in message order."""
+    if mv is None:
+        return T[:, dst]
+    kind, d = mv
+    n = T.shape[1]
+    if kind == "roll":
+        return np.concatenate([T[:, d:], T[:, :d]], axis=1)
+    return _quad(T, T.shape[0], n, d)[:, :, ::-1, :].reshape(T.shape)
+
+
+def _recv(T, arrive, cpu, mv, dst) -> None:
+    """``T[:, dst] = max(arrive, T[:, dst]) + cpu``, on views where the round allows."""
+    if mv is None:
+        T[:, dst] = np.maximum(arrive, T[:, dst]) + cpu
+        return
+    kind, d = mv
+    B, n = T.shape
+    if kind == "roll":  # message i goes to member (i + d) mod n
+        head, tail = slice(0, n - d), slice(n - d, n)
+        T[:, d:] = np.maximum(arrive[:, head], T[:, d:]) + _cols(cpu, head)
+        T[:, :d] = np.maximum(arrive[:, tail], T[:, :d]) + _cols(cpu, tail)
+        return
+    part = _quad(T, B, n, d)[:, :, ::-1, :]  # message i goes to member i xor d
+    part[...] = np.maximum(_quad(arrive, B, n, d), part) + _quad(cpu, B, n, d)
 
 
 def hop_cost(nbytes: float, L: float, o: float, G: float, O: float, S: int) -> float:

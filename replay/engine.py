@@ -215,7 +215,7 @@ class ReplayState:
         ro = program.rank_offsets
         self.ev_lo, self.ev_hi = int(ro[lo]), int(ro[hi])
         # ---- time-major layout of this piece's events (machine-independent, cached) -----
-        lay = _layout(program, lo, hi)
+        lay = self._lay = _layout(program, lo, hi)
         self._pos, self.F = lay["pos"], lay["F"]
         self.comp_new = lay["comp"] if machine.speed == 1.0 else lay["comp"] / machine.speed
         self.wslots = program.wait_slots
@@ -273,12 +273,9 @@ class ReplayState:
         self.inst_done = np.zeros(len(self.inst_size), bool)
         # ---- outputs -----------------------------------------------------------------------
         self.t_end_new = np.full(self.ev_hi - self.ev_lo, np.nan)
-        self.comp_acc = np.zeros(n)
-        self.comm_acc = np.zeros(n)
-        nph = self.n_phases
-        self.ph_time = np.zeros((nph, n))
-        self.ph_comp = np.zeros((nph, n))
-        self.ph_comm = np.zeros((nph, n))
+        self.comm_ev = np.zeros(self.ev_hi - self.ev_lo)  # per event, time in MPI overheads
+        self.dur_ev = np.zeros(self.ev_hi - self.ev_lo)  # per event, end - previous event's end
+        self._sums_at = None
         self.steps = 0
         # ---- crossing bookkeeping ----------------------------------------------------------
         empty = np.zeros(0, np.int64)
@@ -314,6 +311,59 @@ class ReplayState:
     def t_end(self) -> np.ndarray:
         """Completion time of this piece's events, in program order (NaN: not yet)."""
         return self.t_end_new[self._pos]
+
+    # ---- per-rank and per-phase sums ------------------------------------------------------
+    # Steps record each event's completion time and communication; the sums over a
+    # rank's events, in event order, are taken when asked for (bincount adds each
+    # bin's values in input order, and a rank's events are in order in the time-major
+    # numbering), so a step does no per-phase scatter.
+    @property
+    def comp_acc(self) -> np.ndarray:
+        """Per rank: computation of its events posted so far."""
+        return self._sums()["comp"]
+
+    @property
+    def comm_acc(self) -> np.ndarray:
+        """Per rank: time in MPI overheads of its completed events."""
+        return self._sums()["comm"]
+
+    @property
+    def ph_time(self) -> np.ndarray:
+        """(phases, ranks): time of the completed events, from the end of the previous one."""
+        return self._sums()["ph_time"]
+
+    @property
+    def ph_comp(self) -> np.ndarray:
+        """(phases, ranks): computation of the posted events."""
+        return self._sums()["ph_comp"]
+
+    @property
+    def ph_comm(self) -> np.ndarray:
+        """(phases, ranks): MPI overheads of the completed events."""
+        return self._sums()["ph_comm"]
+
+    def _sums(self) -> dict[str, np.ndarray]:
+        if self._sums_at is not None and self._sums_at[0] == self.steps:
+            return self._sums_at[1]
+        n, nph = self.hi - self.lo, self.n_phases
+        key = _layout_keys(self._lay, self.program, self.lo, self.hi)  # (phase + 1) * n + rank
+        done = ~np.isnan(self.t_end_new)
+        dur, comp, comm = self.dur_ev, self.comp_new, self.comm_ev
+        key_d = key_p = key
+        if not done.all():
+            posted = done.copy()
+            posted[self.ptr[self.posted]] = True
+            key_d, dur, comm = key[done], dur[done], comm[done]
+            key_p, comp = key[posted], comp[posted]
+        # phase -1 (events outside any phase: Init, Finalize, ...) is row 0 of the tables
+        size = (nph + 1) * n
+        t_time = np.bincount(key_d, dur, minlength=size).reshape(nph + 1, n)
+        t_comm = np.bincount(key_d, comm, minlength=size).reshape(nph + 1, n)
+        t_comp = np.bincount(key_p, comp, minlength=size).reshape(nph + 1, n)
+        out = {"comp": t_comp.sum(axis=0), "comm": t_comm.sum(axis=0),
+               "ph_time": t_time[1:], "ph_comm": t_comm[1:], "ph_comp": t_comp[1:]}
+        self._sums_at = (self.steps, out)
+        return out
 
     def set_until_phase(self, phase: int | None) -> None:
         """Stop each rank before its first event of a phase after ``phase`` (None: run to
@@ -387,14 +437,9 @@ class ReplayState:
         pi, ri = _span(p), _span(R, ordered=True)
         F = self.F[pi] if isinstance(pi, slice) else self.F.take(p, axis=0)
         c0 = self.clock[ri].copy()  # ri may be a slice: a view would see the clock move
-        comp = self.comp_new[pi]
-        enter = c0 + comp
-        self.comp_acc[ri] += comp
+        enter = c0 + self.comp_new[pi]
         t = enter
         mr, ms, cs, wlen = F[:, self._RECV], F[:, self._SEND], F[:, self._COLL], F[:, self._WLEN]
-        if self.n_phases:
-            ph = F[:, self._PHASE]
-            self.ph_comp[ph, R] += comp
         # receives
         hr = mr >= 0
         n_r = int(np.count_nonzero(hr))
@@ -428,18 +473,15 @@ class ReplayState:
         if n_w < n:
             if n_w:
                 now = ~waits
-                Rn, tn, comm, nxt = R[now], t[now], t[now] - enter[now], F[now, self._NEXT]
-                self.t_end_new[p[now]] = tn
-                if self.n_phases:
-                    self.ph_time[ph[now], Rn] += tn - c0[now]
-                    self.ph_comm[ph[now], Rn] += comm
+                Rn, tn, nxt, pn = R[now], t[now], F[now, self._NEXT], p[now]
+                self.t_end_new[pn] = tn
+                self.comm_ev[pn] = tn - enter[now]
+                self.dur_ev[pn] = tn - c0[now]
             else:
-                Rn, tn, comm, nxt = ri, t, t - enter, F[:, self._NEXT]
+                Rn, tn, nxt = ri, t, F[:, self._NEXT]
                 self.t_end_new[pi] = tn
-                if self.n_phases:
-                    self.ph_time[ph, R] += tn - c0
-                    self.ph_comm[ph, R] += comm
-            self.comm_acc[Rn] += comm
+                self.comm_ev[pi] = t - enter
+                self.dur_ev[pi] = t - c0
             self.clock[Rn] = tn
             nidx = self.idx[Rn] + 1
             self.idx[Rn] = nidx
@@ -595,10 +637,10 @@ class ReplayState:
             else:
                 pat = _coll.pattern_for(name, n, root, nbytes)
                 if np.array_equal(world[0], np.arange(n)) and (world == world[0]).all():
-                    par = _link_params(mach, name, n, root, nbytes)  # the world in rank order
+                    cst = _world_costs(mach, name, n, root, nbytes)  # the world in rank order
                 else:
-                    par = _link_params_of(mach, pat, world)
-                finish, busy = _coll.evaluate(pat, entry, **par, S=mach.S)
+                    cst = _coll.costs(pat, **_link_params_of(mach, pat, world), S=mach.S)
+                finish, busy = _coll.evaluate(pat, entry, costs_=cst)
             self.done[base + slots] = finish
             self.cost[base + slots] = busy
             self._notify(world.reshape(-1))
@@ -646,13 +688,9 @@ class ReplayState:
             K, p, new, x0, acct, F = K[ok], p[ok], new[ok], x0[ok], acct[ok], F[ok]
             pi = p
         ki = _span(K, ordered=True)
-        comm = (x0 - self.enter[ki]) + acct
         self.t_end_new[pi] = new
-        self.comm_acc[ki] += comm
-        if self.n_phases:
-            ph = F[:, self._PHASE]
-            self.ph_time[ph, K] += new - self.start[ki]
-            self.ph_comm[ph, K] += comm
+        self.comm_ev[pi] = (x0 - self.enter[ki]) + acct
+        self.dur_ev[pi] = new - self.start[ki]
         self.clock[ki] = new
         nidx = self.idx[ki] + 1
         self.idx[ki] = nidx
@@ -863,15 +901,17 @@ def _link_params_of(mach: Machine, pat, world: np.ndarray) -> dict:
 
 
 @functools.lru_cache(maxsize=64)
-def _link_params(mach: Machine, name: str, n: int, root: int, nbytes: int) -> dict:
-    """:func:`_link_params_of` for a collective over world ranks 0..n-1, kept: every
-    instance of it (an Allreduce per iteration) has the same links."""
+def _world_costs(mach: Machine, name: str, n: int, root: int, nbytes: int) -> _coll.Costs:
+    """:func:`replay.collectives.costs` of a collective over world ranks 0..n-1, kept:
+    every instance of it (an Allreduce per iteration) has the same links."""
     pat = _coll.pattern_for(name, n, root, nbytes)
-    par = _link_params_of(mach, pat, np.arange(n)[None, :])
-    for v in par.values():
-        if isinstance(v, np.ndarray):
-            v.flags.writeable = False  # shared by every replay
-    return par
+    cst = _coll.costs(pat, **_link_params_of(mach, pat, np.arange(n)[None, :]), S=mach.S)
+    for terms in cst.rounds:
+        for v in terms:
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False  # shared by every replay
+    cst.busy.flags.writeable = False
+    return cst
 
 
 @functools.lru_cache(maxsize=None)
@@ -954,10 +994,30 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
         comp = program.comp[sl].take(order)
     first = np.full(hi - lo, -1, np.int64)
     first[counts > 0] = pos[starts[counts > 0]]
-    lay = {"pos": pos, "F": F, "comp": comp, "first": first}
+    lay = {"pos": pos, "F": F, "comp": comp, "first": first, "counts": counts}
     if lo == 0 and hi == program.nprocs:
         cache[key] = lay
     return lay
+
+
+def _layout_keys(lay: dict, program: Program, lo: int, hi: int) -> np.ndarray:
+    """``(phase + 1) * n + rank`` of each event of ranks lo..hi-1 (n = hi - lo, rank
+    piece-local, phase -1 outside any phase), time-major: the bins of the per-phase,
+    per-rank sums. Kept in the layout ``lay`` of those ranks."""
+    if "keys" not in lay:
+        n, counts, pos = hi - lo, lay["counts"], lay["pos"]
+        n_ph = program.n_phases
+        dtype = np.int32 if (n_ph + 1) * n < (1 << 31) else np.int64
+        sl = slice(int(program.rank_offsets[lo]), int(program.rank_offsets[hi]))
+        ph = np.full(len(pos), -1, dtype) if program.phase is None else program.phase[sl].astype(dtype)
+        if len(pos) and counts.min() == counts.max():
+            # program order is (rank, event): the layout is its transpose
+            keys = ((ph.reshape(n, -1) + 1) * n + np.arange(n, dtype=dtype)[:, None]).T.reshape(-1)
+        else:
+            keys = np.empty(len(pos), dtype)
+            keys[pos] = (ph + 1) * n + np.repeat(np.arange(n, dtype=dtype), counts)
+        lay["keys"] = keys
+    return lay["keys"]
 
 
 def replay(program: Program, machine: Machine, *, collectives: str = "algorithms",

@@ -380,16 +380,16 @@ def _evaluate_shared(pat, entry: np.ndarray, world: np.ndarray, owner: np.ndarra
             s = s_nb.astype(np.float64)
             Lk, ok, gk, Gk, Ok = params(s_src, s_dst, [0, 1, 2, 3, 4])
             ts = np.maximum(T[s_src], nic[s_src])
-            wire = s * Gk
-            cpu = ok + s * Ok
+            cpu = ok + s * Ok  # the terms of replay.collectives.costs
             if any_rdv:
-                tdata = np.maximum(ts + ok + Lk, t_dst) + ok + Lk
+                oL = ok + Lk
+                tdata = np.maximum(ts + oL, t_dst) + oL
                 start = np.where(rdv_s, tdata, ts)
             else:
                 start = ts
             send_done = start + cpu
-            arrive_all[si] = start + ok + wire + Lk
-            nic[s_src] = ts + gk + wire
+            arrive_all[si] = start + (ok + s * Gk + Lk)
+            nic[s_src] = ts + (gk + s * Gk)
             T[s_src] = send_done
             busy[s_src] += cpu
         # ---- arrival times of crossing messages, to the receiver's owner ----------------------

@@ -310,6 +310,27 @@ def test_phase_times_and_pet():
         res.pet([1, 2, 3])
 
 
+def test_events_outside_phases_count_in_no_phase():
+    """A burst before Finalize (phase -1) is the rank's computation but no phase's time:
+    it used to land in the last phase (a negative index), inflating TE and PET."""
+    ev = []
+    for r in range(2):
+        ev += [(r, "Init", -1, 0, 3, {"phase": -1}),
+               (r, "Allreduce", -1, 8, 10, {"phase": 0}),
+               (r, "Finalize", -1, 0, 50, {"phase": -1})]
+    p = prog(2, ev, phase_weights=[4])
+    res = replay(p, net())
+    hop = 5 * US + 2 * US + 8e-9
+    assert res.phase_computation[0] == pytest.approx([10 * US] * 2, rel=1e-12)
+    assert res.computation == pytest.approx([63 * US] * 2, rel=1e-12)
+    assert res.te[0] == pytest.approx(10 * US + hop, rel=1e-12)  # not + 50 us
+    assert res.pet() == pytest.approx(4 * res.te[0], rel=1e-12)
+    assert res.runtime == pytest.approx(63 * US + hop, rel=1e-12)
+    split = replay(p, net(), pieces=2)
+    assert np.array_equal(split.phase_time, res.phase_time)
+    assert np.array_equal(split.computation, res.computation)
+
+
 def test_run_until_phase_stops_at_the_boundary():
     """ReplayState.run(until_phase=0) stops every rank before phase 1."""
     ev = []
