@@ -482,10 +482,15 @@ def evaluate(pattern: Pattern, entry: np.ndarray, *, L=None, o=None, g=None, G=N
         else:
             tdata = np.maximum(ts + oL, _get(T, mv, dst)) + oL
             start = tdata if rdv is True else np.where(rdv, tdata, ts)
-        nic[:, src] = ts + gap
-        T[:, src] = start + cpu
+        arrive = start + lat
+        if isinstance(src, slice):  # every member sends: write in place
+            np.add(ts, gap, out=nic)
+            np.add(start, cpu, out=T)
+        else:
+            nic[:, src] = ts + gap
+            T[:, src] = start + cpu
         # a member that also sent this round processes its receive after that send
-        _recv(T, start + lat, cpu, mv, dst)
+        _recv(T, arrive, cpu, mv, dst)
     return T, np.broadcast_to(c.busy, T.shape)  # read-only: costs may be shared
 
 
@@ -518,12 +523,13 @@ def _recv(T, arrive, cpu, mv, dst) -> None:
     kind, d = mv
     B, n = T.shape
     if kind == "roll":  # message i goes to member (i + d) mod n
-        head, tail = slice(0, n - d), slice(n - d, n)
-        T[:, d:] = np.maximum(arrive[:, head], T[:, d:]) + _cols(cpu, head)
-        T[:, :d] = np.maximum(arrive[:, tail], T[:, :d]) + _cols(cpu, tail)
+        for m, t in ((slice(0, n - d), T[:, d:]), (slice(n - d, n), T[:, :d])):
+            np.maximum(arrive[:, m], t, out=t)
+            np.add(t, _cols(cpu, m), out=t)
         return
     part = _quad(T, B, n, d)[:, :, ::-1, :]  # message i goes to member i xor d
-    part[...] = np.maximum(_quad(arrive, B, n, d), part) + _quad(cpu, B, n, d)
+    np.maximum(_quad(arrive, B, n, d), part, out=part)
+    np.add(part, _quad(cpu, B, n, d), out=part)
 
 
 def hop_cost(nbytes: float, L: float, o: float, G: float, O: float, S: int) -> float:

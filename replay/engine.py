@@ -195,8 +195,6 @@ class ReplayState:
     an instance together, each for its own members: :mod:`replay.workers`).
     """
 
-    # columns of the packed per-event array
-    _SEND, _RECV, _COLL, _WSTART, _WLEN, _NEXT, _PHASE = range(7)
 
     def __init__(self, program: Program, machine: Machine, *, ranks: tuple[int, int] | None = None,
                  collectives: str = "algorithms", defer_spanning: bool = False):
@@ -216,28 +214,42 @@ class ReplayState:
         self.ev_lo, self.ev_hi = int(ro[lo]), int(ro[hi])
         # ---- time-major layout of this piece's events (machine-independent, cached) -----
         lay = self._lay = _layout(program, lo, hi)
-        self._pos, self.F = lay["pos"], lay["F"]
+        self._pos = lay["pos"]
+        # per event, time-major: message sent, message received, collective slot (-1:
+        # none), first wait slot and number of wait slots, the rank's next event (-1)
+        self.f_send, self.f_recv, self.f_coll = lay["send"], lay["recv"], lay["coll"]
+        self.f_wstart, self.f_wlen, self.f_next = lay["wstart"], lay["wlen"], lay["next"]
         self.comp_new = lay["comp"] if machine.speed == 1.0 else lay["comp"] / machine.speed
         self.wslots = program.wait_slots
         self.n_phases = program.n_phases
         # ---- per-message LogGP terms, packed: cpu, gap, lat, oL -------------------------
         M = program.n_messages
         self.M = M
-        s = program.msg_bytes.astype(np.float64)
         src, dst = program.msg_src, program.msg_dst
+        if self.whole:
+            sel = slice(None)
+        else:  # only the messages this piece sends or receives are ever looked at
+            local_src = (src >= lo) & (src < hi)
+            local_dst = (dst >= lo) & (dst < hi)
+            sel = np.flatnonzero(local_src | local_dst)
+        s = program.msg_bytes[sel].astype(np.float64)
         net, loc = machine.network, machine.link(True)
         intra = None
         if loc != net and machine.cores > 1 and M:
-            intra = (src >= 0) & (machine.node_of(np.maximum(src, 0)) == machine.node_of(dst))
+            s_src, s_dst = src[sel], dst[sel]
+            intra = (s_src >= 0) & (machine.node_of(np.maximum(s_src, 0)) == machine.node_of(s_dst))
             if not intra.any():
                 intra = None
-        MP = np.empty((M, 4))
+        MP = np.empty((len(s), 4))
         for k, f in enumerate((
                 lambda q: q.o + s * q.O if q.O else q.o,          # CPU cost of a send or receive
                 lambda q: q.g + s * q.G if q.G else q.g,          # NIC gap after a send
                 lambda q: q.o + s * q.G + q.L if q.G else q.o + q.L,  # send start to arrival
                 lambda q: q.o + q.L)):                            # one control message
             MP[:, k] = f(net) if intra is None else np.where(intra, f(loc), f(net))
+        if not self.whole:
+            part, MP = MP, np.zeros((M, 4))
+            MP[sel] = part
         self.MP = MP
         mode = program.msg_mode
         self.m_rdv = (program.msg_bytes >= machine.S) & (mode != MODE_BUFFERED)
@@ -286,8 +298,6 @@ class ReplayState:
         self._pending: list[np.ndarray] = []
         self._out_ts = self._out_tr = self._out_entry = empty
         if not self.whole:
-            local_src = (src >= lo) & (src < hi)
-            local_dst = (dst >= lo) & (dst < hi)
             self._out_ts = np.flatnonzero(local_src & ~local_dst)
             self._out_tr = np.flatnonzero(local_dst & ~local_src)
             slot_local = (program.coll_rank >= lo) & (program.coll_rank < hi)
@@ -435,11 +445,15 @@ class ReplayState:
         n = len(R)
         p = self.ptr[R]
         pi, ri = _span(p), _span(R, ordered=True)
-        F = self.F[pi] if isinstance(pi, slice) else self.F.take(p, axis=0)
+        if isinstance(pi, slice):
+            mr, ms, cs, wlen, nxt = (self.f_recv[pi], self.f_send[pi], self.f_coll[pi],
+                                     self.f_wlen[pi], self.f_next[pi])
+        else:
+            mr, ms, cs, wlen, nxt = (self.f_recv.take(p), self.f_send.take(p), self.f_coll.take(p),
+                                     self.f_wlen.take(p), self.f_next.take(p))
         c0 = self.clock[ri].copy()  # ri may be a slice: a view would see the clock move
         enter = c0 + self.comp_new[pi]
         t = enter
-        mr, ms, cs, wlen = F[:, self._RECV], F[:, self._SEND], F[:, self._COLL], F[:, self._WLEN]
         # receives
         hr = mr >= 0
         n_r = int(np.count_nonzero(hr))
@@ -473,12 +487,12 @@ class ReplayState:
         if n_w < n:
             if n_w:
                 now = ~waits
-                Rn, tn, nxt, pn = R[now], t[now], F[now, self._NEXT], p[now]
+                Rn, tn, nxt, pn = R[now], t[now], nxt[now], p[now]
                 self.t_end_new[pn] = tn
                 self.comm_ev[pn] = tn - enter[now]
                 self.dur_ev[pn] = tn - c0[now]
             else:
-                Rn, tn, nxt = ri, t, F[:, self._NEXT]
+                Rn, tn = ri, t
                 self.t_end_new[pi] = tn
                 self.comm_ev[pi] = t - enter
                 self.dur_ev[pi] = t - c0
@@ -612,8 +626,11 @@ class ReplayState:
         self.inst_done[insts] = True
         keys = np.stack([prog.coll_op[insts], self.inst_size[insts], prog.coll_root[insts],
                          prog.coll_bytes[insts]], axis=1)
-        uk, group = np.unique(keys, axis=0, return_inverse=True)
-        group = group.reshape(-1)
+        if len(insts) == 1:
+            uk, group = keys, np.zeros(1, np.int64)
+        else:
+            uk, group = np.unique(keys, axis=0, return_inverse=True)
+            group = group.reshape(-1)
         base = 2 * self.M
         for gi in range(len(uk)):
             op_code, n, root, nbytes = (int(x) for x in uk[gi])
@@ -651,8 +668,10 @@ class ReplayState:
         """Complete the posted ranks ``K`` whose slots are all known."""
         p = self.ptr[K]
         pi = _span(p)
-        F = self.F[pi] if isinstance(pi, slice) else self.F.take(p, axis=0)
-        a, nn = F[:, self._WSTART], F[:, self._WLEN]
+        if isinstance(pi, slice):
+            a, nn = self.f_wstart[pi], self.f_wlen[pi]
+        else:
+            a, nn = self.f_wstart.take(p), self.f_wlen.take(p)
         x0 = self.clock[K]
         nK = len(K)
         k_same = int(nn[0]) if nn.min() == nn.max() else 0
@@ -685,7 +704,7 @@ class ReplayState:
         cost = self.cost.take(sl)
         acct = cost.reshape(nK, k_same).sum(axis=1) if k_same else np.add.reduceat(cost, rowstart)
         if n_ok < nK:
-            K, p, new, x0, acct, F = K[ok], p[ok], new[ok], x0[ok], acct[ok], F[ok]
+            K, p, new, x0, acct = K[ok], p[ok], new[ok], x0[ok], acct[ok]
             pi = p
         ki = _span(K, ordered=True)
         self.t_end_new[pi] = new
@@ -694,7 +713,7 @@ class ReplayState:
         self.clock[ki] = new
         nidx = self.idx[ki] + 1
         self.idx[ki] = nidx
-        self.ptr[ki] = F[:, self._NEXT]
+        self.ptr[ki] = self.f_next[pi] if isinstance(pi, slice) else self.f_next.take(p)
         self.posted[ki] = False
         nxt = K[nidx < self.limit[ki]]
         self.ready = np.sort(np.concatenate([self.ready, nxt])) if self.ready.size else nxt
@@ -944,23 +963,25 @@ def _span(a: np.ndarray, ordered: bool = False):
 def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
     """Machine-independent arrays of ranks lo..hi-1 with events numbered time-major
     (the first event of each rank in rank order, then the second, ...): ``pos``
-    (program event - ev_lo -> new number), ``F`` (packed integer fields, see
-    ``ReplayState._SEND``...), ``comp`` (bursts), ``first`` (each rank's first event,
-    -1 if none). The layout of the whole program is cached on it."""
+    (program event - ev_lo -> new number), the per-event columns of
+    :class:`ReplayState` (``send``, ``recv``, ``coll``, ``wstart``, ``wlen``,
+    ``next``), ``comp`` (bursts), ``first`` (each rank's first event, -1 if none),
+    ``counts`` (events per rank). The layout of the whole program is cached on it."""
     key = ("layout", lo, hi)
     cache = program._cache
     if key in cache:
         return cache[key]
     ro = program.rank_offsets
     ev_lo, ev_hi = int(ro[lo]), int(ro[hi])
-    ne = ev_hi - ev_lo
+    ne, nr = ev_hi - ev_lo, hi - lo
     counts = np.diff(ro[lo:hi + 1])
     starts = ro[lo:hi] - ev_lo
-    if ne and counts.min() == counts.max():
+    uniform = bool(ne) and counts.min() == counts.max()
+    if uniform:
         # every rank has as many events: the layout is a transpose
         nc = int(counts[0])
-        order = np.arange(ne, dtype=np.int64).reshape(hi - lo, nc).T.reshape(-1)
-        pos = np.arange(ne, dtype=np.int64).reshape(nc, hi - lo).T.reshape(-1)
+        pos = np.arange(ne, dtype=np.int64).reshape(nc, nr).T.reshape(-1)
+        order = None
     else:
         local = np.arange(ne, dtype=np.int64) - np.repeat(starts, counts)
         kind = np.uint16 if counts.max(initial=0) < (1 << 16) else np.int64
@@ -968,33 +989,30 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
         pos = np.empty(ne, np.int64)
         pos[order] = np.arange(ne, dtype=np.int64)
     sl = slice(ev_lo, ev_hi)
+    # every value is below one of these bounds (ids of messages, slots, wait-list entries, events)
+    big = max(program.n_slots, len(program.wait_slots), program.n_events) + 1
+    dtype = np.int32 if big < (1 << 31) - 1 else np.int64
+
+    def tm(c):
+        """A column of these ranks' events in program order, time-major."""
+        c = c.astype(dtype, copy=False)
+        if uniform:
+            return np.ascontiguousarray(c.reshape(nr, nc).T).reshape(-1)
+        return c.take(order)
+
     woff = program.wait_offsets
-    cols = [program.send_msg[sl], program.recv_msg[sl], program.coll_slot[sl], woff[sl],
-            woff[ev_lo + 1:ev_hi + 1] - woff[sl]]
     nxt = np.empty(ne, np.int64)
     nxt[:-1] = pos[1:]
     nxt[(starts + counts - 1)[counts > 0]] = -1
-    cols.append(nxt)
-    if program.phase is not None:
-        cols.append(program.phase[sl])
-    big = max([int(c.max(initial=0)) for c in cols] + [len(program.wait_slots), program.n_slots])
-    dtype = np.int32 if big < (1 << 31) - 1 else np.int64
-    if ne and counts.min() == counts.max():
-        nc, nr = int(counts[0]), hi - lo
-        F = np.empty((nc, nr, len(cols)), dtype)
-        for k, c in enumerate(cols):
-            F[:, :, k] = c.reshape(nr, nc).T
-        F = F.reshape(ne, len(cols))
-        comp = np.ascontiguousarray(program.comp[sl].reshape(nr, nc).T).reshape(-1)
-    else:
-        F = np.empty((ne, len(cols)), dtype)
-        for k, c in enumerate(cols):
-            F[:, k] = c
-        F = F.take(order, axis=0)
-        comp = program.comp[sl].take(order)
-    first = np.full(hi - lo, -1, np.int64)
+    lay = {"pos": pos, "send": tm(program.send_msg[sl]), "recv": tm(program.recv_msg[sl]),
+           "coll": tm(program.coll_slot[sl]), "wstart": tm(woff[sl]),
+           "wlen": tm(woff[ev_lo + 1:ev_hi + 1] - woff[sl]), "next": tm(nxt)}
+    comp = program.comp[sl]
+    lay["comp"] = (np.ascontiguousarray(comp.reshape(nr, nc).T).reshape(-1) if uniform
+                   else comp.take(order))
+    first = np.full(nr, -1, np.int64)
     first[counts > 0] = pos[starts[counts > 0]]
-    lay = {"pos": pos, "F": F, "comp": comp, "first": first, "counts": counts}
+    lay.update(first=first, counts=counts)
     if lo == 0 and hi == program.nprocs:
         cache[key] = lay
     return lay

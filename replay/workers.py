@@ -44,7 +44,8 @@ from typing import Callable
 import numpy as np
 
 from . import collectives as _coll
-from .engine import ReplayResult, ReplayState, deadlock_error, gather_result, replay
+from .engine import (ReplayResult, ReplayState, _link_params_of, _world_costs, deadlock_error,
+                     gather_result, replay)
 from .machine import Machine
 from .program import COLLECTIVE_NAMES, Program
 
@@ -219,9 +220,16 @@ class _Worker:
             sl = off[ins][:, None] + np.arange(n)[None, :]
             world = prog.coll_rank[sl]
             own = np.searchsorted(self.bounds, world, side="right") - 1
-            pat = _coll.pattern_for(COLLECTIVE_NAMES[op_code], n, root, nbytes)
-            finish, busy = _evaluate_shared(pat, st.entry[sl], world, own, self.me, self.p2p,
-                                            self.machine)
+            name = COLLECTIVE_NAMES[op_code]
+            pat = _coll.pattern_for(name, n, root, nbytes)
+            plan = None
+            if len(ins) == 1 and np.array_equal(world[0], np.arange(n)):
+                # the world in rank order: costs and plan kept for its next instance
+                cst = _world_costs(self.machine, name, n, root, nbytes)
+                plan = _plan_kept(pat, own[0], self.me, (id(pat), self.me, tuple(self.bounds.tolist())))
+            else:
+                cst = _coll.costs(pat, **_link_params_of(self.machine, pat, world), S=self.machine.S)
+            finish, busy = _evaluate_shared(pat, cst, st.entry[sl], own, self.me, self.p2p, plan)
             mine = own == self.me
             st.complete_collective(sl[mine], finish[mine], busy[mine])
 
@@ -278,166 +286,177 @@ class _Worker:
         return ", ".join(parts)
 
 
-def _evaluate_shared(pat, entry: np.ndarray, world: np.ndarray, owner: np.ndarray, me: int, comm,
-                     machine: Machine) -> tuple[np.ndarray, np.ndarray]:
+def _evaluate_shared(pat, cst, entry: np.ndarray, owner: np.ndarray, me: int, comm,
+                     plan: list | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`replay.collectives.evaluate` of ``pat`` for the members this worker owns.
 
-    ``entry``, ``world``, ``owner``: (B, n) entry times, world ranks and owning worker
-    of the members of B instances. Round by round, the owner of a message's sender
-    computes the sending side (send start, the sender's new time, NIC and overhead,
-    the arrival time) and the owner of its receiver the receiving side, with exactly
-    the operations of ``evaluate`` (so the same bits). A message crossing workers
-    costs one number sent: its arrival time; a crossing rendezvous message one more,
-    the receiver's time before the round, which its sender needs. Returns (finish,
-    busy) of shape (B, n), valid where ``owner == me``."""
+    ``cst``: the pattern's :class:`~replay.collectives.Costs` on its links; ``entry``,
+    ``owner``: (B, n) entry times and owning worker of the members of B instances;
+    ``plan``: :func:`_plan` of the pattern for these owners (built if not given).
+    Round by round, the owner of a message's sender computes the sending side (send
+    start, the sender's new time and NIC, the arrival time) and the owner of its
+    receiver the receiving side, with the terms and operations of ``evaluate`` (so
+    the same bits). A message crossing workers costs one number sent: its arrival
+    time; a crossing rendezvous message one more, the receiver's time before the
+    round, which its sender needs. Returns (finish, busy) of shape (B, n), valid
+    where ``owner == me``."""
     from mpi4py import MPI
 
     B, n = entry.shape
+    if plan is None:
+        plan = _plan(pat, owner.reshape(-1), B, me)
     T = np.array(entry, dtype=np.float64).reshape(-1)
     nic = np.full(B * n, -np.inf)
-    busy = np.zeros(B * n)
-    own = owner.reshape(-1)
-    mine = own == me
-    net, loc = machine.network, machine.link(True)
-    S = machine.S
-    offs = pat.round_offsets
-    base = None if B == 1 else (np.arange(B, dtype=np.int64) * n)[:, None]
-    if loc != net:
-        node = machine.node_of(world).reshape(-1)
-        table = np.array([[getattr(net, x), getattr(loc, x)] for x in "LogGO"])  # (5, 2)
 
-    def params(src, dst, rows):
-        """LogGP parameters (``rows`` of L, o, g, G, O) of messages src -> dst."""
-        if loc == net:
-            return [np.float64(getattr(net, "LogGO"[r])) for r in rows]
-        intra = (node[src] == node[dst]).view(np.int8)
-        return list(table[rows].take(intra, axis=1))
-
-    def exchange(out: dict, inn: dict) -> None:
-        """Send ``out[q]`` to worker q and receive into ``inn[q]`` from worker q."""
-        reqs = [comm.Isend(buf, dest=q, tag=_TAG_COLL) for q, buf in out.items()]
-        for q, buf in inn.items():
+    def exchange(out: list, inn: list) -> None:
+        """Send each (q, array) of ``out`` to worker q; receive each (q, buffer) of ``inn``."""
+        reqs = [comm.Isend(buf, dest=q, tag=_TAG_COLL) for q, buf in out]
+        for q, buf in inn:
             comm.Recv(buf, source=q, tag=_TAG_COLL)
         if reqs:
             MPI.Request.Waitall(reqs)
 
-    # one instance whose members m0..m1-1 are this worker's: in a round where member i
-    # sends message i and every member receives one message, both sides are slices
-    contiguous = False
-    if B == 1:
-        held = np.flatnonzero(mine)
-        if held.size and int(held[-1]) - int(held[0]) + 1 == held.size:
-            contiguous, m0, m1 = True, int(held[0]), int(held[-1]) + 1
-    receiver_of = _rounds_one_to_one(pat) if contiguous else None
-    for k in range(pat.n_rounds):
-        a, b = int(offs[k]), int(offs[k + 1])
-        if base is None:
-            src, dst, nb = pat.src[a:b], pat.dst[a:b], pat.nbytes[a:b]
-        else:
-            src = (base + pat.src[a:b]).reshape(-1)
-            dst = (base + pat.dst[a:b]).reshape(-1)
-            nb = np.tile(pat.nbytes[a:b], B)
-        if contiguous and receiver_of[k] is not None:
-            si = s_src = r_dst = slice(m0, m1)
-            n_s = m1 - m0
-            s_dst = dst[si]
-            ri = r_src = receiver_of[k][si]  # message (= sender) each member receives
-            s_x = np.flatnonzero((s_dst < m0) | (s_dst >= m1))
-            r_x = np.flatnonzero((r_src < m0) | (r_src >= m1))
-            s_msg_x = s_x + m0
-            r_dst_x = r_x + m0
-        else:
-            si = np.flatnonzero(mine[src])
-            n_s = len(si)
-            ri = np.flatnonzero(mine[dst])
-            if not (n_s or ri.size):
-                continue
-            s_src, s_dst, r_src = src[si], dst[si], src[ri]
-            s_x = np.flatnonzero(~mine[s_dst])
-            r_x = np.flatnonzero(~mine[r_src])
-            s_msg_x = si[s_x]
-            r_dst = dst[ri]
-            r_dst_x = r_dst[r_x]
-        s_nb, r_nb = nb[si], nb[ri]
-        s_xpeer, r_xpeer = own[s_dst[s_x]], own[r_src[r_x]]
-        rdv_s, rdv_r = s_nb >= S, r_nb >= S
-        any_rdv = bool(rdv_s.any())
-        # ---- rendezvous: the receiver's time before the round, to the sender's owner -------
-        if any_rdv:
-            t_dst = T[s_dst]
-        if any_rdv or rdv_r.any():
-            keep_r, keep_s = rdv_r[r_x], rdv_s[s_x]
-            rxd, rxp, sx, sxp = r_dst_x[keep_r], r_xpeer[keep_r], s_x[keep_s], s_xpeer[keep_s]
-            if rxd.size or sx.size:
-                out = {q: T[rxd[rxp == q]] for q in np.unique(rxp).tolist()}
-                inn = {q: np.empty(int(np.count_nonzero(sxp == q))) for q in np.unique(sxp).tolist()}
-                exchange(out, inn)
-                for q, got in inn.items():
-                    t_dst[sx[sxp == q]] = got
-        # ---- sending side -----------------------------------------------------------------------
-        arrive_all = np.empty(len(src))
-        if n_s:
-            s = s_nb.astype(np.float64)
-            Lk, ok, gk, Gk, Ok = params(s_src, s_dst, [0, 1, 2, 3, 4])
-            ts = np.maximum(T[s_src], nic[s_src])
-            cpu = ok + s * Ok  # the terms of replay.collectives.costs
-            if any_rdv:
-                oL = ok + Lk
-                tdata = np.maximum(ts + oL, t_dst) + oL
-                start = np.where(rdv_s, tdata, ts)
-            else:
+    for k, rp in enumerate(plan):
+        if rp is None:
+            continue  # nothing of this worker's in this round (nor anything for it)
+        terms = cst.rounds[k]
+        cpu, gap, lat, oL = (_pick(x, rp.s_in_round, rp.s_flat) for x in terms)
+        rdv = cst.rdv[k]
+        ns, nr = rp.n_send, rp.n_recv
+        # ---- rendezvous: the receiver's time before the round, to the sender's owner ----------
+        if rdv is not None:
+            rdv_s = True if rdv is True else np.tile(rdv, B)[rp.s_flat]
+            rdv_r = True if rdv is True else np.tile(rdv, B)[rp.r_flat]
+            t_recv = T[rp.r_mem]
+            t_dst = np.full(ns, np.nan)
+            t_dst[rp.loc_s] = t_recv[rp.loc_r]
+            sel = (lambda pos, m: pos if m is True else _indices(pos)[m[pos]])
+            out = [(q, t_recv[sel(pos, rdv_r)]) for q, pos in rp.frm]
+            inn = [(q, sel(pos, rdv_s)) for q, pos in rp.to]
+            out = [(q, v) for q, v in out if len(v)]
+            inn = [(q, pos, np.empty(_count(pos))) for q, pos in inn if _count(pos)]
+            exchange(out, [(q, buf) for q, _, buf in inn])
+            for _, pos, buf in inn:
+                t_dst[pos] = buf
+        # ---- sending side ---------------------------------------------------------------------
+        arrive_s = None
+        if ns:
+            ts = np.maximum(T[rp.s_mem], nic[rp.s_mem])
+            if rdv is None:
                 start = ts
-            send_done = start + cpu
-            arrive_all[si] = start + (ok + s * Gk + Lk)
-            nic[s_src] = ts + (gk + s * Gk)
-            T[s_src] = send_done
-            busy[s_src] += cpu
+            else:
+                tdata = np.maximum(ts + oL, t_dst) + oL
+                start = tdata if rdv_s is True else np.where(rdv_s, tdata, ts)
+            arrive_s = start + lat
+            nic[rp.s_mem] = ts + gap
+            T[rp.s_mem] = start + cpu
         # ---- arrival times of crossing messages, to the receiver's owner ----------------------
-        if s_x.size or r_x.size:
-            out = {q: arrive_all[s_msg_x[s_xpeer == q]] for q in np.unique(s_xpeer).tolist()}
-            inn = {q: np.empty(int(np.count_nonzero(r_xpeer == q))) for q in np.unique(r_xpeer).tolist()}
-            exchange(out, inn)
-            for q, got in inn.items():
-                arrive_all[ri[r_x[r_xpeer == q]]] = got
-        # ---- receiving side ---------------------------------------------------------------------
-        if len(r_nb):
-            s = r_nb.astype(np.float64)
-            ok, Ok = params(r_src, r_dst, [1, 4])
-            cpu = ok + s * Ok
-            T[r_dst] = np.maximum(arrive_all[ri], T[r_dst]) + cpu
-            busy[r_dst] += cpu
-    return T.reshape(B, n), busy.reshape(B, n)
+        arrive_r = np.empty(nr)
+        if rp.n_loc:
+            arrive_r[rp.loc_r] = arrive_s[rp.loc_s]
+        if rp.to or rp.frm:
+            inn = [(q, pos, np.empty(_count(pos))) for q, pos in rp.frm]
+            exchange([(q, arrive_s[pos]) for q, pos in rp.to], [(q, buf) for q, _, buf in inn])
+            for _, pos, buf in inn:
+                arrive_r[pos] = buf
+        # ---- receiving side -------------------------------------------------------------------
+        if nr:
+            T[rp.r_mem] = np.maximum(arrive_r, T[rp.r_mem]) + _pick(terms[0], rp.r_in_round, rp.r_flat)
+    return T.reshape(B, n), np.broadcast_to(cst.busy, (B, n))
 
 
-_ONE_TO_ONE: dict[int, tuple] = {}
-_ONE_TO_ONE_MAX = 1 << 24  # members x rounds remembered (64 MB of int32) before forgetting all
+class _RoundPlan(types.SimpleNamespace):
+    """Who does what in one round of a pattern shared by workers, from one worker's view.
+
+    ``s_flat``/``s_in_round``: the messages its members send (flat ids b*m + i over the
+    B instances / ids within the round), in order of their sender, ``s_mem`` those
+    senders (flat member ids b*n + j; a slice when consecutive); ``r_*`` the same for
+    the messages its members receive, in order of their receiver. ``loc_s``, ``loc_r``:
+    positions of the messages both sent and received here. ``to``: per other worker q,
+    positions (in the send order) of the messages its members receive; ``frm``: per
+    q, positions (in the receive order) of the messages its members send; both in
+    message order, so that the two sides of an exchange agree."""
 
 
-def _rounds_one_to_one(pat) -> list:
-    """Per round of ``pat``: when member i sends message i and every member receives one
-    message, the message each member receives (an array over members), else None.
-    Remembered per pattern (:func:`replay.collectives.pattern_for` caches patterns)."""
-    hit = _ONE_TO_ONE.get(id(pat))
-    if hit is not None and hit[0] is pat:
-        return hit[1]
+def _plan(pat, owner: np.ndarray, B: int, me: int) -> list:
+    """Per round of ``pat`` over B instances whose members (flat b*n + j) belong to
+    workers ``owner``: this worker's :class:`_RoundPlan`, or None when it neither sends
+    nor receives in that round."""
     n, offs = pat.n, pat.round_offsets
-    ar = np.arange(n)
-    dtype = np.int32 if n < 2**31 else np.int64
     out = []
     for k in range(pat.n_rounds):
         a, b = int(offs[k]), int(offs[k + 1])
+        m = b - a
         src, dst = pat.src[a:b], pat.dst[a:b]
-        if b - a == n and np.array_equal(src, ar) and np.all(np.bincount(dst, minlength=n) == 1):
-            inv = np.empty(n, dtype)
-            inv[dst] = ar
-            out.append(inv)
-        else:
+        if B > 1:
+            base = (np.arange(B, dtype=np.int64) * n)[:, None]
+            src, dst = (base + src).reshape(-1), (base + dst).reshape(-1)
+        own_s, own_r = owner[src], owner[dst]
+        mine_s, mine_r = own_s == me, own_r == me
+        S = np.flatnonzero(mine_s)
+        R = np.flatnonzero(mine_r)
+        if not (S.size or R.size):
             out.append(None)
-    held = sum(a.size for _, arrays in _ONE_TO_ONE.values() for a in arrays if a is not None)
-    if held > _ONE_TO_ONE_MAX:
-        _ONE_TO_ONE.clear()
-    _ONE_TO_ONE[id(pat)] = (pat, out)
+            continue
+        S = S[np.argsort(src[S], kind="stable")]
+        R = R[np.argsort(dst[R], kind="stable")]
+        pos_s = np.full(B * m, -1, np.int64)
+        pos_s[S] = np.arange(S.size)
+        pos_r = np.full(B * m, -1, np.int64)
+        pos_r[R] = np.arange(R.size)
+        loc = np.flatnonzero(mine_s & mine_r)
+        X = np.flatnonzero(mine_s & ~mine_r)
+        Y = np.flatnonzero(mine_r & ~mine_s)
+        to = [(int(q), _as_slice(pos_s[X[own_r[X] == q]])) for q in np.unique(own_r[X])]
+        frm = [(int(q), _as_slice(pos_r[Y[own_s[Y] == q]])) for q in np.unique(own_s[Y])]
+        out.append(_RoundPlan(
+            n_send=S.size, n_recv=R.size,
+            s_flat=_as_slice(S), s_in_round=_as_slice(S % m), s_mem=_as_slice(src[S]),
+            r_flat=_as_slice(R), r_in_round=_as_slice(R % m), r_mem=_as_slice(dst[R]),
+            loc_s=_as_slice(pos_s[loc]), loc_r=_as_slice(pos_r[loc]), n_loc=loc.size, to=to, frm=frm))
     return out
+
+
+_PLANS: dict = {}
+_PLANS_MAX = 64
+
+
+def _plan_kept(pat, owner: np.ndarray, me: int, key) -> list:
+    """:func:`_plan` of one instance, kept under ``key`` (the pattern and the workers'
+    bounds): a world collective repeated every iteration is planned once."""
+    hit = _PLANS.get(key)
+    if hit is not None and hit[0] is pat:
+        return hit[1]
+    plan = _plan(pat, owner, 1, me)
+    if len(_PLANS) >= _PLANS_MAX:
+        _PLANS.clear()
+    _PLANS[key] = (pat, plan)
+    return plan
+
+
+def _as_slice(a: np.ndarray):
+    """``a`` as a slice when it is a run of consecutive increasing integers."""
+    if len(a) and int(a[-1]) - int(a[0]) == len(a) - 1 and (len(a) == 1 or bool(np.all(np.diff(a) == 1))):
+        return slice(int(a[0]), int(a[-1]) + 1)
+    return a
+
+
+def _count(pos) -> int:
+    """Length of an index array or slice."""
+    return pos.stop - pos.start if isinstance(pos, slice) else len(pos)
+
+
+def _indices(pos) -> np.ndarray:
+    """An index array or slice as an array."""
+    return np.arange(pos.start, pos.stop) if isinstance(pos, slice) else pos
+
+
+def _pick(x, in_round, flat):
+    """A term of :class:`~replay.collectives.Costs` (a float, or (1 or B, m)) for messages
+    given by their ids within the round and flat ids."""
+    if np.ndim(x) == 0:
+        return x
+    return x[0][in_round] if x.shape[0] == 1 else x.reshape(-1)[flat]
 
 
 def _abort(comm, run: _Worker, err: BaseException) -> None:
