@@ -512,7 +512,19 @@ def _get(T, mv, dst):
     n = T.shape[1]
     if kind == "roll":
         return np.concatenate([T[:, d:], T[:, :d]], axis=1)
-    return _quad(T, T.shape[0], n, d)[:, :, ::-1, :].reshape(T.shape)
+    return T.take(_xor_perm(n, d), axis=1)
+
+
+#: xor rounds with a distance below this gather through a permutation, above it use views
+_XOR_VIEW_MIN = 64
+
+
+@functools.lru_cache(maxsize=256)
+def _xor_perm(n: int, d: int) -> np.ndarray:
+    """``arange(n) xor d`` (kept: read-only)."""
+    perm = np.arange(n, dtype=np.intp) ^ d
+    perm.flags.writeable = False
+    return perm
 
 
 def _recv(T, arrive, cpu, mv, dst) -> None:
@@ -527,9 +539,17 @@ def _recv(T, arrive, cpu, mv, dst) -> None:
             np.maximum(arrive[:, m], t, out=t)
             np.add(t, _cols(cpu, m), out=t)
         return
-    part = _quad(T, B, n, d)[:, :, ::-1, :]  # message i goes to member i xor d
-    np.maximum(_quad(arrive, B, n, d), part, out=part)
-    np.add(part, _quad(cpu, B, n, d), out=part)
+    # message i goes to member i xor d
+    if d >= _XOR_VIEW_MIN:
+        part = _quad(T, B, n, d)[:, :, ::-1, :]
+        np.maximum(_quad(arrive, B, n, d), part, out=part)
+        np.add(part, _quad(cpu, B, n, d), out=part)
+        return
+    # short runs make the view's inner loops short: gather in receiver order instead
+    perm = _xor_perm(n, d)
+    got = arrive.take(perm, axis=1)
+    np.maximum(got, T, out=T)
+    np.add(T, cpu if np.ndim(cpu) == 0 or cpu.shape[-1] == 1 else cpu.take(perm, axis=1), out=T)
 
 
 def hop_cost(nbytes: float, L: float, o: float, G: float, O: float, S: int) -> float:

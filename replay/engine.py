@@ -142,7 +142,9 @@ class ReplayResult:
     @property
     def event_end(self) -> np.ndarray:
         if "event_end" not in self._cache:
-            parts = [t[pos] for t, pos in self._event_parts]
+            # a piece's positions may come as a function (an MPI worker's piece: worker 0
+            # works them out only when asked)
+            parts = [t[pos() if callable(pos) else pos] for t, pos in self._event_parts]
             self._cache["event_end"] = np.concatenate(parts) if parts else np.zeros(0)
         return self._cache["event_end"]
 
@@ -232,6 +234,8 @@ class ReplayState:
             local_src = (src >= lo) & (src < hi)
             local_dst = (dst >= lo) & (dst < hi)
             sel = np.flatnonzero(local_src | local_dst)
+            if sel.size and sel[-1] - sel[0] + 1 < 1.25 * sel.size:
+                sel = slice(int(sel[0]), int(sel[-1]) + 1)  # mostly one run: compute it whole
         s = program.msg_bytes[sel].astype(np.float64)
         net, loc = machine.network, machine.link(True)
         intra = None
@@ -250,6 +254,7 @@ class ReplayState:
         if not self.whole:
             part, MP = MP, np.zeros((M, 4))
             MP[sel] = part
+        self._msg_sel = sel
         self.MP = MP
         mode = program.msg_mode
         self.m_rdv = (program.msg_bytes >= machine.S) & (mode != MODE_BUFFERED)
@@ -277,7 +282,11 @@ class ReplayState:
         # cost of a slot: receive slots their processing overhead (charged by the scan),
         # collective slots the member's overheads (accounted, not charged); sends 0
         self.cost = np.zeros(self.n_slots)
-        self.cost[M:2 * M] = MP[:, 0]
+        if isinstance(sel, slice):
+            a, b = sel.indices(M)[:2]
+            self.cost[M + a:M + b] = MP[a:b, 0]
+        else:
+            self.cost[M + sel] = MP[sel, 0]
         self.entry = np.full(C, np.nan)
         self.inst_size = np.diff(program.coll_offsets)
         self.slot_inst = np.repeat(np.arange(len(self.inst_size), dtype=np.int64), self.inst_size)
@@ -590,7 +599,11 @@ class ReplayState:
 
     # ---- collectives ----------------------------------------------------------------------
     def _entries_known(self, slots: np.ndarray) -> None:
-        inst, counts = np.unique(self.slot_inst[slots], return_counts=True)
+        si = self.slot_inst[slots]
+        if si[0] == si[-1] and si.min() == si.max():  # one instance (a world collective)
+            inst, counts = si[:1], np.array([len(si)])
+        else:
+            inst, counts = np.unique(si, return_counts=True)
         self.inst_count[inst] += counts
         full = inst[(self.inst_count[inst] == self.inst_size[inst]) & ~self.inst_done[inst]]
         full = full[self._inst_has_local[full]]
@@ -635,9 +648,15 @@ class ReplayState:
         for gi in range(len(uk)):
             op_code, n, root, nbytes = (int(x) for x in uk[gi])
             ins = insts[group == gi]
-            slots = prog.coll_offsets[ins][:, None] + np.arange(n)[None, :]
-            entry = self.entry[slots]
-            world = prog.coll_rank[slots]
+            if len(ins) == 1:
+                a = int(prog.coll_offsets[ins[0]])
+                slots = slice(a, a + n)
+                ordered = bool(_world_ordered(prog)[ins[0]])
+            else:
+                slots = prog.coll_offsets[ins][:, None] + np.arange(n)[None, :]
+                ordered = False
+            entry = self.entry[slots].reshape(len(ins), n)
+            world = prog.coll_rank[slots].reshape(len(ins), n)
             name = COLLECTIVE_NAMES[op_code]
             if self.collectives == "closed-form":
                 nodes = mach.node_of(world)
@@ -653,13 +672,17 @@ class ReplayState:
                 busy = cost[:, None] + np.zeros_like(entry)
             else:
                 pat = _coll.pattern_for(name, n, root, nbytes)
-                if np.array_equal(world[0], np.arange(n)) and (world == world[0]).all():
+                if ordered:
                     cst = _world_costs(mach, name, n, root, nbytes)  # the world in rank order
                 else:
                     cst = _coll.costs(pat, **_link_params_of(mach, pat, world), S=mach.S)
                 finish, busy = _coll.evaluate(pat, entry, costs_=cst)
-            self.done[base + slots] = finish
-            self.cost[base + slots] = busy
+            if isinstance(slots, slice):
+                self.done[base + slots.start:base + slots.stop] = finish[0]
+                self.cost[base + slots.start:base + slots.stop] = busy[0]
+            else:
+                self.done[base + slots] = finish
+                self.cost[base + slots] = busy
             self._notify(world.reshape(-1))
 
     # ---- completion -----------------------------------------------------------------------
@@ -883,7 +906,8 @@ def gather_result(program: Program, machine: Machine, collectives: str, states: 
 
     A piece needs ``clock``, ``comp_acc``, ``comm_acc``, ``ph_time``, ``ph_comp``,
     ``ph_comm``, ``steps``, ``t_end_new`` and ``_pos`` (``t_end_new[_pos]``: its
-    events' completion times in program order): a :class:`ReplayState`, or the same
+    events' completion times in program order; ``_pos`` may be a function returning
+    it, called when ``event_end`` is first read): a :class:`ReplayState`, or the same
     arrays sent by an MPI worker (:mod:`replay.workers`)."""
     P = program.nprocs
     cat = np.concatenate
@@ -917,6 +941,20 @@ def _link_params_of(mach: Machine, pat, world: np.ndarray) -> dict:
         lk = loc if intra.any() else net
         return {k: getattr(lk, k) for k in "LogGO"}
     return {k: np.where(intra, getattr(loc, k), getattr(net, k)) for k in "LogGO"}
+
+
+def _world_ordered(program: Program) -> np.ndarray:
+    """Per collective instance: its members are world ranks 0..n-1 in order (kept on
+    the program)."""
+    got = program._cache.get("world_ordered")
+    if got is None:
+        off, rank = program.coll_offsets, program.coll_rank
+        size = np.diff(off)
+        local = np.arange(len(rank)) - np.repeat(off[:-1], size)
+        bad = np.bincount(np.repeat(np.arange(len(size)), size), weights=rank != local,
+                          minlength=len(size))
+        got = program._cache["world_ordered"] = bad == 0
+    return got
 
 
 @functools.lru_cache(maxsize=64)
@@ -1016,6 +1054,24 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
     if lo == 0 and hi == program.nprocs:
         cache[key] = lay
     return lay
+
+
+def layout_positions(program: Program, lo: int, hi: int) -> np.ndarray:
+    """``pos`` of :func:`_layout` for ranks lo..hi-1 alone: program event - ev_lo ->
+    time-major number."""
+    lay = program._cache.get(("layout", lo, hi))
+    if lay is not None:
+        return lay["pos"]
+    ro = program.rank_offsets
+    ne, nr = int(ro[hi] - ro[lo]), hi - lo
+    counts = np.diff(ro[lo:hi + 1])
+    if ne and counts.min() == counts.max():
+        return np.arange(ne, dtype=np.int64).reshape(int(counts[0]), nr).T.reshape(-1)
+    local = np.arange(ne, dtype=np.int64) - np.repeat(ro[lo:hi] - ro[lo], counts)
+    kind = np.uint16 if counts.max(initial=0) < (1 << 16) else np.int64
+    pos = np.empty(ne, np.int64)
+    pos[np.argsort(local.astype(kind), kind="stable")] = np.arange(ne, dtype=np.int64)
+    return pos
 
 
 def _layout_keys(lay: dict, program: Program, lo: int, hi: int) -> np.ndarray:

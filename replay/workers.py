@@ -33,6 +33,7 @@ Save as ``rp.py`` and run ``mpiexec -n 2 python rp.py``::
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import sys
@@ -44,8 +45,8 @@ from typing import Callable
 import numpy as np
 
 from . import collectives as _coll
-from .engine import (ReplayResult, ReplayState, _link_params_of, _world_costs, deadlock_error,
-                     gather_result, replay)
+from .engine import (ReplayResult, ReplayState, _link_params_of, _world_costs, _world_ordered,
+                     deadlock_error, gather_result, layout_positions, replay)
 from .machine import Machine
 from .program import COLLECTIVE_NAMES, Program
 
@@ -197,47 +198,66 @@ class _Worker:
         """Evaluate collective instances spanning pieces together with the other workers
         holding members of them, each worker for its own members.
 
-        Instances are batched by (operation, size, root, bytes, participating workers);
-        every participant sees the same instances become complete in the same pass (the
-        entries travel in one allgather), so the batches are the same on every
-        participant, and taking them in order of their first instance id lets the
-        point-to-point exchanges of one batch never wait on another."""
+        An instance over world ranks 0..n-1 in order is a batch of its own (its costs
+        and plan are kept for the next one); the others are batched by (operation, size,
+        root, bytes, participating workers). Every participant sees the same instances
+        become complete in the same pass (the entries travel in one allgather), so the
+        batches are the same on every participant, and taking them in order of their
+        first instance id lets the point-to-point exchanges of one batch never wait on
+        another."""
         st, prog = self.state, self.program
         off = prog.coll_offsets
-        size = st.inst_size[insts]
-        rows = np.repeat(np.arange(len(insts)), size)
-        slots = np.repeat(off[insts] - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
-        owner = np.searchsorted(self.bounds, prog.coll_rank[slots], side="right") - 1
-        part = np.zeros((len(insts), self.W), np.int64)
-        part[rows, owner] = 1
-        keys = np.concatenate([np.stack([prog.coll_op[insts], size, prog.coll_root[insts],
-                                         prog.coll_bytes[insts]], axis=1), part], axis=1)
-        uk, first, group = np.unique(keys, axis=0, return_index=True, return_inverse=True)
-        group = group.reshape(-1)
-        for gi in np.argsort(first, kind="stable"):
-            op_code, n, root, nbytes = (int(x) for x in uk[gi, :4])
-            ins = insts[group == gi]
+        ordered = _world_ordered(prog)[insts]
+        batches = [(int(i), None) for i in insts[ordered]]
+        rest = insts[~ordered]
+        if rest.size:
+            size = st.inst_size[rest]
+            rows = np.repeat(np.arange(len(rest)), size)
+            slots = np.repeat(off[rest] - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
+            owner = np.searchsorted(self.bounds, prog.coll_rank[slots], side="right") - 1
+            part = np.zeros((len(rest), self.W), np.int64)
+            part[rows, owner] = 1
+            keys = np.concatenate([np.stack([prog.coll_op[rest], size, prog.coll_root[rest],
+                                             prog.coll_bytes[rest]], axis=1), part], axis=1)
+            uk, first, group = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+            group = group.reshape(-1)
+            batches += [(int(rest[first[gi]]), rest[group == gi]) for gi in range(len(uk))]
+        for first_inst, ins in sorted(batches, key=lambda b: b[0]):
+            i = first_inst
+            op_code, root, nbytes = int(prog.coll_op[i]), int(prog.coll_root[i]), int(prog.coll_bytes[i])
+            n = int(st.inst_size[i])
+            name = COLLECTIVE_NAMES[op_code]
+            pat = _coll.pattern_for(name, n, root, nbytes)
+            if ins is None:
+                # the world in rank order: costs and plan kept for its next instance
+                a = int(off[i])
+                own = self._owner_of_rank()[:n]
+                cst = _world_costs(self.machine, name, n, root, nbytes)
+                plan = _plan_kept(pat, own, self.me, (id(pat), self.me, tuple(self.bounds.tolist())))
+                finish, busy = _evaluate_shared(pat, cst, st.entry[a:a + n][None, :], own[None, :],
+                                                self.me, self.p2p, plan)
+                lo, hi = min(self.lo, n), min(self.hi, n)
+                st.complete_collective(np.arange(a + lo, a + hi), finish[0, lo:hi], busy[0, lo:hi])
+                continue
             sl = off[ins][:, None] + np.arange(n)[None, :]
             world = prog.coll_rank[sl]
             own = np.searchsorted(self.bounds, world, side="right") - 1
-            name = COLLECTIVE_NAMES[op_code]
-            pat = _coll.pattern_for(name, n, root, nbytes)
-            plan = None
-            if len(ins) == 1 and np.array_equal(world[0], np.arange(n)):
-                # the world in rank order: costs and plan kept for its next instance
-                cst = _world_costs(self.machine, name, n, root, nbytes)
-                plan = _plan_kept(pat, own[0], self.me, (id(pat), self.me, tuple(self.bounds.tolist())))
-            else:
-                cst = _coll.costs(pat, **_link_params_of(self.machine, pat, world), S=self.machine.S)
-            finish, busy = _evaluate_shared(pat, cst, st.entry[sl], own, self.me, self.p2p, plan)
+            cst = _coll.costs(pat, **_link_params_of(self.machine, pat, world), S=self.machine.S)
+            finish, busy = _evaluate_shared(pat, cst, st.entry[sl], own, self.me, self.p2p)
             mine = own == self.me
             st.complete_collective(sl[mine], finish[mine], busy[mine])
+
+    def _owner_of_rank(self) -> np.ndarray:
+        """The worker of each world rank (kept)."""
+        if getattr(self, "_owners", None) is None:
+            self._owners = np.repeat(np.arange(self.W), np.diff(self.bounds))
+        return self._owners
 
     # ---- end -------------------------------------------------------------------------------------
     def _gather(self) -> ReplayResult | None:
         """Send every piece's per-rank, per-phase and per-event arrays to worker 0."""
         st, comm, me = self.state, self.comm, self.me
-        arrays = ("clock", "comp_acc", "comm_acc", "ph_time", "ph_comp", "ph_comm", "t_end")
+        arrays = ("clock", "comp_acc", "comm_acc", "ph_time", "ph_comp", "ph_comm", "t_end_new")
         head = None if st is None else (st.steps, [getattr(st, a).shape for a in arrays])
         heads = comm.gather(head if me else None, root=0)
         if me != 0:
@@ -259,7 +279,9 @@ class _Worker:
             for a, shape in zip(arrays, shapes):
                 got[a] = np.empty(shape, np.float64)
                 self.p2p.Recv(got[a], source=w, tag=_TAG_GATHER)
-            got["t_end_new"], got["_pos"] = got.pop("t_end"), slice(None)
+            # event times stay time-major: their order is worked out if event_end is read
+            lo, hi = int(self.bounds[w]), int(self.bounds[w + 1])
+            got["_pos"] = functools.partial(layout_positions, self.program, lo, hi)
             pieces.append(types.SimpleNamespace(steps=steps, **got))
         return gather_result(self.program, self.machine, self.collectives, pieces, passes=self.passes)
 
@@ -292,7 +314,8 @@ def _evaluate_shared(pat, cst, entry: np.ndarray, owner: np.ndarray, me: int, co
 
     ``cst``: the pattern's :class:`~replay.collectives.Costs` on its links; ``entry``,
     ``owner``: (B, n) entry times and owning worker of the members of B instances;
-    ``plan``: :func:`_plan` of the pattern for these owners (built if not given).
+    ``plan``: :func:`_plan` of the pattern for these owners, kept by the caller with
+    ``cst`` (each round keeps this worker's terms of ``cst``); built if not given.
     Round by round, the owner of a message's sender computes the sending side (send
     start, the sender's new time and NIC, the arrival time) and the owner of its
     receiver the receiving side, with the terms and operations of ``evaluate`` (so
@@ -303,6 +326,7 @@ def _evaluate_shared(pat, cst, entry: np.ndarray, owner: np.ndarray, me: int, co
     from mpi4py import MPI
 
     B, n = entry.shape
+    keep = plan is not None
     if plan is None:
         plan = _plan(pat, owner.reshape(-1), B, me)
     T = np.array(entry, dtype=np.float64).reshape(-1)
@@ -319,8 +343,13 @@ def _evaluate_shared(pat, cst, entry: np.ndarray, owner: np.ndarray, me: int, co
     for k, rp in enumerate(plan):
         if rp is None:
             continue  # nothing of this worker's in this round (nor anything for it)
-        terms = cst.rounds[k]
-        cpu, gap, lat, oL = (_pick(x, rp.s_in_round, rp.s_flat) for x in terms)
+        hit = rp.terms.get(id(cst)) if keep else None
+        if hit is None or hit[0] is not cst:
+            hit = (cst, [_pick(x, rp.s_in_round, rp.s_flat) for x in cst.rounds[k]],
+                   _pick(cst.rounds[k][0], rp.r_in_round, rp.r_flat))
+            if keep:  # the plan and the costs are kept: so are their terms, per worker
+                rp.terms[id(cst)] = hit
+        (cpu, gap, lat, oL), cpu_r = hit[1], hit[2]
         rdv = cst.rdv[k]
         ns, nr = rp.n_send, rp.n_recv
         # ---- rendezvous: the receiver's time before the round, to the sender's owner ----------
@@ -348,8 +377,12 @@ def _evaluate_shared(pat, cst, entry: np.ndarray, owner: np.ndarray, me: int, co
                 tdata = np.maximum(ts + oL, t_dst) + oL
                 start = tdata if rdv_s is True else np.where(rdv_s, tdata, ts)
             arrive_s = start + lat
-            nic[rp.s_mem] = ts + gap
-            T[rp.s_mem] = start + cpu
+            if isinstance(rp.s_mem, slice):  # in place
+                np.add(ts, gap, out=nic[rp.s_mem])
+                np.add(start, cpu, out=T[rp.s_mem])
+            else:
+                nic[rp.s_mem] = ts + gap
+                T[rp.s_mem] = start + cpu
         # ---- arrival times of crossing messages, to the receiver's owner ----------------------
         arrive_r = np.empty(nr)
         if rp.n_loc:
@@ -361,7 +394,12 @@ def _evaluate_shared(pat, cst, entry: np.ndarray, owner: np.ndarray, me: int, co
                 arrive_r[pos] = buf
         # ---- receiving side -------------------------------------------------------------------
         if nr:
-            T[rp.r_mem] = np.maximum(arrive_r, T[rp.r_mem]) + _pick(terms[0], rp.r_in_round, rp.r_flat)
+            if isinstance(rp.r_mem, slice):
+                t = T[rp.r_mem]
+                np.maximum(arrive_r, t, out=t)
+                np.add(t, cpu_r, out=t)
+            else:
+                T[rp.r_mem] = np.maximum(arrive_r, T[rp.r_mem]) + cpu_r
     return T.reshape(B, n), np.broadcast_to(cst.busy, (B, n))
 
 
@@ -413,7 +451,8 @@ def _plan(pat, owner: np.ndarray, B: int, me: int) -> list:
             n_send=S.size, n_recv=R.size,
             s_flat=_as_slice(S), s_in_round=_as_slice(S % m), s_mem=_as_slice(src[S]),
             r_flat=_as_slice(R), r_in_round=_as_slice(R % m), r_mem=_as_slice(dst[R]),
-            loc_s=_as_slice(pos_s[loc]), loc_r=_as_slice(pos_r[loc]), n_loc=loc.size, to=to, frm=frm))
+            loc_s=_as_slice(pos_s[loc]), loc_r=_as_slice(pos_r[loc]), n_loc=loc.size, to=to, frm=frm,
+            terms={}))
     return out
 
 
