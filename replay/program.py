@@ -172,7 +172,9 @@ class Program:
     def n_phases(self) -> int:
         if self.phase is None or not len(self.phase):
             return 0
-        return int(self.phase.max()) + 1
+        if "n_phases" not in self._cache:  # a pass over every event: kept
+            self._cache["n_phases"] = int(self.phase.max()) + 1
+        return self._cache["n_phases"]
 
     def rank_of_event(self) -> np.ndarray:
         return np.repeat(np.arange(self.nprocs, dtype=np.int64), np.diff(self.rank_offsets))

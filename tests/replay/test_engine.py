@@ -505,3 +505,14 @@ def test_program_from_trace_uses_wall_bursts_and_can_use_cpu_time():
     assert wall.n_messages == 4800 and (wall.msg_recv_event >= 0).all()
     with pytest.raises(ValueError, match="compute must be"):
         Program.from_trace(t, compute="instr")
+
+
+def test_layout_positions_alone_match_the_layout():
+    """The time-major positions an MPI worker works out for another worker's piece (when
+    event_end is first read) are those of the piece's own layout."""
+    from replay.engine import _layout, layout_positions
+
+    p = Program.from_trace(load_trace(TRACES / "stencil" / "P16.h5"))
+    assert len(set(np.diff(p.rank_offsets).tolist())) > 1  # uneven: corners have fewer events
+    for lo, hi in ((0, 16), (0, 7), (7, 16), (3, 4), (5, 5)):
+        assert np.array_equal(layout_positions(p, lo, hi), _layout(p, lo, hi)["pos"]), (lo, hi)
