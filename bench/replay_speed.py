@@ -18,7 +18,10 @@ repetition by repetition so that both see the same machine (its speed drifts
 with other work): worker 0 replays alone while the other worker sleeps, then
 both replay together. Every timed replay is the first replay of a freshly built
 Program (no cached event layout), after one untimed warm-up replay (imports,
-collective patterns); the median of ``--reps`` is shown. The one-worker column
+collective patterns, the cost terms of collectives over the world and the
+workers' exchange plans for them, which the replay keeps per machine and
+pattern, as an MPI library keeps its tuned tables); the median of ``--reps``
+is shown. The one-worker column
 "again" is a second replay of the same Program (layout cached), as when one
 program is replayed on several machines.
 

@@ -183,12 +183,13 @@ class ReplayState:
     send. Per message m: send and receive post times ``ts[m]``, ``tr[m]``. Per
     slot s: ``done[s]``, when the slot is complete (for a receive slot, when it is
     ready; the call completing it adds the processing cost ``cost[s]``). Unknown
-    times are NaN. Per-rank and per-phase computation, communication and time are
-    summed as events complete.
+    times are NaN. Each event's completion time, duration and MPI overheads are
+    recorded as it completes; the per-rank and per-phase sums are taken once, when
+    first asked for (``comp_acc``, ``ph_time``, ...).
 
     Inside the state events are numbered time-major (the j-th event of every rank
-    next to each other) and their integer fields packed in one array, so that the
-    reads of a step, one event per rank, are contiguous when ranks move together.
+    next to each other), one array per integer field, so that the reads of a step,
+    one event per rank, are slices when ranks move together.
 
     With ``defer_spanning`` (and ``collectives="algorithms"``), a collective instance
     whose members lie in several pieces is not evaluated here once its members have
@@ -268,7 +269,6 @@ class ReplayState:
         self.ptr = lay["first"].copy()
         self.clock = np.zeros(n)
         self.start = np.zeros(n)
-        self.enter = np.zeros(n)
         self.nic = np.full(n, -np.inf)
         self.posted = np.zeros(n, bool)
         self.dirty = np.zeros(n, bool)
@@ -490,6 +490,10 @@ class ReplayState:
                 t = t.copy()
                 t[hs] = ts + mp[:, 0]
             self.ts[msi] = ts
+        # overheads and duration so far (final for events that wait for nothing; a waiting
+        # event's completion adds to the first and replaces the second)
+        self.comm_ev[pi] = t - enter
+        self.dur_ev[pi] = t - c0
         # events that wait for nothing complete now
         waits = wlen > 0
         n_w = int(np.count_nonzero(waits))
@@ -498,13 +502,9 @@ class ReplayState:
                 now = ~waits
                 Rn, tn, nxt, pn = R[now], t[now], nxt[now], p[now]
                 self.t_end_new[pn] = tn
-                self.comm_ev[pn] = tn - enter[now]
-                self.dur_ev[pn] = tn - c0[now]
             else:
                 Rn, tn = ri, t
                 self.t_end_new[pi] = tn
-                self.comm_ev[pi] = t - enter
-                self.dur_ev[pi] = t - c0
             self.clock[Rn] = tn
             nidx = self.idx[Rn] + 1
             self.idx[Rn] = nidx
@@ -512,11 +512,10 @@ class ReplayState:
             self.ready = (R if n_w == 0 else R[now])[nidx < self.limit[Rn]]
         if n_w:
             if n_w == n:
-                Rw, tw, ew, sw = ri, t, enter, c0
+                Rw, tw, sw = ri, t, c0
             else:
-                Rw, tw, ew, sw = R[waits], t[waits], enter[waits], c0[waits]
+                Rw, tw, sw = R[waits], t[waits], c0[waits]
             self.clock[Rw] = tw
-            self.enter[Rw] = ew
             self.start[Rw] = sw
             self.posted[Rw] = True
             self.dirty[Rw] = True
@@ -718,20 +717,20 @@ class ReplayState:
         else:
             new = x0
         # receives: processed in order of readiness, each costing its overhead
+        cost = self.cost.take(sl)
         if n_recv:
-            new = np.maximum(new, self._recv_scan(x0, sl, d, is_recv, n_recv, nn, k_same, rowstart))
+            new = np.maximum(new, self._recv_scan(x0, cost, d, is_recv, n_recv, nn, k_same, rowstart))
         ok = ~np.isnan(new)
         n_ok = int(np.count_nonzero(ok))
         if not n_ok:
             return 0
-        cost = self.cost.take(sl)
         acct = cost.reshape(nK, k_same).sum(axis=1) if k_same else np.add.reduceat(cost, rowstart)
         if n_ok < nK:
             K, p, new, x0, acct = K[ok], p[ok], new[ok], x0[ok], acct[ok]
             pi = p
         ki = _span(K, ordered=True)
         self.t_end_new[pi] = new
-        self.comm_ev[pi] = (x0 - self.enter[ki]) + acct
+        self.comm_ev[pi] = self.comm_ev[pi] + acct  # (post end - entry) + the slots' overheads
         self.dur_ev[pi] = new - self.start[ki]
         self.clock[ki] = new
         nidx = self.idx[ki] + 1
@@ -742,15 +741,16 @@ class ReplayState:
         self.ready = np.sort(np.concatenate([self.ready, nxt])) if self.ready.size else nxt
         return n_ok
 
-    def _recv_scan(self, x0, sl, d, is_recv, n_recv, nn, k_same, rowstart) -> np.ndarray:
+    def _recv_scan(self, x0, c, d, is_recv, n_recv, nn, k_same, rowstart) -> np.ndarray:
         """Per row: ``x = max(x, ready) + cost`` over its receive slots taken in order of
-        (readiness, cost), starting from ``x0`` (NaN if a slot is unknown). Every path
+        (readiness, cost), starting from ``x0`` (NaN if a slot is unknown); ``c`` and
+        ``d`` are the costs and times of the call's slots (``is_recv``: receives). Every path
         below performs the same floating-point operations on a given row, so a row's
         result does not depend on the other rows of the batch."""
         nK = len(x0)
-        c = self.cost.take(sl)
+        n_sl = len(c)
         ir = is_recv.reshape(nK, k_same) if k_same else None
-        if k_same and n_recv == len(sl):
+        if k_same and n_recv == n_sl:
             kr = k_same
             Rd, Cc = d.reshape(nK, kr), c.reshape(nK, kr)
         elif k_same and bool(np.all(ir == ir[0])):
