@@ -383,6 +383,11 @@ def _evaluate_shared(pat, cst, entry: np.ndarray, owner: np.ndarray, me: int, co
             else:
                 nic[rp.s_mem] = ts + gap
                 T[rp.s_mem] = start + cpu
+        if rp.xor_local:  # every message stays here, member i to i xor d: on views
+            t = T[rp.s_mem][None, :]
+            _coll._recv(t, arrive_s[None, :], cpu if np.ndim(cpu) == 0 else cpu[None, :],
+                        ("xor", rp.xor_local), None)
+            continue
         # ---- arrival times of crossing messages, to the receiver's owner ----------------------
         arrive_r = np.empty(nr)
         if rp.n_loc:
@@ -447,8 +452,17 @@ def _plan(pat, owner: np.ndarray, B: int, me: int) -> list:
         Y = np.flatnonzero(mine_r & ~mine_s)
         to = [(int(q), _as_slice(pos_s[X[own_r[X] == q]])) for q in np.unique(own_r[X])]
         frm = [(int(q), _as_slice(pos_r[Y[own_s[Y] == q]])) for q in np.unique(own_s[Y])]
+        # a round pairing members i and i xor d inside this worker's aligned block: its
+        # receivers' times are views of its senders' (replay.collectives' xor rounds)
+        xor_local = 0
+        mv = pat.moves[k] if B == 1 else None
+        if mv is not None and mv[0] == "xor" and not X.size and not Y.size and S.size == R.size:
+            m0, m1, d = int(src[S[0]]), int(src[S[-1]]) + 1, mv[1]
+            if (m1 - m0 == S.size and m0 % (2 * d) == 0 and (m1 - m0) % (2 * d) == 0
+                    and int(dst[R[0]]) == m0):
+                xor_local = d
         out.append(_RoundPlan(
-            n_send=S.size, n_recv=R.size,
+            n_send=S.size, n_recv=R.size, xor_local=xor_local,
             s_flat=_as_slice(S), s_in_round=_as_slice(S % m), s_mem=_as_slice(src[S]),
             r_flat=_as_slice(R), r_in_round=_as_slice(R % m), r_mem=_as_slice(dst[R]),
             loc_s=_as_slice(pos_s[loc]), loc_r=_as_slice(pos_r[loc]), n_loc=loc.size, to=to, frm=frm,
