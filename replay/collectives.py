@@ -50,7 +50,7 @@ import numpy as np
 from signature.trace import OP_CODE
 
 __all__ = [
-    "Pattern", "Costs", "costs", "pattern_for", "evaluate", "closed_form_cost", "hop_cost",
+    "Pattern", "Costs", "costs", "link_costs", "pattern_for", "evaluate", "closed_form_cost", "hop_cost",
     "barrier_dissemination", "bcast_binomial", "reduce_binomial",
     "allreduce_recursive_doubling", "allreduce_rabenseifner",
     "allgather_recursive_doubling", "allgather_bruck", "allgather_ring",
@@ -401,9 +401,7 @@ def costs(pattern: Pattern, *, L, o, g, G, O, S: int) -> Costs:
         Bt = max(np.shape(x)[0] if np.ndim(x) == 2 else 1 for x in (L, o, g, G, O))
         L, o, g, G, O = (np.broadcast_to(np.asarray(x, np.float64), (Bt, pattern.n_messages))
                          for x in (L, o, g, G, O))
-    rounds, rdv = [], []
-    keys, weights = [], []
-    base = (np.arange(Bt, dtype=np.int64) * pattern.n)[:, None]
+    rounds = []
     for k in range(pattern.n_rounds):
         a, b = int(offs[k]), int(offs[k + 1])
         nb = pattern.nbytes[a:b]
@@ -419,19 +417,83 @@ def costs(pattern: Pattern, *, L, o, g, G, O, S: int) -> Costs:
             Lk, ok, gk, Gk, Ok = (x[:, a:b] for x in (L, o, g, G, O))
             terms = (ok + s * Ok, gk + s * Gk, ok + s * Gk + Lk, ok + Lk)
         rounds.append(terms)
-        big = nb >= S
+    return _finish_costs(pattern, rounds, Bt, S)
+
+
+def link_costs(pattern: Pattern, nodes: np.ndarray | None, net, loc, S: int) -> Costs:
+    """:class:`Costs` of ``pattern`` when a message between members on one node uses
+    link ``loc`` and any other ``net`` (objects with ``L, o, g, G, O``): ``nodes``
+    (B or 1, n) is each member's node, None when every message uses ``net``. The
+    same terms as :func:`costs` with the per-message parameters of those links,
+    computed per round from two candidate values instead of five parameter arrays."""
+    offs = pattern.round_offsets
+    links = [tuple(float(getattr(q, x)) for x in "LogGO") for q in (net, loc)]
+    Bt = 1 if nodes is None else nodes.shape[0]
+
+    def terms_of(link, s):
+        L, o, g, G, O = link
+        return (o + s * O, g + s * G, o + s * G + L, o + L)
+
+    rounds = []
+    for k in range(pattern.n_rounds):
+        a, b = int(offs[k]), int(offs[k + 1])
+        nb = pattern.nbytes[a:b]
+        s = float(nb[0]) if b > a and nb.min() == nb.max() else nb.astype(np.float64)[None, :]
+        intra = None
+        if nodes is not None and b > a:
+            intra = nodes[:, pattern.src[a:b]] == nodes[:, pattern.dst[a:b]]
+            if intra.all():
+                intra = True
+            elif not intra.any():
+                intra = None
+        if intra is None or intra is True:
+            terms = terms_of(links[1] if intra is True else links[0], s)
+            if np.ndim(s):  # one size per message, one link: the handshake term is one float
+                terms = terms[:3] + (np.float64(terms[3]),)
+        else:
+            tn, tl = terms_of(links[0], s), terms_of(links[1], s)
+            terms = tuple(np.where(intra, x_l, x_n) for x_n, x_l in zip(tn, tl))
+        rounds.append(terms)
+    return _finish_costs(pattern, rounds, Bt, S)
+
+
+def _finish_costs(pattern: Pattern, rounds: list, Bt: int, S: int) -> Costs:
+    """The rendezvous masks and overhead totals of per-round ``rounds`` terms."""
+    offs = pattern.round_offsets
+    rdv = []
+    busy = np.zeros((Bt, pattern.n))
+    for k in range(pattern.n_rounds):
+        a, b = int(offs[k]), int(offs[k + 1])
+        big = pattern.nbytes[a:b] >= S
         rdv.append(None if not big.any() else True if big.all() else big)
-        cpu = np.broadcast_to(terms[0], (Bt, b - a))
-        keys += [(base + pattern.src[a:b]).reshape(-1), (base + pattern.dst[a:b]).reshape(-1)]
-        weights += [cpu.reshape(-1), cpu.reshape(-1)]
-    n = pattern.n
-    if keys:
-        # bincount adds each member's terms in input order: round by round, send then receive
-        busy = np.bincount(np.concatenate(keys), weights=np.concatenate(weights),
-                           minlength=Bt * n).reshape(Bt, n)
-    else:
-        busy = np.zeros((Bt, n))
+        # each member's overheads, round by round: its send, then its receive
+        cpu = rounds[k][0]
+        src, mv = pattern.senders[k], pattern.moves[k]
+        if isinstance(src, slice):
+            busy += cpu
+        else:
+            busy[:, src] += cpu
+        _add_recv(busy, cpu, mv, None if mv is not None else pattern.dst[a:b])
     return Costs(tuple(rounds), tuple(rdv), busy)
+
+
+def _add_recv(busy, cpu, mv, dst) -> None:
+    """``busy[:, dst] += cpu`` (each receiver once), on views where the round allows."""
+    if mv is None:
+        busy[:, dst] += cpu
+        return
+    kind, d = mv
+    B, n = busy.shape
+    if np.ndim(cpu) == 0 or cpu.shape[-1] == 1:
+        busy += cpu
+    elif kind == "roll":
+        busy[:, d:] += cpu[..., :n - d]
+        busy[:, :d] += cpu[..., n - d:]
+    elif d >= _XOR_VIEW_MIN:
+        part = _quad(busy, B, n, d)[:, :, ::-1, :]
+        part += _quad(cpu, cpu.shape[0], n, d)
+    else:
+        busy += cpu.take(_xor_perm(n, d), axis=1)
 
 
 def evaluate(pattern: Pattern, entry: np.ndarray, *, L=None, o=None, g=None, G=None, O=None,

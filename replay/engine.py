@@ -674,7 +674,7 @@ class ReplayState:
                 if ordered:
                     cst = _world_costs(mach, name, n, root, nbytes)  # the world in rank order
                 else:
-                    cst = _coll.costs(pat, **_link_params_of(mach, pat, world), S=mach.S)
+                    cst = _machine_costs(mach, pat, world)
                 finish, busy = _coll.evaluate(pat, entry, costs_=cst)
             if isinstance(slots, slice):
                 self.done[base + slots.start:base + slots.stop] = finish[0]
@@ -930,17 +930,12 @@ def gather_result(program: Program, machine: Machine, collectives: str, states: 
         _event_parts=tuple((s.t_end_new, s._pos) for s in states))
 
 
-def _link_params_of(mach: Machine, pat, world: np.ndarray) -> dict:
-    """LogGP parameters of every message of ``pat`` over members ``world`` (B, n):
-    scalars when one link serves them all, else arrays (B, messages)."""
+def _machine_costs(mach: Machine, pat, world: np.ndarray) -> _coll.Costs:
+    """:func:`replay.collectives.link_costs` of ``pat`` over members ``world`` (B, n) on
+    ``mach``: intra-node messages on its intra-node link."""
     net, loc = mach.network, mach.link(True)
-    if loc == net:
-        return {k: getattr(net, k) for k in "LogGO"}
-    intra = mach.node_of(world[:, pat.src]) == mach.node_of(world[:, pat.dst])
-    if not intra.any() or intra.all():
-        lk = loc if intra.any() else net
-        return {k: getattr(lk, k) for k in "LogGO"}
-    return {k: np.where(intra, getattr(loc, k), getattr(net, k)) for k in "LogGO"}
+    nodes = None if loc == net or mach.cores <= 1 else mach.node_of(np.asarray(world))
+    return _coll.link_costs(pat, nodes, net, loc, mach.S)
 
 
 def _world_ordered(program: Program) -> np.ndarray:
@@ -962,7 +957,7 @@ def _world_costs(mach: Machine, name: str, n: int, root: int, nbytes: int) -> _c
     """:func:`replay.collectives.costs` of a collective over world ranks 0..n-1, kept:
     every instance of it (an Allreduce per iteration) has the same links."""
     pat = _coll.pattern_for(name, n, root, nbytes)
-    cst = _coll.costs(pat, **_link_params_of(mach, pat, np.arange(n)[None, :]), S=mach.S)
+    cst = _machine_costs(mach, pat, np.arange(n)[None, :])
     for terms in cst.rounds:
         for v in terms:
             if isinstance(v, np.ndarray):

@@ -45,7 +45,7 @@ from typing import Callable
 import numpy as np
 
 from . import collectives as _coll
-from .engine import (ReplayResult, ReplayState, _link_params_of, _world_costs, _world_ordered,
+from .engine import (ReplayResult, ReplayState, _machine_costs, _world_costs, _world_ordered,
                      deadlock_error, gather_result, layout_positions, replay)
 from .machine import Machine
 from .program import COLLECTIVE_NAMES, Program
@@ -242,7 +242,7 @@ class _Worker:
             sl = off[ins][:, None] + np.arange(n)[None, :]
             world = prog.coll_rank[sl]
             own = np.searchsorted(self.bounds, world, side="right") - 1
-            cst = _coll.costs(pat, **_link_params_of(self.machine, pat, world), S=self.machine.S)
+            cst = _machine_costs(self.machine, pat, world)
             finish, busy = _evaluate_shared(pat, cst, st.entry[sl], own, self.me, self.p2p)
             mine = own == self.me
             st.complete_collective(sl[mine], finish[mine], busy[mine])

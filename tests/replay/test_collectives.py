@@ -257,3 +257,27 @@ def test_moves_describe_the_rounds():
     assert C.allgather_bruck(12, 8).moves[0] == ("roll", 11)
     assert C.allreduce_recursive_doubling(16, 8).moves[:3] == [("xor", 1), ("xor", 2), ("xor", 4)]
     assert C.bcast_binomial(16, 0, 8).moves == [None] * 4
+
+
+@pytest.mark.parametrize("n,cores", [(16, 4), (48, 8), (256, 64), (300, 7)])
+def test_link_costs_equal_per_message_parameters(n, cores):
+    """Costs from two links and the members' nodes are those of five per-message
+    parameter arrays chosen by the same nodes, term by term and in the overhead totals."""
+    from types import SimpleNamespace as Link
+
+    net = Link(L=5e-6, o=1e-6, g=2e-6, G=1e-9, O=1e-11)
+    loc = Link(L=0.5e-6, o=0.3e-6, g=0.2e-6, G=2e-10, O=0.0)
+    rng = np.random.default_rng(n)
+    world = np.stack([np.arange(n), rng.permutation(n)])  # two instances, members on nodes
+    nodes = world // cores
+    for op, nbytes in (("Allreduce", 8), ("Allreduce", 1 << 16), ("Alltoall", 300), ("Gather", 64),
+                       ("Bcast", 100000)):
+        pat = C.pattern_for(op, n, 0, nbytes)
+        intra = nodes[:, pat.src] == nodes[:, pat.dst]
+        par = {x: np.where(intra, getattr(loc, x), getattr(net, x)) for x in "LogGO"}
+        want = C.costs(pat, **par, S=4096)
+        got = C.link_costs(pat, nodes, net, loc, 4096)
+        entry = rng.random((2, n)) * 1e-5
+        a, b = C.evaluate(pat, entry, costs_=got), C.evaluate(pat, entry, costs_=want)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), op
+        assert np.array_equal(got.busy, want.busy), op
