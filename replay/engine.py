@@ -952,10 +952,12 @@ def _world_ordered(program: Program) -> np.ndarray:
     return got
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)
 def _world_costs(mach: Machine, name: str, n: int, root: int, nbytes: int) -> _coll.Costs:
-    """:func:`replay.collectives.costs` of a collective over world ranks 0..n-1, kept:
-    every instance of it (an Allreduce per iteration) has the same links."""
+    """:func:`replay.collectives.link_costs` of a collective over world ranks 0..n-1,
+    kept (the last 16): every instance of it (an Allreduce per iteration) has the same
+    links. Rounds on one link hold floats, others arrays over their messages (about
+    32 bytes a message)."""
     pat = _coll.pattern_for(name, n, root, nbytes)
     cst = _machine_costs(mach, pat, np.arange(n)[None, :])
     for terms in cst.rounds:

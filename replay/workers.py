@@ -471,7 +471,7 @@ def _plan(pat, owner: np.ndarray, B: int, me: int) -> list:
 
 
 _PLANS: dict = {}
-_PLANS_MAX = 64
+_PLANS_MAX = 16
 
 
 def _plan_kept(pat, owner: np.ndarray, me: int, key) -> list:
