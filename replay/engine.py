@@ -650,7 +650,7 @@ class ReplayState:
             if len(ins) == 1:
                 a = int(prog.coll_offsets[ins[0]])
                 slots = slice(a, a + n)
-                ordered = bool(_world_ordered(prog)[ins[0]])
+                ordered = bool(_world_ordered(prog, ins)[0])
             else:
                 slots = prog.coll_offsets[ins][:, None] + np.arange(n)[None, :]
                 ordered = False
@@ -682,7 +682,10 @@ class ReplayState:
             else:
                 self.done[base + slots] = finish
                 self.cost[base + slots] = busy
-            self._notify(world.reshape(-1))
+            if ordered and self.whole:
+                self.dirty[:n] = self.posted[:n]
+            else:
+                self._notify(world.reshape(-1))
 
     # ---- completion -----------------------------------------------------------------------
     # ---- completion -----------------------------------------------------------------------
@@ -938,18 +941,20 @@ def _machine_costs(mach: Machine, pat, world: np.ndarray) -> _coll.Costs:
     return _coll.link_costs(pat, nodes, net, loc, mach.S)
 
 
-def _world_ordered(program: Program) -> np.ndarray:
-    """Per collective instance: its members are world ranks 0..n-1 in order (kept on
-    the program)."""
-    got = program._cache.get("world_ordered")
-    if got is None:
-        off, rank = program.coll_offsets, program.coll_rank
-        size = np.diff(off)
-        local = np.arange(len(rank)) - np.repeat(off[:-1], size)
-        bad = np.bincount(np.repeat(np.arange(len(size)), size), weights=rank != local,
-                          minlength=len(size))
-        got = program._cache["world_ordered"] = bad == 0
-    return got
+def _world_ordered(program: Program, insts: np.ndarray) -> np.ndarray:
+    """Per collective instance of ``insts``: its members are world ranks 0..n-1 in order
+    (worked out when first asked, kept on the program)."""
+    known = program._cache.get("world_ordered")
+    if known is None:
+        known = program._cache["world_ordered"] = np.full(len(program.coll_op), -1, np.int8)
+    got = known[insts]
+    for i in np.flatnonzero(got < 0).tolist():
+        k = int(insts[i])
+        a, b = int(program.coll_offsets[k]), int(program.coll_offsets[k + 1])
+        ranks = program.coll_rank[a:b]
+        got[i] = known[k] = int(b > a and int(ranks[0]) == 0 and int(ranks[-1]) == b - a - 1
+                                and bool(np.all(np.diff(ranks) == 1)))
+    return got.astype(bool)
 
 
 @functools.lru_cache(maxsize=16)

@@ -207,7 +207,7 @@ class _Worker:
         another."""
         st, prog = self.state, self.program
         off = prog.coll_offsets
-        ordered = _world_ordered(prog)[insts]
+        ordered = _world_ordered(prog, insts)
         batches = [(int(i), None) for i in insts[ordered]]
         rest = insts[~ordered]
         if rest.size:
