@@ -198,7 +198,6 @@ class ReplayState:
     an instance together, each for its own members: :mod:`replay.workers`).
     """
 
-
     def __init__(self, program: Program, machine: Machine, *, ranks: tuple[int, int] | None = None,
                  collectives: str = "algorithms", defer_spanning: bool = False):
         if collectives not in ("algorithms", "closed-form"):
@@ -255,7 +254,6 @@ class ReplayState:
         if not self.whole:
             part, MP = MP, np.zeros((M, 4))
             MP[sel] = part
-        self._msg_sel = sel
         self.MP = MP
         mode = program.msg_mode
         self.m_rdv = (program.msg_bytes >= machine.S) & (mode != MODE_BUFFERED)
@@ -332,10 +330,11 @@ class ReplayState:
         return self.t_end_new[self._pos]
 
     # ---- per-rank and per-phase sums ------------------------------------------------------
-    # Steps record each event's completion time and communication; the sums over a
-    # rank's events, in event order, are taken when asked for (bincount adds each
-    # bin's values in input order, and a rank's events are in order in the time-major
-    # numbering), so a step does no per-phase scatter.
+    # Steps record each event's completion time, duration and overheads; the sums per
+    # (phase, rank), over the rank's events in event order, are taken when asked for
+    # (bincount adds each bin's values in input order, and a rank's events are in order
+    # in the time-major numbering), and a rank's totals add its phases' (with phase -1):
+    # a step does no per-phase scatter, and every split into pieces gives the same bits.
     @property
     def comp_acc(self) -> np.ndarray:
         """Per rank: computation of its events posted so far."""
