@@ -22,6 +22,10 @@ from signature import __version__
 from signature._text import table
 from signature.errors import SigexError
 
+#: --p-rule values: "any" or one of logical_model.modelsearch.P_RULES (spelled out here so
+#: that `sigex --help` does not import the models; a test keeps the two equal)
+P_RULE_CHOICES = ("any", "squares", "cubes", "powers_of_two")
+
 BUNDLED = "traces/stencil/P4.h5"
 
 
@@ -142,8 +146,6 @@ def _cmd_signature(opts: argparse.Namespace) -> int:
 
 # ---- sigex extrapolate ------------------------------------------------------------
 def _cmd_extrapolate(opts: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from logical_model import from_traces
 
     def say(msg: str) -> None:
@@ -179,15 +181,18 @@ def _cmd_extrapolate(opts: argparse.Namespace) -> int:
 
 
 # ---- sigex ipt / physical / run ---------------------------------------------------
-def _compute_from_folder(opts, say):
-    from pathlib import Path
+def _p_rule(opts) -> str | None:
+    """The --p-rule option as the models take it (None: any P)."""
+    return opts.p_rule if opts.p_rule != "any" else None
 
+
+def _compute_from_folder(opts, say):
     from compute_model import from_traces
 
     folder = Path(opts.traces[0]) if len(opts.traces) == 1 else None
     small_dir = Path(opts.small) if opts.small else (folder / "small" if folder else None)
     return from_traces(opts.traces, small=small_dir if small_dir is not None and small_dir.is_dir() else None,
-                       work=opts.work, p_rule=opts.p_rule if opts.p_rule != "any" else None, progress=say)
+                       work=opts.work, p_rule=_p_rule(opts), progress=say)
 
 
 def _say(opts, cmd):
@@ -218,8 +223,6 @@ def _cmd_ipt(opts: argparse.Namespace) -> int:
 
 
 def _cmd_physical(opts: argparse.Namespace) -> int:
-    from pathlib import Path
-
     say = _say(opts, "physical")
     cm = _compute_from_folder(opts, say)
     print(cm.describe(opts.target))
@@ -366,8 +369,7 @@ def _cmd_calibrate(opts: argparse.Namespace) -> int:
 def _models(opts, cmd):
     from sigex.pipeline import load_models
 
-    rule = opts.p_rule if opts.p_rule != "any" else None
-    return load_models(opts.source, work=opts.work, p_rule=rule, progress=_say(opts, cmd))
+    return load_models(opts.source, work=opts.work, p_rule=_p_rule(opts), progress=_say(opts, cmd))
 
 
 def _cmd_predict(opts: argparse.Namespace) -> int:
@@ -384,8 +386,6 @@ def _cmd_predict(opts: argparse.Namespace) -> int:
 
 
 def _cmd_scaling(opts: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from signature._files import write_text_atomic
     from sigex.pipeline import parse_p_range, scaling, to_json
 
@@ -393,17 +393,19 @@ def _cmd_scaling(opts: argparse.Namespace) -> int:
     curve = scaling(models, parse_p_range(opts.p), opts.machine, progress=_say(opts, "scaling"))
     print(curve.report())
     prefix = Path(opts.output or f"{models.app}-scaling")
+    try:
+        import matplotlib  # noqa: F401
+        png = prefix.with_suffix(".png")
+    except ImportError:
+        png = None
+        print("\nno plot: matplotlib is not installed (pip install 'sigex[plot]')", file=sys.stderr)
+    for out in (prefix.with_suffix(".json"), prefix.with_suffix(".csv"), png):
+        if out is not None and out.exists() and not opts.force:  # before writing any of them
+            raise FileExistsError(f"{out} already exists; pass --force to replace it")
     write_text_atomic(prefix.with_suffix(".json"), to_json(curve), overwrite=opts.force)
     write_text_atomic(prefix.with_suffix(".csv"), curve.csv(), overwrite=opts.force)
     written = [prefix.with_suffix(".json"), prefix.with_suffix(".csv")]
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        print("\nno plot: matplotlib is not installed (pip install 'sigex[plot]')", file=sys.stderr)
-    else:
-        png = prefix.with_suffix(".png")
-        if png.exists() and not opts.force:
-            raise FileExistsError(f"{png} already exists; pass --force to replace it")
+    if png is not None:
         written.append(curve.plot(png))
     print("\nwrote " + ", ".join(map(str, written)))
     return 0
@@ -499,7 +501,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--target", type=int, required=True, help="process count to extrapolate to")
     x.add_argument("-o", "--output", help="logical trace file or folder "
                    "(default: ./<app>-P<target>.logical.h5)")
-    x.add_argument("--p-rule", choices=("any", "squares", "cubes", "powers_of_two"),
+    x.add_argument("--p-rule", choices=P_RULE_CHOICES,
                    help="the P values the application accepts: lets weights use the paper's "
                         "displacement fit")
     x.add_argument("--save-model", metavar="FILE", help="also save the model as JSON")
@@ -511,7 +513,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def compute_args(a):
         a.add_argument("traces", nargs="+", help="folder of signature traces, or the trace files")
-        a.add_argument("--p-rule", choices=("any", "squares", "cubes", "powers_of_two"), default="any",
+        a.add_argument("--p-rule", choices=P_RULE_CHOICES, default="any",
                        help="the P values the application accepts")
         a.add_argument("--small", help="folder of small-workload runs for the distant point "
                        "(default: <folder>/small when it exists)")
@@ -614,7 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def source_args(a):
         a.add_argument("source", help="campaign file (examples/<app>.toml) or folder of signature traces")
-        a.add_argument("--p-rule", choices=("any", "squares", "cubes", "powers_of_two"), default="any",
+        a.add_argument("--p-rule", choices=P_RULE_CHOICES, default="any",
                        help="the P values the application accepts (folders only; a campaign says it)")
         a.add_argument("--work", help="declared work per process, e.g. 'n*n/P' (folders only: enables "
                        "the distant point from <folder>/small)")

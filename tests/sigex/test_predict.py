@@ -98,6 +98,22 @@ def test_scaling_curve_names_the_bottleneck(tmp_path, capsys):
     assert prefix.with_suffix(".csv").read_text().startswith("P,runtime_s,speedup,efficiency")
     if shutil.which("python") and __import__("importlib").util.find_spec("matplotlib"):
         assert prefix.with_suffix(".png").stat().st_size > 10_000
+        # an existing plot is found before anything is written: no half-replaced output
+        prefix.with_suffix(".json").unlink()
+        prefix.with_suffix(".csv").unlink()
+        assert main(["scaling", str(ROOT / "examples" / "stencil.toml"), "--p", "64,128", "--machine",
+                     "cluster-a", "-o", str(prefix), "-q"]) == 2
+        assert "st.png already exists" in capsys.readouterr().err
+        assert not prefix.with_suffix(".json").exists() and not prefix.with_suffix(".csv").exists()
+
+
+def test_p_rule_choices_are_the_model_search_rules():
+    """The CLI spells the P rules out (so that --help loads no model code): they must stay the
+    model search's."""
+    from logical_model.modelsearch import P_RULES
+    from sigex.cli import P_RULE_CHOICES
+
+    assert P_RULE_CHOICES == ("any",) + P_RULES
 
 
 def test_compare_machines_ranks_by_runtime(capsys):
