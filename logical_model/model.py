@@ -359,6 +359,8 @@ class LogicalModel:
             out.append("  " + table(("slot", "event and rule", "bytes", "work", "problem"), rows,
                                     align="rllrl").replace("\n", "\n  "))
             unit = self.work_unit
+            if target:  # per rank at the target, once per phase (P values each)
+                work_at, group_at = ph.work_per_rank(target), ph.group_of(np.arange(target), target)
             for gi, g in enumerate(ph.groups):
                 who = f"ranks = {g.members.describe()}" if g.members else "all other ranks" \
                     if len(ph.groups) > 1 else "all ranks"
@@ -369,10 +371,9 @@ class LogicalModel:
                     line = (f"  work group {gi}: {who}; total {g.total:.4g} {unit} (Eq. 2), measured "
                             f"totals vary {100 * g.spread:.1f}%")
                 if target:
-                    wr = ph.work_per_rank(target)
-                    mine = ph.group_of(np.arange(target), target) == gi
+                    mine = group_at == gi
                     if mine.any():
-                        line += f"; per rank at P={target}: {wr[mine].mean():.4g} {unit}"
+                        line += f"; per rank at P={target}: {work_at[mine].mean():.4g} {unit}"
                 out.append(line)
             for pr in ph.problems:
                 out.append(f"  problem: {pr}")
