@@ -28,8 +28,8 @@ import numpy as np
 from signature._text import table
 from signature.errors import CampaignError, SigexError
 
-__all__ = ["Models", "Prediction", "Scaling", "load_models", "predict", "scaling", "compare_machines",
-           "parse_p_range"]
+__all__ = ["Models", "Prediction", "Scaling", "load_models", "physical_trace", "predict", "scaling",
+           "compare_machines", "parse_p_range"]
 
 
 @dataclasses.dataclass
@@ -143,20 +143,27 @@ def _warnings(models: Models) -> list[str]:
     return out
 
 
+def physical_trace(models: Models, P: int, progress: Callable[[str], None] | None = None):
+    """The physical trace for P (machine-independent: one serves every machine), in memory."""
+    from signature import load_trace
+
+    models.logical.check_target(P)
+    with tempfile.TemporaryDirectory(prefix="sigex-predict-") as tmp:
+        (progress or (lambda m: None))(f"P={P:,}: writing the physical trace")
+        return load_trace(models.compute.physical_trace(P, Path(tmp) / f"P{P}.h5"))
+
+
 def predict(models: Models, P: int, machine, *, full: bool = False, collectives: str = "algorithms",
-            progress: Callable[[str], None] | None = None) -> Prediction:
-    """Predict the run at P on ``machine`` (a :class:`replay.Machine` or a profile name/path)."""
+            progress: Callable[[str], None] | None = None, trace=None) -> Prediction:
+    """Predict the run at P on ``machine`` (a :class:`replay.Machine` or a profile name/path);
+    ``trace``: the :func:`physical_trace` for P, if already written."""
     from replay import Program, load, replay
     from replay.unroll import replay_steady, unroll
-    from signature import load_trace
 
     say = progress or (lambda m: None)
     m = load(machine) if isinstance(machine, (str, Path)) else machine
-    models.logical.check_target(P)
-    with tempfile.TemporaryDirectory(prefix="sigex-predict-") as tmp:
-        say(f"P={P:,}: writing the physical trace")
-        path = models.compute.physical_trace(P, Path(tmp) / f"P{P}.h5")
-        trace = load_trace(path)
+    if trace is None:
+        trace = physical_trace(models, P, progress)
     say(f"P={P:,}: replaying {trace.n_events:,} events on {m.name}")
     res = replay(Program.from_trace(trace), m, collectives=collectives)
     w = np.asarray(trace.meta["phase_weights"], float)
@@ -314,7 +321,8 @@ def compare_machines(models: Models, P: int, machines: Sequence, *,
     """Predictions on every machine, fastest first."""
     if not machines:
         raise SigexError("give at least one --machine")
-    preds = [predict(models, P, m, progress=progress) for m in machines]
+    trace = physical_trace(models, P, progress)
+    preds = [predict(models, P, m, progress=progress, trace=trace) for m in machines]
     return sorted(preds, key=lambda p: p.runtime)
 
 
@@ -322,7 +330,7 @@ def machines_table(preds: Sequence[Prediction]) -> str:
     best = preds[0].runtime
     rows = [(i + 1, p.machine, f"{p.runtime:.4f}", f"{p.runtime / best:.2f}x", f"{p.core_hours():.3f}")
             for i, p in enumerate(preds)]
-    return (f"{preds[0].app} at P = {preds[0].P:,}, ranked by predicted runtime (PET)\n"
+    return (f"{preds[0].app} at P = {preds[0].P:,}, ranked by predicted runtime\n"
             + table(("rank", "machine", "runtime (s)", "vs best", "core-hours"), rows, align="rlrrr"))
 
 
