@@ -363,5 +363,5 @@ def run_program(program: str | Path, args: list[str], machine: Machine, P: int, 
             raise FileExistsError(f"{folder / 'ti.txt'} already exists; remove it or trace elsewhere")
         folder.mkdir(parents=True, exist_ok=True)
         extra = ["-trace-ti", f"--cfg=tracing/filename:{folder / 'ti.txt'}", *extra]
-    extra.append("--cfg=smpi/host-speed:1e9")  # no host benchmark (and no warning): nothing is timed
+    extra.append(f"--cfg=smpi/host-speed:{HOST_SPEED:g}")  # no host benchmark (and no warning): nothing is timed
     return smpirun([str(Path(program).resolve()), *args], machine, P, timeout=timeout, extra=extra)
