@@ -989,12 +989,12 @@ def _sorting_network(n: int) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
-def _span(a: np.ndarray, ordered: bool = False):
-    """``a`` as a slice when it is a run of consecutive increasing integers (slices
-    give views, where index arrays gather), else ``a`` itself. ``ordered``: ``a`` is
-    known to be strictly increasing, so its ends suffice."""
+def _span(a: np.ndarray, ordered: bool = False, shortest: int = 17):
+    """``a`` as a slice when it is a run of at least ``shortest`` consecutive increasing
+    integers (slices give views, where index arrays gather), else ``a`` itself.
+    ``ordered``: ``a`` is known to be strictly increasing, so its ends suffice."""
     n = len(a)
-    if n > 16 and a[-1] - a[0] == n - 1 and (ordered or bool(np.all(a[1:] - a[:-1] == 1))):
+    if n >= max(shortest, 1) and a[-1] - a[0] == n - 1 and (ordered or bool(np.all(a[1:] - a[:-1] == 1))):
         return slice(int(a[0]), int(a[0]) + n)
     return a
 

@@ -45,7 +45,7 @@ from typing import Callable
 import numpy as np
 
 from . import collectives as _coll
-from .engine import (ReplayResult, ReplayState, _machine_costs, _world_costs, _world_ordered,
+from .engine import (ReplayResult, ReplayState, _machine_costs, _span, _world_costs, _world_ordered,
                      deadlock_error, gather_result, layout_positions, replay)
 from .machine import Machine
 from .program import COLLECTIVE_NAMES, Program
@@ -450,8 +450,8 @@ def _plan(pat, owner: np.ndarray, B: int, me: int) -> list:
         loc = np.flatnonzero(mine_s & mine_r)
         X = np.flatnonzero(mine_s & ~mine_r)
         Y = np.flatnonzero(mine_r & ~mine_s)
-        to = [(int(q), _as_slice(pos_s[X[own_r[X] == q]])) for q in np.unique(own_r[X])]
-        frm = [(int(q), _as_slice(pos_r[Y[own_s[Y] == q]])) for q in np.unique(own_s[Y])]
+        to = [(int(q), _run(pos_s[X[own_r[X] == q]])) for q in np.unique(own_r[X])]
+        frm = [(int(q), _run(pos_r[Y[own_s[Y] == q]])) for q in np.unique(own_s[Y])]
         # a round pairing members i and i xor d inside this worker's aligned block: its
         # receivers' times are views of its senders' (replay.collectives' xor rounds)
         xor_local = 0
@@ -463,9 +463,9 @@ def _plan(pat, owner: np.ndarray, B: int, me: int) -> list:
                 xor_local = d
         out.append(_RoundPlan(
             n_send=S.size, n_recv=R.size, xor_local=xor_local,
-            s_flat=_as_slice(S), s_in_round=_as_slice(S % m), s_mem=_as_slice(src[S]),
-            r_flat=_as_slice(R), r_in_round=_as_slice(R % m), r_mem=_as_slice(dst[R]),
-            loc_s=_as_slice(pos_s[loc]), loc_r=_as_slice(pos_r[loc]), n_loc=loc.size, to=to, frm=frm,
+            s_flat=_run(S), s_in_round=_run(S % m), s_mem=_run(src[S]),
+            r_flat=_run(R), r_in_round=_run(R % m), r_mem=_run(dst[R]),
+            loc_s=_run(pos_s[loc]), loc_r=_run(pos_r[loc]), n_loc=loc.size, to=to, frm=frm,
             terms={}))
     return out
 
@@ -487,11 +487,9 @@ def _plan_kept(pat, owner: np.ndarray, me: int, key) -> list:
     return plan
 
 
-def _as_slice(a: np.ndarray):
-    """``a`` as a slice when it is a run of consecutive increasing integers."""
-    if len(a) and int(a[-1]) - int(a[0]) == len(a) - 1 and (len(a) == 1 or bool(np.all(np.diff(a) == 1))):
-        return slice(int(a[0]), int(a[-1]) + 1)
-    return a
+def _run(a: np.ndarray):
+    """``a`` as a slice when it is consecutive (a plan is kept: any length is worth it)."""
+    return _span(a, shortest=1)
 
 
 def _count(pos) -> int:
