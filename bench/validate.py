@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import signature  # noqa: E402
-from compute_accuracy import compare, fit  # noqa: E402
+from compute_accuracy import BUNDLED_FIT, compare, fit, print_table, summary  # noqa: E402
 from signature import load_trace  # noqa: E402
 from sigex import pipeline  # noqa: E402
 
@@ -159,18 +159,12 @@ def main() -> None:
     # (b) computation
     print("(b) computation per process and repetition (thread CPU s, mean over ranks): CRM from P = 4, 8, 16 "
           "without / with the distant point vs measured")
-    print(f"{'app':8s} {'P':>3s} {'ph':>2s} {'kind':8s} {'measured':>10s} {'CRM':>10s} {'err':>7s} "
-          f"{'CRM+dist':>10s} {'err':>7s}")
-    for r in compute:
-        wd = (f"{r['predicted_distant']:10.4g} {100 * r['error_distant']:+6.1f}%"
-              if r["predicted_distant"] is not None else f"{'-':>10s} {'':>7s}")
-        print(f"{r['app']:8s} {r['P']:3d} {r['phase']:2d} {r['kind']:8s} {r['measured']:10.4g} "
-              f"{r['predicted']:10.4g} {100 * r['error']:+6.1f}% {wd}")
+    print_table(compute, BUNDLED_FIT)
+    s = summary(compute)
     loops = [r for r in compute if r["kind"] == "loop"]
-    n_crm = sum(abs(r["error"]) <= 0.10 for r in loops)
+    n_crm, worse = s["loop_within_10pct"], s["distant_made_worse"]
     with_d = [r for r in loops if r["error_distant"] is not None]
     n_dist = sum(abs(r["error_distant"]) <= 0.10 for r in with_d)
-    worse = sum(abs(r["error_distant"]) > abs(r["error"]) for r in with_d)
     crm_line = f"compute within 10% (CRM): {n_crm}/{len(loops)} loop phases"
     dist_line = (f"compute within 10% (CRM + distant point): {n_dist}/{len(with_d)} loop phases that have one; "
                  f"the distant point made {worse}/{len(with_d)} worse")
@@ -219,7 +213,7 @@ def main() -> None:
     print(f"\nsummary: {comm_line}; {w_line}; {crm_line}; {dist_line}; {work_line}; runtime: see (c) "
           f"({total:.0f} s)")
     print(json.dumps({
-        "bench": "validate", "fit_p": [4, 8, 16], "truth_p": list(TRUTH_P), "machine": str(MACHINE.relative_to(ROOT)),
+        "bench": "validate", "fit_p": list(BUNDLED_FIT), "truth_p": list(TRUTH_P), "machine": str(MACHINE.relative_to(ROOT)),
         "work_mode": "cpu-time",
         "comm_events_identical": len(comm_ok), "weights_identical": len(w_ok), "app_p_pairs": len(pairs),
         "compute_within_10pct": n_crm, "compute_within_10pct_distant": n_dist, "loop_phases": len(loops),
