@@ -7,8 +7,11 @@ what the replay replays to predict PET). The table gives, per trace:
 * one worker: ``replay.replay`` on one core;
 * two workers: ``replay.workers.replay_workers`` on two MPI processes, timed
   inside the workers from a barrier to the result on worker 0 (the slowest
-  worker's time). MPI start-up is not included; it is measured apart, as the
-  wall time of a bare ``mpiexec -n 2 python`` that initialises MPI;
+  worker's time). By default a trace under ``MIN_EVENTS_PER_WORKER`` events per
+  worker is replayed by worker 0 alone ("pieces" 1); for those the "split"
+  column times every worker with a piece anyway. MPI start-up is not included;
+  it is measured apart, as the wall time of a bare ``mpiexec -n 2 python`` that
+  initialises MPI;
 * events/s: the events of the replayed program over the replay time. Building
   the Program from the trace (matching messages) is not included and is shown
   apart.
@@ -60,6 +63,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from replay.workers import MIN_EVENTS_PER_WORKER  # noqa: E402
+
 GOAL_RATE = 5e6       # events/s on one core
 GOAL_SIMGRID = 10.0   # x SimGrid's replay rate on the same trace
 GOAL_WORKERS = 1.7    # x from the second worker
@@ -104,8 +109,11 @@ def worker_main(paths: list[str], reps: int, machine_name: str) -> int:
         build = time.perf_counter() - t0
         if me == 0:
             replay(prog, machine)  # warm-up: imports, collective patterns
-        replay_workers(Program.from_trace(trace), machine)
-        first, again, workers = [], [], []
+        pieces = replay_workers(Program.from_trace(trace), machine)
+        split = comm.bcast(pieces is not None and pieces.pieces < comm.Get_size(), root=0)
+        if split:  # the default left workers idle: time every worker with a piece too
+            replay_workers(Program.from_trace(trace), machine, min_events_per_worker=0)
+        first, again, workers, forced = [], [], [], []
         for _ in range(reps):
             if me == 0:
                 prog = Program.from_trace(trace)
@@ -121,13 +129,22 @@ def worker_main(paths: list[str], reps: int, machine_name: str) -> int:
             t0 = time.perf_counter()
             res = replay_workers(prog, machine)
             workers.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
+            if split:
+                prog = Program.from_trace(trace)
+                comm.Barrier()
+                t0 = time.perf_counter()
+                forced_res = replay_workers(prog, machine, min_events_per_worker=0)
+                forced.append(comm.allreduce(time.perf_counter() - t0, op=MPI.MAX))
         if me == 0:
-            same = (res.runtime == one.runtime and np.array_equal(res.finish, one.finish)
-                    and np.array_equal(res.te, one.te) and np.array_equal(res.event_end, one.event_end))
+            same = all(r.runtime == one.runtime and np.array_equal(r.finish, one.finish)
+                       and np.array_equal(r.te, one.te) and np.array_equal(r.event_end, one.event_end)
+                       for r in ([res, forced_res] if split else [res]))
             out.append({"path": path, "events": prog.n_events, "messages": prog.n_messages,
                         "collectives": prog.n_collectives, "build_s": build, "first": first,
                         "again": again, "workers_times": workers, "runtime": one.runtime,
                         "pet": one.pet(), "passes": res.passes, "workers": comm.Get_size(),
+                        "pieces": res.pieces, "split_times": forced,
+                        "split_passes": forced_res.passes if split else res.passes,
                         "identical": bool(same)})
     if me == 0:
         print("TIMINGS " + json.dumps(out), flush=True)
@@ -251,7 +268,7 @@ def main(argv=None) -> int:
           f"{args.reps} first replays of freshly built Programs; Program build not included")
     head = (f"{'trace':8s} {'P':>6s} {'events':>10s} {'build s':>8s} | {'1 worker s':>10s} {'ev/s':>9s} "
             f"{'again s':>8s} {'ev/s':>9s} | {f'{W} workers s':>11s} {'ev/s':>9s} {'speedup':>7s} "
-            f"{'best':>6s} {'passes':>6s} {'same':>4s}")
+            f"{'best':>6s} {'pieces':>6s} {'passes':>6s} | {'split':>6s} {'same':>4s}")
     print(head)
     print("-" * len(head))
     results = []
@@ -266,19 +283,24 @@ def main(argv=None) -> int:
                 f"{r['events'] / first:>9.3g} {again:>8.4f} {r['events'] / again:>9.3g} | ")
         tw = _median(r["workers_times"])
         best = min(r["first"]) / min(r["workers_times"])
+        ts = _median(r["split_times"]) if r["split_times"] else tw
         out.update(workers=W, workers_s=tw, workers_events_per_s=r["events"] / tw, speedup=first / tw,
-                   speedup_best=best, speedup_vs_again=again / tw, passes=r["passes"],
-                   identical=r["identical"],
+                   speedup_best=best, speedup_vs_again=again / tw, pieces=r["pieces"],
+                   passes=r["passes"], split_s=ts, speedup_split=first / ts,
+                   split_passes=r["split_passes"], identical=r["identical"],
                    times={"one_worker": r["first"], "one_worker_again": r["again"],
-                          "workers": r["workers_times"]})
-        line += (f"{tw:>11.4f} {r['events'] / tw:>9.3g} {first / tw:>6.2f}x {best:>5.2f}x {r['passes']:>6d} "
-                 f"{'yes' if r['identical'] else 'NO':>4s}")
+                          "workers": r["workers_times"], "split": r["split_times"]})
+        line += (f"{tw:>11.4f} {r['events'] / tw:>9.3g} {first / tw:>6.2f}x {best:>5.2f}x {r['pieces']:>6d} "
+                 f"{r['passes']:>6d} | {first / ts:>5.2f}x {'yes' if r['identical'] else 'NO':>4s}")
         print(line)
         results.append(out)
     print(f"MPI start-up, not included above: a bare `mpiexec -n {W} python` with MPI_Init takes "
           f"{startup:.2f} s. 'again': a second replay of the same Program (its layout cached). "
           f"'speedup': one worker's first replay / {W} workers' (medians; 'best': of the fastest "
-          f"repetitions). 'same': worker 0's result equals the "
+          f"repetitions). 'pieces': workers given ranks by default (a piece needs "
+          f"{MIN_EVENTS_PER_WORKER:,} events or more: replay.workers.MIN_EVENTS_PER_WORKER; the others "
+          f"wait). 'split': the speedup when every worker gets a piece anyway "
+          f"(min_events_per_worker=0). 'same': worker 0's result (both ways) equals the "
           f"one-worker result to the last bit (finish, TE, every event's end). One worker and {W} "
           f"workers alternate, repetition by repetition, in one mpiexec job.")
     if sg_rows:
@@ -317,7 +339,8 @@ def main(argv=None) -> int:
         "x_simgrid_rate": goal(GOAL_SIMGRID, {label(s): s.get("ratio") for s in sg_rows},
                                "SMPI time / sigex replay time on the same trace"),
         "x_second_worker": goal(GOAL_WORKERS, {label(r): r["speedup"] for r in results},
-                                "one worker's time / two workers' (medians)"),
+                                "one worker's time / two workers' (medians), by default (small "
+                                "traces: worker 0 alone)"),
     }
     print()
     for name, g in goals.items():

@@ -50,7 +50,7 @@ from .engine import (ReplayResult, ReplayState, _machine_costs, _span, _world_co
 from .machine import Machine
 from .program import COLLECTIVE_NAMES, Program
 
-__all__ = ["replay_workers", "running_under_mpi", "worker_bounds"]
+__all__ = ["MIN_EVENTS_PER_WORKER", "replay_workers", "running_under_mpi", "worker_bounds"]
 
 Progress = Callable[[int, int], None]
 
@@ -58,8 +58,15 @@ Progress = Callable[[int, int], None]
 #: (MPICH/Hydra, Intel MPI and Slurm's PMI: PMI_SIZE; Open MPI; MVAPICH2)
 SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 
+#: a worker is given a piece only when every piece holds at least this many events; below,
+#: fewer workers replay (one: worker 0 alone) and the others wait. Measured on this 2-core
+#: machine (bench/replay_speed.py): with two workers, traces of 12k-200k events took
+#: 1.1-1.7x as long as one worker (per-step numpy calls cost the same on half the ranks,
+#: plus the exchanges); 360k events (stencil P = 16,384) ran 1.3x faster, 1.4M 1.5-1.7x.
+MIN_EVENTS_PER_WORKER = 150_000
+
 _KEYS = ("ts", "tr", "entry")
-_TAG_COLL, _TAG_GATHER = 731, 732
+_TAG_COLL, _TAG_GATHER, _TAG_ALONE = 731, 732, 733
 
 
 def running_under_mpi() -> bool:
@@ -81,16 +88,30 @@ def running_under_mpi() -> bool:
     return False
 
 
-def worker_bounds(nprocs: int, workers: int) -> np.ndarray:
+def worker_bounds(nprocs: int, workers: int, used: int | None = None) -> np.ndarray:
     """Rank bounds of the workers' pieces: worker w replays ranks ``b[w]..b[w+1]-1``.
 
-    The same blocks as ``replay(..., pieces=workers)``; with more workers than
-    ranks some pieces are empty."""
-    return np.linspace(0, nprocs, workers + 1).round().astype(np.int64)
+    The same blocks as ``replay(..., pieces=used)`` for the first ``used`` workers
+    (default: all), empty pieces for the others; with more workers than ranks some
+    pieces are empty too."""
+    used = workers if used is None else max(1, min(int(used), workers))
+    b = np.linspace(0, nprocs, used + 1).round().astype(np.int64)
+    return np.concatenate([b, np.full(workers - used, nprocs, np.int64)])
+
+
+def workers_used(n_events: int, workers: int, min_events: int | None = None) -> int:
+    """How many of ``workers`` get a piece of a program of ``n_events`` events: as many as
+    keep at least ``min_events`` (default :data:`MIN_EVENTS_PER_WORKER`) events each, at
+    least one; ``min_events=0``: all of them."""
+    m = MIN_EVENTS_PER_WORKER if min_events is None else int(min_events)
+    if m < 0:
+        raise ValueError(f"min_events_per_worker must be >= 0, got {min_events!r}")
+    return workers if m == 0 else max(1, min(workers, n_events // m))
 
 
 def replay_workers(program: Program, machine: Machine, *, comm=None, collectives: str = "algorithms",
-                   progress: Progress | None = None) -> ReplayResult | None:
+                   progress: Progress | None = None,
+                   min_events_per_worker: int | None = None) -> ReplayResult | None:
     """Predict the run of ``program`` on ``machine`` with the MPI processes of ``comm``.
 
     Parameters
@@ -102,6 +123,11 @@ def replay_workers(program: Program, machine: Machine, *, comm=None, collectives
         :func:`replay.replay`.
     progress : callable(done, total), optional
         Called on worker 0 after every pass with the number of events replayed.
+    min_events_per_worker : int, optional
+        Give pieces to only as many workers as keep at least this many events each
+        (default :data:`MIN_EVENTS_PER_WORKER`; 0: every worker gets a piece). A
+        small trace is replayed faster by worker 0 alone than split: the other
+        workers then wait and return None. The result is the same either way.
 
     Returns
     -------
@@ -131,7 +157,8 @@ def replay_workers(program: Program, machine: Machine, *, comm=None, collectives
     if P <= 1:  # nothing to share: every worker replays it (so that errors are the same everywhere)
         res = replay(program, machine, collectives=collectives, progress=progress if me == 0 else None)
         return res if me == 0 else None
-    run = _Worker(program, machine, comm, worker_bounds(P, W), collectives)
+    used = workers_used(program.n_events, W, min_events_per_worker)
+    run = _Worker(program, machine, comm, worker_bounds(P, W, used), collectives)
     try:
         outcome = run.work(progress if me == 0 else None)
     except BaseException as err:  # noqa: BLE001 -- any failure must take the job down, not hang it
@@ -154,6 +181,8 @@ class _Worker:
         self.p2p = None  # a duplicate of comm for point-to-point traffic (collectives, gather)
 
     def work(self, progress):
+        if self.bounds[1] == self.program.nprocs:
+            return self._alone(progress)
         prog, comm, me = self.program, self.comm, self.me
         if self.hi > self.lo:
             self.state = ReplayState(prog, self.machine, ranks=(self.lo, self.hi),
@@ -192,6 +221,30 @@ class _Worker:
         res = self._gather()
         self.p2p.Free()
         return res
+
+    def _alone(self, progress):
+        """Worker 0 has every rank (a trace too small to split): it replays them as
+        :func:`replay.replay` does while the others wait without spinning (an idle MPI
+        wait would take a core from it when workers share cores); a deadlock is then
+        raised on every worker. The message goes on ``comm`` (every worker calls
+        :func:`replay_workers` in the same order, so it cannot meet another's)."""
+        comm, result, error = self.comm, None, None
+        self.passes = 1
+        if self.me == 0:
+            self.state = st = ReplayState(self.program, self.machine, collectives=self.collectives)
+            st.run(progress=progress, raise_on_deadlock=False)
+            if st.finished:
+                result = st.result()
+            else:
+                error = st.deadlock()
+            # the others learn the outcome (None or the deadlock); worker 0 does not wait for
+            # them to wake up (a short message is sent eagerly)
+            MPI = sys.modules["mpi4py.MPI"]
+            MPI.Request.waitall([comm.isend(error, dest=w, tag=_TAG_ALONE) for w in range(1, self.W)])
+            return error if error is not None else result
+        while not comm.iprobe(source=0, tag=_TAG_ALONE):
+            time.sleep(0.0001)
+        return comm.recv(source=0, tag=_TAG_ALONE)
 
     # ---- collectives spanning pieces ---------------------------------------------------------
     def _collectives(self, insts: np.ndarray) -> None:

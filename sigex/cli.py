@@ -25,6 +25,9 @@ from signature.errors import SigexError
 #: --p-rule values: "any" or one of logical_model.modelsearch.P_RULES (spelled out here so
 #: that `sigex --help` does not import the models; a test keeps the two equal)
 P_RULE_CHOICES = ("any", "squares", "cubes", "powers_of_two")
+#: replay.workers.MIN_EVENTS_PER_WORKER as the help shows it (spelled out for the same
+#: reason; the same test keeps them equal)
+MIN_EVENTS_TEXT = "150,000"
 
 BUNDLED = "traces/stencil/P4.h5"
 
@@ -272,11 +275,17 @@ def _cmd_replay(opts: argparse.Namespace) -> int:
     if running_under_mpi():  # `mpiexec -n W sigex replay ...`: one piece per worker
         from mpi4py import MPI
 
-        from replay.workers import replay_workers
-        res = replay_workers(program, machine, collectives=opts.collectives)
+        from replay.workers import MIN_EVENTS_PER_WORKER, replay_workers
+        res = replay_workers(program, machine, collectives=opts.collectives,
+                             min_events_per_worker=opts.min_events_per_worker)
         if res is None:  # not worker 0: it prints
             return 0
-        pieces = f"{MPI.COMM_WORLD.size} MPI workers"
+        W = MPI.COMM_WORLD.size
+        pieces = f"{res.pieces} of {W} MPI workers" if res.pieces < W else f"{W} MPI workers"
+        if res.pieces < W and opts.min_events_per_worker != 0:
+            least = MIN_EVENTS_PER_WORKER if opts.min_events_per_worker is None else opts.min_events_per_worker
+            pieces += (f" (a piece needs {least:,} events or more; --min-events-per-worker 0 "
+                       f"gives every worker one)")
     else:
         res = replay(program, machine, collectives=opts.collectives, pieces=opts.pieces)
     kind = trace.meta.get("trace_kind", "captured")
@@ -553,7 +562,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Simulate a trace under a LogGP/LogGOPS machine profile: per-phase TE_i, PET and "
                     "the replayed time.",
         epilog="examples:\n  sigex replay traces/stencil/P16.h5 --machine cluster-a\n"
-               "  mpiexec -n 2 sigex replay traces/stencil/P16.h5 --machine cluster-a   # 2 workers\n"
+               "  mpiexec -n 2 sigex replay big.h5 --machine cluster-a   # 2 workers, a piece each\n"
+               "  mpiexec -n 2 sigex replay traces/stencil/P16.h5 --min-events-per-worker 0   # split "
+               "even a small trace\n"
                "  sigex physical traces/fft2d/ --target 1024 -o /tmp/fft.h5 && "
                "sigex replay /tmp/fft.h5 --machine machines/cluster-b.toml --full")
     rp.add_argument("trace", help="HDF5 trace (captured or physical)")
@@ -562,6 +573,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "this-machine; default this-machine)")
     rp.add_argument("--collectives", choices=("algorithms", "closed-form"), default="algorithms")
     rp.add_argument("--pieces", type=int, default=1, help="replay the ranks in this many pieces")
+    rp.add_argument("--min-events-per-worker", type=int, default=None, metavar="N",
+                    help="under mpiexec: give pieces to only as many workers as keep N events each "
+                         f"(default {MIN_EVENTS_TEXT}: a smaller trace replays faster on one worker; "
+                         "0: every worker gets a piece)")
     rp.add_argument("--full", action="store_true", help="unroll phase weights and replay every repetition")
     rp.set_defaults(func=_cmd_replay)
 

@@ -20,7 +20,7 @@ import pytest
 
 from conftest import ROOT, TRACES
 from replay import DeadlockError, LogGP, Machine, Program, load, replay
-from replay.workers import running_under_mpi, worker_bounds
+from replay.workers import MIN_EVENTS_PER_WORKER, running_under_mpi, worker_bounds, workers_used
 from signature import load_trace
 
 pytestmark = pytest.mark.skipif(shutil.which("mpiexec") is None,
@@ -89,6 +89,7 @@ from mpi4py import MPI
 from replay import DeadlockError, LogGP, Machine, Program, ReplayState, load
 from replay.workers import replay_workers, running_under_mpi
 from signature import load_trace
+SPLIT = dict(min_events_per_worker=0)  # every worker gets a piece, however small the trace
 {inspect.getsource(mixed_program)}
 {inspect.getsource(mixed_machine)}
 
@@ -133,7 +134,7 @@ def test_two_workers_replay_the_bundled_traces_bit_for_bit(tmp_path):
     res = run_workers(tmp_path, f"""
         for app in {apps!r}:
             p = Program.from_trace(load_trace("traces/" + app + "/P16.h5"))
-            report(app, replay_workers(p, load("cluster-a")))
+            report(app, replay_workers(p, load("cluster-a"), **SPLIT))
     """, 2)
     got = records(res)
     assert sorted(got) == sorted(apps)
@@ -154,9 +155,9 @@ def test_three_workers_share_collectives_over_subcommunicators_bit_for_bit(tmp_p
     cases = [(12, 1, True, "algorithms"), (16, 2, False, "algorithms"), (12, 3, True, "closed-form")]
     res = run_workers(tmp_path, f"""
         for P, seed, intra, coll in {cases!r}:
-            res = replay_workers(mixed_program(P, seed), mixed_machine(intra), collectives=coll)
+            res = replay_workers(mixed_program(P, seed), mixed_machine(intra), collectives=coll, **SPLIT)
             report(f"{{P}}-{{seed}}-{{intra}}-{{coll}}", res)
-        report("ping-pong", replay_workers(Program.from_arrays(2, **{PING_PONG!r}), mixed_machine(False)))
+        report("ping-pong", replay_workers(Program.from_arrays(2, **{PING_PONG!r}), mixed_machine(False), **SPLIT))
     """, 3)
     got = records(res)
     assert len(got) == len(cases) + 1
@@ -175,7 +176,7 @@ def test_a_failing_worker_aborts_the_job_with_its_name(tmp_path):
             def broken(self, **kw):
                 raise RuntimeError("injected failure")
             ReplayState.run = broken
-        replay_workers(Program.from_trace(load_trace("traces/stencil/P16.h5")), load("cluster-a"))
+        replay_workers(Program.from_trace(load_trace("traces/stencil/P16.h5")), load("cluster-a"), **SPLIT)
         print("finished", flush=True)
     """, 2, expect_ok=False)
     assert res.returncode != 0
@@ -191,7 +192,7 @@ def test_a_deadlock_is_raised_on_every_worker(tmp_path):
     res = run_workers(tmp_path, f"""
         error = None
         try:
-            replay_workers(Program.from_arrays(4, **{stuck!r}), load("cluster-a"))
+            replay_workers(Program.from_arrays(4, **{stuck!r}), load("cluster-a"), **SPLIT)
         except DeadlockError as err:
             error = str(err)
         errors = MPI.COMM_WORLD.gather(error, root=0)
@@ -228,3 +229,47 @@ def test_worker_bounds_are_the_pieces_of_replay():
     assert worker_bounds(10, 3).tolist() == [0, 3, 7, 10]
     b = worker_bounds(3, 5)
     assert b[0] == 0 and b[-1] == 3 and np.all(np.diff(b) >= 0) and np.sum(np.diff(b) > 0) == 3
+
+
+def test_a_small_trace_is_replayed_by_worker_0_alone(tmp_path):
+    """By default a trace under MIN_EVENTS_PER_WORKER events per worker is not split:
+    worker 0 replays it (one piece, the same bits), the other returns None; a deadlock
+    is still raised on every worker."""
+    stuck = dict(rank=[0, 1, 2, 3], op=["Recv", "Init", "Recv", "Init"], peer=[3, -1, 1, -1],
+                 recv_bytes=[8, 0, 8, 0], name="stuck")
+    res = run_workers(tmp_path, f"""
+        res = replay_workers(Program.from_trace(load_trace("traces/stencil/P16.h5")), load("cluster-a"))
+        report("stencil", res)
+        others = MPI.COMM_WORLD.gather(res is None, root=0)
+        error = None
+        try:
+            replay_workers(Program.from_arrays(4, **{stuck!r}), load("cluster-a"))
+        except DeadlockError as err:
+            error = str(err)
+        errors = MPI.COMM_WORLD.gather(error, root=0)
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(json.dumps({{"key": "rest", "errors": errors, "none": others}}), flush=True)
+    """, 2)
+    got = records(res)
+    ref = replay(Program.from_trace(load_trace(TRACES / "stencil" / "P16.h5")), load("cluster-a"))
+    assert got["stencil"]["pieces"] == 1
+    assert_same(got["stencil"], ref)
+    assert got["rest"]["none"] == [False, True]
+    with pytest.raises(DeadlockError) as dead:
+        replay(Program.from_arrays(4, **stuck), load("cluster-a"))
+    assert got["rest"]["errors"] == [str(dead.value)] * 2
+
+
+def test_workers_used_keeps_enough_events_per_worker():
+    """As many workers as keep min_events each (at least one); 0 means all; bounds of the
+    unused workers are empty pieces at the end."""
+    m = MIN_EVENTS_PER_WORKER
+    assert workers_used(m - 1, 2) == 1
+    assert workers_used(2 * m, 2) == 2
+    assert workers_used(3 * m, 4) == 3
+    assert workers_used(10, 4, 0) == 4
+    assert workers_used(10, 4, 5) == 2
+    with pytest.raises(ValueError, match="min_events_per_worker"):
+        workers_used(10, 2, -1)
+    assert worker_bounds(16, 4, 2).tolist() == [0, 8, 16, 16, 16]
+    assert worker_bounds(16, 2, 1).tolist() == [0, 16, 16]

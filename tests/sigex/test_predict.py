@@ -116,6 +116,15 @@ def test_p_rule_choices_are_the_model_search_rules():
     assert P_RULE_CHOICES == ("any",) + P_RULES
 
 
+def test_min_events_text_is_the_workers_default():
+    """The replay help spells replay.workers.MIN_EVENTS_PER_WORKER out (no replay import for
+    --help): it must stay that value."""
+    from replay.workers import MIN_EVENTS_PER_WORKER
+    from sigex.cli import MIN_EVENTS_TEXT
+
+    assert MIN_EVENTS_TEXT == f"{MIN_EVENTS_PER_WORKER:,}"
+
+
 def test_compare_machines_ranks_by_runtime(capsys):
     """cluster-b (10 GbE, 0.8x compute) ranks below cluster-a for the stencil."""
     assert main(["compare-machines", str(ROOT / "examples" / "stencil.toml"), "--target", "1024",
@@ -151,15 +160,18 @@ def test_p_ranges():
 
 @__import__("conftest").needs_mpi
 def test_sigex_replay_on_two_mpi_workers():
-    """`mpiexec -n 2 sigex replay` prints the same replayed time as one process, once."""
+    """`mpiexec -n 2 sigex replay` prints the same replayed time as one process, once; a
+    trace this small is replayed by one worker unless --min-events-per-worker 0 says split."""
     import subprocess
     import sys
     args = [str(TRACES / "cg" / "P16.h5"), "--machine", "cluster-a"]
     one = subprocess.run([sys.executable, "-m", "sigex.cli", "replay", *args], capture_output=True,
                          text=True, timeout=120)
-    two = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-m", "sigex.cli", "replay", *args],
-                         capture_output=True, text=True, timeout=180)
-    assert two.returncode == 0, two.stderr
-    assert "2 MPI workers" in two.stdout and two.stdout.count("replayed time") == 1
     line = lambda out: [x for x in out.splitlines() if x.startswith("replayed time")][0]  # noqa: E731
-    assert line(two.stdout) == line(one.stdout)
+    for extra, says in (([], "1 of 2 MPI workers (a piece needs 150,000 events or more"),
+                        (["--min-events-per-worker", "0"], "; 2 MPI workers")):
+        two = subprocess.run(["mpiexec", "-n", "2", sys.executable, "-m", "sigex.cli", "replay", *args,
+                              *extra], capture_output=True, text=True, timeout=180)
+        assert two.returncode == 0, two.stderr
+        assert says in two.stdout and two.stdout.count("replayed time") == 1
+        assert line(two.stdout) == line(one.stdout)
