@@ -308,8 +308,11 @@ class ReplayState:
             self._out_ts = np.flatnonzero(local_src & ~local_dst)
             self._out_tr = np.flatnonzero(local_dst & ~local_src)
             slot_local = (program.coll_rank >= lo) & (program.coll_rank < hi)
-            inst_local = np.bincount(self.slot_inst, weights=slot_local,
-                                     minlength=len(self.inst_size)).astype(np.int64)
+            inst_local = np.zeros(len(self.inst_size), np.int64)
+            has = self.inst_size > 0  # each instance's slots are one run of coll_rank
+            if has.any():
+                inst_local[has] = np.add.reduceat(slot_local, program.coll_offsets[:-1][has],
+                                                  dtype=np.int64)
             spans = (inst_local > 0) & (inst_local < self.inst_size)
             self._out_entry = np.flatnonzero(slot_local & spans[self.slot_inst])
             self._inst_has_local = inst_local > 0
@@ -784,8 +787,10 @@ class ReplayState:
             cols_c = [Cc[:, i] for i in range(kr)] + [np.zeros(nK)] * (width - kr)
             for i, j in _sorting_network(width):
                 ri, rj, ci, cj = cols_r[i], cols_r[j], cols_c[i], cols_c[j]
-                swap = (ri > rj) | ((ri == rj) & (ci > cj))
-                cols_r[i], cols_r[j] = np.where(swap, rj, ri), np.where(swap, ri, rj)
+                swap = ri > rj
+                swap |= (ri == rj) & (ci > cj)
+                # (a NaN makes both NaN where a swap would not move it: the row is NaN either way)
+                cols_r[i], cols_r[j] = np.minimum(ri, rj), np.maximum(ri, rj)
                 cols_c[i], cols_c[j] = np.where(swap, cj, ci), np.where(swap, ci, cj)
         else:
             order = np.lexsort((Cc, Rd), axis=1)
@@ -1082,7 +1087,7 @@ def _layout_keys(lay: dict, program: Program, lo: int, hi: int) -> np.ndarray:
     if "keys" not in lay:
         n, counts, pos = hi - lo, lay["counts"], lay["pos"]
         n_ph = program.n_phases
-        dtype = np.int32 if (n_ph + 1) * n < (1 << 31) else np.int64
+        dtype = np.intp  # what bincount takes without a converted copy
         sl = slice(int(program.rank_offsets[lo]), int(program.rank_offsets[hi]))
         ph = np.full(len(pos), -1, dtype) if program.phase is None else program.phase[sl].astype(dtype)
         if len(pos) and counts.min() == counts.max():
