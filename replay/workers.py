@@ -13,6 +13,11 @@ piece is done; a pass in which no worker moves is a deadlock, raised as
 from the same inputs as in one process, so worker 0's result is the result of
 ``replay(program, machine)`` to the last bit; the other workers return None.
 
+A trace with fewer than :data:`MIN_EVENTS_PER_WORKER` events per worker is not
+split that far (by default): fewer workers get pieces, and below twice that many
+events worker 0 replays it alone while the others wait, since splitting a small
+trace costs more in per-step overheads and exchanges than it saves.
+
 Every worker must call :func:`replay_workers` with the same program, machine and
 options (each reads the trace itself). As ``mpi4py.run`` does, a worker that
 raises prints ``worker r of W: <error>`` (with its ranks, the phase it was in and
@@ -50,7 +55,7 @@ from .engine import (ReplayResult, ReplayState, _machine_costs, _span, _world_co
 from .machine import Machine
 from .program import COLLECTIVE_NAMES, Program
 
-__all__ = ["MIN_EVENTS_PER_WORKER", "replay_workers", "running_under_mpi", "worker_bounds"]
+__all__ = ["MIN_EVENTS_PER_WORKER", "replay_workers", "running_under_mpi", "worker_bounds", "workers_used"]
 
 Progress = Callable[[int, int], None]
 
@@ -239,7 +244,7 @@ class _Worker:
                 error = st.deadlock()
             # the others learn the outcome (None or the deadlock); worker 0 does not wait for
             # them to wake up (a short message is sent eagerly)
-            MPI = sys.modules["mpi4py.MPI"]
+            from mpi4py import MPI
             MPI.Request.waitall([comm.isend(error, dest=w, tag=_TAG_ALONE) for w in range(1, self.W)])
             return error if error is not None else result
         while not comm.iprobe(source=0, tag=_TAG_ALONE):
