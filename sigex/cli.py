@@ -26,7 +26,7 @@ from signature.errors import SigexError
 #: that `sigex --help` does not import the models; a test keeps the two equal)
 P_RULE_CHOICES = ("any", "squares", "cubes", "powers_of_two")
 #: replay.workers.MIN_EVENTS_PER_WORKER as the help shows it (spelled out for the same
-#: reason; the same test keeps them equal)
+#: reason; a test keeps the two equal)
 MIN_EVENTS_TEXT = "150,000"
 
 BUNDLED = "traces/stencil/P4.h5"
@@ -320,6 +320,16 @@ def _grid_arg(text: str) -> tuple[int, ...]:
     return dims
 
 
+def _count_arg(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"wants a whole number of events, 0 or more, got {text!r}")
+    return n
+
+
 def _cmd_simgrid(opts: argparse.Namespace) -> int:
     from replay import load
     from replay import simgrid
@@ -573,7 +583,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "this-machine; default this-machine)")
     rp.add_argument("--collectives", choices=("algorithms", "closed-form"), default="algorithms")
     rp.add_argument("--pieces", type=int, default=1, help="replay the ranks in this many pieces")
-    rp.add_argument("--min-events-per-worker", type=int, default=None, metavar="N",
+    rp.add_argument("--min-events-per-worker", type=_count_arg, default=None, metavar="N",
                     help="under mpiexec: give pieces to only as many workers as keep N events each "
                          f"(default {MIN_EVENTS_TEXT}: a smaller trace replays faster on one worker; "
                          "0: every worker gets a piece)")

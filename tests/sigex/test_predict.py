@@ -125,6 +125,15 @@ def test_min_events_text_is_the_workers_default():
     assert MIN_EVENTS_TEXT == f"{MIN_EVENTS_PER_WORKER:,}"
 
 
+def test_replay_refuses_a_negative_event_count(capsys):
+    """--min-events-per-worker -1 is a usage error naming the option, before any replay."""
+    with pytest.raises(SystemExit) as ex:
+        main(["replay", str(TRACES / "stencil" / "P16.h5"), "--min-events-per-worker", "-1"])
+    assert ex.value.code == 2
+    assert "--min-events-per-worker: wants a whole number of events, 0 or more, got '-1'" in \
+        capsys.readouterr().err
+
+
 def test_compare_machines_ranks_by_runtime(capsys):
     """cluster-b (10 GbE, 0.8x compute) ranks below cluster-a for the stencil."""
     assert main(["compare-machines", str(ROOT / "examples" / "stencil.toml"), "--target", "1024",
