@@ -690,7 +690,6 @@ class ReplayState:
                 self._notify(world.reshape(-1))
 
     # ---- completion -----------------------------------------------------------------------
-    # ---- completion -----------------------------------------------------------------------
     def _complete(self, K: np.ndarray) -> int:
         """Complete the posted ranks ``K`` whose slots are all known."""
         p = self.ptr[K]
@@ -1018,20 +1017,10 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
     ro = program.rank_offsets
     ev_lo, ev_hi = int(ro[lo]), int(ro[hi])
     ne, nr = ev_hi - ev_lo, hi - lo
-    counts = np.diff(ro[lo:hi + 1])
+    counts, order, pos = _time_major(program, lo, hi)
     starts = ro[lo:hi] - ev_lo
-    uniform = bool(ne) and counts.min() == counts.max()
-    if uniform:
-        # every rank has as many events: the layout is a transpose
-        nc = int(counts[0])
-        pos = np.arange(ne, dtype=np.int64).reshape(nc, nr).T.reshape(-1)
-        order = None
-    else:
-        local = np.arange(ne, dtype=np.int64) - np.repeat(starts, counts)
-        kind = np.uint16 if counts.max(initial=0) < (1 << 16) else np.int64
-        order = np.argsort(local.astype(kind), kind="stable")
-        pos = np.empty(ne, np.int64)
-        pos[order] = np.arange(ne, dtype=np.int64)
+    uniform = order is None
+    nc = int(counts[0]) if uniform else 0
     sl = slice(ev_lo, ev_hi)
     # every value is below one of these bounds (ids of messages, slots, wait-list entries, events)
     big = max(program.n_slots, len(program.wait_slots), program.n_events) + 1
@@ -1062,22 +1051,29 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
     return lay
 
 
-def layout_positions(program: Program, lo: int, hi: int) -> np.ndarray:
-    """``pos`` of :func:`_layout` for ranks lo..hi-1 alone: program event - ev_lo ->
-    time-major number."""
-    lay = program._cache.get(("layout", lo, hi))
-    if lay is not None:
-        return lay["pos"]
+def _time_major(program: Program, lo: int, hi: int):
+    """The time-major numbering of the events of ranks lo..hi-1: ``(counts, order,
+    pos)`` with ``counts`` events per rank, ``pos`` program event - ev_lo -> new
+    number and ``order`` its inverse (None when every rank has as many events: the
+    numbering is then a transpose)."""
     ro = program.rank_offsets
     ne, nr = int(ro[hi] - ro[lo]), hi - lo
     counts = np.diff(ro[lo:hi + 1])
     if ne and counts.min() == counts.max():
-        return np.arange(ne, dtype=np.int64).reshape(int(counts[0]), nr).T.reshape(-1)
+        return counts, None, np.arange(ne, dtype=np.int64).reshape(int(counts[0]), nr).T.reshape(-1)
     local = np.arange(ne, dtype=np.int64) - np.repeat(ro[lo:hi] - ro[lo], counts)
     kind = np.uint16 if counts.max(initial=0) < (1 << 16) else np.int64
+    order = np.argsort(local.astype(kind), kind="stable")
     pos = np.empty(ne, np.int64)
-    pos[np.argsort(local.astype(kind), kind="stable")] = np.arange(ne, dtype=np.int64)
-    return pos
+    pos[order] = np.arange(ne, dtype=np.int64)
+    return counts, order, pos
+
+
+def layout_positions(program: Program, lo: int, hi: int) -> np.ndarray:
+    """``pos`` of :func:`_layout` for ranks lo..hi-1 alone: program event - ev_lo ->
+    time-major number."""
+    lay = program._cache.get(("layout", lo, hi))
+    return lay["pos"] if lay is not None else _time_major(program, lo, hi)[2]
 
 
 def _layout_keys(lay: dict, program: Program, lo: int, hi: int) -> np.ndarray:
@@ -1086,7 +1082,6 @@ def _layout_keys(lay: dict, program: Program, lo: int, hi: int) -> np.ndarray:
     per-rank sums. Kept in the layout ``lay`` of those ranks."""
     if "keys" not in lay:
         n, counts, pos = hi - lo, lay["counts"], lay["pos"]
-        n_ph = program.n_phases
         dtype = np.intp  # what bincount takes without a converted copy
         sl = slice(int(program.rank_offsets[lo]), int(program.rank_offsets[hi]))
         ph = np.full(len(pos), -1, dtype) if program.phase is None else program.phase[sl].astype(dtype)
