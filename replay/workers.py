@@ -145,7 +145,7 @@ def replay_workers(program: Program, machine: Machine, *, comm=None, collectives
     DeadlockError
         On every worker, when the program can never complete.
     ValueError
-        On every worker, for a bad ``collectives``.
+        On every worker, for a bad ``collectives`` or ``min_events_per_worker``.
 
     Any other error on a worker aborts the job (``comm.Abort(1)``) after the
     worker prints ``worker r of W: <error>`` and its traceback to stderr.
@@ -157,13 +157,10 @@ def replay_workers(program: Program, machine: Machine, *, comm=None, collectives
         comm = MPI.COMM_WORLD
     W, me = comm.Get_size(), comm.Get_rank()
     P = program.nprocs
+    used = workers_used(program.n_events, W, min_events_per_worker)  # (checks the value)
     if W == 1:
         return replay(program, machine, collectives=collectives, progress=progress)
-    if P <= 1:  # nothing to share: every worker replays it (so that errors are the same everywhere)
-        res = replay(program, machine, collectives=collectives, progress=progress if me == 0 else None)
-        return res if me == 0 else None
-    used = workers_used(program.n_events, W, min_events_per_worker)
-    run = _Worker(program, machine, comm, worker_bounds(P, W, used), collectives)
+    run = _Worker(program, machine, comm, worker_bounds(P, W, 1 if P <= 1 else used), collectives)
     try:
         outcome = run.work(progress if me == 0 else None)
     except BaseException as err:  # noqa: BLE001 -- any failure must take the job down, not hang it

@@ -231,16 +231,20 @@ def test_worker_bounds_are_the_pieces_of_replay():
     assert b[0] == 0 and b[-1] == 3 and np.all(np.diff(b) >= 0) and np.sum(np.diff(b) > 0) == 3
 
 
+ONE_RANK = dict(rank=[0, 0], op=["Init", "Finalize"], comp=[1e-6, 2e-6])
+
+
 def test_a_small_trace_is_replayed_by_worker_0_alone(tmp_path):
     """By default a trace under MIN_EVENTS_PER_WORKER events per worker is not split:
     worker 0 replays it (one piece, the same bits), the other returns None; a deadlock
-    is still raised on every worker."""
+    is still raised on every worker; one rank is never split."""
     stuck = dict(rank=[0, 1, 2, 3], op=["Recv", "Init", "Recv", "Init"], peer=[3, -1, 1, -1],
                  recv_bytes=[8, 0, 8, 0], name="stuck")
     res = run_workers(tmp_path, f"""
         res = replay_workers(Program.from_trace(load_trace("traces/stencil/P16.h5")), load("cluster-a"))
         report("stencil", res)
         others = MPI.COMM_WORLD.gather(res is None, root=0)
+        report("one rank", replay_workers(Program.from_arrays(1, **{ONE_RANK!r}), load("cluster-a"), **SPLIT))
         error = None
         try:
             replay_workers(Program.from_arrays(4, **{stuck!r}), load("cluster-a"))
@@ -255,6 +259,8 @@ def test_a_small_trace_is_replayed_by_worker_0_alone(tmp_path):
     assert got["stencil"]["pieces"] == 1
     assert_same(got["stencil"], ref)
     assert got["rest"]["none"] == [False, True]
+    assert got["one rank"]["pieces"] == 1  # nothing to share, even when told to split
+    assert_same(got["one rank"], replay(Program.from_arrays(1, **ONE_RANK), load("cluster-a")))
     with pytest.raises(DeadlockError) as dead:
         replay(Program.from_arrays(4, **stuck), load("cluster-a"))
     assert got["rest"]["errors"] == [str(dead.value)] * 2
