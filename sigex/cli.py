@@ -320,14 +320,17 @@ def _grid_arg(text: str) -> tuple[int, ...]:
     return dims
 
 
-def _count_arg(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"wants a whole number of events, 0 or more, got {text!r}")
-    return n
+def _at_least(least: int, what: str):
+    """An argparse type: a whole number of ``what``, ``least`` or more."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            n = least - 1
+        if n < least:
+            raise argparse.ArgumentTypeError(f"wants a whole number of {what}, {least} or more, got {text!r}")
+        return n
+    return parse
 
 
 def _cmd_simgrid(opts: argparse.Namespace) -> int:
@@ -582,8 +585,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="machine profile: a TOML file or a shipped name (cluster-a, cluster-b, "
                          "this-machine; default this-machine)")
     rp.add_argument("--collectives", choices=("algorithms", "closed-form"), default="algorithms")
-    rp.add_argument("--pieces", type=int, default=1, help="replay the ranks in this many pieces")
-    rp.add_argument("--min-events-per-worker", type=_count_arg, default=None, metavar="N",
+    rp.add_argument("--pieces", type=_at_least(1, "pieces"), default=1,
+                    help="replay the ranks in this many pieces")
+    rp.add_argument("--min-events-per-worker", type=_at_least(0, "events"), default=None, metavar="N",
                     help="under mpiexec: give pieces to only as many workers as keep N events each "
                          f"(default {MIN_EVENTS_TEXT}: a smaller trace replays faster on one worker; "
                          "0: every worker gets a piece)")

@@ -126,12 +126,17 @@ def test_min_events_text_is_the_workers_default():
 
 
 def test_replay_refuses_a_negative_event_count(capsys):
-    """--min-events-per-worker -1 is a usage error naming the option, before any replay."""
+    """--min-events-per-worker -1 and --pieces 0 are usage errors naming the option, before
+    any replay."""
     with pytest.raises(SystemExit) as ex:
         main(["replay", str(TRACES / "stencil" / "P16.h5"), "--min-events-per-worker", "-1"])
     assert ex.value.code == 2
     assert "--min-events-per-worker: wants a whole number of events, 0 or more, got '-1'" in \
         capsys.readouterr().err
+    with pytest.raises(SystemExit) as ex:
+        main(["replay", str(TRACES / "stencil" / "P16.h5"), "--pieces", "0"])
+    assert ex.value.code == 2
+    assert "--pieces: wants a whole number of pieces, 1 or more, got '0'" in capsys.readouterr().err
 
 
 def test_compare_machines_ranks_by_runtime(capsys):
