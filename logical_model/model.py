@@ -306,6 +306,10 @@ class LogicalModel:
     grid: Grid | None
     phases: list[PhaseModel]
     sources: list[str]
+    #: MPI calls the signature runs made that sigex does not model, one line each
+    #: ("P=16: MPI_File_write_all called 240 times ..."): they follow the model into
+    #: every report.
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     # ---- use ---------------------------------------------------------------------
     def check_target(self, P: int) -> None:
@@ -379,6 +383,9 @@ class LogicalModel:
                 out.append(f"  problem: {pr}")
             for note in ph.notes:
                 out.append(f"  note: {note}")
+        if self.notes:
+            out += ["", "not modelled (calls the signature runs made that sigex does not model):"]
+            out += [f"  {n}" for n in self.notes]
         return "\n".join(out)
 
     # ---- JSON ----------------------------------------------------------------------
@@ -388,7 +395,8 @@ class LogicalModel:
                 "workload_label": self.workload_label, "workload_value": self.workload_value,
                 "grid": ({"ndims": self.grid.ndims, "periods": list(self.grid.periods)}
                          if self.grid else None),
-                "phases": [p.to_dict() for p in self.phases], "sources": self.sources}
+                "phases": [p.to_dict() for p in self.phases], "sources": self.sources,
+                "notes": self.notes}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LogicalModel":
@@ -399,7 +407,8 @@ class LogicalModel:
                    Ps=[int(p) for p in d["Ps"]], workload_label=d["workload_label"],
                    workload_value=d["workload_value"],
                    grid=Grid(int(g["ndims"]), tuple(bool(x) for x in g["periods"])) if g else None,
-                   phases=[PhaseModel.from_dict(p) for p in d["phases"]], sources=list(d["sources"]))
+                   phases=[PhaseModel.from_dict(p) for p in d["phases"]], sources=list(d["sources"]),
+                   notes=list(d.get("notes", ())))
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         return write_text_atomic(path, json.dumps(self.to_dict(), indent=1), overwrite=overwrite)
@@ -715,7 +724,8 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                                  problems=problems, notes=notes))
     return LogicalModel(app=sigs[0].app, work_mode=mode, work_unit=unit, Ps=Ps,
                         workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,
-                        grid=grid, phases=phases, sources=[s.source or "?" for s in sigs])
+                        grid=grid, phases=phases, sources=[s.source or "?" for s in sigs],
+                        notes=[f"P={s.nprocs}: {n}" for s in sigs for n in s.unmodelled])
 
 
 def grid_of(trace) -> tuple[tuple[int, ...], tuple[bool, ...], int] | None:

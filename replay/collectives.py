@@ -70,9 +70,10 @@ LINEAR_ROUNDS_MAX = 1024
 #: Base collective of every blocking and nonblocking collective op code.
 COLLECTIVE_OPS: dict[int, str] = {}
 for _name in ("Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter",
-              "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Reduce_scatter",
-              "Reduce_scatter_block", "Scan", "Exscan"):
-    _base = "Reduce_scatter" if _name.startswith("Reduce_scatter") else _name.rstrip("v")
+              "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw",
+              "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan"):
+    # Alltoallw (a datatype per peer) is replayed as Alltoallv: bytes per peer are what count
+    _base = "Reduce_scatter" if _name.startswith("Reduce_scatter") else _name.rstrip("vw")
     COLLECTIVE_OPS[OP_CODE[_name]] = _base
     COLLECTIVE_OPS[OP_CODE["I" + _name[0].lower() + _name[1:]]] = _base
 del _name, _base

@@ -587,7 +587,8 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
 
 
 #: Collectives whose ``bytes`` column is a total over all peers (divided by the size).
-_TOTAL_SENT = _table(("Alltoallv", "Ialltoallv", "Reduce_scatter", "Ireduce_scatter"))
+_TOTAL_SENT = _table(("Alltoallv", "Ialltoallv", "Alltoallw", "Ialltoallw", "Reduce_scatter",
+                      "Ireduce_scatter"))
 #: Collectives whose block is the receive side.
 _RECV_BLOCK = _table(("Scatter", "Iscatter", "Scatterv", "Iscatterv"))
 #: Collectives whose two columns carry the same vector (either may be 0 or in place).

@@ -92,6 +92,7 @@ def _show_text(trace, all_ranks: bool) -> str:
     runtime = "not run" if s["runtime"] is None else f"{s['runtime']:.4f} s"
     out.append(f"  events      {s['events']:,} ({s['events'] / max(1, s['nprocs']):.0f} per rank)"
                f"   runtime {runtime}")
+    out += _unmodelled_lines(m, s["runtime"])
     out.append("")
     rows = [(o["op"], f"{o['calls']:,}", _fmt_bytes(o["bytes"]), _fmt_bytes(o["recv_bytes"]),
              f"{o['t_comm']:.4f}") for o in sorted(s["ops"], key=lambda o: -o["calls"])]
@@ -119,6 +120,20 @@ def _show_text(trace, all_ranks: bool) -> str:
     if P > 16 and not all_ranks:
         out.append(f"  ({P} ranks: min/median/max by busy time shown; --ranks lists all)")
     return "\n".join(out)
+
+
+def _unmodelled_lines(meta, runtime) -> list[str]:
+    from signature import unmodelled_calls, unmodelled_notes
+
+    calls = unmodelled_calls(meta)
+    local = [c for c in calls if c.local]
+    notes = unmodelled_notes(meta, runtime)
+    out = [f"  NOT MODELLED {n}" for n in notes]
+    if local:
+        out.append(f"  local calls {sum(c.calls for c in local):,} calls of {len(local)} local MPI "
+                   f"functions (no communication; {', '.join(c.name for c in local[:4])}"
+                   f"{', ...' if len(local) > 4 else ''})")
+    return out
 
 
 def _cmd_show(opts: argparse.Namespace) -> int:

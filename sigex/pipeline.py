@@ -125,7 +125,7 @@ class Prediction:
 
 
 def _warnings(models: Models) -> list[str]:
-    out = []
+    out = list(models.logical.notes)
     for ph, crm, ipt in zip(models.logical.phases, models.compute.crms, models.compute.ipts):
         for pr in ph.problems:
             out.append(f"phase {ph.id}: not extrapolable: {pr}")

@@ -21,6 +21,8 @@ Signature        -- the result: phases in order, a table, JSON round trip (save/
 Phase            -- one phase: weight, op structure, per-rank template and statistics
 signature_path   -- where a trace's signature is saved (``P16.signature.json`` beside it)
 region           -- ``with region("halo"):`` names a phase in a traced run (optional; no-op untraced)
+unmodelled_calls -- MPI calls a trace counted but does not model (MPI-IO, one-sided, ...), with their time
+unmodelled_notes -- one line per such call that communicates, as the reports print them
 
 Errors
 ------
@@ -45,11 +47,13 @@ from .model import Phase, Signature, signature_path
 from .phases import PhaseDetectionError, extract
 from .region import region
 from .trace import OP_CODE, OPS, CommTable, Trace
+from .unmodelled import unmodelled_calls, unmodelled_notes
 
 __all__ = [
     "trace_run", "TraceResult", "tracer_library",
     "load_trace", "write_trace", "Trace", "CommTable", "OPS", "OP_CODE",
     "extract", "Signature", "Phase", "signature_path", "PhaseDetectionError", "region",
+    "unmodelled_calls", "unmodelled_notes",
     "SigexError", "TraceFormatError", "IncompleteTraceError", "MissingCounterError",
     "TracerError", "SigexWarning", "__version__",
 ]

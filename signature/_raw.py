@@ -137,6 +137,28 @@ def _read_lists(path: Path) -> list[tuple[int, int, np.ndarray]]:
     return out
 
 
+def _add_unmodelled(table: dict, path: Path, rank: int) -> None:
+    """Add one rank's ``calls seconds name`` lines (MPI functions the tracer counted
+    but does not model) to ``table``: name -> calls, ranks, seconds (all ranks),
+    max_rank_seconds."""
+    if not path.exists():
+        return
+    for line in path.read_text(errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) != 3:
+            continue
+        try:
+            calls, seconds = int(parts[0]), float(parts[1])
+        except ValueError:
+            continue
+        row = table.setdefault(parts[2], {"calls": 0, "ranks": 0, "seconds": 0.0,
+                                          "max_rank_seconds": 0.0})
+        row["calls"] += calls
+        row["ranks"] += 1
+        row["seconds"] += seconds
+        row["max_rank_seconds"] = max(row["max_rank_seconds"], seconds)
+
+
 def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
     """Build a :class:`Trace` from a directory of raw per-rank tracer files.
 
@@ -193,6 +215,7 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
     comm_defs: list[tuple] = []
     hosts: list[str] = []
     rank_meta = []
+    unmodelled: dict[str, dict[str, Any]] = {}
     for r in range(P):
         mp = raw_dir / f"rank{r}.meta"
         if not mp.exists():
@@ -263,6 +286,7 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
             ev["aux"][reg] = rlut[ev["aux"][reg]]
         per_rank_events.append(ev)
         per_rank_compl.append(comp)
+        _add_unmodelled(unmodelled, raw_dir / f"rank{r}.unmodelled", r)
         for seq, kind, values in _read_lists(raw_dir / f"rank{r}.lists"):
             lists_rows.append((r, seq, kind, values))
 
@@ -332,6 +356,7 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
         "sigex_version": __version__,
         "complete": not problems,
         "incomplete_reason": "; ".join(problems) if problems else None,
+        "unmodelled_calls": dict(sorted(unmodelled.items())),
     }
     full_meta.update(meta or {})
     full_meta["complete"] = not problems

@@ -1,9 +1,16 @@
 """Run an unmodified MPI program under the PMPI tracer and write its HDF5 trace.
 
-``trace_run`` builds (or reuses) the tracer library, starts the program with
-``mpiexec`` so that every rank preloads it (``LD_PRELOAD`` passed through
-the launcher's own option: ``-genv`` for MPICH/Hydra, ``-x`` for Open MPI),
-then assembles the ranks' raw files into one trace file written atomically.
+``trace_run`` first finds which MPI library the program loads and that MPI's
+``mpicc`` and launcher (:mod:`signature._mpi`; ``$SIGEX_MPICC``,
+``$SIGEX_MPIEXEC`` and ``mpiexec=`` override, and a tracer or launcher of
+another MPI than the program's is refused before the run). It builds (or
+reuses) the tracer library with that ``mpicc``, starts the program so that
+every rank preloads it (``LD_PRELOAD`` passed through the launcher's own
+option: ``-genv`` for MPICH/Hydra, ``-x`` for Open MPI), then assembles the
+ranks' raw files into one trace file written atomically. Open MPI's
+``mpirun`` is driven as users do: ``--allow-run-as-root`` as root and
+``--oversubscribe`` when there are more ranks than cores. A tracer the loader
+cannot load is reported with the loader's message.
 Traced runs pin BLAS/OpenMP to one thread: thread CPU time cannot see worker
 threads. On an oversubscribed machine (more ranks than cores) MPICH is asked
 to yield instead of busy-polling (``MPIR_CVAR_ENABLE_HEAVY_YIELD=1``).
@@ -11,16 +18,20 @@ to yield instead of busy-polling (``MPIR_CVAR_ENABLE_HEAVY_YIELD=1``).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import IO, Callable, Sequence
 
+from . import _mpi
 from ._build import tracer_library
 from ._raw import assemble
 from .errors import TracerError
@@ -71,17 +82,64 @@ def output_path(output: str | Path, nprocs: int) -> Path:
     return output / f"P{nprocs}.h5"
 
 
-def _launcher_flavour(mpiexec: str) -> str:
-    try:
-        text = subprocess.run([mpiexec, "--version"], capture_output=True, text=True,
-                              timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        text = ""
-    if "HYDRA" in text or "hydra" in text.lower():
-        return "hydra"
-    if "Open MPI" in text or "OpenRTE" in text or "open-mpi" in text.lower():
-        return "openmpi"
-    return "unknown"
+def _choose_mpi(command: Sequence[str], mpiexec: str | None,
+                say: Callable[[str], None]) -> tuple[str | None, str | None]:
+    """The ``mpicc`` and launcher for ``command``: the program's own MPI where it can
+    be told, with the overrides checked against it (see the module docstring)."""
+    mpicc = os.environ.get("SIGEX_MPICC") or None
+    launcher = mpiexec or os.environ.get("SIGEX_MPIEXEC") or None
+    library = _mpi.program_library(command)
+    if library is None:
+        return mpicc, launcher
+    prog = _mpi.find_install(library)
+    say(f"{command[0]} uses {prog.name}")
+    if mpicc:
+        lib = _mpi.mpicc_library(mpicc)
+        if lib is not None and lib != library:
+            raise TracerError(_mpi.mismatch_message(command[0], prog, f"SIGEX_MPICC={mpicc}", lib))
+    elif prog.mpicc is None:
+        raise TracerError(
+            f"{command[0]} runs on {prog.name}, but no `mpicc` of that MPI was found (tried "
+            "mpicc, mpicc.openmpi, mpicc.mpich and the "
+            "bin/ folders beside the library and Python). Install its development package "
+            "(Debian: apt-get install libopenmpi-dev, or libmpich-dev), or set SIGEX_MPICC to "
+            "its compiler wrapper")
+    else:
+        mpicc = prog.mpicc
+    want = {"openmpi": "openmpi", "mpich": "hydra"}.get(prog.kind)
+    if launcher:
+        flavour = _mpi.launcher_flavour(launcher)
+        if want and flavour != "unknown" and flavour != want:
+            raise TracerError(_mpi.mismatch_message(
+                command[0], prog, f"the launcher {launcher}",
+                None) + f" (that launcher is {'MPICH' if flavour == 'hydra' else 'Open MPI'}'s)")
+    else:
+        launcher = prog.mpiexec
+    return mpicc, launcher
+
+
+def _root_and_oversubscribe(flavour: str, nprocs: int, user_args: Sequence[str]) -> list[str]:
+    """Open MPI refuses to start as root, and to start more ranks than slots, unless told."""
+    if flavour != "openmpi":
+        return []
+    args = []
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and "--allow-run-as-root" not in user_args:
+        args.append("--allow-run-as-root")
+    if nprocs > (os.cpu_count() or 1) and "--oversubscribe" not in user_args:
+        args.append("--oversubscribe")
+    return args
+
+
+_LOADER_ERROR = ("symbol lookup error", "undefined symbol", "cannot open shared object",
+                 "ERROR: ld.so", "wrong ELF class")
+
+
+def _loader_failure(lines: Sequence[str], lib: Path) -> str | None:
+    """The loader's message if the tracer library could not be loaded."""
+    for line in lines:
+        if lib.name in line and any(k in line for k in _LOADER_ERROR):
+            return line.strip()
+    return None
 
 
 def _env_args(flavour: str, env: dict[str, str]) -> list[str]:
@@ -156,11 +214,12 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; remove it or pass --force to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    launcher = mpiexec or os.environ.get("SIGEX_MPIEXEC") or shutil.which("mpiexec")
+    mpicc, launcher = _choose_mpi(command, mpiexec, say)
+    launcher = launcher or shutil.which("mpiexec")
     if not launcher:
         raise TracerError("no `mpiexec` on PATH: install an MPI (`pip install mpich`, or "
                           "`pip install 'sigex[mpi]'`) or pass --mpiexec")
-    lib = tracer_library()
+    lib = tracer_library(mpicc=mpicc)
     say(f"tracer library {lib}")
     raw = Path(tempfile.mkdtemp(prefix=f".{path.stem}.raw-", dir=path.parent))
     env = dict(PINNED_THREADS_ENV)
@@ -169,25 +228,32 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
     env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)
     if nprocs > (os.cpu_count() or 1):
         env.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
-    flavour = _launcher_flavour(launcher)
+    flavour = _mpi.launcher_flavour(launcher)
     proc_env = dict(os.environ)
     for k, v in PINNED_THREADS_ENV.items():
         proc_env.setdefault(k, v)
     if flavour == "unknown":  # no known option to pass variables: use our environment
         proc_env.update(env)
-    argv = [launcher, "-n", str(nprocs), *_env_args(flavour, env), *mpiexec_args, *command]
-    say(f"running {shlex.join([launcher, '-n', str(nprocs), *command])}")
+    extra = _root_and_oversubscribe(flavour, nprocs, mpiexec_args)
+    argv = [launcher, "-n", str(nprocs), *extra, *_env_args(flavour, env), *mpiexec_args,
+            *command]
+    say(f"running {shlex.join([launcher, '-n', str(nprocs), *extra, *mpiexec_args, *command])}")
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(argv, env=proc_env, timeout=timeout, stdout=stdout)
-        rc = proc.returncode
+        rc, err_tail = _run_teeing_stderr(argv, proc_env, timeout, stdout)
     except subprocess.TimeoutExpired:
-        rc = -9
+        rc, err_tail = -9, []
         say(f"run killed after {timeout} s")
     except OSError as err:
         shutil.rmtree(raw, ignore_errors=True)
         raise TracerError(f"cannot start {launcher}: {err}") from err
     wall = time.perf_counter() - t0
+    loader = _loader_failure(err_tail, lib)
+    if loader and not any(raw.glob("rank*.meta")):
+        shutil.rmtree(raw, ignore_errors=True)
+        raise TracerError(f"the tracer library could not be loaded into {command[0]}: {loader}. "
+                          f"It was built with {mpicc or 'the mpicc on PATH'}; the program must "
+                          "use the same MPI (set SIGEX_MPICC to that MPI's mpicc)")
     say(f"run finished in {wall:.2f} s (exit {rc}); assembling the trace")
     try:
         trace = assemble(raw, meta={
@@ -215,6 +281,32 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
     else:
         shutil.rmtree(raw, ignore_errors=True)
     return TraceResult(path=path, trace=trace, returncode=rc, wall_time=wall, command=tuple(command))
+
+
+def _run_teeing_stderr(argv, env, timeout, stdout) -> tuple[int, list[str]]:
+    """Run ``argv``; its standard error goes to ours as it comes, and its last lines
+    are kept (the loader's message when the tracer cannot be loaded)."""
+    tail: collections.deque = collections.deque(maxlen=200)
+    proc = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.PIPE)
+
+    def pump() -> None:
+        for raw_line in iter(proc.stderr.readline, b""):
+            line = raw_line.decode(errors="replace")
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            tail.append(line)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        reader.join(5)
+        raise
+    reader.join(30)
+    return rc, list(tail)
 
 
 def _app_name(command: Sequence[str]) -> str:

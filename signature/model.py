@@ -113,6 +113,7 @@ class Signature:
     sequence: np.ndarray
     region_problems: tuple[str, ...] = ()  # where user regions disagree with the phases
     rank_coverage: float = float("nan")  # mean over ranks of the share in repeated phases
+    unmodelled: tuple[str, ...] = ()  # MPI calls of the run that sigex does not model
 
     @property
     def loop_phases(self) -> tuple[Phase, ...]:
@@ -144,6 +145,9 @@ class Signature:
                   f"({100 * self.rank_coverage:.1f}% inside them, mean over ranks)",
                   f"Eq. 4     PET = sum TE_i x W_i = {self.pet:.4f} s; measured runtime "
                   f"{self.runtime:.4f} s ({100 * self.pet_error:.1f}% apart)"]
+        if self.unmodelled:
+            lines += ["", "not modelled (MPI calls of this run that sigex does not model):"]
+            lines += [f"  {m}" for m in self.unmodelled]
         if self.region_problems:
             lines += ["", "user regions that disagree with the detected phases:"]
             lines += [f"  {m}" for m in self.region_problems]
@@ -158,6 +162,7 @@ class Signature:
             "rank_coverage": self.rank_coverage,
             "sequence": self.sequence.tolist(), "phases": [p.to_dict() for p in self.phases],
             "region_problems": list(self.region_problems),
+            "unmodelled": list(self.unmodelled),
         }
 
     @classmethod
@@ -170,7 +175,8 @@ class Signature:
                    coverage=float(d["coverage"]),
                    rank_coverage=float(d.get("rank_coverage", float("nan"))), sequence=np.asarray(d["sequence"], np.int64),
                    phases=tuple(Phase.from_dict(p) for p in d["phases"]),
-                   region_problems=tuple(d.get("region_problems", ())))
+                   region_problems=tuple(d.get("region_problems", ())),
+                   unmodelled=tuple(d.get("unmodelled", ())))
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write as JSON, atomically; an existing file is kept unless ``overwrite``."""

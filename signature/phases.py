@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, SigexError, TraceFormatError
 from .model import Phase, Signature
 from .trace import OP_CODE, OPS, PEER_ANY, Trace
@@ -516,7 +517,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                      coverage=min(1.0, window / runtime) if runtime > 0 else 0.0,
                      rank_coverage=covered / runtime if runtime > 0 else 0.0,
                      phases=tuple(phases), sequence=(it_phase + 1).astype(np.int64),
-                     region_problems=problems)
+                     region_problems=problems,
+                     unmodelled=tuple(unmodelled_notes(trace.meta, runtime)))
 
 
 def _region_problems(trace: Trace, local: np.ndarray, S: int, limit: int = 10) -> tuple[str, ...]:

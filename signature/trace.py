@@ -53,7 +53,7 @@ OPS: tuple[str, ...] = (
     "Ialltoallv", "Ireduce_scatter", "Ireduce_scatter_block", "Iscan", "Iexscan",
     "Comm_split", "Comm_split_type", "Comm_create", "Comm_create_group",
     "Comm_dup", "Cart_create", "Cart_sub", "Comm_free", "Isendrecv", "Isendrecv_replace",
-    "Region_begin", "Region_end",
+    "Region_begin", "Region_end", "Alltoallw", "Ialltoallw",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 

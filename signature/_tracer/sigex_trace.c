@@ -34,6 +34,29 @@
 #define _GNU_SOURCE
 #include <mpi.h>
 
+/* What this MPI provides is worked out when the library is built
+ * (signature/_build.py reads the library's exported PMPI symbols and its
+ * mpi.h): the generated header defines SIGEX_LARGE_COUNT where the MPI-4
+ * large-count (_c) functions exist, SIGEX_HAVE_ISENDRECV for MPI_Isendrecv,
+ * and the table of the library's other MPI functions, which are counted and
+ * timed but not modelled (SIGEX_UNMODELLED_N of them, wrappers in
+ * SIGEX_GEN_WRAPPERS).  A hand build without it goes by the MPI version, so
+ * that no PMPI symbol the library lacks is ever referenced. */
+#ifdef SIGEX_GEN_HEADER
+#include SIGEX_GEN_HEADER
+#else
+#if MPI_VERSION >= 4
+#define SIGEX_LARGE_COUNT 1
+#define SIGEX_HAVE_ISENDRECV 1
+#endif
+#define SIGEX_UNMODELLED_N 0
+#endif
+#ifdef SIGEX_LARGE_COUNT
+#define IF_LARGE(...) __VA_ARGS__
+#else
+#define IF_LARGE(...)
+#endif
+
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <pthread.h>
@@ -85,7 +108,8 @@
   X(CART_CREATE, "Cart_create") X(CART_SUB, "Cart_sub")                       \
   X(COMM_FREE, "Comm_free") X(ISENDRECV, "Isendrecv")                        \
   X(ISENDRECV_REPLACE, "Isendrecv_replace") X(REGION_BEGIN, "Region_begin")   \
-  X(REGION_END, "Region_end")
+  X(REGION_END, "Region_end") X(ALLTOALLW, "Alltoallw")                       \
+  X(IALLTOALLW, "Ialltoallw")
 
 enum {
   OP_NONE = 0,
@@ -426,6 +450,29 @@ static inline int32_t world_of(comm_entry *c, int r) {
   return c->world[r];
 }
 
+/* Size of a datatype and bytes of a status: the large-count forms where the
+ * library has them, else MPI-3's _x forms (for MPI_BYTE, elements = bytes). */
+static inline MPI_Count type_size(MPI_Datatype t) {
+  MPI_Count sz = 0;
+  if (t == MPI_DATATYPE_NULL) return 0;
+#ifdef SIGEX_LARGE_COUNT
+  PMPI_Type_size_c(t, &sz);
+#else
+  PMPI_Type_size_x(t, &sz);
+#endif
+  return sz;
+}
+
+static inline MPI_Count status_bytes(const MPI_Status *st) {
+  MPI_Count n = 0;
+#ifdef SIGEX_LARGE_COUNT
+  PMPI_Get_count_c(st, MPI_BYTE, &n);
+#else
+  PMPI_Get_elements_x(st, MPI_BYTE, &n);
+#endif
+  return n;
+}
+
 /* ---- requests: open-addressing hash on the handle's bytes ---------------- */
 static size_t req_hash(MPI_Request h) {
   uint64_t x = 0;
@@ -514,10 +561,8 @@ static void req_complete(MPI_Request h, const MPI_Status *st, int64_t seq) {
     if (c.peer == PEER_NULL) {
       c.bytes = 0; /* a receive from MPI_PROC_NULL receives nothing */
     } else {
-      MPI_Count n = 0;
       c.tag = st->MPI_TAG;
-      PMPI_Get_count_c(st, MPI_BYTE, &n);
-      c.bytes = n;
+      c.bytes = status_bytes(st);
     }
   }
   ms_write(&g.m_compl, &c, sizeof c);
@@ -571,10 +616,7 @@ static inline void ev_end(ev_t *e) {
 }
 
 static inline int64_t type_bytes(MPI_Count count, MPI_Datatype t) {
-  MPI_Count sz = 0;
-  if (t == MPI_DATATYPE_NULL) return 0;
-  PMPI_Type_size_c(t, &sz);
-  return (int64_t)count * (int64_t)sz;
+  return (int64_t)count * (int64_t)type_size(t);
 }
 
 /* Byte count of a received message from its status. */
@@ -582,7 +624,6 @@ static inline void status_fill(ev_t *e, const MPI_Status *st) {
   /* Probes see the message but move no data: only peer and tag. */
   int probe = e->op == OP_PROBE || e->op == OP_IPROBE || e->op == OP_MPROBE ||
               e->op == OP_IMPROBE;
-  MPI_Count n = 0;
   if (st->MPI_SOURCE == MPI_PROC_NULL || st->MPI_SOURCE == MPI_ANY_SOURCE) {
     e->peer = world_of(g.cur, st->MPI_SOURCE);
     return;
@@ -590,8 +631,7 @@ static inline void status_fill(ev_t *e, const MPI_Status *st) {
   e->peer = world_of(g.cur, st->MPI_SOURCE);
   e->tag = st->MPI_TAG;
   if (probe) return;
-  PMPI_Get_count_c(st, MPI_BYTE, &n);
-  e->recv_bytes = n;
+  e->recv_bytes = status_bytes(st);
 }
 
 static void scratch_reserve(int n) {
@@ -616,8 +656,7 @@ static void lists_write(int64_t seq, int kind, int n, const int64_t *v) {
 static void vcounts_write(int64_t seq, int kind, int n, const void *counts,
                           int is_large, MPI_Datatype t) {
   if (!counts || n <= 0) return;
-  MPI_Count sz = 0;
-  if (t != MPI_DATATYPE_NULL) PMPI_Type_size_c(t, &sz);
+  MPI_Count sz = type_size(t);
   int64_t *v = malloc(sizeof *v * (size_t)n);
   for (int i = 0; i < n; i++)
     v[i] = (is_large ? (int64_t)((const MPI_Count *)counts)[i]
@@ -734,9 +773,12 @@ static void tracer_start(double t_call, int thread_level) {
   atexit(at_exit_close);
 }
 
+static void unmodelled_write(void);
+
 static void tracer_stop(void) {
   g.tracing = 0;
   close_streams();
+  unmodelled_write();
   char tmp[4200], path[4200];
   snprintf(tmp, sizeof tmp, "%s/rank%d.end.tmp", g.dir, g.rank);
   snprintf(path, sizeof path, "%s/rank%d.end", g.dir, g.rank);
@@ -747,6 +789,45 @@ static void tracer_stop(void) {
           (long long)g.untraced_calls);
   fclose(f);
   rename(tmp, path);
+}
+
+/* ---- MPI functions sigex does not model ------------------------------------ */
+/* The generated wrappers (SIGEX_GEN_WRAPPERS) of every other function the
+ * library exports count the calls and the time inside them, so that a trace
+ * says what it left out; rank<r>.unmodelled lists "calls seconds name" per
+ * function called at least once.  A call made inside a traced call (an MPI
+ * library's Fortran layer calling its C layer) is not counted again. */
+static int64_t unm_calls[SIGEX_UNMODELLED_N + 1];
+static double unm_time[SIGEX_UNMODELLED_N + 1];
+#if SIGEX_UNMODELLED_N > 0
+static const char *const unm_names[SIGEX_UNMODELLED_N];
+#endif
+
+static inline int unm_begin(double *t) {
+  if (!g.tracing || g.depth || !pthread_equal(pthread_self(), g.main_thread)) return 0;
+  *t = wall_now();
+  return 1;
+}
+
+static inline void unm_end(int i, double t) {
+  unm_calls[i]++;
+  unm_time[i] += wall_now() - t;
+}
+
+static void unmodelled_write(void) {
+#if SIGEX_UNMODELLED_N > 0
+  FILE *f = NULL;
+  for (int i = 0; i < SIGEX_UNMODELLED_N; i++) {
+    if (!unm_calls[i]) continue;
+    if (!f) {
+      char path[4200];
+      snprintf(path, sizeof path, "%s/rank%d.unmodelled", g.dir, g.rank);
+      if (!(f = fopen(path, "w"))) return;
+    }
+    fprintf(f, "%lld %.9f %s\n", (long long)unm_calls[i], unm_time[i], unm_names[i]);
+  }
+  if (f) fclose(f);
+#endif
 }
 
 /* ---- user regions (signature.region) ---------------------------------------- */
@@ -837,13 +918,13 @@ int MPI_Abort(MPI_Comm comm, int errorcode) {
     return rc;                                                                \
   }
 WRAP_SEND(Send, OP_SEND, int)
-WRAP_SEND(Send_c, OP_SEND, MPI_Count)
+IF_LARGE(WRAP_SEND(Send_c, OP_SEND, MPI_Count))
 WRAP_SEND(Ssend, OP_SSEND, int)
-WRAP_SEND(Ssend_c, OP_SSEND, MPI_Count)
+IF_LARGE(WRAP_SEND(Ssend_c, OP_SSEND, MPI_Count))
 WRAP_SEND(Bsend, OP_BSEND, int)
-WRAP_SEND(Bsend_c, OP_BSEND, MPI_Count)
+IF_LARGE(WRAP_SEND(Bsend_c, OP_BSEND, MPI_Count))
 WRAP_SEND(Rsend, OP_RSEND, int)
-WRAP_SEND(Rsend_c, OP_RSEND, MPI_Count)
+IF_LARGE(WRAP_SEND(Rsend_c, OP_RSEND, MPI_Count))
 
 #define WRAP_RECV(NAME, CT)                                                   \
   int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int source, int tag,   \
@@ -860,7 +941,7 @@ WRAP_SEND(Rsend_c, OP_RSEND, MPI_Count)
     return rc;                                                                \
   }
 WRAP_RECV(Recv, int)
-WRAP_RECV(Recv_c, MPI_Count)
+IF_LARGE(WRAP_RECV(Recv_c, MPI_Count))
 
 #define WRAP_ISEND(NAME, OPC, CT, PERSIST)                                    \
   int MPI_##NAME(const void *buf, CT count, MPI_Datatype dt, int dest,        \
@@ -878,21 +959,21 @@ WRAP_RECV(Recv_c, MPI_Count)
     return rc;                                                                \
   }
 WRAP_ISEND(Isend, OP_ISEND, int, 0)
-WRAP_ISEND(Isend_c, OP_ISEND, MPI_Count, 0)
+IF_LARGE(WRAP_ISEND(Isend_c, OP_ISEND, MPI_Count, 0))
 WRAP_ISEND(Issend, OP_ISSEND, int, 0)
-WRAP_ISEND(Issend_c, OP_ISSEND, MPI_Count, 0)
+IF_LARGE(WRAP_ISEND(Issend_c, OP_ISSEND, MPI_Count, 0))
 WRAP_ISEND(Ibsend, OP_IBSEND, int, 0)
-WRAP_ISEND(Ibsend_c, OP_IBSEND, MPI_Count, 0)
+IF_LARGE(WRAP_ISEND(Ibsend_c, OP_IBSEND, MPI_Count, 0))
 WRAP_ISEND(Irsend, OP_IRSEND, int, 0)
-WRAP_ISEND(Irsend_c, OP_IRSEND, MPI_Count, 0)
+IF_LARGE(WRAP_ISEND(Irsend_c, OP_IRSEND, MPI_Count, 0))
 WRAP_ISEND(Send_init, OP_SEND_INIT, int, 1)
-WRAP_ISEND(Send_init_c, OP_SEND_INIT, MPI_Count, 1)
+IF_LARGE(WRAP_ISEND(Send_init_c, OP_SEND_INIT, MPI_Count, 1))
 WRAP_ISEND(Ssend_init, OP_SSEND_INIT, int, 1)
-WRAP_ISEND(Ssend_init_c, OP_SSEND_INIT, MPI_Count, 1)
+IF_LARGE(WRAP_ISEND(Ssend_init_c, OP_SSEND_INIT, MPI_Count, 1))
 WRAP_ISEND(Bsend_init, OP_BSEND_INIT, int, 1)
-WRAP_ISEND(Bsend_init_c, OP_BSEND_INIT, MPI_Count, 1)
+IF_LARGE(WRAP_ISEND(Bsend_init_c, OP_BSEND_INIT, MPI_Count, 1))
 WRAP_ISEND(Rsend_init, OP_RSEND_INIT, int, 1)
-WRAP_ISEND(Rsend_init_c, OP_RSEND_INIT, MPI_Count, 1)
+IF_LARGE(WRAP_ISEND(Rsend_init_c, OP_RSEND_INIT, MPI_Count, 1))
 
 #define WRAP_IRECV(NAME, OPC, CT, PERSIST)                                    \
   int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int source, int tag,   \
@@ -910,9 +991,9 @@ WRAP_ISEND(Rsend_init_c, OP_RSEND_INIT, MPI_Count, 1)
     return rc;                                                                \
   }
 WRAP_IRECV(Irecv, OP_IRECV, int, 0)
-WRAP_IRECV(Irecv_c, OP_IRECV, MPI_Count, 0)
+IF_LARGE(WRAP_IRECV(Irecv_c, OP_IRECV, MPI_Count, 0))
 WRAP_IRECV(Recv_init, OP_RECV_INIT, int, 1)
-WRAP_IRECV(Recv_init_c, OP_RECV_INIT, MPI_Count, 1)
+IF_LARGE(WRAP_IRECV(Recv_init_c, OP_RECV_INIT, MPI_Count, 1))
 
 #define WRAP_SENDRECV(NAME, CT)                                               \
   int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, int dest,   \
@@ -935,7 +1016,7 @@ WRAP_IRECV(Recv_init_c, OP_RECV_INIT, MPI_Count, 1)
     return rc;                                                                \
   }
 WRAP_SENDRECV(Sendrecv, int)
-WRAP_SENDRECV(Sendrecv_c, MPI_Count)
+IF_LARGE(WRAP_SENDRECV(Sendrecv_c, MPI_Count))
 
 #define WRAP_SENDRECV_REPLACE(NAME, CT)                                       \
   int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int dest, int stag,    \
@@ -957,8 +1038,9 @@ WRAP_SENDRECV(Sendrecv_c, MPI_Count)
     return rc;                                                                \
   }
 WRAP_SENDRECV_REPLACE(Sendrecv_replace, int)
-WRAP_SENDRECV_REPLACE(Sendrecv_replace_c, MPI_Count)
+IF_LARGE(WRAP_SENDRECV_REPLACE(Sendrecv_replace_c, MPI_Count))
 
+#ifdef SIGEX_HAVE_ISENDRECV
 /* Isendrecv: one request that completes when both halves have.  Its
  * completion keeps the receive's posted peer and size: MPICH's status for it
  * reports neither (source = the destination, count 0). */
@@ -982,7 +1064,7 @@ WRAP_SENDRECV_REPLACE(Sendrecv_replace_c, MPI_Count)
     return rc;                                                                \
   }
 WRAP_ISENDRECV(Isendrecv, int)
-WRAP_ISENDRECV(Isendrecv_c, MPI_Count)
+IF_LARGE(WRAP_ISENDRECV(Isendrecv_c, MPI_Count))
 
 #define WRAP_ISENDRECV_REPLACE(NAME, CT)                                      \
   int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, int dest, int stag,    \
@@ -1002,7 +1084,8 @@ WRAP_ISENDRECV(Isendrecv_c, MPI_Count)
     return rc;                                                                \
   }
 WRAP_ISENDRECV_REPLACE(Isendrecv_replace, int)
-WRAP_ISENDRECV_REPLACE(Isendrecv_replace_c, MPI_Count)
+IF_LARGE(WRAP_ISENDRECV_REPLACE(Isendrecv_replace_c, MPI_Count))
+#endif /* SIGEX_HAVE_ISENDRECV */
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
   ev_t e;
@@ -1111,7 +1194,7 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag,
     return rc;                                                                \
   }
 WRAP_MRECV(Mrecv, int)
-WRAP_MRECV(Mrecv_c, MPI_Count)
+IF_LARGE(WRAP_MRECV(Mrecv_c, MPI_Count))
 
 #define WRAP_IMRECV(NAME, CT)                                                 \
   int MPI_##NAME(void *buf, CT count, MPI_Datatype dt, MPI_Message *message,  \
@@ -1130,7 +1213,7 @@ WRAP_MRECV(Mrecv_c, MPI_Count)
     return rc;                                                                \
   }
 WRAP_IMRECV(Imrecv, int)
-WRAP_IMRECV(Imrecv_c, MPI_Count)
+IF_LARGE(WRAP_IMRECV(Imrecv_c, MPI_Count))
 
 int MPI_Start(MPI_Request *request) {
   ev_t e;
@@ -1355,9 +1438,9 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
     return rc;                                                                \
   }
 WRAP_BCAST(Bcast, OP_BCAST, int, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)
-WRAP_BCAST(Bcast_c, OP_BCAST, MPI_Count, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)
+IF_LARGE(WRAP_BCAST(Bcast_c, OP_BCAST, MPI_Count, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET))
 WRAP_BCAST(Ibcast, OP_IBCAST, int, REQ_ARGS, REQ_PASS, REQ_SET)
-WRAP_BCAST(Ibcast_c, OP_IBCAST, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET)
+IF_LARGE(WRAP_BCAST(Ibcast_c, OP_IBCAST, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET))
 
 #define WRAP_REDUCE(NAME, OPC, CT, RA, RP, RS)                                \
   int MPI_##NAME(const void *sbuf, void *rbuf, CT count, MPI_Datatype dt,     \
@@ -1374,9 +1457,9 @@ WRAP_BCAST(Ibcast_c, OP_IBCAST, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET)
     return rc;                                                                \
   }
 WRAP_REDUCE(Reduce, OP_REDUCE, int, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)
-WRAP_REDUCE(Reduce_c, OP_REDUCE, MPI_Count, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)
+IF_LARGE(WRAP_REDUCE(Reduce_c, OP_REDUCE, MPI_Count, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET))
 WRAP_REDUCE(Ireduce, OP_IREDUCE, int, REQ_ARGS, REQ_PASS, REQ_SET)
-WRAP_REDUCE(Ireduce_c, OP_IREDUCE, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET)
+IF_LARGE(WRAP_REDUCE(Ireduce_c, OP_IREDUCE, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET))
 
 /* Allreduce, Scan, Exscan, Reduce_scatter_block: (sbuf, rbuf, count, dt, op, comm) */
 #define WRAP_ALLRED(NAME, OPC, CT, RA, RP, RS)                                \
@@ -1394,9 +1477,9 @@ WRAP_REDUCE(Ireduce_c, OP_IREDUCE, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET)
   }
 #define ALLRED_4(NAME, INAME, OPC, IOPC)                                      \
   WRAP_ALLRED(NAME, OPC, int, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)              \
-  WRAP_ALLRED(NAME##_c, OPC, MPI_Count, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)    \
+  IF_LARGE(WRAP_ALLRED(NAME##_c, OPC, MPI_Count, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET))    \
   WRAP_ALLRED(INAME, IOPC, int, REQ_ARGS, REQ_PASS, REQ_SET)                  \
-  WRAP_ALLRED(INAME##_c, IOPC, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET)
+  IF_LARGE(WRAP_ALLRED(INAME##_c, IOPC, MPI_Count, REQ_ARGS, REQ_PASS, REQ_SET))
 ALLRED_4(Allreduce, Iallreduce, OP_ALLREDUCE, OP_IALLREDUCE)
 ALLRED_4(Scan, Iscan, OP_SCAN, OP_ISCAN)
 ALLRED_4(Exscan, Iexscan, OP_EXSCAN, OP_IEXSCAN)
@@ -1449,9 +1532,9 @@ static inline int not_root(int root) {
  * not expanded early. */
 #define GATHER_4(NAME, INAME, OPC, IOPC, R)                                   \
   WRAP_GATHER(NAME, OPC, int, R, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)           \
-  WRAP_GATHER(NAME##_c, OPC, MPI_Count, R, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET) \
+  IF_LARGE(WRAP_GATHER(NAME##_c, OPC, MPI_Count, R, NOREQ_ARGS, NOREQ_PASS, NOREQ_SET)) \
   WRAP_GATHER(INAME, IOPC, int, R, REQ_ARGS, REQ_PASS, REQ_SET)               \
-  WRAP_GATHER(INAME##_c, IOPC, MPI_Count, R, REQ_ARGS, REQ_PASS, REQ_SET)
+  IF_LARGE(WRAP_GATHER(INAME##_c, IOPC, MPI_Count, R, REQ_ARGS, REQ_PASS, REQ_SET))
 GATHER_4(Gather, Igather, OP_GATHER, OP_IGATHER, GATHER_ROOT)
 GATHER_4(Scatter, Iscatter, OP_SCATTER, OP_ISCATTER, SCATTER_ROOT)
 GATHER_4(Allgather, Iallgather, OP_ALLGATHER, OP_IALLGATHER, NOROOT)
@@ -1490,12 +1573,12 @@ static inline int comm_size_of(comm_entry *c) { return c ? c->size : 0; }
 #define GATHERV_4(NAME, INAME, OPC, IOPC, R, ISROOT)                         \
   WRAP_GATHERV(NAME, OPC, int, int, 0, R, ISROOT, NOREQ_ARGS, NOREQ_PASS,     \
                NOREQ_SET)                                                     \
-  WRAP_GATHERV(NAME##_c, OPC, MPI_Count, MPI_Aint, 1, R, ISROOT, NOREQ_ARGS,  \
-               NOREQ_PASS, NOREQ_SET)                                         \
+  IF_LARGE(WRAP_GATHERV(NAME##_c, OPC, MPI_Count, MPI_Aint, 1, R, ISROOT,          \
+                        NOREQ_ARGS, NOREQ_PASS, NOREQ_SET))                    \
   WRAP_GATHERV(INAME, IOPC, int, int, 0, R, ISROOT, REQ_ARGS, REQ_PASS,       \
                REQ_SET)                                                       \
-  WRAP_GATHERV(INAME##_c, IOPC, MPI_Count, MPI_Aint, 1, R, ISROOT, REQ_ARGS,  \
-               REQ_PASS, REQ_SET)
+  IF_LARGE(WRAP_GATHERV(INAME##_c, IOPC, MPI_Count, MPI_Aint, 1, R, ISROOT,        \
+                        REQ_ARGS, REQ_PASS, REQ_SET))
 GATHERV_4(Gatherv, Igatherv, OP_GATHERV, OP_IGATHERV, ROOT, me == root)
 GATHERV_4(Allgatherv, Iallgatherv, OP_ALLGATHERV, OP_IALLGATHERV, NOROOT, 1)
 
@@ -1523,12 +1606,12 @@ GATHERV_4(Allgatherv, Iallgatherv, OP_ALLGATHERV, OP_IALLGATHERV, NOROOT, 1)
   }
 WRAP_SCATTERV(Scatterv, OP_SCATTERV, int, int, 0, NOREQ_ARGS, NOREQ_PASS,
               NOREQ_SET)
-WRAP_SCATTERV(Scatterv_c, OP_SCATTERV, MPI_Count, MPI_Aint, 1, NOREQ_ARGS,
-              NOREQ_PASS, NOREQ_SET)
+IF_LARGE(WRAP_SCATTERV(Scatterv_c, OP_SCATTERV, MPI_Count, MPI_Aint, 1, NOREQ_ARGS,
+              NOREQ_PASS, NOREQ_SET))
 WRAP_SCATTERV(Iscatterv, OP_ISCATTERV, int, int, 0, REQ_ARGS, REQ_PASS,
               REQ_SET)
-WRAP_SCATTERV(Iscatterv_c, OP_ISCATTERV, MPI_Count, MPI_Aint, 1, REQ_ARGS,
-              REQ_PASS, REQ_SET)
+IF_LARGE(WRAP_SCATTERV(Iscatterv_c, OP_ISCATTERV, MPI_Count, MPI_Aint, 1, REQ_ARGS,
+              REQ_PASS, REQ_SET))
 
 #define WRAP_ALLTOALLV(NAME, OPC, CT, DT, LARGE, RA, RP, RS)                  \
   int MPI_##NAME(const void *sbuf, const CT scounts[], const DT sdispls[],    \
@@ -1554,12 +1637,62 @@ WRAP_SCATTERV(Iscatterv_c, OP_ISCATTERV, MPI_Count, MPI_Aint, 1, REQ_ARGS,
   }
 WRAP_ALLTOALLV(Alltoallv, OP_ALLTOALLV, int, int, 0, NOREQ_ARGS, NOREQ_PASS,
                NOREQ_SET)
-WRAP_ALLTOALLV(Alltoallv_c, OP_ALLTOALLV, MPI_Count, MPI_Aint, 1, NOREQ_ARGS,
-               NOREQ_PASS, NOREQ_SET)
+IF_LARGE(WRAP_ALLTOALLV(Alltoallv_c, OP_ALLTOALLV, MPI_Count, MPI_Aint, 1, NOREQ_ARGS,
+               NOREQ_PASS, NOREQ_SET))
 WRAP_ALLTOALLV(Ialltoallv, OP_IALLTOALLV, int, int, 0, REQ_ARGS, REQ_PASS,
                REQ_SET)
-WRAP_ALLTOALLV(Ialltoallv_c, OP_IALLTOALLV, MPI_Count, MPI_Aint, 1, REQ_ARGS,
-               REQ_PASS, REQ_SET)
+IF_LARGE(WRAP_ALLTOALLV(Ialltoallv_c, OP_IALLTOALLV, MPI_Count, MPI_Aint, 1, REQ_ARGS,
+               REQ_PASS, REQ_SET))
+
+/* Alltoallw: a datatype per peer (subarrays in FFT transposes), so the
+ * bytes per peer are counts[i] x size(types[i]); both lists are written. */
+static void wcounts_write(int64_t seq, int kind, int n, const void *counts,
+                          int is_large, const MPI_Datatype *types, int64_t *total) {
+  if (!counts || !types || n <= 0) return;
+  int64_t *v = malloc(sizeof *v * (size_t)n);
+  *total = 0;
+  for (int i = 0; i < n; i++) {
+    int64_t c = is_large ? (int64_t)((const MPI_Count *)counts)[i]
+                         : (int64_t)((const int *)counts)[i];
+    v[i] = c ? type_bytes(c, types[i]) : 0;
+    *total += v[i];
+  }
+  lists_write(seq, kind, n, v);
+  free(v);
+}
+
+#define WRAP_ALLTOALLW(NAME, OPC, CT, DT, LARGE, RA, RP, RS)                  \
+  int MPI_##NAME(const void *sbuf, const CT scounts[], const DT sdispls[],    \
+                 const MPI_Datatype stypes[], void *rbuf, const CT rcounts[], \
+                 const DT rdispls[], const MPI_Datatype rtypes[],             \
+                 MPI_Comm comm RA) {                                          \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, scounts, sdispls, stypes, rbuf, rcounts,       \
+                         rdispls, rtypes, comm RP);                           \
+    if (tr) {                                                                 \
+      int n = comm_size_of(g.cur);                                            \
+      int64_t sent = 0, received = 0;                                         \
+      if (sbuf == MPI_IN_PLACE)                                               \
+        wcounts_write(e.seq, LIST_SEND, n, rcounts, LARGE, rtypes, &sent);    \
+      else                                                                    \
+        wcounts_write(e.seq, LIST_SEND, n, scounts, LARGE, stypes, &sent);    \
+      wcounts_write(e.seq, LIST_RECV, n, rcounts, LARGE, rtypes, &received);  \
+      e.bytes = sent;                                                         \
+      e.recv_bytes = received;                                                \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_ALLTOALLW(Alltoallw, OP_ALLTOALLW, int, int, 0, NOREQ_ARGS, NOREQ_PASS,
+               NOREQ_SET)
+WRAP_ALLTOALLW(Ialltoallw, OP_IALLTOALLW, int, int, 0, REQ_ARGS, REQ_PASS,
+               REQ_SET)
+IF_LARGE(WRAP_ALLTOALLW(Alltoallw_c, OP_ALLTOALLW, MPI_Count, MPI_Aint, 1,
+                        NOREQ_ARGS, NOREQ_PASS, NOREQ_SET))
+IF_LARGE(WRAP_ALLTOALLW(Ialltoallw_c, OP_IALLTOALLW, MPI_Count, MPI_Aint, 1,
+                        REQ_ARGS, REQ_PASS, REQ_SET))
 
 #define WRAP_REDSCAT(NAME, OPC, CT, LARGE, RA, RP, RS)                        \
   int MPI_##NAME(const void *sbuf, void *rbuf, const CT rcounts[],            \
@@ -1583,12 +1716,12 @@ WRAP_ALLTOALLV(Ialltoallv_c, OP_IALLTOALLV, MPI_Count, MPI_Aint, 1, REQ_ARGS,
   }
 WRAP_REDSCAT(Reduce_scatter, OP_REDUCE_SCATTER, int, 0, NOREQ_ARGS,
              NOREQ_PASS, NOREQ_SET)
-WRAP_REDSCAT(Reduce_scatter_c, OP_REDUCE_SCATTER, MPI_Count, 1, NOREQ_ARGS,
-             NOREQ_PASS, NOREQ_SET)
+IF_LARGE(WRAP_REDSCAT(Reduce_scatter_c, OP_REDUCE_SCATTER, MPI_Count, 1, NOREQ_ARGS,
+             NOREQ_PASS, NOREQ_SET))
 WRAP_REDSCAT(Ireduce_scatter, OP_IREDUCE_SCATTER, int, 0, REQ_ARGS, REQ_PASS,
              REQ_SET)
-WRAP_REDSCAT(Ireduce_scatter_c, OP_IREDUCE_SCATTER, MPI_Count, 1, REQ_ARGS,
-             REQ_PASS, REQ_SET)
+IF_LARGE(WRAP_REDSCAT(Ireduce_scatter_c, OP_IREDUCE_SCATTER, MPI_Count, 1, REQ_ARGS,
+             REQ_PASS, REQ_SET))
 
 /* ---- communicators --------------------------------------------------------- */
 static inline void set_newcomm(ev_t *e, MPI_Comm c) {
@@ -1687,3 +1820,11 @@ int MPI_Comm_free(MPI_Comm *comm) {
   }
   return rc;
 }
+
+#ifdef SIGEX_GEN_WRAPPERS
+#include SIGEX_GEN_WRAPPERS
+#endif
+
+#ifdef SIGEX_FORTRAN_WRAPPERS
+#include SIGEX_FORTRAN_WRAPPERS
+#endif
