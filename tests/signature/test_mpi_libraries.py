@@ -1,0 +1,182 @@
+"""The tracer under every MPI it may meet: MPI-3.1 and MPI-4 libraries, found from the
+program itself (no SIGEX_MPICC, no --mpiexec), newly wrapped calls, unmodelled calls named.
+
+Each MPI runs where its compiler wrapper exists: the PyPI MPICH of the test environment
+always, Debian's Open MPI 4.1 (``mpicc.openmpi``, an MPI-3.1 library) and Debian's
+MPICH (``mpicc.mpich``) where installed (`apt-get install libopenmpi-dev libmpich-dev`,
+as the README's test command does).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import EXAMPLES, needs_mpi
+
+from signature import TracerError, load_trace, trace_run, unmodelled_calls, unmodelled_notes
+from signature import _mpi as mpis
+from signature.capture import _loader_failure
+from signature.trace import LIST_RECV, LIST_SEND, OP_CODE
+
+PROGRAMS = Path(__file__).with_name("programs")
+
+
+def _venv_mpicc():
+    cand = Path(sys.prefix) / "bin" / "mpicc"
+    return str(cand) if cand.exists() else shutil.which("mpicc")
+
+
+MPIS = {
+    "pypi-mpich": (_venv_mpicc(), "mpich"),
+    "openmpi": (shutil.which("mpicc.openmpi"), "openmpi"),
+    "debian-mpich": (shutil.which("mpicc.mpich"), "mpich"),
+}
+
+
+def _mpi(name):
+    mpicc, kind = MPIS[name]
+    if not mpicc:
+        pytest.skip(f"{name}: no compiler wrapper here (Debian: apt-get install "
+                    f"{'libopenmpi-dev' if kind == 'openmpi' else 'libmpich-dev'})")
+    return mpicc, kind
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    """No overrides: sigex must find the program's MPI itself; builds are fresh."""
+    for var in ("SIGEX_MPICC", "SIGEX_MPIEXEC"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SIGEX_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _build(mpicc, src, exe):
+    subprocess.run([mpicc, "-O1", "-o", str(exe), str(src), "-lm"], check=True)
+    return exe
+
+
+def _list(trace, rank, seq, kind):
+    ls = trace.lists
+    row = np.flatnonzero((ls["rank"] == rank) & (ls["seq"] == seq) & (ls["kind"] == kind))
+    assert len(row) == 1, f"rank {rank} seq {seq}: {len(row)} lists of kind {kind}"
+    s, n = int(ls["start"][row[0]]), int(ls["length"][row[0]])
+    return ls["values"][s:s + n].tolist()
+
+
+@needs_mpi
+@pytest.mark.parametrize("name", list(MPIS))
+def test_program_mpi_is_found_from_the_binary(name, tmp_path, clean_env):
+    """ldd of the program gives its libmpi; the mpicc and launcher found beside it link the same one."""
+    mpicc, kind = _mpi(name)
+    exe = _build(mpicc, EXAMPLES / "c" / "ring_halo.c", tmp_path / "ring")
+    lib = mpis.program_library([str(exe)])
+    assert lib is not None and lib == mpis.mpicc_library(mpicc)
+    assert mpis.library_kind(lib) == kind
+    inst = mpis.find_install(lib)
+    assert inst.mpicc is not None and mpis.mpicc_library(inst.mpicc) == lib
+    assert inst.mpiexec is not None
+    assert mpis.launcher_flavour(inst.mpiexec) == {"openmpi": "openmpi", "mpich": "hydra"}[kind]
+
+
+@needs_mpi
+def test_python_program_mpi_is_the_one_its_mpi4py_loads():
+    """For `python app.py` the library is the one the interpreter's mpi4py maps."""
+    lib = mpis.program_library([sys.executable, "app.py"])
+    assert lib is not None and lib.name.startswith(("libmpi", "libmpich"))
+    import mpi4py
+    assert Path(mpi4py.__file__).exists()
+
+
+@needs_mpi
+@pytest.mark.parametrize("name", list(MPIS))
+def test_alltoallw_bytes_per_peer_and_unmodelled_calls(name, tmp_path, clean_env):
+    """Alltoallw records counts x size(type) per peer; one-sided calls are counted and named."""
+    mpicc, _ = _mpi(name)
+    exe = _build(mpicc, PROGRAMS / "alltoallw_onesided.c", tmp_path / "a2aw")
+    P = 4
+    res = trace_run([str(exe)], P, tmp_path / "t" / "P4.h5")
+    assert res.ok, res.trace.meta.get("incomplete_reason")
+    t = load_trace(res.path)
+
+    def count_to(a, b):
+        return a + b + 1 if b % 2 == 0 else b + 1
+
+    for r in range(P):
+        ev = t.rank_events(r)
+        idx = np.flatnonzero(ev["op"] == OP_CODE["Alltoallw"])
+        assert len(idx) == 1
+        seq = int(ev["seq"][idx[0]])
+        sent = [count_to(r, i) * (4 if i % 2 == 0 else 8) for i in range(P)]
+        recv = [count_to(i, r) * (4 if r % 2 == 0 else 8) for i in range(P)]
+        assert _list(t, r, seq, LIST_SEND) == sent
+        assert _list(t, r, seq, LIST_RECV) == recv
+        assert int(ev["bytes"][idx[0]]) == sum(sent) and int(ev["recv_bytes"][idx[0]]) == sum(recv)
+    calls = {c.name: c for c in unmodelled_calls(t.meta)}
+    assert calls["MPI_Put"].calls == 2 * P and calls["MPI_Put"].ranks == P
+    assert calls["MPI_Win_fence"].calls == 3 * P
+    assert not calls["MPI_Put"].local and calls["MPI_Comm_rank"].local
+    assert calls["MPI_Reduce_local"].local and calls["MPI_Alloc_mem"].local
+    notes = unmodelled_notes(t.meta, t.runtime)
+    assert any(n.startswith(f"MPI_Put called {2 * P} times on {P} rank(s): not modelled") for n in notes)
+    assert not any("MPI_Comm_rank" in n or "Reduce_local" in n for n in notes)
+
+
+@needs_mpi
+def test_mpi3_library_gets_no_large_count_wrappers(tmp_path, clean_env):
+    """Built against Open MPI 4.1 (MPI-3.1), the tracer defines no _c entry point and loads."""
+    mpicc, _ = _mpi("openmpi")
+    from signature import tracer_library
+    lib = tracer_library(mpicc=mpicc)
+    out = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True,
+                         text=True, check=True).stdout
+    names = {ln.split()[-1] for ln in out.splitlines()}
+    assert "MPI_Send" in names and "MPI_Alltoallw" in names
+    assert not any(n.startswith("MPI_") and n.endswith("_c") for n in names)
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True,
+                               text=True, check=True).stdout
+    assert "PMPI_Type_size_c" not in undefined and "PMPI_Isendrecv" not in undefined
+
+
+@needs_mpi
+def test_tracer_of_another_mpi_is_refused_before_the_run(tmp_path, clean_env, monkeypatch):
+    """SIGEX_MPICC of MPICH for an Open MPI program: named, with the fix, and nothing written."""
+    mpicc, _ = _mpi("openmpi")
+    exe = _build(mpicc, EXAMPLES / "c" / "ring_halo.c", tmp_path / "ring")
+    monkeypatch.setenv("SIGEX_MPICC", MPIS["pypi-mpich"][0])
+    out = tmp_path / "t" / "P2.h5"
+    with pytest.raises(TracerError, match=r"runs on Open MPI .* belongs to MPICH .*Use SIGEX_MPICC="):
+        trace_run([str(exe), "16", "2"], 2, out)
+    assert not out.exists()
+
+
+def test_loader_failure_is_recognised():
+    """A loader message about the tracer library is picked out of the run's stderr."""
+    lib = Path("/cache/libsigex_trace.so")
+    lines = ["hello\n", "lmp: symbol lookup error: /cache/libsigex_trace.so: undefined symbol: "
+             "PMPI_Type_size_c\n"]
+    assert "undefined symbol: PMPI_Type_size_c" in _loader_failure(lines, lib)
+    assert _loader_failure(["lmp: symbol lookup error: libfoo.so: undefined symbol: x\n"], lib) is None
+
+
+@pytest.mark.skipif(not shutil.which("lmp") or not os.path.exists(
+    "/usr/share/lammps/examples/melt/in.melt"), reason="no LAMMPS here (apt-get install lammps "
+                    "lammps-examples)")
+def test_lammps_melt_traced_end_to_end(tmp_path, clean_env):
+    """Debian's LAMMPS (Open MPI 4.1) traces unchanged at P=2: halo exchange, reductions, no
+    communication left unmodelled."""
+    deck = Path("/usr/share/lammps/examples/melt/in.melt").read_text().replace("run\t\t250", "run 40")
+    (tmp_path / "in.melt").write_text(deck)
+    res = trace_run(["lmp", "-in", str(tmp_path / "in.melt"), "-log", "none"], 2,
+                    tmp_path / "t" / "P2.h5", stdout=subprocess.DEVNULL)
+    assert res.ok, res.trace.meta.get("incomplete_reason")
+    t = load_trace(res.path)
+    assert "Open MPI" in t.meta["mpi_library"]
+    names = {t.op_name(o) for o in np.unique(t.events["op"])}
+    assert {"Send", "Irecv", "Wait", "Allreduce", "Cart_create"} <= names
+    assert unmodelled_notes(t.meta) == []
+    assert t.n_events > 500
