@@ -26,6 +26,9 @@ whole columns, so that the engine only propagates times:
   side) and ``2M + c`` (collective slot c). A Test that completed requests in the
   traced run is replayed as a wait for them; one that completed none costs
   nothing.
+* **Cancelled requests.** A request whose completion record says it was
+  cancelled (peer ``MPI_PROC_NULL``) moved no message: it is left out of the
+  matching, and its Wait does not wait for it.
 * **Persistent requests.** ``Start``/``Startall`` become one post per started
   request, with the peer, tag and size of its ``*_init`` call.
 
@@ -489,14 +492,17 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     comp_tag[c_creator[done]] = c_tag[done]
 
     # ---- point-to-point messages ------------------------------------------------------
-    s_ev = np.flatnonzero(SEND_POST[act] & (peer >= 0))
+    # a send whose completion says it was cancelled (peer MPI_PROC_NULL) sent nothing;
+    # a cancelled receive is dropped below through its completed source
+    s_ev = np.flatnonzero(SEND_POST[act] & (peer >= 0) & (comp_peer != PEER_NULL))
     s_src, s_dst, s_comm, s_tag = rank[s_ev], peer[s_ev], comm[s_ev], tag[s_ev]
     r_ev = np.flatnonzero(RECV_POST[act])
     a = act[r_ev]
     both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
     r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev])
     nb = NONBLOCKING_RECV[a]
-    r_src = np.where(nb & (comp_peer[r_ev] >= 0), comp_peer[r_ev], r_src)
+    r_src = np.where(nb & ((comp_peer[r_ev] >= 0) | (comp_peer[r_ev] == PEER_NULL)),
+                     comp_peer[r_ev], r_src)
     # the receive tag of Sendrecv is not recorded: assume the usual idiom (every rank runs the
     # same call, so the tag it receives is the tag it sends); left-overs match on (src, comm)
     r_tag = np.where(nb & (comp_tag[r_ev] >= 0), comp_tag[r_ev],

@@ -33,7 +33,7 @@ RAW_EVENT_DTYPE = np.dtype([
     ("t_cpu", "<f8"), ("bytes", "<i8"), ("recv_bytes", "<i8"), ("req", "<i8"),
     ("ctx_switches", "<i8"), ("instr", "<i8"), ("cycles", "<i8"), ("llc_misses", "<i8"),
     ("op", "<i4"), ("peer", "<i4"), ("recv_peer", "<i4"), ("root", "<i4"),
-    ("tag", "<i4"), ("comm", "<i4"), ("aux", "<i4"), ("pad", "<i4"),
+    ("tag", "<i4"), ("comm", "<i4"), ("aux", "<i4"), ("repeat", "<i4"),
 ])
 #: struct sigex_completion of the tracer.
 RAW_COMPLETION_DTYPE = np.dtype([
@@ -296,10 +296,12 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
     hw = all(m.get("hw_counters") == "1" for m in rank_meta if m)
     events: dict[str, np.ndarray] = {"rank": np.repeat(np.arange(P, dtype=np.int32), counts)}
     for col, dt in EVENT_COLUMNS.items():
-        if col == "rank" or col == "phase" or (col in COUNTER_COLUMNS and not hw):
+        if col in ("rank", "phase", "repeat") or (col in COUNTER_COLUMNS and not hw):
             continue
         events[col] = allev[col].astype(dt)
     events["op"] = op_lut[allev["op"]]
+    if len(allev) and int(allev["repeat"].max()) > 1:  # held polling loops (see the tracer)
+        events["repeat"] = np.maximum(allev["repeat"], 1).astype(np.int32)
 
     ccounts = np.array([len(c) for c in per_rank_compl], np.int64)
     allc = np.concatenate(per_rank_compl) if P else np.zeros(0, RAW_COMPLETION_DTYPE)

@@ -109,7 +109,7 @@
   X(COMM_FREE, "Comm_free") X(ISENDRECV, "Isendrecv")                        \
   X(ISENDRECV_REPLACE, "Isendrecv_replace") X(REGION_BEGIN, "Region_begin")   \
   X(REGION_END, "Region_end") X(ALLTOALLW, "Alltoallw")                       \
-  X(IALLTOALLW, "Ialltoallw")
+  X(IALLTOALLW, "Ialltoallw") X(CANCEL, "Cancel")
 
 enum {
   OP_NONE = 0,
@@ -145,7 +145,7 @@ struct sigex_event {
   int64_t instr, cycles, llc_misses; /* -1 where no PMU */
   int32_t op, peer, recv_peer, root, tag, comm;
   int32_t aux;         /* op-specific, see trace-format.md */
-  int32_t pad;
+  int32_t repeat;      /* polls one held poll event stands for (0: one call) */
 };
 
 struct sigex_completion {
@@ -565,12 +565,45 @@ static void req_complete(MPI_Request h, const MPI_Status *st, int64_t seq) {
       c.bytes = status_bytes(st);
     }
   }
+  /* A cancelled request moved nothing: its completion says so (peer
+   * MPI_PROC_NULL, 0 bytes), and the replay drops its message. */
+  int cancelled = 0;
+  if (e && st && st != MPI_STATUS_IGNORE) PMPI_Test_cancelled(st, &cancelled);
+  if (cancelled) {
+    c.peer = PEER_NULL;
+    c.bytes = 0;
+  }
   ms_write(&g.m_compl, &c, sizeof c);
   g.ncompletions++;
 }
 
 /* ---- event begin/end ----------------------------------------------------- */
 typedef struct sigex_event ev_t;
+
+/* Polling loops (MPI_Test*, MPI_Iprobe and MPI_Improbe called again and again
+ * until something arrives: hpcc's RandomAccess makes 4 million such calls at
+ * P = 4) are held, not written: a poll that finds nothing becomes one event
+ * whose t_comm spans the loop and whose `repeat` counts the calls, and the
+ * identical polls that follow (same function, same requests or source/tag/
+ * communicator) only extend it, without reading the counters.  The first
+ * poll that finds something, or any other MPI call, writes the held event.
+ * The CPU-time sample that starts the next burst is refreshed at most every
+ * POLL_SAMPLE_S of polling, so a burst after a loop may include up to that
+ * much of the loop's CPU time. */
+#define POLL_SAMPLE_S 20e-6
+static struct {
+  int active, op;
+  uintptr_t k1;
+  int64_t k2;
+  double sampled;
+  struct sigex_event ev;
+} poll;
+
+static void poll_flush(void) {
+  if (!poll.active) return;
+  poll.active = 0;
+  ms_write(&g.m_events, &poll.ev, sizeof poll.ev);
+}
 
 static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
   if (!g.tracing || g.depth) return 0;
@@ -579,6 +612,7 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
     return 0;
   }
   g.depth = 1;
+  if (poll.active) poll_flush();
   double now = wall_now();
   sample_t s;
   sample(&s);
@@ -602,6 +636,77 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
   g.cur = comm_get(comm);
   e->comm = g.cur ? g.cur->id : -1;
   return 1;
+}
+
+/* A poll with a held twin: no counter read; e->seq is the next seq (the held
+ * event took its own), so completions can name it. */
+static inline int poll_same(int op, uintptr_t k1, int64_t k2) {
+  return poll.active && poll.op == op && poll.k1 == k1 && poll.k2 == k2 && g.tracing &&
+         !g.depth && pthread_equal(pthread_self(), g.main_thread);
+}
+
+static inline int poll_begin(ev_t *e, int op, MPI_Comm comm) {
+  g.depth = 1;
+  memset(e, 0, sizeof *e);
+  e->seq = g.seq;
+  e->op = op;
+  e->t_start = wall_now() - g.t0;
+  e->peer = e->recv_peer = e->root = PEER_NONE;
+  e->tag = -1;
+  e->req = -1;
+  g.cur = comm_get(comm);
+  e->comm = g.cur ? g.cur->id : -1;
+  return 1;
+}
+
+static inline void ev_end(ev_t *e);
+
+/* After a poll: found nothing -> hold it (or extend the held twin); found
+ * something -> write the held event, then this one as any other. */
+static void poll_end(ev_t *e, int fast, int op, uintptr_t k1, int64_t k2) {
+  double now = wall_now();
+  if (e->aux == 0) {
+    if (fast) {
+      poll.ev.t_comm = now - g.t0 - poll.ev.t_start;
+      poll.ev.repeat++;
+      if (now - poll.sampled > POLL_SAMPLE_S) {
+        sample(&g.last);
+        poll.sampled = now;
+      }
+    } else {
+      poll_flush();
+      e->t_comm = now - g.t0 - e->t_start;
+      e->repeat = 1;
+      poll.ev = *e;
+      poll.op = op;
+      poll.k1 = k1;
+      poll.k2 = k2;
+      poll.active = 1;
+      g.nevents++;
+      g.seq++;
+      sample(&g.last);
+      poll.sampled = now;
+    }
+    g.last_end = now;
+    g.depth = 0;
+    return;
+  }
+  if (fast) { /* the burst before this call was the loop's: wall since the last poll */
+    sample_t s;
+    poll_flush();
+    sample(&s);
+    e->t_comp = g.t0 + e->t_start - g.last_end;
+    e->t_cpu = s.cpu - g.last.cpu;
+    e->ctx_switches = s.ctx - g.last.ctx;
+    if (g.hw_ok) {
+      e->instr = s.instr - g.last.instr;
+      e->cycles = s.cycles - g.last.cycles;
+      e->llc_misses = s.llc - g.last.llc;
+    } else {
+      e->instr = e->cycles = e->llc_misses = -1;
+    }
+  }
+  ev_end(e);
 }
 
 static inline void ev_end(ev_t *e) {
@@ -698,6 +803,7 @@ static void close_streams(void) {
 
 static void at_exit_close(void) {
   if (g.tracing) { /* exit without MPI_Finalize: no end record */
+    poll_flush();
     g.tracing = 0;
     close_streams();
   }
@@ -1100,18 +1206,26 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
   return rc;
 }
 
+static inline uintptr_t comm_key(MPI_Comm c) {
+  uintptr_t k = 0;
+  memcpy(&k, &c, sizeof c < sizeof k ? sizeof c : sizeof k);
+  return k;
+}
+#define PROBE_KEY(src, tag) (((int64_t)(src) << 32) ^ (int64_t)(uint32_t)(tag))
+
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag,
                MPI_Status *status) {
   ev_t e;
   MPI_Status st;
-  int tr = ev_begin(&e, OP_IPROBE, comm);
+  int fast = poll_same(OP_IPROBE, comm_key(comm), PROBE_KEY(source, tag));
+  int tr = fast ? poll_begin(&e, OP_IPROBE, comm) : ev_begin(&e, OP_IPROBE, comm);
   if (tr && status == MPI_STATUS_IGNORE) status = &st;
   int rc = PMPI_Iprobe(source, tag, comm, flag, status);
   if (tr) {
     e.aux = *flag;
     if (*flag) status_fill(&e, status);
     else e.peer = world_of(g.cur, source);
-    ev_end(&e);
+    poll_end(&e, fast, OP_IPROBE, comm_key(comm), PROBE_KEY(source, tag));
   }
   return rc;
 }
@@ -1160,7 +1274,8 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag,
                 MPI_Message *message, MPI_Status *status) {
   ev_t e;
   MPI_Status st;
-  int tr = ev_begin(&e, OP_IMPROBE, comm);
+  int fast = poll_same(OP_IMPROBE, comm_key(comm), PROBE_KEY(source, tag));
+  int tr = fast ? poll_begin(&e, OP_IMPROBE, comm) : ev_begin(&e, OP_IMPROBE, comm);
   if (tr && status == MPI_STATUS_IGNORE) status = &st;
   int rc = PMPI_Improbe(source, tag, comm, flag, message, status);
   if (tr) {
@@ -1171,7 +1286,7 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag,
     } else {
       e.peer = world_of(g.cur, source);
     }
-    ev_end(&e);
+    poll_end(&e, fast, OP_IMPROBE, comm_key(comm), PROBE_KEY(source, tag));
   }
   return rc;
 }
@@ -1252,6 +1367,25 @@ int MPI_Startall(int count, MPI_Request reqs[]) {
   return rc;
 }
 
+/* MPI_Cancel names the request it cancels (req, peer, tag, communicator);
+ * whether the cancel took effect is in the request's completion. */
+int MPI_Cancel(MPI_Request *request) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_CANCEL, MPI_COMM_NULL);
+  if (tr) {
+    req_entry *r = req_find(*request, 0);
+    if (r) {
+      e.req = r->id;
+      e.peer = r->peer;
+      e.tag = r->tag;
+      e.comm = r->comm ? r->comm->id : -1;
+    }
+  }
+  int rc = PMPI_Cancel(request);
+  if (tr) ev_end(&e);
+  return rc;
+}
+
 int MPI_Request_free(MPI_Request *request) {
   ev_t e;
   int tr = ev_begin(&e, OP_REQUEST_FREE, MPI_COMM_NULL);
@@ -1290,7 +1424,8 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
   ev_t e;
   MPI_Status st;
   MPI_Request h = *request;
-  int tr = ev_begin(&e, OP_TEST, MPI_COMM_NULL);
+  int fast = poll_same(OP_TEST, (uintptr_t)request, 0);
+  int tr = fast ? poll_begin(&e, OP_TEST, MPI_COMM_NULL) : ev_begin(&e, OP_TEST, MPI_COMM_NULL);
   if (tr && status == MPI_STATUS_IGNORE) status = &st;
   int rc = PMPI_Test(request, flag, status);
   if (tr) {
@@ -1298,7 +1433,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
       req_complete(h, status, e.seq);
       e.aux = 1;
     }
-    ev_end(&e);
+    poll_end(&e, fast, OP_TEST, (uintptr_t)request, 0);
   }
   return rc;
 }
@@ -1306,6 +1441,15 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
 #define WAIT_PROLOGUE(OPC)                                                    \
   ev_t e;                                                                     \
   int tr = ev_begin(&e, OPC, MPI_COMM_NULL);                                  \
+  WAIT_COPY
+/* Test families: a poll with a held twin skips the counters (see poll_end). */
+#define POLL_PROLOGUE(OPC)                                                    \
+  ev_t e;                                                                     \
+  int fast = poll_same(OPC, (uintptr_t)reqs, count);                          \
+  int tr = fast ? poll_begin(&e, OPC, MPI_COMM_NULL)                          \
+                : ev_begin(&e, OPC, MPI_COMM_NULL);                           \
+  WAIT_COPY
+#define WAIT_COPY                                                             \
   if (tr) {                                                                   \
     scratch_reserve(count);                                                   \
     memcpy(g.scratch_req, reqs, sizeof(MPI_Request) * (size_t)count);         \
@@ -1328,7 +1472,7 @@ int MPI_Waitall(int count, MPI_Request reqs[], MPI_Status statuses[]) {
 
 int MPI_Testall(int count, MPI_Request reqs[], int *flag,
                 MPI_Status statuses[]) {
-  WAIT_PROLOGUE(OP_TESTALL)
+  POLL_PROLOGUE(OP_TESTALL)
   int rc = PMPI_Testall(count, reqs, flag, statuses);
   if (tr) {
     if (*flag)
@@ -1337,7 +1481,7 @@ int MPI_Testall(int count, MPI_Request reqs[], int *flag,
           req_complete(g.scratch_req[i], &statuses[i], e.seq);
           e.aux++;
         }
-    ev_end(&e);
+    poll_end(&e, fast, OP_TESTALL, (uintptr_t)reqs, count);
   }
   return rc;
 }
@@ -1361,22 +1505,22 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag,
                 MPI_Status *status) {
   MPI_Status st;
   MPI_Status *statuses = status == MPI_STATUS_IGNORE ? &st : status;
-  WAIT_PROLOGUE(OP_TESTANY)
+  POLL_PROLOGUE(OP_TESTANY)
   int rc = PMPI_Testany(count, reqs, index, flag, statuses);
   if (tr) {
     if (*flag && *index != MPI_UNDEFINED) {
       req_complete(g.scratch_req[*index], statuses, e.seq);
       e.aux = 1;
     }
-    ev_end(&e);
+    poll_end(&e, fast, OP_TESTANY, (uintptr_t)reqs, count);
   }
   return rc;
 }
 
-#define WRAP_SOME(NAME, OPC)                                                  \
+#define WRAP_SOME(NAME, OPC, PROLOGUE, END)                                   \
   int MPI_##NAME(int count, MPI_Request reqs[], int *outcount,                \
                  int indices[], MPI_Status statuses[]) {                      \
-    WAIT_PROLOGUE(OPC)                                                        \
+    PROLOGUE(OPC)                                                             \
     int rc = PMPI_##NAME(count, reqs, outcount, indices, statuses);           \
     if (tr) {                                                                 \
       if (*outcount != MPI_UNDEFINED)                                         \
@@ -1384,12 +1528,13 @@ int MPI_Testany(int count, MPI_Request reqs[], int *index, int *flag,
           req_complete(g.scratch_req[indices[i]], &statuses[i], e.seq);       \
           e.aux++;                                                            \
         }                                                                     \
-      ev_end(&e);                                                             \
+      END;                                                                    \
     }                                                                         \
     return rc;                                                                \
   }
-WRAP_SOME(Waitsome, OP_WAITSOME)
-WRAP_SOME(Testsome, OP_TESTSOME)
+WRAP_SOME(Waitsome, OP_WAITSOME, WAIT_PROLOGUE, ev_end(&e))
+WRAP_SOME(Testsome, OP_TESTSOME, POLL_PROLOGUE,
+          poll_end(&e, fast, OP_TESTSOME, (uintptr_t)reqs, count))
 
 /* ---- collectives ---------------------------------------------------------- */
 /* Root is recorded as a world rank; with MPI_IN_PLACE the send side is the

@@ -179,12 +179,13 @@ def test_every_collective_op_has_a_pattern_and_a_closed_form():
     """Every blocking and nonblocking collective of the trace format maps to a base
     collective with a pattern and a closed form."""
     blocking = ["Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter",
-                "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Reduce_scatter",
-                "Reduce_scatter_block", "Scan", "Exscan"]
+                "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw",
+                "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan"]
     names = blocking + ["I" + n[0].lower() + n[1:] for n in blocking]
     assert set(names) <= set(OPS)
     assert {OPS[c] for c in C.COLLECTIVE_OPS} == set(names)
-    assert len(names) == 32
+    assert len(names) == 34
+    assert C.COLLECTIVE_OPS[OPS.index("Ialltoallw")] == "Alltoall"  # bytes per peer, as Alltoallv
     for name in names:
         base = C.COLLECTIVE_OPS[OPS.index(name)]
         assert C.pattern_for(base, 5, 1, 64).n == 5
