@@ -37,7 +37,8 @@ from ._raw import assemble
 from .errors import TracerError
 from .trace import Trace
 
-__all__ = ["TraceResult", "trace_run", "output_path", "parse_workload", "PINNED_THREADS_ENV"]
+__all__ = ["TraceResult", "trace_run", "output_path", "parse_workload", "PINNED_THREADS_ENV",
+           "Launch", "launch_for", "run_environment"]
 
 #: Environment for traced runs: one BLAS/OpenMP thread per rank.
 PINNED_THREADS_ENV = {
@@ -116,6 +117,60 @@ def _choose_mpi(command: Sequence[str], mpiexec: str | None,
     else:
         launcher = prog.mpiexec
     return mpicc, launcher
+
+
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """How a program is started: the launcher of its MPI (and that MPI's ``mpicc``,
+    which builds the tracer)."""
+
+    launcher: str
+    flavour: str           # "hydra", "openmpi" or "unknown"
+    mpicc: str | None
+
+    def argv(self, command: Sequence[str], nprocs: int, mpiexec_args: Sequence[str] = (),
+             env: dict[str, str] | None = None) -> list[str]:
+        """The launcher command line; ``env`` is passed to the ranks with the launcher's
+        own option (a launcher of unknown flavour gets it through the environment)."""
+        extra = _root_and_oversubscribe(self.flavour, nprocs, mpiexec_args)
+        return [self.launcher, "-n", str(nprocs), *extra, *_env_args(self.flavour, env or {}),
+                *mpiexec_args, *command]
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """Our environment for the launcher process."""
+        proc_env = dict(os.environ)
+        for k, v in PINNED_THREADS_ENV.items():
+            proc_env.setdefault(k, v)
+        if self.flavour == "unknown":  # no known option to pass variables
+            proc_env.update(env)
+        return proc_env
+
+
+def launch_for(command: Sequence[str], mpiexec: str | None = None,
+               progress: Callable[[str], None] | None = None) -> Launch:
+    """The :class:`Launch` of ``command``: its own MPI's launcher and ``mpicc`` (see the
+    module docstring), ``mpiexec``/``$SIGEX_MPIEXEC``/``$SIGEX_MPICC`` as checked overrides.
+
+    Raises
+    ------
+    TracerError
+        No launcher, or an override that belongs to another MPI than the program's.
+    """
+    mpicc, launcher = _choose_mpi([str(c) for c in command], mpiexec, progress or (lambda m: None))
+    launcher = launcher or shutil.which("mpiexec")
+    if not launcher:
+        raise TracerError("no `mpiexec` on PATH: install an MPI (`pip install mpich`, or "
+                          "`pip install 'sigex[mpi]'`) or pass --mpiexec")
+    return Launch(launcher, _mpi.launcher_flavour(launcher), mpicc)
+
+
+def run_environment(nprocs: int) -> dict[str, str]:
+    """Variables every traced rank gets (and an untraced run should get, to compare):
+    one BLAS/OpenMP thread, and MPICH yielding when ranks outnumber cores."""
+    env = dict(PINNED_THREADS_ENV)
+    if nprocs > (os.cpu_count() or 1):
+        env["MPIR_CVAR_ENABLE_HEAVY_YIELD"] = "1"
+    return env
 
 
 def _root_and_oversubscribe(flavour: str, nprocs: int, user_args: Sequence[str]) -> list[str]:
@@ -214,30 +269,19 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; remove it or pass --force to replace it")
     path.parent.mkdir(parents=True, exist_ok=True)
-    mpicc, launcher = _choose_mpi(command, mpiexec, say)
-    launcher = launcher or shutil.which("mpiexec")
-    if not launcher:
-        raise TracerError("no `mpiexec` on PATH: install an MPI (`pip install mpich`, or "
-                          "`pip install 'sigex[mpi]'`) or pass --mpiexec")
+    launch = launch_for(command, mpiexec, say)
+    launcher, mpicc = launch.launcher, launch.mpicc
     lib = tracer_library(mpicc=mpicc)
     say(f"tracer library {lib}")
     raw = Path(tempfile.mkdtemp(prefix=f".{path.stem}.raw-", dir=path.parent))
-    env = dict(PINNED_THREADS_ENV)
+    env = run_environment(nprocs)
     env["SIGEX_TRACE_DIR"] = str(raw)
     preload = os.environ.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)
-    if nprocs > (os.cpu_count() or 1):
-        env.setdefault("MPIR_CVAR_ENABLE_HEAVY_YIELD", "1")
-    flavour = _mpi.launcher_flavour(launcher)
-    proc_env = dict(os.environ)
-    for k, v in PINNED_THREADS_ENV.items():
-        proc_env.setdefault(k, v)
-    if flavour == "unknown":  # no known option to pass variables: use our environment
-        proc_env.update(env)
-    extra = _root_and_oversubscribe(flavour, nprocs, mpiexec_args)
-    argv = [launcher, "-n", str(nprocs), *extra, *_env_args(flavour, env), *mpiexec_args,
-            *command]
-    say(f"running {shlex.join([launcher, '-n', str(nprocs), *extra, *mpiexec_args, *command])}")
+    proc_env = launch.environment(env)
+    argv = launch.argv(command, nprocs, mpiexec_args, env)
+    shown = launch.argv(command, nprocs, mpiexec_args)
+    say(f"running {shlex.join(shown)}")
     t0 = time.perf_counter()
     try:
         rc, err_tail = _run_teeing_stderr(argv, proc_env, timeout, stdout)

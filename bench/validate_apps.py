@@ -1,0 +1,347 @@
+"""Real applications from the package registries, traced by sigex: the capture part.
+
+The applications (Debian 12, all built on Open MPI 4.1; install with
+``apt-get install lammps lammps-examples gromacs python3-mpi4py-fft hpcc libopenmpi-dev``):
+
+* ``melt``     LAMMPS ``examples/melt/in.melt``, box enlarged to 16^3 (16,384 atoms), 500 steps
+               (neighbour lists rebuilt every 20 steps, thermo output every 50);
+* ``peptide``  LAMMPS ``examples/peptide/in.peptide`` (PPPM long-range solver, 300 steps);
+* ``gromacs``  GROMACS ``gmx_mpi mdrun`` on an SPC/E water box (5 nm, 12,165 atoms) made with
+               ``gmx solvate`` from the package's ``spc216.gro``, energy-minimised, PME,
+               400 steps, ``-ntomp 1 -npme P/4``;
+* ``fft3d``    ``bench/apps/fft3d_loop.py`` on python3-mpi4py-fft: 40 forward+backward 3-D FFTs
+               of 64^3 on 2-D pencils (``MPI_Alltoallw`` transposes);
+* ``hpcc``     HPC Challenge with the package's example input, N = 1000, P x Q per P.
+
+For every app and P (default 4, 8, 16, 32: oversubscribed on a 2-core machine) the
+bench runs the app untraced and traced with the same launcher and environment, and
+reports: the trace complete, its events, the calls sigex does not model (MPI
+functions that communicate and that sigex only counted; goal 0), the tracing
+overhead (traced / untraced launcher wall time - 1, best of ``--reps`` alternating runs,
+after one untraced warm-up run that fills the page cache; goal <= 5%)
+and the application's own account of itself beside the trace's (LAMMPS steps and
+neighbour-list builds; GROMACS domain-decomposition grid and PME ranks; hpcc P x Q).
+
+Runs and traces are cached in ``bench/_apps/`` (``--force`` redoes them). As every
+bench: a table, then one JSON line with the figures and the goals.
+
+    python bench/validate_apps.py                      # everything (about 15 minutes here)
+    python bench/validate_apps.py --apps melt --p 4 8  # a part
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from signature import load_trace, trace_run, unmodelled_calls  # noqa: E402
+from signature.capture import launch_for, run_environment  # noqa: E402
+
+OUT = ROOT / "bench" / "_apps"
+LAMMPS_EX = Path("/usr/share/lammps/examples")
+GMX_TOP = Path("/usr/share/gromacs/top")
+HPCC_INF = Path("/usr/share/doc/hpcc/examples/_hpccinf.txt")
+APT = "apt-get install lammps lammps-examples gromacs python3-mpi4py-fft hpcc libopenmpi-dev"
+GOAL_OVERHEAD = 0.05
+
+
+@dataclasses.dataclass
+class App:
+    name: str
+    needs: tuple[str, ...]                       # programs or files that must exist
+    setup: Callable[[Path], None]                # once per app, in its folder
+    command: Callable[[Path, int], list[str]]    # in the run folder of one P
+    account: Callable[[Path, str], dict]         # the app's own report: folder, stdout
+
+    def available(self) -> str | None:
+        missing = [n for n in self.needs if not (shutil.which(n) or Path(n).exists())]
+        return None if not missing else f"missing {', '.join(missing)} ({APT})"
+
+
+# ---- LAMMPS ----------------------------------------------------------------------
+def _lammps_setup(deck: str, box: int | None = None, run: int | None = None, extra=()):
+    def setup(folder: Path) -> None:
+        src = LAMMPS_EX / deck
+        for f in src.iterdir():
+            shutil.copy(f, folder / f.name)
+        inp = folder / f"in.{deck}"
+        text = inp.read_text()
+        if box is not None:
+            text = re.sub(r"region\s+box\s+block\s+0 10 0 10 0 10",
+                          f"region\t\tbox block 0 {box} 0 {box} 0 {box}", text)
+        if run is not None:
+            text = re.sub(r"^run\s+\d+", f"run\t\t{run}", text, flags=re.M)
+        inp.write_text(text)
+    return setup
+
+
+def _lammps_account(folder: Path, out: str) -> dict:
+    loop = re.search(r"Loop time of ([\d.eE+-]+) on (\d+) procs for (\d+) steps", out)
+    builds = re.search(r"Neighbor list builds = (\d+)", out)
+    grid = re.search(r"(\d+) by (\d+) by (\d+) MPI processor grid", out)
+    return {"steps": int(loop.group(3)) if loop else None,
+            "loop_time": float(loop.group(1)) if loop else None,
+            "neighbor_builds": int(builds.group(1)) if builds else None,
+            "grid": "x".join(grid.groups()) if grid else None}
+
+
+def _lammps_command(deck: str):
+    def command(folder: Path, P: int) -> list[str]:
+        for f in folder.parent.iterdir():  # the deck reads its data files where it runs
+            if f.is_file() and not f.name.startswith("."):
+                shutil.copy(f, folder / f.name)
+        return ["lmp", "-in", f"in.{deck}", "-log", "none"]
+    return command
+
+
+# ---- GROMACS ---------------------------------------------------------------------
+_MDP_EM = """integrator = steep
+nsteps = 500
+emtol = 1000
+cutoff-scheme = Verlet
+coulombtype = PME
+rcoulomb = 1.0
+rvdw = 1.0
+"""
+_MDP_MD = """integrator = md
+dt = 0.002
+nsteps = 400
+cutoff-scheme = Verlet
+nstlist = 10
+coulombtype = PME
+rcoulomb = 1.0
+rvdw = 1.0
+fourierspacing = 0.125
+tcoupl = v-rescale
+tc-grps = System
+tau_t = 0.1
+ref_t = 300
+gen-vel = yes
+gen-temp = 300
+nstcalcenergy = 100
+nstenergy = 100
+nstlog = 100
+"""
+
+
+def _gromacs_setup(folder: Path) -> None:
+    def gmx(*args):
+        subprocess.run(["gmx_mpi", *args], cwd=folder, check=True, capture_output=True,
+                       env={**os.environ, **_OMPI_ROOT})
+    gmx("solvate", "-cs", "spc216.gro", "-box", "5", "5", "5", "-o", "water.gro")
+    n = sum(1 for ln in (folder / "water.gro").read_text().splitlines() if "OW" in ln)
+    (folder / "topol.top").write_text('#include "oplsaa.ff/forcefield.itp"\n'
+                                      '#include "oplsaa.ff/spce.itp"\n\n[ system ]\nSPC/E water\n\n'
+                                      f"[ molecules ]\nSOL {n}\n")
+    (folder / "em.mdp").write_text(_MDP_EM)
+    (folder / "md.mdp").write_text(_MDP_MD)
+    gmx("grompp", "-f", "em.mdp", "-c", "water.gro", "-p", "topol.top", "-o", "em.tpr")
+    subprocess.run(["mpirun.openmpi", "-n", "2", "gmx_mpi", "mdrun", "-s", "em.tpr", "-ntomp", "1",
+                    "-deffnm", "em", "-nb", "cpu"], cwd=folder, check=True, capture_output=True,
+                   env={**os.environ, **_OMPI_ROOT})
+    gmx("grompp", "-f", "md.mdp", "-c", "em.gro", "-p", "topol.top", "-o", "md.tpr")
+
+
+_OMPI_ROOT = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def _gromacs_command(folder: Path, P: int) -> list[str]:
+    return ["gmx_mpi", "mdrun", "-s", str(folder.parent / "md.tpr"), "-ntomp", "1",
+            "-npme", str(max(1, P // 4)), "-nb", "cpu", "-deffnm", "md"]
+
+
+def _gromacs_account(folder: Path, out: str) -> dict:
+    log = (folder / "md.log").read_text(errors="replace") if (folder / "md.log").exists() else ""
+    dd = re.search(r"Domain decomposition grid (\d+) x (\d+) x (\d+), separate PME ranks (\d+)", log)
+    steps = re.findall(r"^\s+Step\s+Time\s*\n\s+(\d+)", log, flags=re.M)
+    core = re.search(r"^\s+Time:\s+([\d.]+)\s+([\d.]+)", log, flags=re.M)
+    return {"grid": "x".join(dd.groups()[:3]) if dd else None,
+            "pme_ranks": int(dd.group(4)) if dd else None,
+            "steps": int(steps[-1]) if steps else None,
+            "wall_gmx": float(core.group(2)) if core else None}
+
+
+# ---- mpi4py-fft and hpcc ---------------------------------------------------------
+def _fft_account(folder: Path, out: str) -> dict:
+    m = re.search(r"steps=(\d+) P=(\d+) pencils=(\S+) max round-trip error (\S+)", out)
+    return {"steps": int(m.group(1)) if m else None, "pencils": m.group(3) if m else None,
+            "error": m.group(4) if m else None}
+
+
+_PQ = {1: (1, 1), 2: (1, 2), 4: (2, 2), 8: (2, 4), 16: (4, 4), 32: (4, 8), 64: (8, 8)}
+
+
+def _hpcc_command(folder: Path, P: int) -> list[str]:
+    p, q = _PQ.get(P, (1, P))
+    lines = HPCC_INF.read_text().splitlines()
+    lines[10] = f"{p}            Ps"
+    lines[11] = f"{q}            Qs"
+    (folder / "hpccinf.txt").write_text("\n".join(lines) + "\n")
+    return ["hpcc"]
+
+
+def _hpcc_account(folder: Path, out: str) -> dict:
+    f = folder / "hpccoutf.txt"
+    text = f.read_text(errors="replace") if f.exists() else ""
+    pr = re.search(r"^HPL_nprow=(\d+)", text, flags=re.M)
+    pc = re.search(r"^HPL_npcol=(\d+)", text, flags=re.M)
+    done = "End of HPC Challenge tests" in text
+    return {"grid": f"{pr.group(1)}x{pc.group(1)}" if pr and pc else None, "finished": done}
+
+
+APPS = {
+    "melt": App("melt", ("lmp", str(LAMMPS_EX / "melt")),
+                _lammps_setup("melt", box=16, run=500), _lammps_command("melt"), _lammps_account),
+    "peptide": App("peptide", ("lmp", str(LAMMPS_EX / "peptide")),
+                   _lammps_setup("peptide"), _lammps_command("peptide"), _lammps_account),
+    "gromacs": App("gromacs", ("gmx_mpi", "mpirun.openmpi", str(GMX_TOP)), _gromacs_setup,
+                   _gromacs_command, _gromacs_account),
+    "fft3d": App("fft3d", ("/usr/bin/python3", "/usr/lib/python3/dist-packages/mpi4py_fft"),
+                 lambda folder: None,
+                 lambda folder, P: ["/usr/bin/python3", str(ROOT / "bench" / "apps" / "fft3d_loop.py"),
+                                    "--n", "64", "--steps", "40"], _fft_account),
+    "hpcc": App("hpcc", ("hpcc", str(HPCC_INF)), lambda folder: None, _hpcc_command, _hpcc_account),
+}
+
+
+def _timed(argv, env, folder: Path, log: Path) -> tuple[int, float]:
+    t0 = time.perf_counter()
+    with open(log, "w") as f:
+        rc = subprocess.run(argv, env=env, cwd=folder, stdout=f, stderr=subprocess.STDOUT).returncode
+    return rc, time.perf_counter() - t0
+
+
+def measure(app: App, P: int, reps: int, force: bool) -> dict:
+    folder = OUT / app.name / f"P{P}"
+    record = folder / "result.json"
+    if record.exists() and not force:
+        return json.loads(record.read_text())
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    base = folder.parent
+    if not (base / ".setup-done").exists() or force:
+        app.setup(base)
+        (base / ".setup-done").write_text("ok")
+    command = app.command(folder, P)
+    launch = launch_for(command)
+    env = run_environment(P)
+    untraced, traced = [], []
+    trace_path = folder / f"P{P}.h5"
+    here = os.getcwd()
+    os.chdir(folder)  # the apps read and write files where they run
+    try:
+        _timed(launch.argv(command, P, (), env), launch.environment(env), folder,
+               folder / "warmup.out")
+        for rep in range(reps):
+            rc, wall = _timed(launch.argv(command, P, (), env), launch.environment(env), folder,
+                              folder / "untraced.out")
+            if rc != 0:
+                raise SystemExit(f"{app.name} P={P}: the untraced run failed (exit {rc}); see "
+                                 f"{folder / 'untraced.out'}")
+            untraced.append(wall)
+            with open(folder / "traced.out", "w") as f:
+                res = trace_run(command, P, trace_path, overwrite=True, stdout=f, app=app.name)
+            traced.append(res.wall_time)
+    finally:
+        os.chdir(here)
+    out_text = (folder / "traced.out").read_text(errors="replace")
+    t = load_trace(trace_path, allow_incomplete=True)
+    calls = unmodelled_calls(t.meta)
+    comm_calls = [c for c in calls if not c.local]
+    cart = _trace_grid(t)
+    result = {
+        "app": app.name, "P": P, "complete": bool(t.complete), "events": int(t.n_events),
+        "unmodelled_calls": sum(c.calls for c in comm_calls),
+        "unmodelled": [f"{c.name} x{c.calls}" for c in comm_calls],
+        "local_calls": sum(c.calls for c in calls if c.local),
+        "untraced_s": min(untraced), "traced_s": min(traced),
+        "overhead": min(traced) / min(untraced) - 1,
+        "own_account": app.account(folder, out_text),
+        "trace_grid": cart, "mpi": t.meta.get("mpi_library", "")[:40],
+    }
+    record.write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _trace_grid(t) -> str | None:
+    """The largest Cartesian communicator the trace recorded, as 'a x b x c'."""
+    c = t.comms
+    best = None
+    for i in range(len(c.size)):
+        dims = c.cart_dims[c.cart_offsets[i]:c.cart_offsets[i + 1]]
+        if len(dims) and (best is None or c.size[i] > best[0]):
+            best = (int(c.size[i]), "x".join(map(str, dims)))
+    return best[1] if best else None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="example: python bench/validate_apps.py --apps melt fft3d --p 4 8")
+    ap.add_argument("--apps", nargs="+", choices=list(APPS), default=list(APPS))
+    ap.add_argument("--p", nargs="+", type=int, default=[4, 8, 16, 32])
+    ap.add_argument("--reps", type=int, default=2,
+                    help="runs of each kind, untraced and traced alternating; the best is kept")
+    ap.add_argument("--force", action="store_true", help="redo cached runs")
+    opts = ap.parse_args(argv)
+    rows, skipped = [], {}
+    for name in opts.apps:
+        app = APPS[name]
+        why = app.available()
+        if why:
+            skipped[name] = why
+            print(f"{name}: skipped, {why}", file=sys.stderr)
+            continue
+        for P in opts.p:
+            print(f"{name} P={P} ...", file=sys.stderr, flush=True)
+            rows.append(measure(app, P, opts.reps, opts.force))
+    print(f"capture of real applications on {os.cpu_count()} cores "
+          f"(P > {os.cpu_count()} is oversubscribed)\n")
+    head = ("app", "P", "complete", "events", "not modelled", "untraced s", "traced s", "overhead",
+            "app's own account", "trace")
+    table = [head]
+    for r in rows:
+        acc = ", ".join(f"{k}={v}" for k, v in r["own_account"].items() if v is not None)
+        table.append((r["app"], str(r["P"]), "yes" if r["complete"] else "NO", f"{r['events']:,}",
+                      str(r["unmodelled_calls"]) + (f" ({'; '.join(r['unmodelled'])})" if r["unmodelled"] else ""),
+                      f"{r['untraced_s']:.2f}", f"{r['traced_s']:.2f}", f"{100 * r['overhead']:+.1f}%",
+                      acc, f"grid {r['trace_grid']}" if r["trace_grid"] else "-"))
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    for k, row in enumerate(table):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    over = max((r["overhead"] for r in rows), default=float("nan"))
+    summary = {
+        "bench": "validate_apps", "part": "capture",
+        "apps": sorted({r["app"] for r in rows}), "skipped": skipped, "P": opts.p,
+        "captured": sum(r["complete"] for r in rows), "runs": len(rows),
+        "unmodelled_calls": sum(r["unmodelled_calls"] for r in rows),
+        "overhead_max": over, "overhead_median": sorted(r["overhead"] for r in rows)[len(rows) // 2] if rows else None,
+        "goal": {"captured": "every run complete", "unmodelled_calls": 0, "overhead_max": GOAL_OVERHEAD},
+        "met": {"captured": bool(rows) and all(r["complete"] for r in rows),
+                "unmodelled_calls": all(r["unmodelled_calls"] == 0 for r in rows),
+                "overhead_max": bool(rows) and over <= GOAL_OVERHEAD},
+        "rows": [{k: r[k] for k in ("app", "P", "complete", "events", "unmodelled_calls", "overhead")}
+                 for r in rows],
+    }
+    print()
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
