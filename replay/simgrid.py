@@ -254,6 +254,18 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("SIGEX_CACHE_DIR") or Path.home() / ".cache" / "sigex")
 
 
+def _smpi_header() -> Path | None:
+    """The ``smpi/smpi.h`` of the SimGrid whose ``smpicc`` is on PATH, if installed."""
+    smpicc = shutil.which("smpicc")
+    if smpicc is None:
+        return None
+    for header in (Path(smpicc).resolve().parent.parent / "include" / "smpi" / "smpi.h",
+                   Path("/usr/include/smpi/smpi.h")):
+        if header.exists():
+            return header
+    return None
+
+
 def _header_datatypes(header: Path) -> list[str]:
     """The ``smpi_MPI_*`` datatype objects an installed ``smpi.h`` declares or points at."""
     text = header.read_text(errors="replace")
@@ -352,13 +364,8 @@ def datatype_table() -> tuple[dict[int, tuple[str, int]], str]:
     >>> table[0], table[43]
     (('MPI_DOUBLE', 8), ('MPI_COMPLEX16', 16))
     """
-    smpicc, smpirun = shutil.which("smpicc"), shutil.which("smpirun")
-    header = None
-    if smpicc:
-        header = Path(smpicc).resolve().parent.parent / "include" / "smpi" / "smpi.h"
-        if not header.exists():
-            header = Path("/usr/include/smpi/smpi.h")
-    if not (smpicc and smpirun and header and header.exists()):
+    smpicc, smpirun, header = shutil.which("smpicc"), shutil.which("smpirun"), _smpi_header()
+    if not (smpicc and smpirun and header):
         return dict(SIMGRID_DATATYPES), "sigex's table of SimGrid 3.32 (no SimGrid installed to probe)"
     key = hashlib.sha256()
     key.update(f"{_PROBE_FORMAT}\n".encode())

@@ -354,15 +354,44 @@ def smpi_trace(tmp_path, source, P, args=(), compiler=("smpicc",), suffix=".c"):
 @needs_simgrid
 def test_installed_simgrid_datatype_codes_are_the_module_table():
     """The importer's datatype table is the installed SimGrid's, and for 3.32 the module's table."""
-    from pathlib import Path
-
-    from replay.simgrid import _probe_datatypes
+    from replay.simgrid import _probe_datatypes, _smpi_header
     version = subprocess.run(["smpirun", "-version"], capture_output=True, text=True).stdout
     table, source = datatype_table()
     assert "probed from the installed SimGrid" in source
     if "3.32" not in version:
         pytest.skip(f"the module's table is SimGrid 3.32's; installed: {version.strip()}")
-    assert _probe_datatypes(Path("/usr/include/smpi/smpi.h")) == SIMGRID_DATATYPES == table
+    assert _probe_datatypes(_smpi_header()) == SIMGRID_DATATYPES == table
+
+
+def test_datatype_table_without_simgrid_is_the_module_table(monkeypatch):
+    """Without SimGrid on PATH the importer uses the module's SimGrid 3.32 table and says so."""
+    import replay.simgrid as sg
+    monkeypatch.setattr(sg.shutil, "which", lambda name: None)
+    sg.datatype_table.cache_clear()
+    try:
+        table, source = sg.datatype_table()
+    finally:
+        sg.datatype_table.cache_clear()
+    assert table == SIMGRID_DATATYPES and "no SimGrid installed" in source
+
+
+@needs_simgrid
+def test_datatype_table_warns_when_the_probe_fails(monkeypatch, tmp_path):
+    """A failed probe of the installed SimGrid falls back to the module's table with a warning."""
+    import replay.simgrid as sg
+    from signature.errors import SigexWarning
+
+    def fail(header):
+        raise sg.SimGridError("smpicc could not build the datatype probe: boom")
+    monkeypatch.setattr(sg, "_probe_datatypes", fail)
+    monkeypatch.setenv("SIGEX_CACHE_DIR", str(tmp_path))
+    sg.datatype_table.cache_clear()
+    try:
+        with pytest.warns(SigexWarning, match="could not read the datatype codes.*boom"):
+            table, source = sg.datatype_table()
+    finally:
+        sg.datatype_table.cache_clear()
+    assert table == SIMGRID_DATATYPES and "the probe failed" in source
 
 
 @needs_simgrid
