@@ -1,10 +1,15 @@
-"""A Fortran MPI program is traced like its C twin (where an MPI with Fortran bindings exists).
+"""Fortran MPI programs are traced like their C twin, under Open MPI and under MPICH.
 
-The PyPI MPICH wheel has no Fortran bindings, so this runs with an MPI that
-has them, found as a matching (mpifort, mpicc, mpiexec) triple: the one on
-PATH, or Debian's MPICH (`apt-get install gfortran libmpich-dev`:
-mpifort.mpich, mpicc.mpich, mpiexec.mpich). The tracer is then built with
-that MPI's mpicc (SIGEX_MPICC), in its own cache.
+Open MPI's Fortran bindings (mpif.h, ``use mpi``, ``use mpi_f08``) and MPICH's
+``use mpi_f08`` call ``PMPI_*`` directly, so the tracer wraps the Fortran
+symbols themselves (signature/_fortran.py). The same ring is built three ways
+(``use mpi``: examples/fortran/ring_halo.f90; fixed-form ``include 'mpif.h'``:
+ring_halo_mpif.f; ``use mpi_f08``: ring_halo_f08.f90) with each MPI's own
+``mpif90`` and traced with ``trace_run`` as a user would, without SIGEX_MPICC or a
+launcher: sigex finds the program's MPI, its ``mpicc`` and its launcher. Every
+variant must give the C twin's events (examples/c/ring_halo.c built with that
+MPI's ``mpicc``), each call recorded once. The PyPI MPICH has no Fortran
+bindings; Debian's come with `apt-get install gfortran libopenmpi-dev libmpich-dev`.
 """
 
 from __future__ import annotations
@@ -14,43 +19,81 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from conftest import EXAMPLES
+
 from signature import load_trace, trace_run
 
-
-def _fortran_mpi():
-    for suffix in ("", ".mpich", ".openmpi"):
-        tools = [shutil.which(t + suffix) for t in ("mpifort", "mpicc", "mpiexec")]
-        if all(tools):
-            return tools
-    return None
-
-
-TOOLS = _fortran_mpi()
+#: The MPIs with Fortran bindings: (Fortran wrapper, C wrapper, apt package).
+MPIS = {
+    "openmpi": ("mpif90.openmpi", "mpicc.openmpi", "libopenmpi-dev"),
+    "debian-mpich": ("mpif90.mpich", "mpicc.mpich", "libmpich-dev"),
+}
+VARIANTS = {"use-mpi": "ring_halo.f90", "mpif.h": "ring_halo_mpif.f", "mpi_f08": "ring_halo_f08.f90"}
+P, N, ITERS = 3, 48, 10
+COLUMNS = ("op", "peer", "tag", "bytes", "recv_bytes", "comm", "aux", "root", "req")
 
 
-@pytest.mark.skipif(TOOLS is None, reason="no MPI with Fortran bindings here (mpifort + mpicc + "
-                    "mpiexec); the PyPI MPICH has none: apt-get install gfortran libmpich-dev")
-def test_fortran_program_traced_like_its_c_twin(tmp_path, monkeypatch):
-    """mpi_isend_ and friends reach the tracer: the Fortran ring gives the C ring's events."""
-    mpifort, mpicc, mpiexec = TOOLS
-    monkeypatch.setenv("SIGEX_MPICC", mpicc)
+def _expected_ops():
+    ops = ["Init"]
+    for i in range(ITERS):
+        ops += ["Irecv", "Irecv", "Isend", "Isend", "Waitall"]
+        if i % 5 == 4:
+            ops.append("Allreduce")
+    return ops + ["Barrier", "Finalize"]
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    """No overrides: sigex finds the program's MPI itself; the tracer is built fresh."""
+    for var in ("SIGEX_MPICC", "SIGEX_MPIEXEC"):
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("SIGEX_CACHE_DIR", str(tmp_path / "cache"))
-    f_exe, c_exe = tmp_path / "ring_f", tmp_path / "ring_c"
-    subprocess.run([mpifort, "-O2", "-o", str(f_exe), str(EXAMPLES / "fortran" / "ring_halo.f90")],
-                   check=True)
-    subprocess.run([mpicc, "-O2", "-o", str(c_exe), str(EXAMPLES / "c" / "ring_halo.c"), "-lm"],
-                   check=True)
-    runs = {}
-    for name, exe in (("f", f_exe), ("c", c_exe)):
-        res = trace_run([str(exe), "48", "10"], 3, tmp_path / name / "P3.h5", mpiexec=mpiexec)
-        assert res.ok, res.trace.meta.get("incomplete_reason")
-        runs[name] = load_trace(res.path)
-    tf, tc = runs["f"], runs["c"]
-    for r in range(3):
-        a, b = tf.rank_events(r), tc.rank_events(r)
-        for col in ("op", "peer", "tag", "bytes", "recv_bytes", "comm", "aux"):
-            np.testing.assert_array_equal(a[col], b[col], err_msg=f"rank {r} column {col}")
-    names = [tf.op_name(o) for o in tf.rank_events(1)["op"]]
-    assert names.count("Isend") == 20 and names.count("Allreduce") == 2
+
+
+def _tools(name):
+    fortran, c, package = MPIS[name]
+    missing = [t for t in (fortran, c) if not shutil.which(t)]
+    if missing:
+        pytest.skip(f"{name}: {' and '.join(missing)} not installed "
+                    f"(Debian: apt-get install gfortran {package})")
+    return shutil.which(fortran), shutil.which(c)
+
+
+def _traced(exe, out):
+    res = trace_run([str(exe), str(N), str(ITERS)], P, out)
+    assert res.ok, f"{exe.name}: {res.trace.meta.get('incomplete_reason')}"
+    return load_trace(res.path)
+
+
+def _completions(trace, rank):
+    c = trace.completions
+    rows = c["rank"] == rank
+    return {k: c[k][rows] for k in ("seq", "req", "peer", "tag", "bytes")}
+
+
+@pytest.mark.parametrize("name", list(MPIS))
+def test_fortran_bindings_traced_like_the_c_twin(name, tmp_path, clean_env):
+    """mpif.h, `use mpi` and `use mpi_f08` rings give the C ring's events, each call once."""
+    fortran, c = _tools(name)
+    c_exe = tmp_path / "ring_c"
+    subprocess.run([c, "-O2", "-o", str(c_exe), str(EXAMPLES / "c" / "ring_halo.c")], check=True)
+    twin = _traced(c_exe, tmp_path / "c" / f"P{P}.h5")
+    expected = _expected_ops()
+    assert [twin.op_name(o) for o in twin.rank_events(1)["op"]] == expected
+    for variant, source in VARIANTS.items():
+        exe = tmp_path / f"ring_{variant.replace('.', '_')}"
+        subprocess.run([fortran, "-O2", "-o", str(exe), str(EXAMPLES / "fortran" / source)],
+                       check=True, cwd=tmp_path)
+        trace = _traced(exe, tmp_path / variant / f"P{P}.h5")
+        assert trace.meta.get("nprocs", P) == P
+        for r in range(P):
+            ops = [trace.op_name(o) for o in trace.rank_events(r)["op"]]
+            assert ops == expected, f"{name} {variant} rank {r}: {ops}"
+            a, b = trace.rank_events(r), twin.rank_events(r)
+            for col in COLUMNS:
+                np.testing.assert_array_equal(a[col], b[col],
+                                              err_msg=f"{name} {variant} rank {r} column {col}")
+            ca, cb = _completions(trace, r), _completions(twin, r)
+            for col in ca:
+                np.testing.assert_array_equal(ca[col], cb[col],
+                                              err_msg=f"{name} {variant} rank {r} completion {col}")
