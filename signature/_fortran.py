@@ -160,16 +160,17 @@ _SHAPES: dict[str, tuple[str, str, str, str]] = {
         }"""),
     "waitany": ("I:count X:reqs I:index S:status E", "NULL", """
       if (tr) fw_copy_requests(reqs, *count);""", """
-      if (*index != MPI_UNDEFINED && *index >= 1 && *index <= *count) {
+      int k = fw_any_index(reqs, *count, *index);
+      if (k >= 0) {
         fw_status_c(status, {F08}, &cs);
-        req_complete(g.scratch_req[*index - 1], &cs, e.seq);
+        req_complete(g.scratch_req[k], &cs, e.seq);
         e.aux = 1;
       }"""),
     "waitsome": ("I:count X:reqs I:outcount X:indices SA:statuses E", "NULL", """
       if (tr) fw_copy_requests(reqs, *count);""", """
       if (*outcount != MPI_UNDEFINED)
-        for (int i = 0; i < *outcount; i++) {
-          int k = ((MPI_Fint *)indices)[i] - 1; /* Fortran indices start at 1 */
+        for (int i = 0, base = fw_some_base(reqs, *count, indices, *outcount); i < *outcount; i++) {
+          int k = ((MPI_Fint *)indices)[i] - base;
           if (k < 0 || k >= *count) continue;
           fw_status_c(fw_status_at(statuses, i, {F08}), {F08}, &cs);
           req_complete(g.scratch_req[k], &cs, e.seq);
@@ -291,17 +292,18 @@ _POLLS: dict[str, tuple[str, str, str, str, str]] = {
           }"""),
     "testany": ("I:count X:reqs I:index X:flag S:status E", "(uintptr_t)reqs", "*count", "NULL", """
       if (tr) fw_copy_requests(reqs, *count);""", """
-      if (*(MPI_Fint *)flag && *index != MPI_UNDEFINED && *index >= 1 && *index <= *count) {
+      int k = *(MPI_Fint *)flag ? fw_any_index(reqs, *count, *index) : -1;
+      if (k >= 0) {
         fw_status_c(status, {F08}, &cs);
-        req_complete(g.scratch_req[*index - 1], &cs, e.seq);
+        req_complete(g.scratch_req[k], &cs, e.seq);
         e.aux = 1;
       }"""),
     "testsome": ("I:count X:reqs I:outcount X:indices SA:statuses E", "(uintptr_t)reqs", "*count",
                  "NULL", """
       if (tr) fw_copy_requests(reqs, *count);""", """
       if (*outcount != MPI_UNDEFINED)
-        for (int i = 0; i < *outcount; i++) {
-          int k = ((MPI_Fint *)indices)[i] - 1;
+        for (int i = 0, base = fw_some_base(reqs, *count, indices, *outcount); i < *outcount; i++) {
+          int k = ((MPI_Fint *)indices)[i] - base;
           if (k < 0 || k >= *count) continue;
           fw_status_c(fw_status_at(statuses, i, {F08}), {F08}, &cs);
           req_complete(g.scratch_req[k], &cs, e.seq);
@@ -798,6 +800,39 @@ static void fw_status_c(const void *st, int f08, MPI_Status *out) {
 static void fw_copy_requests(const void *reqs, int n) {
   scratch_reserve(n);
   for (int i = 0; i < n; i++) g.scratch_req[i] = PMPI_Request_f2c(((const MPI_Fint *)reqs)[i]);
+}
+
+/* The request a Wait/Test "any" or "some" completed.  Fortran indices start at
+ * 1, but MPICH 4.0's mpi_f08 Waitany/Waitsome/Testany/Testsome return C's
+ * 0-based ones: the completed request is the one the call set to null (a
+ * persistent one stays, and is then taken at the 1-based index). */
+static int fw_nulled(const void *reqs, int i) {
+  return g.scratch_req[i] != MPI_REQUEST_NULL &&
+         PMPI_Request_f2c(((const MPI_Fint *)reqs)[i]) == MPI_REQUEST_NULL;
+}
+
+static int fw_done(const void *reqs, int n, int i) {
+  if (i < 0 || i >= n || g.scratch_req[i] == MPI_REQUEST_NULL) return 0;
+  if (fw_nulled(reqs, i)) return 1;
+  req_entry *r = req_find(g.scratch_req[i], 0);
+  return r && r->persistent;
+}
+
+static int fw_any_index(const void *reqs, int n, int index) {
+  if (index == MPI_UNDEFINED) return -1;
+  if (index - 1 >= 0 && index - 1 < n && fw_nulled(reqs, index - 1)) return index - 1;
+  if (index >= 0 && index < n && fw_nulled(reqs, index)) return index;
+  return fw_done(reqs, n, index - 1) ? index - 1 : -1;
+}
+
+static int fw_some_base(const void *reqs, int n, const void *indices, int out) {
+  int one = 1, zero = 1;
+  for (int i = 0; i < out; i++) {
+    int k = ((const MPI_Fint *)indices)[i];
+    one = one && fw_done(reqs, n, k - 1);
+    zero = zero && fw_done(reqs, n, k);
+  }
+  return one || !zero ? 1 : 0;
 }
 
 static MPI_Datatype *fw_types(const void *types, int n) {

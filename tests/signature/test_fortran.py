@@ -14,6 +14,7 @@ bindings; Debian's come with `apt-get install gfortran libopenmpi-dev libmpich-d
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 
@@ -97,3 +98,262 @@ def test_fortran_bindings_traced_like_the_c_twin(name, tmp_path, clean_env):
             for col in ca:
                 np.testing.assert_array_equal(ca[col], cb[col],
                                               err_msg=f"{name} {variant} rank {r} completion {col}")
+
+
+#: One call of most functions the Fortran wrappers model (point to point with statuses,
+#: matched probes, persistent requests, Waitany, every blocking collective and a few
+#: nonblocking ones, MPI_IN_PLACE, communicator creation and freeing), in C ...
+CALLS_C = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+  int rank, size, i, flag, idx;
+  int ib[64], ir[64], cnt[16], dis[16], rcnt[16], rdis[16], wc[16], wsd[16], wrd[16];
+  double db[64], dr[64];
+  int dims[2] = {2, 2}, periods[2] = {1, 0}, remain[2] = {0, 1};
+  MPI_Status st;
+  MPI_Request rq[2];
+  MPI_Message msg;
+  MPI_Comm half, dup, cart, row;
+  MPI_Datatype wst[16], wrt[16];
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  for (i = 0; i < 64; i++) { ib[i] = rank; db[i] = rank; }
+  MPI_Sendrecv(ib, 5, MPI_INT, right, 1, ir, 5, MPI_INT, left, 1, MPI_COMM_WORLD, &st);
+  MPI_Sendrecv_replace(db, 3, MPI_DOUBLE, right, 2, left, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  if (rank == 1) MPI_Send(ib, 7, MPI_INT, 0, 7, MPI_COMM_WORLD);
+  if (rank == 0) {
+    MPI_Probe(1, 7, MPI_COMM_WORLD, &st);
+    MPI_Recv(ir, 7, MPI_INT, 1, 7, MPI_COMM_WORLD, &st);
+  }
+  if (rank == 2) MPI_Ssend(db, 2, MPI_DOUBLE, 3, 8, MPI_COMM_WORLD);
+  if (rank == 3) {
+    MPI_Mprobe(2, 8, MPI_COMM_WORLD, &msg, &st);
+    MPI_Mrecv(dr, 2, MPI_DOUBLE, &msg, MPI_STATUS_IGNORE);
+  }
+  MPI_Send_init(ib, 4, MPI_INT, right, 3, MPI_COMM_WORLD, &rq[0]);
+  MPI_Recv_init(ir, 4, MPI_INT, left, 3, MPI_COMM_WORLD, &rq[1]);
+  for (i = 0; i < 2; i++) {
+    MPI_Startall(2, rq);
+    MPI_Waitall(2, rq, MPI_STATUSES_IGNORE);
+  }
+  MPI_Start(&rq[1]);
+  MPI_Start(&rq[0]);
+  MPI_Wait(&rq[0], &st);
+  MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
+  MPI_Request_free(&rq[0]);
+  MPI_Request_free(&rq[1]);
+  MPI_Irecv(ir, 6, MPI_INT, left, 4, MPI_COMM_WORLD, &rq[0]);
+  MPI_Issend(ib, 6, MPI_INT, right, 4, MPI_COMM_WORLD, &rq[1]);
+  for (i = 0; i < 2; i++) MPI_Waitany(2, rq, &idx, &st);
+  MPI_Test(&rq[0], &flag, &st);
+  MPI_Bcast(db, 9, MPI_DOUBLE, 1, MPI_COMM_WORLD);
+  MPI_Reduce(ib, ir, 3, MPI_INT, MPI_SUM, 2, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, db, 4, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0) MPI_Gather(MPI_IN_PLACE, 2, MPI_INT, ir, 2, MPI_INT, 0, MPI_COMM_WORLD);
+  else MPI_Gather(ib, 2, MPI_INT, ir, 2, MPI_INT, 0, MPI_COMM_WORLD);
+  MPI_Scatter(ib, 3, MPI_INT, ir, 3, MPI_INT, 3, MPI_COMM_WORLD);
+  MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ir, 2, MPI_INT, MPI_COMM_WORLD);
+  MPI_Alltoall(ib, 2, MPI_INT, ir, 2, MPI_INT, MPI_COMM_WORLD);
+  for (i = 0; i < size; i++) {
+    cnt[i] = i + 1; dis[i] = 8 * i; rcnt[i] = rank + 1; rdis[i] = 8 * i;
+    wc[i] = 1; wsd[i] = 16 * i; wrd[i] = 16 * i;
+    wst[i] = i % 2 ? MPI_DOUBLE : MPI_INT;
+    wrt[i] = rank % 2 ? MPI_DOUBLE : MPI_INT;
+  }
+  MPI_Gatherv(ib, rank + 1, MPI_INT, ir, cnt, dis, MPI_INT, 1, MPI_COMM_WORLD);
+  MPI_Allgatherv(ib, rank + 1, MPI_INT, ir, cnt, dis, MPI_INT, MPI_COMM_WORLD);
+  MPI_Scatterv(ib, cnt, dis, MPI_INT, ir, rank + 1, MPI_INT, 2, MPI_COMM_WORLD);
+  MPI_Alltoallv(ib, cnt, dis, MPI_INT, ir, rcnt, rdis, MPI_INT, MPI_COMM_WORLD);
+  MPI_Alltoallw(db, wc, wsd, wst, dr, wc, wrd, wrt, MPI_COMM_WORLD);
+  MPI_Reduce_scatter(ib, ir, cnt, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Reduce_scatter_block(ib, ir, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Scan(ib, ir, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Exscan(ib, ir, 2, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  MPI_Iallreduce(ib, ir, 3, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &rq[0]);
+  MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+  MPI_Ibcast(db, 5, MPI_DOUBLE, 0, MPI_COMM_WORLD, &rq[0]);
+  MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+  MPI_Ibarrier(MPI_COMM_WORLD, &rq[0]);
+  MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+  MPI_Comm_dup(half, &dup);
+  MPI_Allreduce(ib, ir, 1, MPI_INT, MPI_SUM, dup);
+  MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
+  MPI_Cart_sub(cart, remain, &row);
+  MPI_Barrier(row);
+  MPI_Comm_free(&row);
+  MPI_Comm_free(&cart);
+  MPI_Comm_free(&dup);
+  MPI_Comm_free(&half);
+  MPI_Finalize();
+  return 0;
+}
+"""
+
+#: ... and in Fortran: mpif.h as written, mpi_f08 with -DF08 (same source through cpp).
+CALLS_F90 = r"""
+program calls
+#ifdef F08
+  use mpi_f08
+#endif
+  implicit none
+#ifndef F08
+  include 'mpif.h'
+#endif
+  integer :: rank, nprocs, right, left, i, ierr, idx
+  logical :: flag
+  integer :: ib(64), ir(64), cnt(16), dis(16), rcnt(16), rdis(16), wc(16), wsd(16), wrd(16)
+  double precision :: db(64), dr(64)
+  integer :: dims(2) = (/2, 2/)
+  logical :: periods(2) = (/.true., .false./), remain(2) = (/.false., .true./)
+#ifdef F08
+  type(MPI_Status) :: st
+  type(MPI_Request) :: rq(2)
+  type(MPI_Message) :: msg
+  type(MPI_Comm) :: half, dup, cart, row
+  type(MPI_Datatype) :: wst(16), wrt(16)
+#else
+  integer :: st(MPI_STATUS_SIZE), rq(2), msg, half, dup, cart, row, wst(16), wrt(16)
+#endif
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, nprocs, ierr)
+  right = modulo(rank + 1, nprocs)
+  left = modulo(rank - 1, nprocs)
+  ib = rank
+  db = rank
+  call MPI_Sendrecv(ib, 5, MPI_INTEGER, right, 1, ir, 5, MPI_INTEGER, left, 1, &
+                    MPI_COMM_WORLD, st, ierr)
+  call MPI_Sendrecv_replace(db, 3, MPI_DOUBLE_PRECISION, right, 2, left, 2, MPI_COMM_WORLD, &
+                            MPI_STATUS_IGNORE, ierr)
+  if (rank == 1) call MPI_Send(ib, 7, MPI_INTEGER, 0, 7, MPI_COMM_WORLD, ierr)
+  if (rank == 0) then
+    call MPI_Probe(1, 7, MPI_COMM_WORLD, st, ierr)
+    call MPI_Recv(ir, 7, MPI_INTEGER, 1, 7, MPI_COMM_WORLD, st, ierr)
+  end if
+  if (rank == 2) call MPI_Ssend(db, 2, MPI_DOUBLE_PRECISION, 3, 8, MPI_COMM_WORLD, ierr)
+  if (rank == 3) then
+    call MPI_Mprobe(2, 8, MPI_COMM_WORLD, msg, st, ierr)
+    call MPI_Mrecv(dr, 2, MPI_DOUBLE_PRECISION, msg, MPI_STATUS_IGNORE, ierr)
+  end if
+  call MPI_Send_init(ib, 4, MPI_INTEGER, right, 3, MPI_COMM_WORLD, rq(1), ierr)
+  call MPI_Recv_init(ir, 4, MPI_INTEGER, left, 3, MPI_COMM_WORLD, rq(2), ierr)
+  do i = 1, 2
+    call MPI_Startall(2, rq, ierr)
+    call MPI_Waitall(2, rq, MPI_STATUSES_IGNORE, ierr)
+  end do
+  call MPI_Start(rq(2), ierr)
+  call MPI_Start(rq(1), ierr)
+  call MPI_Wait(rq(1), st, ierr)
+  call MPI_Wait(rq(2), MPI_STATUS_IGNORE, ierr)
+  call MPI_Request_free(rq(1), ierr)
+  call MPI_Request_free(rq(2), ierr)
+  call MPI_Irecv(ir, 6, MPI_INTEGER, left, 4, MPI_COMM_WORLD, rq(1), ierr)
+  call MPI_Issend(ib, 6, MPI_INTEGER, right, 4, MPI_COMM_WORLD, rq(2), ierr)
+  do i = 1, 2
+    call MPI_Waitany(2, rq, idx, st, ierr)
+  end do
+  call MPI_Test(rq(1), flag, st, ierr)
+  call MPI_Bcast(db, 9, MPI_DOUBLE_PRECISION, 1, MPI_COMM_WORLD, ierr)
+  call MPI_Reduce(ib, ir, 3, MPI_INTEGER, MPI_SUM, 2, MPI_COMM_WORLD, ierr)
+  call MPI_Allreduce(MPI_IN_PLACE, db, 4, MPI_DOUBLE_PRECISION, MPI_MAX, MPI_COMM_WORLD, ierr)
+  if (rank == 0) then
+    call MPI_Gather(MPI_IN_PLACE, 2, MPI_INTEGER, ir, 2, MPI_INTEGER, 0, MPI_COMM_WORLD, ierr)
+  else
+    call MPI_Gather(ib, 2, MPI_INTEGER, ir, 2, MPI_INTEGER, 0, MPI_COMM_WORLD, ierr)
+  end if
+  call MPI_Scatter(ib, 3, MPI_INTEGER, ir, 3, MPI_INTEGER, 3, MPI_COMM_WORLD, ierr)
+  call MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, ir, 2, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+  call MPI_Alltoall(ib, 2, MPI_INTEGER, ir, 2, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+  do i = 1, nprocs
+    cnt(i) = i
+    dis(i) = 8 * (i - 1)
+    rcnt(i) = rank + 1
+    rdis(i) = 8 * (i - 1)
+    wc(i) = 1
+    wsd(i) = 16 * (i - 1)
+    wrd(i) = 16 * (i - 1)
+    if (mod(i - 1, 2) == 1) then
+      wst(i) = MPI_DOUBLE_PRECISION
+    else
+      wst(i) = MPI_INTEGER
+    end if
+    if (mod(rank, 2) == 1) then
+      wrt(i) = MPI_DOUBLE_PRECISION
+    else
+      wrt(i) = MPI_INTEGER
+    end if
+  end do
+  call MPI_Gatherv(ib, rank + 1, MPI_INTEGER, ir, cnt, dis, MPI_INTEGER, 1, MPI_COMM_WORLD, ierr)
+  call MPI_Allgatherv(ib, rank + 1, MPI_INTEGER, ir, cnt, dis, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+  call MPI_Scatterv(ib, cnt, dis, MPI_INTEGER, ir, rank + 1, MPI_INTEGER, 2, MPI_COMM_WORLD, ierr)
+  call MPI_Alltoallv(ib, cnt, dis, MPI_INTEGER, ir, rcnt, rdis, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+  call MPI_Alltoallw(db, wc, wsd, wst, dr, wc, wrd, wrt, MPI_COMM_WORLD, ierr)
+  call MPI_Reduce_scatter(ib, ir, cnt, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+  call MPI_Reduce_scatter_block(ib, ir, 2, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+  call MPI_Scan(ib, ir, 2, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+  call MPI_Exscan(ib, ir, 2, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+  call MPI_Iallreduce(ib, ir, 3, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, rq(1), ierr)
+  call MPI_Wait(rq(1), MPI_STATUS_IGNORE, ierr)
+  call MPI_Ibcast(db, 5, MPI_DOUBLE_PRECISION, 0, MPI_COMM_WORLD, rq(1), ierr)
+  call MPI_Wait(rq(1), MPI_STATUS_IGNORE, ierr)
+  call MPI_Ibarrier(MPI_COMM_WORLD, rq(1), ierr)
+  call MPI_Wait(rq(1), MPI_STATUS_IGNORE, ierr)
+  call MPI_Comm_split(MPI_COMM_WORLD, mod(rank, 2), rank, half, ierr)
+  call MPI_Comm_dup(half, dup, ierr)
+  call MPI_Allreduce(ib, ir, 1, MPI_INTEGER, MPI_SUM, dup, ierr)
+  call MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, .false., cart, ierr)
+  call MPI_Cart_sub(cart, remain, row, ierr)
+  call MPI_Barrier(row, ierr)
+  call MPI_Comm_free(row, ierr)
+  call MPI_Comm_free(cart, ierr)
+  call MPI_Comm_free(dup, ierr)
+  call MPI_Comm_free(half, ierr)
+  call MPI_Finalize(ierr)
+end program calls
+"""
+
+
+@pytest.mark.parametrize("name", list(MPIS))
+def test_fortran_calls_give_the_c_events(name, tmp_path, clean_env):
+    """Sendrecv, Probe, Mprobe, persistent requests, Waitany, collectives with MPI_IN_PLACE,
+    Alltoallw, Cart_create...: mpif.h and mpi_f08 give the C program's events, lists and comms."""
+    fortran, c = _tools(name)
+    (tmp_path / "calls.c").write_text(CALLS_C)
+    (tmp_path / "calls.F90").write_text(CALLS_F90)
+    exes = {"c": tmp_path / "calls_c", "mpif.h": tmp_path / "calls_h", "mpi_f08": tmp_path / "calls_f08"}
+    subprocess.run([c, "-o", str(exes["c"]), "calls.c"], check=True, cwd=tmp_path)
+    # gfortran >= 10 rejects mpif.h's untyped buffers in one file without this flag
+    subprocess.run([fortran, "-fallow-argument-mismatch", "-w", "-o", str(exes["mpif.h"]),
+                    "calls.F90"], check=True, cwd=tmp_path)
+    subprocess.run([fortran, "-DF08", "-o", str(exes["mpi_f08"]), "calls.F90"], check=True,
+                   cwd=tmp_path)
+    traces = {}
+    for variant, exe in exes.items():
+        res = trace_run([str(exe)], 4, tmp_path / variant / "P4.h5")
+        assert res.ok, f"{variant}: {res.trace.meta.get('incomplete_reason')}"
+        traces[variant] = load_trace(res.path)
+    twin = traces.pop("c")
+    ops = {twin.op_name(o) for r in range(4) for o in twin.rank_events(r)["op"]}
+    assert {"Sendrecv_replace", "Mrecv", "Startall", "Waitany", "Alltoallw", "Cart_sub",
+            "Comm_free", "Ibarrier"} <= ops
+
+    def completions(trace):  # Waitany may complete the two requests in either order
+        cols = ("rank", "req", "peer", "tag", "bytes")
+        return sorted(zip(*(trace.completions[k].tolist() for k in cols)))
+
+    for variant, trace in traces.items():
+        for r in range(4):
+            a, b = trace.rank_events(r), twin.rank_events(r)
+            for col in COLUMNS + ("recv_peer",):
+                np.testing.assert_array_equal(a[col], b[col],
+                                              err_msg=f"{name} {variant} rank {r} column {col}")
+        for k in twin.lists:
+            np.testing.assert_array_equal(trace.lists[k], twin.lists[k],
+                                          err_msg=f"{name} {variant} lists {k}")
+        for f in dataclasses.fields(twin.comms):
+            np.testing.assert_array_equal(getattr(trace.comms, f.name), getattr(twin.comms, f.name),
+                                          err_msg=f"{name} {variant} comms {f.name}")
+        assert completions(trace) == completions(twin), f"{name} {variant} completions"
