@@ -76,6 +76,13 @@ for _name in ("Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "S
     _base = "Reduce_scatter" if _name.startswith("Reduce_scatter") else _name.rstrip("vw")
     COLLECTIVE_OPS[OP_CODE[_name]] = _base
     COLLECTIVE_OPS[OP_CODE["I" + _name[0].lower() + _name[1:]]] = _base
+# Neighbourhood collectives: one round in which every member sends to each of its
+# out-neighbours; their pattern comes from the topology the trace recorded
+# (Program.pattern), not from the member count
+for _name in ("Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall",
+              "Neighbor_alltoallv", "Neighbor_alltoallw"):
+    COLLECTIVE_OPS[OP_CODE[_name]] = COLLECTIVE_OPS[OP_CODE["I" + _name[0].lower() + _name[1:]]] \
+        = "Neighbor"
 del _name, _base
 
 
@@ -325,13 +332,38 @@ def scan_recursive_doubling(n: int, nbytes: int) -> Pattern:
     return _make("recursive-doubling", n, parts)
 
 
+def neighbor_pattern(n: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> Pattern:
+    """A neighbourhood collective over ``n`` members: one round of messages
+    ``src[k] -> dst[k]`` of ``nbytes[k]`` (communicator-local ranks), as MPICH runs
+    them (every member posts all its sends and receives, then waits)."""
+    order = np.lexsort((np.asarray(dst), np.asarray(src)))
+    src, dst = np.asarray(src, np.int64)[order], np.asarray(dst, np.int64)[order]
+    return Pattern("neighbor", n, src, dst, np.asarray(nbytes, np.int64)[order],
+                   np.zeros(len(src), np.int64), np.array([0, len(src)], np.int64))
+
+
+def neighbor_closed_form_cost(pat: Pattern, *, L: float, o: float, G: float) -> float:
+    """Closed-form LogGP time of a neighbourhood collective whose members enter together:
+    the busiest member's sends (o + (k-1)G each, back to back) plus one latency and
+    the receive overhead of its largest incoming message."""
+    if not pat.n_messages:
+        return 0.0
+    per_send = o + np.maximum(pat.nbytes - 1, 0) * G
+    busiest = float(np.bincount(pat.src, weights=per_send, minlength=pat.n).max())
+    return busiest + L + o
+
+
 @functools.lru_cache(maxsize=512)
 def pattern_for(op: str, n: int, root: int, nbytes: int) -> Pattern:
     """The pattern the replay uses for base collective ``op`` (a value of
     :data:`COLLECTIVE_OPS`) over ``n`` members; ``nbytes`` is the per-rank block
-    (the whole vector for Bcast, Reduce, Allreduce, Scan)."""
+    (the whole vector for Bcast, Reduce, Allreduce, Scan). Neighbourhood collectives
+    depend on their topology: :meth:`replay.Program.pattern` gives theirs."""
     if n < 1:
         raise ValueError(f"a collective needs at least one member, got n={n}")
+    if op == "Neighbor":
+        raise ValueError("a neighbourhood collective's pattern comes from its topology "
+                         "(Program.pattern), not from its member count")
     if not 0 <= root < n:
         root = 0
     nbytes = max(0, int(nbytes))

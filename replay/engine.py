@@ -659,7 +659,18 @@ class ReplayState:
             entry = self.entry[slots].reshape(len(ins), n)
             world = prog.coll_rank[slots].reshape(len(ins), n)
             name = COLLECTIVE_NAMES[op_code]
-            if self.collectives == "closed-form":
+            if self.collectives == "closed-form" and name == "Neighbor":
+                pat = prog.pattern(name, n, root, nbytes)
+                cost = np.empty(len(ins))
+                nodes = mach.node_of(world)
+                one_node = nodes.min(axis=1) == nodes.max(axis=1)
+                for intra in (False, True):
+                    lk = mach.link(intra)
+                    cost[one_node == intra] = _coll.neighbor_closed_form_cost(pat, L=lk.L, o=lk.o,
+                                                                              G=lk.G)
+                finish = entry.max(axis=1)[:, None] + cost[:, None] + np.zeros_like(entry)
+                busy = cost[:, None] + np.zeros_like(entry)
+            elif self.collectives == "closed-form":
                 nodes = mach.node_of(world)
                 one_node = nodes.min(axis=1) == nodes.max(axis=1)
                 cost = np.empty(len(ins))
@@ -672,7 +683,7 @@ class ReplayState:
                 finish = entry.max(axis=1)[:, None] + cost[:, None] + np.zeros_like(entry)
                 busy = cost[:, None] + np.zeros_like(entry)
             else:
-                pat = _coll.pattern_for(name, n, root, nbytes)
+                pat = prog.pattern(name, n, root, nbytes)
                 if ordered:
                     cst = _world_costs(mach, name, n, root, nbytes)  # the world in rank order
                 else:
@@ -956,7 +967,8 @@ def _world_ordered(program: Program, insts: np.ndarray) -> np.ndarray:
         a, b = int(program.coll_offsets[k]), int(program.coll_offsets[k + 1])
         ranks = program.coll_rank[a:b]
         got[i] = known[k] = int(b > a and int(ranks[0]) == 0 and int(ranks[-1]) == b - a - 1
-                                and bool(np.all(np.diff(ranks) == 1)))
+                                and bool(np.all(np.diff(ranks) == 1))
+                                and COLLECTIVE_NAMES[int(program.coll_op[k])] != "Neighbor")
     return got.astype(bool)
 
 

@@ -45,9 +45,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from signature.errors import TraceFormatError
-from signature.trace import LIST_STARTED, OP_CODE, OPS, PEER_NULL, CommTable, Trace
+from signature.trace import (LIST_DESTS, LIST_SEND, LIST_STARTED, OP_CODE, OPS, PEER_NULL,
+                             CommTable, Trace)
 
-from .collectives import COLLECTIVE_OPS
+from .collectives import COLLECTIVE_OPS, neighbor_pattern, pattern_for
 
 __all__ = ["Program", "COLLECTIVE_NAMES"]
 
@@ -79,8 +80,9 @@ BLOCKING_COLLECTIVE = _table([OPS[c] for c in COLLECTIVE_OPS if not OPS[c].start
 _COLL_CODE = np.full(len(OPS), -1, np.int64)
 for _c, _base in COLLECTIVE_OPS.items():
     _COLL_CODE[_c] = COLLECTIVE_NAMES.index(_base)
-_INIT_AS = {"Send_init": "Isend", "Ssend_init": "Issend", "Bsend_init": "Ibsend",
-            "Rsend_init": "Irsend", "Recv_init": "Irecv"}
+# Persistent requests (point to point, and MPI-4 collectives): a Start acts as the
+# nonblocking form of its *_init call (Send_init -> Isend, Allreduce_init -> Iallreduce)
+_INIT_AS = {n: "I" + n[0].lower() + n[1:-len("_init")] for n in OPS if n.endswith("_init")}
 PERSISTENT_INIT = _table(_INIT_AS)
 _INIT_EFFECT = np.arange(len(OPS), dtype=np.int64)
 for _k, _v in _INIT_AS.items():
@@ -151,7 +153,16 @@ class Program:
     coll_comm: np.ndarray
     phase_weights: np.ndarray | None = None
     name: str = "<program>"
+    #: Patterns of neighbourhood collectives, indexed by their instances' ``coll_root``.
+    neighbor_patterns: tuple = ()
     _cache: dict = dataclasses.field(default_factory=dict, repr=False, compare=False)
+
+    def pattern(self, name: str, n: int, root: int, nbytes: int):
+        """The message pattern of a collective instance (``root`` indexes
+        :attr:`neighbor_patterns` for a neighbourhood collective)."""
+        if name == "Neighbor":
+            return self.neighbor_patterns[root]
+        return pattern_for(name, n, root, nbytes)
 
     # ---- shape -----------------------------------------------------------------------
     @property
@@ -436,9 +447,10 @@ def _expand_starts(cols, comp, phase, lists, rank_offsets):
     ok = found >= 0
     si, init = si[ok], ii[found[ok]]
     act[si] = _INIT_EFFECT[op[init]]
-    for c in ("peer", "tag", "comm", "bytes", "recv_bytes"):
+    cols["list_seq"] = cols["seq"].copy()  # a started request's lists are its init call's
+    for c in ("peer", "root", "tag", "comm", "bytes", "recv_bytes", "list_seq"):
         v = cols[c].copy()
-        v[si] = cols[c][init]
+        v[si] = cols[c if c != "list_seq" else "seq"][init]
         cols[c] = v
     cum = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return cols, comp, phase, act, cum[rank_offsets]
@@ -558,7 +570,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     recv_msg[msg_recv_event[has]] = np.flatnonzero(has)
 
     # ---- collective instances ---------------------------------------------------------
-    coll = _collectives(name, P, rank, seq, op, act, cols, comms)
+    coll = _collectives(name, P, rank, seq, op, act, cols, comms, lists)
     coll_slot = np.full(E, -1, np.int64)
     coll_slot[coll["events"]] = coll["slot"]
 
@@ -589,7 +601,8 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         msg_bytes=msg_bytes, msg_mode=msg_mode.astype(np.int8), msg_send_event=msg_send_event,
         msg_recv_event=msg_recv_event, coll_offsets=coll["offsets"], coll_rank=coll["rank"],
         coll_event=coll["event"], coll_op=coll["op"], coll_root=coll["root"],
-        coll_bytes=coll["bytes"], coll_comm=coll["comm"], phase_weights=pw, name=name)
+        coll_bytes=coll["bytes"], coll_comm=coll["comm"], phase_weights=pw, name=name,
+        neighbor_patterns=coll["neighbor_patterns"])
 
 
 #: Collectives whose ``bytes`` column is a total over all peers (divided by the size).
@@ -603,7 +616,58 @@ _SYMMETRIC = _table(("Bcast", "Ibcast", "Reduce", "Ireduce", "Allreduce", "Iallr
                      "Ireduce_scatter_block"))
 
 
-def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable) -> dict[str, np.ndarray]:
+def _neighbor_patterns(name, coll_op, offsets, event, slot_rank, inst_comm, root, coll_bytes,
+                       rank, cols, lists, local_of) -> tuple:
+    """Patterns of the neighbourhood-collective instances, from each member's recorded
+    destinations and bytes per destination (``lists``); sets their ``root`` to the
+    pattern's index (equal patterns shared) and ``coll_bytes`` to the largest message."""
+    code = COLLECTIVE_NAMES.index("Neighbor")
+    insts = np.flatnonzero(coll_op == code)
+    if not insts.size:
+        return ()
+    table: dict[tuple, tuple[int, int]] = {}
+    if lists is not None and len(lists.get("rank", ())):
+        for r, s, k, a, n in zip(*(np.asarray(lists[c]).tolist() for c in
+                                   ("rank", "seq", "kind", "start", "length"))):
+            table[(r, s, k)] = (a, n)
+    values = np.asarray(lists["values"], np.int64) if table else np.zeros(0, np.int64)
+    list_seq = cols.get("list_seq", cols["seq"])
+    seen: dict[bytes, int] = {}
+    patterns = []
+    for i in insts.tolist():
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        src, dst, nb = [], [], []
+        for j in range(a, b):
+            e = int(event[j])
+            if e < 0:
+                continue
+            key = (int(rank[e]), int(list_seq[e]))
+            if (*key, LIST_DESTS) not in table or (*key, LIST_SEND) not in table:
+                raise TraceFormatError(f"{name}: rank {key[0]} seq {key[1]} ({OPS[cols['op'][e]]}): "
+                                       "the neighbourhood collective's destinations were not "
+                                       "recorded; trace the run again with this sigex")
+            d0, nd = table[(*key, LIST_DESTS)]
+            b0, _ = table[(*key, LIST_SEND)]
+            dests, sizes = values[d0:d0 + nd], values[b0:b0 + nd]
+            real = dests >= 0  # MPI_PROC_NULL ends of a Cartesian grid move nothing
+            local = local_of(np.full(int(real.sum()), inst_comm[i]), dests[real])
+            src.append(np.full(len(local), j - a))
+            dst.append(local)
+            nb.append(sizes[real])
+        src = np.concatenate(src) if src else np.zeros(0, np.int64)
+        dst = np.concatenate(dst) if dst else np.zeros(0, np.int64)
+        nb = np.concatenate(nb) if nb else np.zeros(0, np.int64)
+        pat = neighbor_pattern(b - a, src, dst, nb)
+        sig = np.concatenate([[b - a], pat.src, pat.dst, pat.nbytes]).astype(np.int64).tobytes()
+        if sig not in seen:
+            seen[sig] = len(patterns)
+            patterns.append(pat)
+        root[i] = seen[sig]
+        coll_bytes[i] = int(nb.max()) if nb.size else 0
+    return tuple(patterns)
+
+
+def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None) -> dict:
     """Number collective calls into instances (communicator, ordinal) and slots."""
     ce = np.flatnonzero(COLLECTIVE[act])
     c_comm = cols["comm"][ce]
@@ -677,5 +741,8 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable) -> dict[st
     block = np.where(_TOTAL_SENT[a], -(-nbytes // np.maximum(sizes[c_comm], 1)), block)
     coll_bytes = np.zeros(I, np.int64)
     np.maximum.at(coll_bytes, inst, block)
-    return {"events": ce, "slot": slot, "offsets": offsets, "rank": slot_rank, "event": event,
+    patterns = _neighbor_patterns(name, coll_op, offsets, event, slot_rank, inst_comm, root,
+                                  coll_bytes, rank, cols, lists, local_of)
+    return {"neighbor_patterns": patterns,
+            "events": ce, "slot": slot, "offsets": offsets, "rank": slot_rank, "event": event,
             "op": coll_op, "root": root, "bytes": coll_bytes, "comm": inst_comm}

@@ -282,7 +282,7 @@ class _Worker:
             op_code, root, nbytes = int(prog.coll_op[i]), int(prog.coll_root[i]), int(prog.coll_bytes[i])
             n = int(st.inst_size[i])
             name = COLLECTIVE_NAMES[op_code]
-            pat = _coll.pattern_for(name, n, root, nbytes)
+            pat = prog.pattern(name, n, root, nbytes)
             if ins is None:
                 # the world in rank order: costs and plan kept for its next instance
                 a = int(off[i])

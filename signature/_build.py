@@ -72,6 +72,12 @@ _GENERATOR_VERSION = "2"
 _NOT_COUNTED = re.compile(r"^MPI_(T_\w+|Init\w*|Finalize\w*|Abort|Pcontrol|Initialized|Finalized"
                           r"|Get_version|Get_library_version|Query_thread|Is_thread_main"
                           r"|Comm_spawn\w*)$")
+#: The MPI-4 persistent collectives the tracer records (all or none).
+_PERSISTENT_COLLECTIVES = ("Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv",
+                           "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall",
+                           "Alltoallv", "Alltoallw", "Reduce_scatter", "Reduce_scatter_block",
+                           "Scan", "Exscan", "Neighbor_allgather", "Neighbor_allgatherv",
+                           "Neighbor_alltoall", "Neighbor_alltoallv", "Neighbor_alltoallw")
 #: Dynamic process creation: refused, since spawned processes are not traced.
 _REFUSED = ("MPI_Comm_spawn", "MPI_Comm_spawn_multiple")
 
@@ -172,6 +178,8 @@ def _generate(iface: MpiInterface, defined: set, build_dir: Path) -> tuple[Path,
         lines.append("#define SIGEX_LARGE_COUNT 1")
     if iface.has("Isendrecv"):
         lines.append("#define SIGEX_HAVE_ISENDRECV 1")
+    if all(iface.has(f"{c}_init") for c in _PERSISTENT_COLLECTIVES):
+        lines.append("#define SIGEX_HAVE_PERSISTENT_COLL 1")
     lines.append(f"#define SIGEX_UNMODELLED_N {len(counted)}")
     hdr.write_text("\n".join(lines) + "\n")
     wrappers = build_dir / "sigex_gen_wrappers.c"

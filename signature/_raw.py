@@ -277,7 +277,7 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
         ev["comm"] = comm_lut[ev["comm"]]
         newc = np.isin(op_lut[ev["op"]], [OP_CODE[n] for n in (
             "Comm_split", "Comm_split_type", "Comm_create", "Comm_create_group", "Comm_dup",
-            "Cart_create", "Cart_sub")])
+            "Cart_create", "Cart_sub", "Graph_create", "Dist_graph_create")])
         ok = newc & (ev["aux"] >= 0) & (ev["aux"] < len(lut))
         ev["aux"][ok] = np.asarray(lut, np.int32)[ev["aux"][ok]]
         reg = np.isin(op_lut[ev["op"]], [OP_CODE["Region_begin"], OP_CODE["Region_end"]])

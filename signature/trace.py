@@ -54,6 +54,15 @@ OPS: tuple[str, ...] = (
     "Comm_split", "Comm_split_type", "Comm_create", "Comm_create_group",
     "Comm_dup", "Cart_create", "Cart_sub", "Comm_free", "Isendrecv", "Isendrecv_replace",
     "Region_begin", "Region_end", "Alltoallw", "Ialltoallw", "Cancel",
+    "Barrier_init", "Bcast_init", "Reduce_init", "Allreduce_init", "Gather_init",
+    "Gatherv_init", "Scatter_init", "Scatterv_init", "Allgather_init", "Allgatherv_init",
+    "Alltoall_init", "Alltoallv_init", "Alltoallw_init", "Reduce_scatter_init",
+    "Reduce_scatter_block_init", "Scan_init", "Exscan_init",
+    "Neighbor_allgather", "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv",
+    "Neighbor_alltoallw", "Ineighbor_allgather", "Ineighbor_allgatherv", "Ineighbor_alltoall",
+    "Ineighbor_alltoallv", "Ineighbor_alltoallw", "Neighbor_allgather_init",
+    "Neighbor_allgatherv_init", "Neighbor_alltoall_init", "Neighbor_alltoallv_init",
+    "Neighbor_alltoallw_init", "Graph_create", "Dist_graph_create",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 
@@ -109,9 +118,11 @@ COMPLETION_COLUMNS: dict[str, np.dtype] = {
     "tag": np.dtype(np.int32),
 }
 
-#: Kinds of the ``lists`` table (per-peer byte counts of v-collectives,
-#: request ids started by Startall).
-LIST_SEND, LIST_RECV, LIST_STARTED = 0, 1, 2
+#: Kinds of the ``lists`` table: per-peer byte counts of v-collectives (and of
+#: neighbourhood collectives, per destination and per source), request ids started
+#: by Startall, and the sources and destinations (world ranks, ``PEER_NULL`` for a
+#: Cartesian grid's open ends) of a neighbourhood collective.
+LIST_SEND, LIST_RECV, LIST_STARTED, LIST_SOURCES, LIST_DESTS = 0, 1, 2, 3, 4
 
 
 @dataclasses.dataclass

@@ -109,7 +109,33 @@
   X(COMM_FREE, "Comm_free") X(ISENDRECV, "Isendrecv")                        \
   X(ISENDRECV_REPLACE, "Isendrecv_replace") X(REGION_BEGIN, "Region_begin")   \
   X(REGION_END, "Region_end") X(ALLTOALLW, "Alltoallw")                       \
-  X(IALLTOALLW, "Ialltoallw") X(CANCEL, "Cancel")
+  X(IALLTOALLW, "Ialltoallw") X(CANCEL, "Cancel")                            \
+  X(BARRIER_INIT, "Barrier_init") X(BCAST_INIT, "Bcast_init")                 \
+  X(REDUCE_INIT, "Reduce_init") X(ALLREDUCE_INIT, "Allreduce_init")           \
+  X(GATHER_INIT, "Gather_init") X(GATHERV_INIT, "Gatherv_init")               \
+  X(SCATTER_INIT, "Scatter_init") X(SCATTERV_INIT, "Scatterv_init")           \
+  X(ALLGATHER_INIT, "Allgather_init") X(ALLGATHERV_INIT, "Allgatherv_init")   \
+  X(ALLTOALL_INIT, "Alltoall_init") X(ALLTOALLV_INIT, "Alltoallv_init")       \
+  X(ALLTOALLW_INIT, "Alltoallw_init")                                         \
+  X(REDUCE_SCATTER_INIT, "Reduce_scatter_init")                               \
+  X(REDUCE_SCATTER_BLOCK_INIT, "Reduce_scatter_block_init")                   \
+  X(SCAN_INIT, "Scan_init") X(EXSCAN_INIT, "Exscan_init")                    \
+  X(NEIGHBOR_ALLGATHER, "Neighbor_allgather")                                 \
+  X(NEIGHBOR_ALLGATHERV, "Neighbor_allgatherv")                               \
+  X(NEIGHBOR_ALLTOALL, "Neighbor_alltoall")                                   \
+  X(NEIGHBOR_ALLTOALLV, "Neighbor_alltoallv")                                 \
+  X(NEIGHBOR_ALLTOALLW, "Neighbor_alltoallw")                                 \
+  X(INEIGHBOR_ALLGATHER, "Ineighbor_allgather")                               \
+  X(INEIGHBOR_ALLGATHERV, "Ineighbor_allgatherv")                             \
+  X(INEIGHBOR_ALLTOALL, "Ineighbor_alltoall")                                 \
+  X(INEIGHBOR_ALLTOALLV, "Ineighbor_alltoallv")                               \
+  X(INEIGHBOR_ALLTOALLW, "Ineighbor_alltoallw")                               \
+  X(NEIGHBOR_ALLGATHER_INIT, "Neighbor_allgather_init")                       \
+  X(NEIGHBOR_ALLGATHERV_INIT, "Neighbor_allgatherv_init")                     \
+  X(NEIGHBOR_ALLTOALL_INIT, "Neighbor_alltoall_init")                         \
+  X(NEIGHBOR_ALLTOALLV_INIT, "Neighbor_alltoallv_init")                       \
+  X(NEIGHBOR_ALLTOALLW_INIT, "Neighbor_alltoallw_init")                       \
+  X(GRAPH_CREATE, "Graph_create") X(DIST_GRAPH_CREATE, "Dist_graph_create")
 
 enum {
   OP_NONE = 0,
@@ -749,7 +775,7 @@ static void scratch_reserve(int n) {
 /* The lists stream: records "int64 seq, int32 n, int32 kind, int64 v[n]".
  * kind LIST_SEND / LIST_RECV: bytes per peer of a v-collective (peers in
  * communicator order); LIST_STARTED: request ids started by Startall. */
-enum { LIST_SEND = 0, LIST_RECV = 1, LIST_STARTED = 2 };
+enum { LIST_SEND = 0, LIST_RECV = 1, LIST_STARTED = 2, LIST_SOURCES = 3, LIST_DESTS = 4 };
 
 static void lists_write(int64_t seq, int kind, int n, const int64_t *v) {
   int32_t hdr[2] = {n, kind};
@@ -1868,6 +1894,266 @@ WRAP_REDSCAT(Ireduce_scatter, OP_IREDUCE_SCATTER, int, 0, REQ_ARGS, REQ_PASS,
 IF_LARGE(WRAP_REDSCAT(Ireduce_scatter_c, OP_IREDUCE_SCATTER, MPI_Count, 1, REQ_ARGS,
              REQ_PASS, REQ_SET))
 
+/* MPI-4 persistent collectives (*_init): recorded like their nonblocking
+ * forms, with a persistent request; each Start of it is one collective
+ * instance (the replay gives a Start the init call's op, sizes and root). */
+#ifdef SIGEX_HAVE_PERSISTENT_COLL
+#define PREQ_ARGS , MPI_Info info, MPI_Request *request
+#define PREQ_PASS , info, request
+#define PREQ_SET(e) (e).req = req_add(*request, 1, 0, PEER_NONE, -1, (e).bytes)
+int MPI_Barrier_init(MPI_Comm comm, MPI_Info info, MPI_Request *request) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_BARRIER_INIT, comm);
+  int rc = PMPI_Barrier_init(comm, info, request);
+  if (tr) {
+    PREQ_SET(e);
+    ev_end(&e);
+  }
+  return rc;
+}
+WRAP_BCAST(Bcast_init, OP_BCAST_INIT, int, PREQ_ARGS, PREQ_PASS, PREQ_SET)
+WRAP_REDUCE(Reduce_init, OP_REDUCE_INIT, int, PREQ_ARGS, PREQ_PASS, PREQ_SET)
+WRAP_ALLRED(Allreduce_init, OP_ALLREDUCE_INIT, int, PREQ_ARGS, PREQ_PASS, PREQ_SET)
+WRAP_ALLRED(Scan_init, OP_SCAN_INIT, int, PREQ_ARGS, PREQ_PASS, PREQ_SET)
+WRAP_ALLRED(Exscan_init, OP_EXSCAN_INIT, int, PREQ_ARGS, PREQ_PASS, PREQ_SET)
+WRAP_ALLRED(Reduce_scatter_block_init, OP_REDUCE_SCATTER_BLOCK_INIT, int, PREQ_ARGS,
+            PREQ_PASS, PREQ_SET)
+WRAP_GATHER(Gather_init, OP_GATHER_INIT, int, GATHER_ROOT, PREQ_ARGS, PREQ_PASS, PREQ_SET)
+WRAP_GATHER(Scatter_init, OP_SCATTER_INIT, int, SCATTER_ROOT, PREQ_ARGS, PREQ_PASS,
+            PREQ_SET)
+WRAP_GATHER(Allgather_init, OP_ALLGATHER_INIT, int, NOROOT, PREQ_ARGS, PREQ_PASS, PREQ_SET)
+WRAP_GATHER(Alltoall_init, OP_ALLTOALL_INIT, int, NOROOT, PREQ_ARGS, PREQ_PASS, PREQ_SET)
+WRAP_GATHERV(Gatherv_init, OP_GATHERV_INIT, int, int, 0, ROOT, me == root, PREQ_ARGS,
+             PREQ_PASS, PREQ_SET)
+WRAP_GATHERV(Allgatherv_init, OP_ALLGATHERV_INIT, int, int, 0, NOROOT, 1, PREQ_ARGS,
+             PREQ_PASS, PREQ_SET)
+WRAP_SCATTERV(Scatterv_init, OP_SCATTERV_INIT, int, int, 0, PREQ_ARGS, PREQ_PASS, PREQ_SET)
+WRAP_ALLTOALLV(Alltoallv_init, OP_ALLTOALLV_INIT, int, int, 0, PREQ_ARGS, PREQ_PASS,
+               PREQ_SET)
+WRAP_ALLTOALLW(Alltoallw_init, OP_ALLTOALLW_INIT, int, int, 0, PREQ_ARGS, PREQ_PASS,
+               PREQ_SET)
+WRAP_REDSCAT(Reduce_scatter_init, OP_REDUCE_SCATTER_INIT, int, 0, PREQ_ARGS, PREQ_PASS,
+             PREQ_SET)
+IF_LARGE(WRAP_BCAST(Bcast_init_c, OP_BCAST_INIT, MPI_Count, PREQ_ARGS, PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_REDUCE(Reduce_init_c, OP_REDUCE_INIT, MPI_Count, PREQ_ARGS, PREQ_PASS,
+                     PREQ_SET))
+IF_LARGE(WRAP_ALLRED(Allreduce_init_c, OP_ALLREDUCE_INIT, MPI_Count, PREQ_ARGS, PREQ_PASS,
+                     PREQ_SET))
+IF_LARGE(WRAP_ALLRED(Scan_init_c, OP_SCAN_INIT, MPI_Count, PREQ_ARGS, PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_ALLRED(Exscan_init_c, OP_EXSCAN_INIT, MPI_Count, PREQ_ARGS, PREQ_PASS,
+                     PREQ_SET))
+IF_LARGE(WRAP_ALLRED(Reduce_scatter_block_init_c, OP_REDUCE_SCATTER_BLOCK_INIT, MPI_Count,
+                     PREQ_ARGS, PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_GATHER(Gather_init_c, OP_GATHER_INIT, MPI_Count, GATHER_ROOT, PREQ_ARGS,
+                     PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_GATHER(Scatter_init_c, OP_SCATTER_INIT, MPI_Count, SCATTER_ROOT, PREQ_ARGS,
+                     PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_GATHER(Allgather_init_c, OP_ALLGATHER_INIT, MPI_Count, NOROOT, PREQ_ARGS,
+                     PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_GATHER(Alltoall_init_c, OP_ALLTOALL_INIT, MPI_Count, NOROOT, PREQ_ARGS,
+                     PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_GATHERV(Gatherv_init_c, OP_GATHERV_INIT, MPI_Count, MPI_Aint, 1, ROOT,
+                      me == root, PREQ_ARGS, PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_GATHERV(Allgatherv_init_c, OP_ALLGATHERV_INIT, MPI_Count, MPI_Aint, 1,
+                      NOROOT, 1, PREQ_ARGS, PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_SCATTERV(Scatterv_init_c, OP_SCATTERV_INIT, MPI_Count, MPI_Aint, 1,
+                       PREQ_ARGS, PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_ALLTOALLV(Alltoallv_init_c, OP_ALLTOALLV_INIT, MPI_Count, MPI_Aint, 1,
+                        PREQ_ARGS, PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_ALLTOALLW(Alltoallw_init_c, OP_ALLTOALLW_INIT, MPI_Count, MPI_Aint, 1,
+                        PREQ_ARGS, PREQ_PASS, PREQ_SET))
+IF_LARGE(WRAP_REDSCAT(Reduce_scatter_init_c, OP_REDUCE_SCATTER_INIT, MPI_Count, 1,
+                      PREQ_ARGS, PREQ_PASS, PREQ_SET))
+#endif /* SIGEX_HAVE_PERSISTENT_COLL */
+
+/* ---- neighbourhood collectives -------------------------------------------- */
+/* The neighbours of a process topology, in MPI's order, as world ranks
+ * (MPI_PROC_NULL ends of a non-periodic Cartesian grid stay PEER_NULL):
+ * Cartesian: per dimension the source then the destination of Cart_shift(d,
+ * 1), the same list both ways; graph: Graph_neighbors both ways; distributed
+ * graph: Dist_graph_neighbors.  Returns 0 for a communicator without one. */
+static int topo_neighbors(MPI_Comm comm, int64_t **src, int *ns, int64_t **dst, int *nd) {
+  int topo = MPI_UNDEFINED, me = 0;
+  PMPI_Topo_test(comm, &topo);
+  PMPI_Comm_rank(comm, &me);
+  *ns = *nd = 0;
+  if (topo == MPI_CART) {
+    int dims = 0;
+    PMPI_Cartdim_get(comm, &dims);
+    *src = malloc(sizeof(int64_t) * (size_t)(2 * dims + 1));
+    for (int d = 0; d < dims; d++) {
+      int a, b;
+      PMPI_Cart_shift(comm, d, 1, &a, &b);
+      (*src)[2 * d] = world_of(g.cur, a);
+      (*src)[2 * d + 1] = world_of(g.cur, b);
+    }
+    *ns = *nd = 2 * dims;
+    *dst = malloc(sizeof(int64_t) * (size_t)(2 * dims + 1));
+    memcpy(*dst, *src, sizeof(int64_t) * (size_t)(2 * dims));
+    return 1;
+  }
+  int *a = NULL, *b = NULL;
+  if (topo == MPI_GRAPH) {
+    int n = 0;
+    PMPI_Graph_neighbors_count(comm, me, &n);
+    a = malloc(sizeof(int) * (size_t)(n + 1));
+    PMPI_Graph_neighbors(comm, me, n, a);
+    b = malloc(sizeof(int) * (size_t)(n + 1));
+    memcpy(b, a, sizeof(int) * (size_t)n);
+    *ns = *nd = n;
+  } else if (topo == MPI_DIST_GRAPH) {
+    int weighted = 0;
+    PMPI_Dist_graph_neighbors_count(comm, ns, nd, &weighted);
+    a = malloc(sizeof(int) * (size_t)(*ns + 1));
+    b = malloc(sizeof(int) * (size_t)(*nd + 1));
+    PMPI_Dist_graph_neighbors(comm, *ns, a, MPI_UNWEIGHTED, *nd, b, MPI_UNWEIGHTED);
+  } else {
+    return 0;
+  }
+  *src = malloc(sizeof(int64_t) * (size_t)(*ns + 1));
+  *dst = malloc(sizeof(int64_t) * (size_t)(*nd + 1));
+  for (int i = 0; i < *ns; i++) (*src)[i] = world_of(g.cur, a[i]);
+  for (int i = 0; i < *nd; i++) (*dst)[i] = world_of(g.cur, b[i]);
+  free(a);
+  free(b);
+  return 1;
+}
+
+/* One side of a neighbourhood collective: bytes per neighbour from a uniform
+ * block, a count vector with one datatype, or counts and a datatype each. */
+typedef struct {
+  const void *counts;
+  int large;
+  MPI_Datatype type;
+  const MPI_Datatype *types;
+  int64_t block;
+} nside;
+
+static int64_t nside_bytes(const nside *s, int i) {
+  if (!s->counts) return s->block;
+  int64_t c = s->large ? (int64_t)((const MPI_Count *)s->counts)[i]
+                       : (int64_t)((const int *)s->counts)[i];
+  return c ? type_bytes(c, s->types ? s->types[i] : s->type) : 0;
+}
+
+/* Lists of a neighbourhood collective: sources and destinations (world
+ * ranks), bytes per destination (LIST_SEND) and per source (LIST_RECV);
+ * bytes/recv_bytes are the totals over real (non-PROC_NULL) neighbours. */
+static void neighbor_record(ev_t *e, MPI_Comm comm, nside snd, nside rcv) {
+  int64_t *src = NULL, *dst = NULL;
+  int ns = 0, nd = 0;
+  if (!topo_neighbors(comm, &src, &ns, &dst, &nd)) return;
+  int64_t *v = malloc(sizeof(int64_t) * (size_t)((ns > nd ? ns : nd) + 1));
+  lists_write(e->seq, LIST_SOURCES, ns, src);
+  lists_write(e->seq, LIST_DESTS, nd, dst);
+  e->bytes = e->recv_bytes = 0;
+  for (int i = 0; i < nd; i++) {
+    v[i] = dst[i] >= 0 ? nside_bytes(&snd, i) : 0;
+    e->bytes += v[i];
+  }
+  lists_write(e->seq, LIST_SEND, nd, v);
+  for (int i = 0; i < ns; i++) {
+    v[i] = src[i] >= 0 ? nside_bytes(&rcv, i) : 0;
+    e->recv_bytes += v[i];
+  }
+  lists_write(e->seq, LIST_RECV, ns, v);
+  free(v);
+  free(src);
+  free(dst);
+}
+
+#define UNIFORM(CNT, T) ((nside){NULL, 0, T, NULL, type_bytes(CNT, T)})
+#define VECTOR(CNTS, LARGE, T) ((nside){CNTS, LARGE, T, NULL, 0})
+#define TYPED(CNTS, LARGE, TS) ((nside){CNTS, LARGE, MPI_DATATYPE_NULL, TS, 0})
+
+/* allgather and alltoall: one block size each way. */
+#define WRAP_NBR_BLOCK(NAME, OPC, CT, RA, RP, RS)                             \
+  int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, void *rbuf, \
+                 CT rcount, MPI_Datatype rtype, MPI_Comm comm RA) {           \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, scount, stype, rbuf, rcount, rtype, comm RP);  \
+    if (tr) {                                                                 \
+      neighbor_record(&e, comm, UNIFORM(scount, stype), UNIFORM(rcount, rtype)); \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+#define WRAP_NBR_ALLGATHERV(NAME, OPC, CT, DT, LARGE, RA, RP, RS)             \
+  int MPI_##NAME(const void *sbuf, CT scount, MPI_Datatype stype, void *rbuf, \
+                 const CT rcounts[], const DT displs[], MPI_Datatype rtype,   \
+                 MPI_Comm comm RA) {                                          \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, scount, stype, rbuf, rcounts, displs, rtype,   \
+                         comm RP);                                            \
+    if (tr) {                                                                 \
+      neighbor_record(&e, comm, UNIFORM(scount, stype),                      \
+                      VECTOR(rcounts, LARGE, rtype));                         \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+#define WRAP_NBR_ALLTOALLV(NAME, OPC, CT, DT, LARGE, RA, RP, RS)              \
+  int MPI_##NAME(const void *sbuf, const CT scounts[], const DT sdispls[],    \
+                 MPI_Datatype stype, void *rbuf, const CT rcounts[],          \
+                 const DT rdispls[], MPI_Datatype rtype, MPI_Comm comm RA) {  \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, scounts, sdispls, stype, rbuf, rcounts,        \
+                         rdispls, rtype, comm RP);                            \
+    if (tr) {                                                                 \
+      neighbor_record(&e, comm, VECTOR(scounts, LARGE, stype),               \
+                      VECTOR(rcounts, LARGE, rtype));                         \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+/* Neighbor_alltoallw's displacements are MPI_Aint in both forms. */
+#define WRAP_NBR_ALLTOALLW(NAME, OPC, CT, LARGE, RA, RP, RS)                  \
+  int MPI_##NAME(const void *sbuf, const CT scounts[],                        \
+                 const MPI_Aint sdispls[], const MPI_Datatype stypes[],       \
+                 void *rbuf, const CT rcounts[], const MPI_Aint rdispls[],    \
+                 const MPI_Datatype rtypes[], MPI_Comm comm RA) {             \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OPC, comm);                                         \
+    int rc = PMPI_##NAME(sbuf, scounts, sdispls, stypes, rbuf, rcounts,       \
+                         rdispls, rtypes, comm RP);                           \
+    if (tr) {                                                                 \
+      neighbor_record(&e, comm, TYPED(scounts, LARGE, stypes),               \
+                      TYPED(rcounts, LARGE, rtypes));                         \
+      RS(e);                                                                  \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+/* The five functions in one form: blocking (NOREQ), nonblocking (REQ) or
+ * persistent (PREQ), with int or large (_c) counts. */
+#define NBR_5(PRE, SUF, OPPRE, OPSUF, CT, DT, LARGE, K)                       \
+  WRAP_NBR_BLOCK(PRE##eighbor_allgather##SUF, OP_##OPPRE##ALLGATHER##OPSUF, CT,      \
+                 K##_ARGS, K##_PASS, K##_SET)                                 \
+  WRAP_NBR_ALLGATHERV(PRE##eighbor_allgatherv##SUF, OP_##OPPRE##ALLGATHERV##OPSUF,   \
+                      CT, DT, LARGE, K##_ARGS, K##_PASS, K##_SET)             \
+  WRAP_NBR_BLOCK(PRE##eighbor_alltoall##SUF, OP_##OPPRE##ALLTOALL##OPSUF, CT,        \
+                 K##_ARGS, K##_PASS, K##_SET)                                 \
+  WRAP_NBR_ALLTOALLV(PRE##eighbor_alltoallv##SUF, OP_##OPPRE##ALLTOALLV##OPSUF, CT,  \
+                     DT, LARGE, K##_ARGS, K##_PASS, K##_SET)                  \
+  WRAP_NBR_ALLTOALLW(PRE##eighbor_alltoallw##SUF, OP_##OPPRE##ALLTOALLW##OPSUF, CT,  \
+                     LARGE, K##_ARGS, K##_PASS, K##_SET)
+/* K (NOREQ, REQ, PREQ) is pasted into K##_ARGS so that it is not expanded early. */
+NBR_5(N, , NEIGHBOR_, , int, int, 0, NOREQ)
+NBR_5(In, , INEIGHBOR_, , int, int, 0, REQ)
+IF_LARGE(NBR_5(N, _c, NEIGHBOR_, , MPI_Count, MPI_Aint, 1, NOREQ))
+IF_LARGE(NBR_5(In, _c, INEIGHBOR_, , MPI_Count, MPI_Aint, 1, REQ))
+#ifdef SIGEX_HAVE_PERSISTENT_COLL
+NBR_5(N, _init, NEIGHBOR_, _INIT, int, int, 0, PREQ)
+IF_LARGE(NBR_5(N, _init_c, NEIGHBOR_, _INIT, MPI_Count, MPI_Aint, 1, PREQ))
+#endif
+
+
 /* ---- communicators --------------------------------------------------------- */
 static inline void set_newcomm(ev_t *e, MPI_Comm c) {
   comm_entry *n = comm_get(c);
@@ -1936,6 +2222,49 @@ int MPI_Cart_create(MPI_Comm comm, int ndims, const int dims[],
   ev_t e;
   int tr = ev_begin(&e, OP_CART_CREATE, comm);
   int rc = PMPI_Cart_create(comm, ndims, dims, periods, reorder, newcomm);
+  if (tr) {
+    set_newcomm(&e, *newcomm);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+/* Process-graph communicators: created like any other (their neighbours are
+ * recorded with each neighbourhood collective). */
+int MPI_Graph_create(MPI_Comm comm, int nnodes, const int index[], const int edges[],
+                     int reorder, MPI_Comm *newcomm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_GRAPH_CREATE, comm);
+  int rc = PMPI_Graph_create(comm, nnodes, index, edges, reorder, newcomm);
+  if (tr) {
+    set_newcomm(&e, *newcomm);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Dist_graph_create(MPI_Comm comm, int n, const int sources[], const int degrees[],
+                          const int destinations[], const int weights[], MPI_Info info,
+                          int reorder, MPI_Comm *newcomm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_DIST_GRAPH_CREATE, comm);
+  int rc = PMPI_Dist_graph_create(comm, n, sources, degrees, destinations, weights, info,
+                                  reorder, newcomm);
+  if (tr) {
+    set_newcomm(&e, *newcomm);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm, int indegree, const int sources[],
+                                   const int sourceweights[], int outdegree,
+                                   const int destinations[], const int destweights[],
+                                   MPI_Info info, int reorder, MPI_Comm *newcomm) {
+  ev_t e;
+  int tr = ev_begin(&e, OP_DIST_GRAPH_CREATE, comm);
+  int rc = PMPI_Dist_graph_create_adjacent(comm, indegree, sources, sourceweights, outdegree,
+                                           destinations, destweights, info, reorder, newcomm);
   if (tr) {
     set_newcomm(&e, *newcomm);
     ev_end(&e);

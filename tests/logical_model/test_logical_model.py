@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
 
 import signature
-from conftest import TRACES
+from conftest import TRACES, needs_mpi
 from logical_model import LogicalModel, ModelError, build, from_traces, grid_of
 from signature import load_trace
 from signature.errors import ExtrapolationError
@@ -170,3 +171,26 @@ def test_sigex_show_on_a_logical_trace(models, tmp_path, capsys):
     assert "logical trace, generated" in out and "runtime not run" in out
     assert main(["show", "--json", str(path)]) == 0
     assert json.loads(capsys.readouterr().out)["runtime"] is None
+
+
+@needs_mpi
+def test_neighbourhood_collectives_are_refused_by_name(tmp_path):
+    """A phase with neighbourhood collectives is reported as not extrapolable, naming the call
+    (their topology at another P is not modelled), instead of being extrapolated wrongly."""
+    import subprocess
+    from pathlib import Path
+
+    from logical_model import from_traces
+    from signature import trace_run
+
+    src = Path(__file__).parents[1] / "signature" / "programs" / "neighbors.c"
+    exe = tmp_path / "nbr"
+    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe), str(src)],
+                   check=True)
+    for P in (2, 4, 8):
+        assert trace_run([str(exe), "6"], P, tmp_path / "t" / f"P{P}.h5").ok
+    model = from_traces(tmp_path / "t")
+    loop = [ph for ph in model.phases if ph.kind == "loop"]
+    assert loop and all(not ph.extrapolable for ph in loop)
+    assert any("Neighbor_alltoall: neighbourhood collectives are replayed from captured traces "
+               "but not extrapolated yet" in p for ph in loop for p in ph.problems)

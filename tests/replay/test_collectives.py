@@ -182,10 +182,15 @@ def test_every_collective_op_has_a_pattern_and_a_closed_form():
                 "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw",
                 "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan"]
     names = blocking + ["I" + n[0].lower() + n[1:] for n in blocking]
-    assert set(names) <= set(OPS)
-    assert {OPS[c] for c in C.COLLECTIVE_OPS} == set(names)
+    neighbor = [f"{p}eighbor_{k}" for p in ("N", "In") for k in
+                ("allgather", "allgatherv", "alltoall", "alltoallv", "alltoallw")]
+    assert set(names + neighbor) <= set(OPS)
+    assert {OPS[c] for c in C.COLLECTIVE_OPS} == set(names + neighbor)
     assert len(names) == 34
     assert C.COLLECTIVE_OPS[OPS.index("Ialltoallw")] == "Alltoall"  # bytes per peer, as Alltoallv
+    assert {C.COLLECTIVE_OPS[OPS.index(n)] for n in neighbor} == {"Neighbor"}
+    with pytest.raises(ValueError, match="neighbourhood collective's pattern comes from its topology"):
+        C.pattern_for("Neighbor", 4, 0, 8)
     for name in names:
         base = C.COLLECTIVE_OPS[OPS.index(name)]
         assert C.pattern_for(base, 5, 1, 64).n == 5
@@ -194,7 +199,7 @@ def test_every_collective_op_has_a_pattern_and_a_closed_form():
 
 def test_single_member_collectives_cost_nothing():
     """A collective over one rank has no messages and no cost."""
-    for name in set(C.COLLECTIVE_OPS.values()):
+    for name in set(C.COLLECTIVE_OPS.values()) - {"Neighbor"}:
         assert C.pattern_for(name, 1, 0, 64).n_messages == 0
         assert C.closed_form_cost(name, 1, 64, L=L, o=o, G=G) == 0.0
 
@@ -282,3 +287,13 @@ def test_link_costs_equal_per_message_parameters(n, cores):
         a, b = C.evaluate(pat, entry, costs_=got), C.evaluate(pat, entry, costs_=want)
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1]), op
         assert np.array_equal(got.busy, want.busy), op
+
+
+def test_neighbor_pattern_is_one_round_of_the_given_edges():
+    """A neighbourhood collective is one round: each edge once, sorted by sender."""
+    pat = C.neighbor_pattern(3, np.array([2, 0, 1]), np.array([0, 1, 2]), np.array([8, 16, 24]))
+    assert pat.n_rounds == 1 and pat.src.tolist() == [0, 1, 2] and pat.dst.tolist() == [1, 2, 0]
+    assert pat.nbytes.tolist() == [16, 24, 8]
+    # closed form: the busiest sender's overheads and bytes, one latency, one receive overhead
+    cost = C.neighbor_closed_form_cost(pat, L=L, o=o, G=G)
+    assert cost == pytest.approx(o + 23 * G + L + o)

@@ -180,3 +180,96 @@ def test_lammps_melt_traced_end_to_end(tmp_path, clean_env):
     assert {"Send", "Irecv", "Wait", "Allreduce", "Cart_create"} <= names
     assert unmodelled_notes(t.meta) == []
     assert t.n_events > 500
+
+
+PERSISTENT = """
+    import numpy as np
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    s, r = np.ones(4), np.empty(4)
+    red = comm.Allreduce_init(s, r)
+    buf = np.arange(6, dtype=np.int32)
+    bc = comm.Bcast_init(buf, root=1)
+    for _ in range(3):
+        red.Start()
+        red.Wait()
+        MPI.Prequest.Startall([bc])
+        bc.Wait()
+    assert r[0] == comm.size
+    red.Free()
+    bc.Free()
+"""
+
+
+@needs_mpi
+def test_persistent_collectives_replay_as_one_instance_per_start(run_traced):
+    """Allreduce_init/Bcast_init are recorded with their sizes and root; every Start is one
+    collective instance of the nonblocking form in the replay."""
+    import mpi4py.MPI as MPI
+    if MPI.Get_version() < (4, 0):
+        pytest.skip("persistent collectives need an MPI-4 library")
+    from replay import Program, load, replay
+    from replay.program import COLLECTIVE_NAMES
+
+    t = load_trace(run_traced(PERSISTENT, 3).path)
+    ev = t.rank_events(0)
+    init = np.flatnonzero(ev["op"] == OP_CODE["Allreduce_init"])
+    binit = np.flatnonzero(ev["op"] == OP_CODE["Bcast_init"])
+    assert len(init) == 1 and int(ev["bytes"][init[0]]) == 32
+    assert len(binit) == 1 and int(ev["root"][binit[0]]) == 1 and int(ev["bytes"][binit[0]]) == 24
+    starts = np.flatnonzero(ev["op"] == OP_CODE["Start"])
+    assert len(starts) == 3 and set(ev["req"][starts].tolist()) == {int(ev["req"][init[0]])}
+    program = Program.from_trace(t)
+    ops = [COLLECTIVE_NAMES[c] for c in program.coll_op]
+    assert ops.count("Allreduce") == 3 and ops.count("Bcast") == 3
+    bc = [i for i, o in enumerate(ops) if o == "Bcast"]
+    assert all(int(program.coll_root[i]) == 1 and int(program.coll_bytes[i]) == 24 for i in bc)
+    assert np.isfinite(replay(program, load("cluster-a")).runtime)
+
+
+@needs_mpi
+@pytest.mark.parametrize("name", list(MPIS))
+def test_neighbourhood_collectives_record_their_topology_and_replay(name, tmp_path, clean_env):
+    """Neighbor_alltoall on a non-periodic grid, Neighbor_allgatherv and Ineighbor_alltoallv on
+    a distributed-graph ring: sources, destinations and bytes per neighbour are recorded, and
+    the replay sends exactly those messages."""
+    from replay import Program, load, replay
+    from signature.trace import LIST_DESTS, LIST_SOURCES, PEER_NULL
+
+    mpicc, _ = _mpi(name)
+    exe = _build(mpicc, PROGRAMS / "neighbors.c", tmp_path / "nbr")
+    P = 4
+    res = trace_run([str(exe)], P, tmp_path / "t" / "P4.h5")
+    assert res.ok, res.trace.meta.get("incomplete_reason")
+    t = load_trace(res.path)
+    assert unmodelled_notes(t.meta) == []
+    edges = 0
+    for r in range(P):
+        ev = t.rank_events(r)
+        i, j = divmod(r, 2)  # 2 x 2 grid, row-major
+        grid = [2 * (i - 1) + j if i else PEER_NULL, 2 * (i + 1) + j if i < 1 else PEER_NULL,
+                2 * i + j - 1 if j else PEER_NULL, 2 * i + j + 1 if j < 1 else PEER_NULL]
+        a2a = np.flatnonzero(ev["op"] == OP_CODE["Neighbor_alltoall"])
+        assert len(a2a) == 2
+        seq = int(ev["seq"][a2a[0]])
+        assert _list(t, r, seq, LIST_SOURCES) == grid and _list(t, r, seq, LIST_DESTS) == grid
+        assert _list(t, r, seq, LIST_SEND) == [12 if g >= 0 else 0 for g in grid]
+        ring_src, ring_dst = [(r - 1) % P, (r + 1) % P], [(r + 1) % P, (r - 1) % P]
+        agv = np.flatnonzero(ev["op"] == OP_CODE["Neighbor_allgatherv"])
+        seq = int(ev["seq"][agv[0]])
+        assert _list(t, r, seq, LIST_SOURCES) == ring_src and _list(t, r, seq, LIST_DESTS) == ring_dst
+        assert _list(t, r, seq, LIST_SEND) == [16, 16]
+        assert _list(t, r, seq, LIST_RECV) == [16, 16]
+        ia = np.flatnonzero(ev["op"] == OP_CODE["Ineighbor_alltoallv"])
+        seq = int(ev["seq"][ia[0]])
+        assert _list(t, r, seq, LIST_SEND) == [4 * (r + 1), 4 * (r + 2)]
+        assert int(ev["req"][ia[0]]) >= 0
+        edges += sum(g >= 0 for g in grid)
+    program = Program.from_trace(t)
+    from replay.program import COLLECTIVE_NAMES
+    nbr = np.flatnonzero(program.coll_op == COLLECTIVE_NAMES.index("Neighbor"))
+    per_instance = sorted(program.neighbor_patterns[int(program.coll_root[k])].n_messages
+                          for k in nbr)
+    assert per_instance == sorted([edges] * 2 + [2 * P] * 4)
+    assert np.isfinite(replay(program, load("cluster-a")).runtime)
+    assert np.isfinite(replay(program, load("cluster-a"), collectives="closed-form").runtime)

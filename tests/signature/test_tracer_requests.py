@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from conftest import needs_mpi
+from signature import unmodelled_notes
 from signature.trace import PEER_NONE
 
 pytestmark = needs_mpi
@@ -20,26 +21,38 @@ req.Wait()
 assert b[0] == (r - 1) % P
 req = c.Isendrecv_replace(a, dest=(r + 1) % P, sendtag=6, source=(r - 1) % P, recvtag=6)
 req.Wait()
-p = c.Bcast_init(x, root=0)      # a persistent collective: not traced
+p = c.Bcast_init(x, root=0)      # a persistent collective (MPI-4): traced
 p.Start(); p.Wait(); p.Free()
+fh = MPI.File.Open(c, PATH, MPI.MODE_CREATE | MPI.MODE_WRONLY)
+q = fh.Iwrite_at(8 * r, np.full(1, r, dtype=np.float64))   # MPI-IO: counted, not traced
+q.Wait()
+fh.Close()
 """
 
 
-def test_isendrecv_and_untraced_requests(run_traced):
-    """Isendrecv records both peers and completes with the received size; a request the
-    tracer did not see created completes with no peer and no bytes, not with garbage."""
-    t = run_traced(SCRIPT, 3, name="isr").trace
+def test_isendrecv_and_untraced_requests(run_traced, tmp_path):
+    """Isendrecv records both peers and completes with the received size; a persistent
+    collective's request completes as itself; a request the tracer did not see created
+    (MPI-IO) completes with no peer and no bytes, not with garbage."""
+    t = run_traced(SCRIPT.replace("PATH", repr(str(tmp_path / "f.bin"))), 3, name="isr").trace
     for r in range(3):
         ev = t.rank_events(r)
         names = [t.op_name(o) for o in ev["op"]]
-        assert names[:5] == ["Init", "Isendrecv", "Wait", "Isendrecv_replace", "Wait"]
+        assert names[:7] == ["Init", "Isendrecv", "Wait", "Isendrecv_replace", "Wait",
+                             "Bcast_init", "Start"]
         for i, tag in ((1, 5), (3, 6)):
             assert ev["peer"][i] == (r + 1) % 3 and ev["recv_peer"][i] == (r - 1) % 3
             assert ev["bytes"][i] == 32 and ev["recv_bytes"][i] == 32 and ev["tag"][i] == tag
         c = {k: v[t.completions["rank"] == r] for k, v in t.completions.items()}
         known = c["req"] >= 0
-        np.testing.assert_array_equal(c["req"][known], ev["req"][[1, 3]])
-        assert np.all(c["peer"][known] == (r - 1) % 3) and np.all(c["bytes"][known] == 32)
-        # the persistent Bcast's Wait: an unknown request, recorded without status fields
+        np.testing.assert_array_equal(c["req"][known], ev["req"][[1, 3, 5]])
+        assert np.all(c["peer"][known][:2] == (r - 1) % 3) and np.all(c["bytes"][known][:2] == 32)
+        assert c["peer"][known][2] == PEER_NONE and c["bytes"][known][2] == 16  # Bcast_init's
+        assert (~known).sum() == 1
+        # the MPI-IO request's Wait: an unknown request, recorded without status fields
         assert np.all(c["peer"][~known] == PEER_NONE) and np.all(c["bytes"][~known] == 0)
         assert np.all(c["tag"][~known] == -1)
+    notes = unmodelled_notes(t.meta)
+    assert any(n.startswith(("MPI_File_iwrite_at called 3 times on 3 rank(s): not modelled",
+                             "MPI_File_iwrite_at_c called 3 times on 3 rank(s): not modelled"))
+               for n in notes), notes
