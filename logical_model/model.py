@@ -64,7 +64,11 @@ __all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", 
 
 
 class ModelError(SigexError):
-    """The signatures cannot be related or modelled (names the phase and P)."""
+    """The signatures cannot be related or modelled (names the phase and P).
+
+    Exit status 2: the set of runs given must change (more P, one program, one grid)."""
+
+    exit_code = 2
 
 
 P2P_OPS = frozenset(OP_CODE[n] for n in (
@@ -113,6 +117,12 @@ class GridPower:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "grid", "c": self.c, "k": self.k, "e": self.e, "ndims": self.ndims,
                 "name": self.name}
+
+
+def _short(problems: Sequence[str], width: int = 160) -> str:
+    """The first of a phase's problems, cut to ``width`` characters, and how many more there are."""
+    first = problems[0] if len(problems[0]) <= width else problems[0][:width - 3] + "..."
+    return first + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
 
 
 def _load_quantity(d: dict[str, Any] | None):
@@ -318,11 +328,15 @@ class LogicalModel:
     def check_target(self, P: int) -> None:
         if not isinstance(P, (int, np.integer)) or P < 1:
             raise ExtrapolationError(f"target P must be a positive integer, got {P!r}")
-        bad = [f"phase {ph.id}: {'; '.join(ph.problems)}" for ph in self.phases if ph.problems]
+        bad = [ph for ph in self.phases if ph.problems]
         if bad:
-            raise ExtrapolationError(
-                f"{self.app}: cannot write a logical trace, some phases are not extrapolable:\n  "
-                + "\n  ".join(bad))
+            err = ExtrapolationError(
+                f"{self.app}: cannot write a logical trace, {len(bad)} phase(s) not extrapolable: "
+                + "; ".join(f"phase {ph.id}: {_short(ph.problems)}" for ph in bad[:5])
+                + (f"; and {len(bad) - 5} more phases" if len(bad) > 5 else ""))
+            # every problem of every phase, for a file the caller names (sigex: --explain)
+            err.detail = "\n".join(f"phase {ph.id}: {pr}" for ph in bad for pr in ph.problems)
+            raise err
 
     def weights(self, P: int) -> list[int]:
         return [ph.weight_at(P) for ph in self.phases]
@@ -341,7 +355,11 @@ class LogicalModel:
         return write_logical_trace(self, P, path, overwrite=overwrite, block=block, progress=progress)
 
     # ---- text ----------------------------------------------------------------------
-    def describe(self, target: int | None = None) -> str:
+    def describe(self, target: int | None = None, *, max_slots: int | None = None,
+                 max_problems: int | None = None) -> str:
+        """The model as text: per phase its weight, slot table, work groups, problems and notes.
+        ``max_slots``/``max_problems``: show at most that many per phase and say how many are
+        left out (a real application's phases can have thousands of slots)."""
         mode = {"counters": "counters mode (work = instructions)",
                 "flops": "flops mode (work = flops charged in a SimGrid trace, as seconds at the host speed)"
                 }.get(self.work_mode, "CPU-time mode (work = thread CPU time)")
@@ -357,7 +375,8 @@ class LogicalModel:
             out.append(f"  weight   {ph.weight.formula()}   measured {w_meas}"
                        + (f"   -> {ph.weight_at(target)} at P={target}" if target else ""))
             rows = []
-            for i, s in enumerate(ph.slots):
+            shown = ph.slots if max_slots is None else ph.slots[:max_slots]
+            for i, s in enumerate(shown):
                 vol = s.bytes.formula() if s.bytes is not None else "-"
                 if s.recv_bytes is not None and s.bytes is None:
                     vol = s.recv_bytes.formula()
@@ -365,6 +384,8 @@ class LogicalModel:
                              s.problem or ""))
             out.append("  " + table(("slot", "event and rule", "bytes", "work", "problem"), rows,
                                     align="rllrl").replace("\n", "\n  "))
+            if len(shown) < len(ph.slots):
+                out.append(f"  ... and {len(ph.slots) - len(shown)} more slots")
             unit = self.work_unit
             if target:  # per rank at the target, once per phase (P values each)
                 work_at, group_at = ph.work_per_rank(target), ph.group_of(np.arange(target), target)
@@ -382,8 +403,11 @@ class LogicalModel:
                     if mine.any():
                         line += f"; per rank at P={target}: {work_at[mine].mean():.4g} {unit}"
                 out.append(line)
-            for pr in ph.problems:
+            probs = ph.problems if max_problems is None else ph.problems[:max_problems]
+            for pr in probs:
                 out.append(f"  problem: {pr}")
+            if len(probs) < len(ph.problems):
+                out.append(f"  ... and {len(ph.problems) - len(probs)} more problems")
             for note in ph.notes:
                 out.append(f"  note: {note}")
         if self.notes:

@@ -49,7 +49,11 @@ MACHINES_DIR = Path(__file__).resolve().parents[1] / "machines"
 
 
 class MachineError(SigexError):
-    """A machine profile is missing, malformed or physically impossible."""
+    """A machine profile is missing, malformed or physically impossible.
+
+    Exit status 2: the profile named on the command line must change."""
+
+    exit_code = 2
 
 
 @dataclasses.dataclass(frozen=True)

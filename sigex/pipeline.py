@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from signature._text import table
-from signature.errors import CampaignError, SigexError
+from signature.errors import CampaignError, SigexError, UsageError
 
 __all__ = ["Models", "Prediction", "Scaling", "load_models", "physical_trace", "predict", "scaling",
            "compare_machines", "parse_p_range"]
@@ -63,10 +63,10 @@ def load_models(source: str | Path, *, work: str | None = None, p_rule: str | No
         logical, compute = campaign.models(c, progress=say)
     else:
         if not src.exists():
-            raise SigexError(f"{src}: no such campaign file or trace folder")
+            raise UsageError(f"{src}: no such campaign file or trace folder")
         files = trace_files(src)
         if len(files) < 3:
-            raise SigexError(f"{src}: {len(files)} signature run(s); sigex needs 3 or more P to tell a "
+            raise UsageError(f"{src}: {len(files)} signature run(s); sigex needs 3 or more P to tell a "
                              "model from noise (trace the application at more process counts)")
         compute = from_traces(files, small=src / "small" if work and (src / "small").is_dir() else None,
                               work=work, p_rule=p_rule, progress=say)

@@ -41,7 +41,7 @@ except _metadata.PackageNotFoundError:  # running from a source tree
 from ._build import tracer_library
 from .capture import TraceResult, trace_run
 from .errors import (IncompleteTraceError, MissingCounterError, SigexError, SigexWarning,
-                     TraceFormatError, TracerError)
+                     TraceFormatError, TracerError, UsageError)
 from .io import load_trace, write_trace
 from .model import Phase, Signature, signature_path
 from .phases import PhaseDetectionError, extract
@@ -55,5 +55,5 @@ __all__ = [
     "extract", "Signature", "Phase", "signature_path", "PhaseDetectionError", "region",
     "unmodelled_calls", "unmodelled_notes",
     "SigexError", "TraceFormatError", "IncompleteTraceError", "MissingCounterError",
-    "TracerError", "SigexWarning", "__version__",
+    "TracerError", "UsageError", "SigexWarning", "__version__",
 ]

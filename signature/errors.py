@@ -10,6 +10,7 @@ from __future__ import annotations
 
 __all__ = [
     "SigexError",
+    "UsageError",
     "TraceFormatError",
     "IncompleteTraceError",
     "MissingCounterError",
@@ -22,7 +23,23 @@ __all__ = [
 
 
 class SigexError(Exception):
-    """Root of every error sigex raises on purpose (the CLI prints it as one line)."""
+    """Root of every error sigex raises on purpose (the CLI prints it as one line).
+
+    ``exit_code`` is the ``sigex`` command's exit status for it: 1 when sigex read what it
+    was given and something in it (a damaged file, a deadlock, a phase that cannot be
+    extrapolated, a failed run) stops the work; 2 when the command itself must change
+    (:class:`UsageError` and the errors that name what the user chose: a machine profile, a
+    campaign file, a set of runs that cannot be modelled together, an incomplete trace).
+    """
+
+    exit_code = 1
+
+
+class UsageError(SigexError):
+    """The command as given cannot run: a file named on it is missing or is a folder, an output
+    exists without --force or cannot be written, an option is out of range."""
+
+    exit_code = 2
 
 
 class TraceFormatError(SigexError):
@@ -30,7 +47,9 @@ class TraceFormatError(SigexError):
 
 
 class IncompleteTraceError(TraceFormatError):
-    """The trace comes from a run that crashed or was killed."""
+    """The trace comes from a run that crashed or was killed (re-run, or --allow-incomplete)."""
+
+    exit_code = 2
 
 
 class MissingCounterError(SigexError):
@@ -51,6 +70,8 @@ class DeadlockError(SigexError):
 
 class CampaignError(SigexError):
     """A campaign file is wrong or one of its runs failed."""
+
+    exit_code = 2
 
 
 class SigexWarning(UserWarning):

@@ -120,6 +120,56 @@ def _attr(value: Any) -> Any:
     return value
 
 
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return (text[0] if text else type(err).__name__)[:200]
+
+
+def _damaged(path: Path, err: BaseException) -> TraceFormatError:
+    return TraceFormatError(f"{path}: damaged sigex trace ({type(err).__name__}: {_first_line(err)}); "
+                            "copy it again or re-run `sigex trace` to make it again")
+
+
+def _read_open(f: h5py.File, path: Path, allow_incomplete: bool):
+    """The columns and metadata of an open trace file (read_trace turns every low-level
+    failure into one TraceFormatError)."""
+    fmt = _attr(f.attrs.get("format"))
+    if fmt != FORMAT_NAME:
+        raise TraceFormatError(f"{path}: HDF5 file but not a sigex trace (format attribute "
+                               f"{fmt!r}); make traces with `sigex trace`")
+    version = int(_attr(f.attrs.get("format_version", 0)))
+    if version > FORMAT_VERSION:
+        raise TraceFormatError(f"{path}: trace format version {version} is newer than this "
+                               f"sigex reads ({FORMAT_VERSION}); upgrade sigex")
+    meta = {k: _attr(v) for k, v in f.attrs.items() if k not in ("format", "format_version")}
+    for key in _JSON_META:
+        if key in meta:
+            meta[key] = json.loads(meta[key])
+    if not meta.get("complete", False) and not allow_incomplete:
+        raise IncompleteTraceError(
+            f"{path}: the traced run did not finish ({meta.get('incomplete_reason', 'no reason recorded')}). "
+            "Re-run `sigex trace`, or pass --allow-incomplete (allow_incomplete=True) "
+            "to read the events it recorded")
+    try:
+        names = json.loads(_attr(f["events"].attrs["op_names"]))
+        regions = tuple(json.loads(_attr(f["events"].attrs.get("region_names", "[]"))))
+        events = {col: f["events"][col][()] for col in EVENT_COLUMNS if col in f["events"]}
+        optional = OPTIONAL_COLUMNS
+        if meta.get("trace_kind") in ("logical", "physical"):  # generated, not run
+            optional += RUN_ONLY_COLUMNS
+        missing = [c for c in EVENT_COLUMNS if c not in events and c not in optional]
+        if missing:
+            raise TraceFormatError(f"{path}: event columns missing: {', '.join(missing)}")
+        rank_offsets = f["index/rank_offsets"][()]
+        completions = {c: f["completions"][c][()] for c in COMPLETION_COLUMNS}
+        lists = {c: f["lists"][c][()] for c in _LIST_COLUMNS + ("values",)}
+        comms = CommTable(**{c: f["comms"][c][()] for c in _COMM_COLUMNS})
+    except KeyError as err:
+        raise TraceFormatError(f"{path}: damaged sigex trace, missing {err}; copy it again or re-run "
+                               "`sigex trace`") from err
+    return names, regions, meta, events, rank_offsets, completions, lists, comms
+
+
 def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
     """Read a trace file written by sigex.
 
@@ -147,57 +197,39 @@ def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
     path = Path(path)
     if not path.exists():
         raise TraceFormatError(f"{path}: no such trace file")
+    if path.is_dir():
+        raise TraceFormatError(f"{path} is a folder, not a trace file; name one of its *.h5 files")
     try:
         f = h5py.File(path, "r")
-    except OSError as err:
-        raise TraceFormatError(f"{path}: not a readable HDF5 file ({err}); is it truncated? "
-                               "Re-run `sigex trace` to make it again") from err
-    with f:
-        fmt = _attr(f.attrs.get("format"))
-        if fmt != FORMAT_NAME:
-            raise TraceFormatError(f"{path}: HDF5 file but not a sigex trace (format attribute "
-                                   f"{fmt!r}); make traces with `sigex trace`")
-        version = int(_attr(f.attrs.get("format_version", 0)))
-        if version > FORMAT_VERSION:
-            raise TraceFormatError(f"{path}: trace format version {version} is newer than this "
-                                   f"sigex reads ({FORMAT_VERSION}); upgrade sigex")
-        meta = {k: _attr(v) for k, v in f.attrs.items() if k not in ("format", "format_version")}
-        for key in _JSON_META:
-            if key in meta:
-                meta[key] = json.loads(meta[key])
-        if not meta.get("complete", False) and not allow_incomplete:
-            raise IncompleteTraceError(
-                f"{path}: the traced run did not finish ({meta.get('incomplete_reason', 'no reason recorded')}). "
-                "Re-run `sigex trace`, or pass --allow-incomplete (allow_incomplete=True) "
-                "to read the events it recorded")
-        try:
-            names = json.loads(_attr(f["events"].attrs["op_names"]))
-            regions = tuple(json.loads(_attr(f["events"].attrs.get("region_names", "[]"))))
-            events = {col: f["events"][col][()] for col in EVENT_COLUMNS if col in f["events"]}
-            optional = OPTIONAL_COLUMNS
-            if meta.get("trace_kind") in ("logical", "physical"):  # generated, not run
-                optional += RUN_ONLY_COLUMNS
-            missing = [c for c in EVENT_COLUMNS if c not in events and c not in optional]
-            if missing:
-                raise TraceFormatError(f"{path}: event columns missing: {', '.join(missing)}")
-            rank_offsets = f["index/rank_offsets"][()]
-            completions = {c: f["completions"][c][()] for c in COMPLETION_COLUMNS}
-            lists = {c: f["lists"][c][()] for c in _LIST_COLUMNS + ("values",)}
-            comms = CommTable(**{c: f["comms"][c][()] for c in _COMM_COLUMNS})
-        except KeyError as err:
-            raise TraceFormatError(f"{path}: damaged sigex trace, missing {err}") from err
-        except OSError as err:
-            raise TraceFormatError(f"{path}: damaged sigex trace ({err})") from err
-    if names != list(OPS[:len(names)]):
-        # written by a sigex with a different operation list: translate codes
-        lut = np.array([OPS.index(n) if n in OPS else 0 for n in names], np.uint8)
-        unknown = sorted(set(names) - set(OPS))
-        if unknown:
-            raise TraceFormatError(f"{path}: unknown MPI operations {unknown}; upgrade sigex")
-        events["op"] = lut[events["op"]]
-    trace = Trace(meta=meta, events=events, rank_offsets=rank_offsets,
-                  completions=completions, lists=lists, comms=comms, path=path, regions=regions)
-    trace.validate()
+    except (OSError, RuntimeError, ValueError) as err:
+        raise TraceFormatError(f"{path}: not a readable HDF5 file ({_first_line(err)}); is it truncated "
+                               "or not a trace? Re-run `sigex trace` to make it again") from err
+    try:
+        with f:
+            names, regions, meta, events, rank_offsets, completions, lists, comms = _read_open(
+                f, path, allow_incomplete)
+    except TraceFormatError:
+        raise
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
+        # HDF5 reports a damaged file from wherever it notices: attribute iteration ("integer
+        # offset out of bounds"), link lookups, chunk decompression, JSON attributes that no
+        # longer parse. Every one of them means the same thing to the user.
+        raise _damaged(path, err) from err
+    try:
+        if names != list(OPS[:len(names)]):
+            # written by a sigex with a different operation list: translate codes
+            lut = np.array([OPS.index(n) if n in OPS else 0 for n in names], np.uint8)
+            unknown = sorted(set(names) - set(OPS))
+            if unknown:
+                raise TraceFormatError(f"{path}: unknown MPI operations {unknown}; upgrade sigex")
+            events["op"] = lut[events["op"]]
+        trace = Trace(meta=meta, events=events, rank_offsets=rank_offsets,
+                      completions=completions, lists=lists, comms=comms, path=path, regions=regions)
+        trace.validate()
+    except TraceFormatError:
+        raise
+    except (KeyError, ValueError, TypeError, IndexError) as err:  # columns of the wrong shape or type
+        raise _damaged(path, err) from err
     return trace
 
 
