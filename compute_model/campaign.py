@@ -114,6 +114,11 @@ def load(path: str | Path) -> Campaign:
         raise CampaignError(f"{path}: no such campaign file") from err
     except tomllib.TOMLDecodeError as err:
         raise CampaignError(f"{path}: not valid TOML ({err})") from err
+    except UnicodeDecodeError as err:
+        raise CampaignError(f"{path}: not a campaign file (not text: {err.reason} at byte {err.start}); "
+                            "give the application's campaign TOML, e.g. examples/stencil.toml") from err
+    except IsADirectoryError as err:
+        raise CampaignError(f"{path} is a folder, not a campaign file") from err
     unknown = sorted(set(d) - _KEYS)
     if unknown:
         raise CampaignError(f"{path}: unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_KEYS))}")

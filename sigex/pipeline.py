@@ -207,13 +207,15 @@ def parse_p_range(text: str) -> list[int]:
             lo, hi = (int(x) for x in text.split(":"))
             if lo < 1 or hi < lo:
                 raise ValueError
-            return [2 ** e for e in range(math.ceil(math.log2(lo)), int(math.log2(hi)) + 1)]
-        Ps = sorted({int(x) for x in text.split(",") if x.strip()})
-        if not Ps or Ps[0] < 1:
+            Ps = [2 ** e for e in range(math.ceil(math.log2(lo)), int(math.log2(hi)) + 1)]
+        else:
+            Ps = sorted({int(x) for x in text.split(",") if x.strip()})
+        if not Ps or Ps[0] < 1 or Ps[-1] >= 2 ** 31:  # no P in the range, or beyond any MPI
             raise ValueError
         return Ps
     except ValueError as err:
-        raise SigexError(f"--p {text!r}: give LO:HI (powers of two between) or a list like 64,128,256") from err
+        raise UsageError(f"--p {text!r}: give LO:HI (powers of two between, below 2^31) or a list like "
+                         "64,128,256") from err
 
 
 @dataclasses.dataclass

@@ -96,6 +96,11 @@ def enough_runs(traces, cmd: str) -> None:
     from logical_model import trace_files
 
     input_sources(traces)
+    if len(traces) > 1:
+        for t in traces:
+            if Path(t).is_dir():
+                raise UsageError(f"{t} is a folder, not a trace file; give one folder of runs, or the "
+                                 "runs' files")
     files = trace_files(traces)
     if len(files) < 3:
         where = traces[0] if len(traces) == 1 else ", ".join(map(str, traces))

@@ -74,6 +74,26 @@ def mpiexec_args(values: list[str] | None) -> list[str]:
     return out
 
 
+def program(name: str) -> None:
+    """The program to trace exists and can be run (else mpiexec starts it on every rank, each
+    fails, and the tracer has nothing to say but that it wrote nothing)."""
+    import os
+    import shutil
+
+    if os.sep not in name:
+        if shutil.which(name) is None:
+            raise UsageError(f"{name}: no such program on PATH; give its path (./{name}) or install it")
+        return
+    p = Path(name)
+    if not p.exists():
+        raise UsageError(f"{p}: no such program")
+    if p.is_dir():
+        raise UsageError(f"{p} is a folder, not a program")
+    if not os.access(p, os.X_OK):
+        raise UsageError(f"{p} is not executable: run it through its interpreter (python {p}) or "
+                         f"chmod +x {p}")
+
+
 def run(opts: argparse.Namespace) -> int:
     from signature.capture import output_path, trace_run
 
@@ -83,6 +103,7 @@ def run(opts: argparse.Namespace) -> int:
     if not command:
         raise UsageError("no program to run: put the command after `--`, e.g. "
                          "sigex trace -n 4 -- python app.py")
+    program(command[0])
     launcher_args = mpiexec_args(opts.mpiexec_args)
     path = output_path(opts.output, opts.nprocs)
     if Path(opts.output).suffix in (".h5", ".hdf5"):
