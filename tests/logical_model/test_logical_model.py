@@ -61,15 +61,34 @@ def test_heldout_p64_communication_and_weights_match_exactly(models, heldout, ap
 
 
 @pytest.mark.parametrize("app", APPS)
-def test_heldout_p64_work_is_reported_against_the_run(models, heldout, app):
+def test_eq3_gives_back_the_constant_total_at_p64(models, app):
     """Eq. 3 redistributes the phase's constant total: the predicted work per rank at P=64
-    times P and the weight gives that total back (the comparison with the real run's
-    CPU time is bench/logical_heldout.py's table)."""
+    summed over ranks and times the weight gives that total back. (This holds by
+    construction; the comparison with the held-out run is the next test.)"""
     m = models[app]
     for ph in m.phases:
         w = ph.work_per_rank(64)
         assert w.shape == (64,) and np.all(w >= 0)
         assert w.sum() * ph.weight_at(64) == pytest.approx(sum(g.total for g in ph.groups), rel=1e-9)
+
+
+@pytest.mark.parametrize("app", APPS)
+def test_heldout_p64_loop_work_is_within_3x_of_the_run(models, heldout, app):
+    """The work the model predicts for the real P=64 run, compared with that run: one value per
+    rank the run has, and each loop phase's total (work per rank x ranks x weight) within a
+    factor of 3 of the run's measured CPU time. The factor is wide on purpose: the bundled P=64
+    runs were 32x oversubscribed on 2 cores, where the measured totals drift 0.4-1.7x from the
+    fit runs' (bench/logical_heldout.py prints the per-rank errors; the 10% goal needs a
+    dedicated machine)."""
+    m, real = models[app], heldout[app]
+    for ph, run in zip(m.phases, real.phases):
+        pred = ph.work_per_rank(64)
+        meas = np.asarray(run.stats["cpu_mean"], float)
+        assert pred.shape == meas.shape == (64,), f"{app} phase {ph.id}"
+        if ph.kind != "loop":
+            continue
+        ratio = pred.sum() * ph.weight_at(64) / (meas.sum() * run.weight)
+        assert 1 / 3 < ratio < 3, f"{app} phase {ph.id}: predicted / measured total work = {ratio:.2f}"
 
 
 def test_model_round_trips_through_json(models, tmp_path):

@@ -187,11 +187,11 @@ def test_no_loop_means_no_iterations():
     assert _phases("abcdefg") == ("abcdefg", [], "")
 
 
-@settings(max_examples=60, deadline=None)
 def _distinct(alphabet, **kw):
     return st.text(alphabet=alphabet, **kw).filter(lambda s: len(set(s)) == len(s))
 
 
+@settings(max_examples=60, deadline=None)
 @given(body=_distinct("abcdefgh", min_size=1, max_size=6), k=st.integers(3, 30),
        head=_distinct("XYZ", max_size=3), tail=_distinct("UVW", max_size=3))
 def test_cut_recovers_any_loop(body, k, head, tail):
