@@ -23,7 +23,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
         epilog="examples:\n"
                "  sigex trace -n 4 -o /tmp/stencil/ --workload n=512 -- "
                "python examples/stencil.py --n 512 --iters 20\n"
-               "  sigex trace -n 4 -o /tmp/stencil/ --force --mpiexec-args '--oversubscribe' -- ./app\n"
+               "  sigex trace -n 4 -o /tmp/stencil/ --force --mpiexec-args '-bind-to none' -- "
+               "python examples/stencil.py --n 512 --iters 20\n"
                "  sigex trace -n 16 -o traces/lu/ -- ./lu.x\n"
                "The program goes after `--`. The trace is written even if the program fails "
                "(marked incomplete).")

@@ -114,3 +114,71 @@ def test_signature_command_prints_and_saves(bundled, capsys):
     assert main(["signature", "--save", str(path)]) == 2
     assert "already exists" in capsys.readouterr().err
     assert main(["signature", "--save", "--force", str(path)]) == 0
+
+
+def test_mpiexec_args_may_start_with_a_dash():
+    """`--mpiexec-args '--oversubscribe'` is the launcher's option, not one of sigex's (argparse said
+    "expected one argument"); `=` works too, repeats add up, and each value is split as a shell
+    would."""
+    from sigex.cli import build_parser
+    from sigex.commands.trace import mpiexec_args, normalise_argv
+
+    for argv in (["trace", "-n", "2", "--mpiexec-args", "--oversubscribe", "--", "./app", "--mpiexec-args", "x"],
+                 ["trace", "-n", "2", "--mpiexec-args=--oversubscribe", "--", "./app", "--mpiexec-args", "x"]):
+        opts = build_parser().parse_args(normalise_argv(argv))
+        assert mpiexec_args(opts.mpiexec_args) == ["--oversubscribe"]
+        assert opts.command[-3:] == ["./app", "--mpiexec-args", "x"]  # the program's own options untouched
+    opts = build_parser().parse_args(normalise_argv(
+        ["trace", "-n", "2", "--mpiexec-args", "-bind-to none", "--mpiexec-args", "-l", "--", "./app"]))
+    assert mpiexec_args(opts.mpiexec_args) == ["-bind-to", "none", "-l"]
+
+
+def test_mpiexec_args_unbalanced_quote_is_a_usage_error(tmp_path, capsys):
+    """An unbalanced quote in --mpiexec-args is named, exit 2, before any run."""
+    assert main(["trace", "-n", "2", "-o", str(tmp_path), "--mpiexec-args", "-env X 'a b", "--",
+                 sys.executable, "-c", "pass"]) == 2
+    assert "--mpiexec-args" in capsys.readouterr().err
+
+
+@needs_mpi
+def test_trace_passes_dashed_launcher_options(tmp_path, capsys):
+    """`sigex trace --mpiexec-args '-bind-to none'` reaches mpiexec and the run is traced."""
+    script = tmp_path / "allred.py"
+    script.write_text(SCRIPT)
+    rc = main(["trace", "-n", "2", "-o", str(tmp_path / "t"), "-q", "--mpiexec-args", "-bind-to none", "--",
+               sys.executable, str(script)])
+    assert rc == 0, capsys.readouterr().err
+    assert load_trace(tmp_path / "t" / "P2.h5").nprocs == 2
+
+
+def test_every_command_has_its_own_help_with_a_bundled_example(capsys):
+    """`sigex <command> --help` (and each simgrid verb's) shows its own usage and options and ends
+    with an example of that command whose files exist in the repository."""
+    import shlex
+
+    from conftest import ROOT
+    from sigex.cli import build_parser
+    from sigex.commands import COMMANDS
+
+    pages = [[m.NAME] for m in COMMANDS] + [["simgrid", v] for v in ("export", "import", "platform")]
+    for words in pages:
+        try:
+            build_parser().parse_args([*words, "--help"])
+        except SystemExit as ex:
+            assert ex.code == 0
+        text = capsys.readouterr().out
+        assert text.startswith(f"usage: sigex {' '.join(words)}"), text[:80]
+        tail = text[text.rindex("\nexample"):]
+        runs = [ln.strip() for ln in tail.splitlines() if ln.strip().startswith(f"sigex {words[0]}")]
+        assert runs, f"{words}: no example of the command in\n{tail}"
+        for tok in shlex.split(runs[0].split("#")[0].split("&&")[0]):
+            if tok.split("/")[0] in ("traces", "examples", "machines", "bench") and "/" in tok:
+                assert (ROOT / tok).exists(), f"{words}: example names {tok}, which does not exist"
+    for verb, has, lacks in (("export", "--force", "--grid"), ("import", "--grid", "--nprocs"),
+                             ("platform", "--nprocs", "--grid")):
+        try:
+            build_parser().parse_args(["simgrid", verb, "--help"])
+        except SystemExit:
+            pass
+        text = capsys.readouterr().out
+        assert has in text and lacks not in text, verb
