@@ -148,6 +148,38 @@ def test_cli_extrapolate_prints_rules_and_writes(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
 
 
+def test_a_refusal_is_short_and_its_detail_goes_to_a_file(models, tmp_path, capsys, monkeypatch):
+    """A model with thousands of problems (a real application's every slot) is refused in one line
+    that names each phase once; every problem is in the file the line names (beside the output,
+    or --explain FILE, which also holds the whole model), and the terminal shows a few per phase."""
+    m = dataclasses.replace(models["stencil"])
+    m.phases = [dataclasses.replace(ph, problems=[f"slot {i} (Isend): no rule reproduces P=4, 8, 16 "
+                                                  + "x" * 200 for i in range(3000)])
+                for ph in m.phases]
+    with pytest.raises(ExtrapolationError) as ex:
+        m.check_target(64)
+    msg = str(ex.value)
+    assert len(msg) < 1500 and "\n" not in msg
+    assert all(msg.count(f"phase {ph.id}:") == 1 for ph in m.phases)
+    assert "(+2999 more)" in msg and len(ex.value.detail.splitlines()) == 3000 * len(m.phases)
+
+    import logical_model
+    monkeypatch.setattr(logical_model, "from_traces", lambda *a, **k: m)
+    out = tmp_path / "st.h5"
+    assert main(["extrapolate", str(TRACES / "stencil"), "--target", "64", "-o", str(out), "-q"]) == 1
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.count("\n") == 0 and len(err) < 2000 and not out.exists()
+    report = tmp_path / "st.h5.refusal.txt"
+    assert str(report) in err and len(report.read_text().splitlines()) == 3000 * len(m.phases)
+    assert len(captured.out) < 60_000 and "... and 2997 more problems" in captured.out
+    explain = tmp_path / "model.txt"
+    assert main(["extrapolate", str(TRACES / "stencil"), "--target", "64", "-o", str(out), "-q",
+                 "--explain", str(explain)]) == 1
+    assert str(explain) in capsys.readouterr().err
+    assert explain.read_text().count("problem: slot") == 3000 * len(m.phases)
+
+
 def test_phase_sequences_that_disagree_are_refused():
     """Signatures whose phases differ are refused, naming the phase and both runs."""
     a = signature.extract(load_trace(TRACES / "stencil" / "P4.h5"))

@@ -182,3 +182,49 @@ def test_every_command_has_its_own_help_with_a_bundled_example(capsys):
             pass
         text = capsys.readouterr().out
         assert has in text and lacks not in text, verb
+
+
+def test_fewer_than_three_runs_are_refused(capsys):
+    """`sigex extrapolate` (and ipt, physical) refuse two runs, as their help says: exit 2."""
+    two = [str(TRACES / "stencil" / "P4.h5"), str(TRACES / "stencil" / "P8.h5")]
+    for args in (["extrapolate", *two, "--target", "64", "--no-trace"], ["ipt", *two],
+                 ["physical", *two, "--target", "64"]):
+        assert main(args) == 2
+        assert "2 signature run(s); sigex needs 3 or more P" in capsys.readouterr().err
+
+
+def test_more_pieces_than_ranks_are_clamped_with_a_note(capsys):
+    """--pieces 99999 on a 4-rank trace replays in 4 pieces, says so in one line, and gives the
+    one-piece time."""
+    trace = str(TRACES / "stencil" / "P4.h5")
+    assert main(["replay", trace, "--machine", "cluster-a"]) == 0
+    one = capsys.readouterr().out
+    assert main(["replay", trace, "--machine", "cluster-a", "--pieces", "99999"]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "--pieces 99,999 is more than the trace's 4 ranks" in err
+    assert "4 piece(s)" in out
+    line = lambda text: [x for x in text.splitlines() if x.startswith("replayed time")]  # noqa: E731
+    assert line(out) == line(one)
+
+
+def test_debug_shows_the_traceback_and_a_bug_is_one_line(tmp_path, capsys, monkeypatch):
+    """--debug and SIGEX_DEBUG=1 add the traceback to the error line; without them an unexpected
+    exception (a bug) is one line that says to re-run with --debug, exit 1."""
+    missing = str(tmp_path / "absent.h5")
+    assert main(["--debug", "show", missing]) == 2
+    assert "Traceback" in capsys.readouterr().err
+    assert main(["show", missing, "--debug"]) == 2
+    assert "Traceback" in capsys.readouterr().err
+    monkeypatch.setenv("SIGEX_DEBUG", "1")
+    assert main(["show", missing]) == 2
+    assert "Traceback" in capsys.readouterr().err
+    monkeypatch.delenv("SIGEX_DEBUG")
+    from sigex.commands import show
+
+    def broken(opts):
+        raise ZeroDivisionError("division by zero")
+    monkeypatch.setattr(show, "run", broken)
+    assert main(["show", missing]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("sigex show: error: internal error, a bug in sigex (ZeroDivisionError") and "--debug" in err
