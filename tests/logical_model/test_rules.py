@@ -74,8 +74,26 @@ def test_grid_neighbours_are_recovered(Ps, d0, d1, periodic, unseen):
     truth = PeerRule("cart", {"disp": (d0, d1)})
     obs = [observe(truth, P, grid) for P in Ps]
     assume(any(len(o.ranks) for o in obs))  # some rank has that neighbour at a fit P
+    # the fit P decide the neighbour: no other displacement gives the same peers at every fit P
+    # and different ones at the unseen P (with every fit P's grid 1 or 2 wide in a periodic
+    # dimension, -1 and +1 are the same rank: see the xfail test below)
+    twins = [PeerRule("cart", {"disp": (a, b)}) for a in (-1, 0, 1) for b in (-1, 0, 1)]
+    assume(not any(all(agrees(t, truth, P, grid) for P in Ps) and not agrees(t, truth, unseen, grid)
+                   for t in twins))
     rule = infer_peer(obs, grid)
     assert rule is not None and agrees(rule, truth, unseen, grid)
+
+
+@pytest.mark.xfail(strict=True, reason="known limitation: when every fit P's grid is 1 or 2 wide in a "
+                   "periodic dimension, the -1 and +1 neighbours are the same ranks at every fit P, and "
+                   "infer_peer picks one instead of reporting that the fit P cannot decide")
+def test_undecidable_grid_neighbours_are_reported_not_guessed():
+    """Ps 4, 5, 6 (dims 2x2, 5x1, 3x2): the (0, -1) neighbour looks like (0, +1) at every fit P;
+    the inference should say so (None) rather than pick (0, +1), which is wrong at P = 63."""
+    grid = Grid(2, (True, True))
+    truth = PeerRule("cart", {"disp": (0, -1)})
+    rule = infer_peer([observe(truth, P, grid) for P in (4, 5, 6)], grid)
+    assert rule is None or agrees(rule, truth, 63, grid)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
