@@ -70,6 +70,24 @@ def _os_error(err: OSError) -> str:
     return f"{where}{what[0].lower() + what[1:] if what else what}"
 
 
+def _detail_to_file(err: SigexError) -> None:
+    """An error with more to say than one line (``err.detail``: every problem of every phase)
+    that no command has written beside its output yet goes to a temporary file, named in the
+    line."""
+    detail = getattr(err, "detail", None)
+    if not detail or not err.args or "every problem:" in str(err.args[0]):
+        return
+    import tempfile
+
+    try:
+        fd, path = tempfile.mkstemp(prefix="sigex-refusal-", suffix=".txt")
+        with os.fdopen(fd, "w") as f:
+            f.write(detail + "\n")
+    except OSError:
+        return
+    err.args = (f"{err.args[0]} (every problem: {path})",) + err.args[1:]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sigex`` console script; returns the exit status."""
     parser = build_parser()
@@ -92,6 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if debug:
             traceback.print_exc()
         if isinstance(err, SigexError):
+            _detail_to_file(err)
             print(f"{cmd}: error: {_one_line(err)}", file=sys.stderr)
             return err.exit_code
         if isinstance(err, FileExistsError):  # a library's refusal to overwrite

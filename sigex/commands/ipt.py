@@ -57,14 +57,13 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(opts: argparse.Namespace) -> int:
     from compute_model import accepted_p
-    from signature.errors import SigexError
 
     cm = compute_from_folder(opts, NAME)
     phases = [opts.phase] if opts.phase is not None else [
         k for k, ph in enumerate(cm.logical.phases) if ph.kind == "loop"]
     for k in phases:
         if not 0 <= k < len(cm.ipts):
-            raise SigexError(f"there is no phase {k}; phases are 0..{len(cm.ipts) - 1}")
+            raise UsageError(f"--phase {k}: there is no phase {k}; phases are 0..{len(cm.ipts) - 1}")
         ipt = cm.ipts[k]
         lo = max(r.P for r in ipt.measured) + 1
         rule = opts.p_rule if opts.p_rule != "any" else "powers_of_two"

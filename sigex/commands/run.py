@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 
 from ._common import formatter, input_file, output_file, say_for, whole
+from .extrapolate import BRIEF
 
 NAME = "run"
 HELP = "perform a campaign's missing runs, then model it"
@@ -45,7 +46,7 @@ def run(opts: argparse.Namespace) -> int:
         return 0
     logical, compute = campaign.models(c, progress=say)
     print(f"== {c.app}: logical model (target P={c.target})")
-    print(logical.describe(c.target))
+    print(logical.describe(c.target, max_slots=BRIEF, max_problems=3))
     print(f"\n== {c.app}: computation per phase")
     print(compute.describe(c.target))
     if opts.output:

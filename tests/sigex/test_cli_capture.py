@@ -228,3 +228,23 @@ def test_debug_shows_the_traceback_and_a_bug_is_one_line(tmp_path, capsys, monke
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("sigex show: error: internal error, a bug in sigex (ZeroDivisionError") and "--debug" in err
+
+
+def test_an_error_with_details_names_the_file_that_holds_them(tmp_path, capsys, monkeypatch):
+    """A refusal with more detail than a line (every problem of every phase) that no command wrote
+    beside its output goes to a file, which the one error line names."""
+    from sigex.commands import show
+    from signature.errors import ExtrapolationError
+
+    def refuse(opts):
+        err = ExtrapolationError("app: cannot write a logical trace, 1 phase(s) not extrapolable: phase 1: x")
+        err.detail = "\n".join(f"phase 1: slot {i}: no rule" for i in range(500))
+        raise err
+    monkeypatch.setattr(show, "run", refuse)
+    assert main(["show", "whatever.h5"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    path = re.search(r"every problem: (\S+\.txt)\)", err).group(1)
+    from pathlib import Path
+    assert len(Path(path).read_text().splitlines()) == 500
+    Path(path).unlink()
