@@ -208,6 +208,29 @@ def make_workspace(ws: Path, seed: int) -> dict[str, Path]:
     return f
 
 
+def damaged_ti(f: dict[str, Path], seed: int) -> None:
+    """A truncated and a damaged copy of the exported TI trace ``f["ti"]`` (TI is text without
+    checksums: a cut at a line end or a flip that leaves a valid number cannot be noticed)."""
+    rng = random.Random(seed)
+    for kind in ("ti-truncated", "ti-damaged"):
+        d = f["ti"].parent / kind
+        shutil.copytree(f["ti"], d)
+        (d / "ti.txt").write_text((f["ti"] / "ti.txt").read_text().replace(str(f["ti"]), str(d)))
+        rank = d / "rank-1.txt"
+        data = bytearray(rank.read_bytes())
+        if kind == "ti-truncated":
+            data = data[:len(data) // 2]  # in the middle of a line
+            while data and data[-1:] in (b"\n", b" "):
+                data = data[:-1]
+            data = data[:-1]
+        else:
+            for _ in range(5):
+                i = rng.randrange(len(data))
+                data[i] ^= 1 << rng.randrange(8)
+        rank.write_bytes(bytes(data))
+        f[kind] = d
+
+
 @contextlib.contextmanager
 def read_only(folder: Path):
     """``folder`` unwritable even for root (chattr +i); yields the folder to use, or a /sys path
@@ -273,7 +296,8 @@ def matrix(f: dict[str, Path]) -> list[Case]:
         "campaign": {"missing input": str(f["good"] / "absent.toml"), "folder instead of file": str(f["dir"]),
                      "text file": str(f["text"]), "foreign HDF5": str(f["foreign"])},
         "ti": {"missing input": str(f["good"] / "absent.txt"), "folder instead of file": str(f["dir"]),
-               "text file": str(f["text"]), "foreign HDF5": str(f["foreign"])},
+               "text file": str(f["text"]), "foreign HDF5": str(f["foreign"]),
+               "truncated trace": str(f["ti-truncated"] / "ti.txt"), "damaged trace": str(f["ti-damaged"] / "ti.txt")},
         "program": {"missing input": ["/no/such/program"], "folder instead of file": [str(f["dir"])],
                     "text file": [str(f["text"])]},
     }
@@ -422,6 +446,7 @@ def main(argv=None) -> int:
         r = run_case(["simgrid", "export", str(f["trace"]), "-o", str(f["ti"])], ws)
         if r["code"] != 0:
             print(r["stderr"], file=sys.stderr)
+        damaged_ti(f, a.seed)
         cases = matrix(f)
         if a.only:
             keep = set(a.only.split(","))

@@ -46,17 +46,22 @@ def add_parser(sub) -> argparse.ArgumentParser:
     return t
 
 
+#: options whose value may begin with "-": launcher options, a grid or P range someone typed
+#: negative (argparse would take "-3x2" for an unknown option and say "expected one argument")
+DASHED_VALUES = ("--mpiexec-args", "--grid", "--p", "--workload", "--work")
+
+
 def normalise_argv(argv: list[str]) -> list[str]:
-    """``--mpiexec-args VALUE`` -> ``--mpiexec-args=VALUE`` before the program's ``--``, so that a
-    value beginning with ``-`` (``'--oversubscribe'``) is taken as the value, not as an option
-    argparse does not know."""
+    """``--mpiexec-args VALUE`` -> ``--mpiexec-args=VALUE`` (and the other :data:`DASHED_VALUES`)
+    before the program's ``--``, so that a value beginning with ``-`` (``'--oversubscribe'``) is
+    taken as the value, not as an option argparse does not know."""
     out, i = [], 0
     while i < len(argv):
         a = argv[i]
         if a == "--":
             return out + argv[i:]
-        if a == "--mpiexec-args" and i + 1 < len(argv) and argv[i + 1] != "--":
-            out.append(f"--mpiexec-args={argv[i + 1]}")
+        if a in DASHED_VALUES and i + 1 < len(argv) and argv[i + 1] != "--":
+            out.append(f"{a}={argv[i + 1]}")
             i += 2
             continue
         out.append(a)

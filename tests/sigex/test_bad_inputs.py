@@ -29,6 +29,7 @@ def workspace(tmp_path_factory):
     (ws / "outs").mkdir()
     res = bad_inputs.run_case(["simgrid", "export", str(files["trace"]), "-o", str(files["ti"])], ws)
     assert res["code"] == 0, res["stderr"]
+    bad_inputs.damaged_ti(files, seed=26)
     return ws, files
 
 
