@@ -72,7 +72,7 @@ def run(opts: argparse.Namespace) -> int:
     enough_runs(opts.traces, NAME)
     out = output_of(opts)
     output_file(opts.save_model, opts.force, "--save-model")
-    output_file(opts.explain, True, "--explain")
+    output_file(opts.explain, opts.force, "--explain")
     model = from_traces(opts.traces, p_rule=opts.p_rule, progress=say)
     if opts.explain:
         Path(opts.explain).write_text(model.describe(opts.target) + "\n")

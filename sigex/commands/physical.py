@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._common import app_of, formatter, output_file, say_for, whole
+from ._common import app_of, enough_runs, formatter, output_file, whole
 from .ipt import compute_args, compute_from_folder
 
 NAME = "physical"
@@ -28,6 +28,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def run(opts: argparse.Namespace) -> int:
+    enough_runs(opts.traces, NAME)  # the inputs first: the default output name comes from them
     out = output_file(Path(opts.output or f"{app_of(opts.traces)}-P{opts.target}.physical.h5"), opts.force)
     cm = compute_from_folder(opts, NAME)
     print(cm.describe(opts.target))

@@ -8,7 +8,6 @@ platform: the SimGrid platform and SMPI options equivalent to a machine profile.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from signature.errors import SigexError, UsageError
 
