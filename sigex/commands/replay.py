@@ -54,7 +54,7 @@ def run(opts: argparse.Namespace) -> int:
 
     program = Program.from_trace(trace)
     pieces = opts.pieces
-    if pieces > trace.nprocs:
+    if pieces > trace.nprocs and not running_under_mpi():
         print(f"sigex replay: note: --pieces {pieces:,} is more than the trace's {trace.nprocs} ranks; "
               f"replaying in {trace.nprocs} pieces (one rank each)", file=sys.stderr)
         pieces = trace.nprocs
@@ -69,7 +69,12 @@ def run(opts: argparse.Namespace) -> int:
             return 0
         W = MPI.COMM_WORLD.size
         how = f"{res.pieces} of {W} MPI workers" if res.pieces < W else f"{W} MPI workers"
-        if res.pieces < W and opts.min_events_per_worker != 0:
+        if opts.pieces != 1:
+            print(f"sigex replay: note: --pieces {opts.pieces:,} does not apply under mpiexec: the MPI "
+                  "workers take a piece each", file=sys.stderr)
+        if res.pieces < W and res.pieces == trace.nprocs:
+            how += f" (one rank per worker at most: the trace has {trace.nprocs} ranks)"
+        elif res.pieces < W and opts.min_events_per_worker != 0:
             least = MIN_EVENTS_PER_WORKER if opts.min_events_per_worker is None else opts.min_events_per_worker
             how += (f" (a piece needs {least:,} events or more; --min-events-per-worker 0 "
                     f"gives every worker one)")
