@@ -77,9 +77,17 @@ P2P_OPS = frozenset(OP_CODE[n] for n in (
 POST_OPS = frozenset(OP_CODE[n] for n in (
     "Isend", "Issend", "Ibsend", "Irsend", "Irecv", "Isendrecv", "Isendrecv_replace"))
 WAIT_OPS = frozenset(OP_CODE[n] for n in ("Wait", "Waitall", "Waitany", "Waitsome"))
-#: Neighbourhood collectives: their sources and destinations follow a process topology
-#: that the model does not extrapolate yet, so a phase that has them is refused.
-_NEIGHBOR_OPS = [OP_CODE[n] for n in OPS if "eighbor_" in n]
+#: Calls the replay takes from captured traces but the model does not extrapolate yet:
+#: a phase that has them is refused, naming the first.
+_NOT_EXTRAPOLATED = (
+    ([OP_CODE[n] for n in OPS if "eighbor_" in n],
+     "neighbourhood collectives are replayed from captured traces but not extrapolated yet "
+     "(their topology at another P is not modelled)"),
+    ([OP_CODE[n] for n in OPS if n.startswith("Win_") or n in (
+        "Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op", "Compare_and_swap", "Rput",
+        "Rget", "Raccumulate", "Rget_accumulate")],
+     "one-sided communication is replayed from captured traces but not extrapolated yet"),
+)
 ROOTED = frozenset(OP_CODE[n] for n in ("Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scatterv",
                                         "Ibcast", "Ireduce", "Igather", "Igatherv", "Iscatter",
                                         "Iscatterv"))
@@ -617,11 +625,10 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 bad = int(np.flatnonzero(comm == 99)[0])
                 problems.append(f"P={P}: events on a communicator other than MPI_COMM_WORLD or "
                                 f"the Cartesian grid (template event {bad}) are not modelled")
-            nbr = np.flatnonzero(np.isin(T["op"], _NEIGHBOR_OPS))
-            if nbr.size and not any("neighbourhood" in p for p in problems):
-                problems.append(f"{OPS[int(T['op'][nbr[0]])]}: neighbourhood collectives are "
-                                "replayed from captured traces but not extrapolated yet (their "
-                                "topology at another P is not modelled)")
+            for ops, what in _NOT_EXTRAPOLATED:
+                hit = np.flatnonzero(np.isin(T["op"], ops))
+                if hit.size and not any(what in p for p in problems):
+                    problems.append(f"{OPS[int(T['op'][hit[0]])]}: {what}")
             keys_all = []
             for r in range(P):
                 a, b = int(offs[r]), int(offs[r + 1])

@@ -76,6 +76,9 @@ for _name in ("Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "S
     _base = "Reduce_scatter" if _name.startswith("Reduce_scatter") else _name.rstrip("vw")
     COLLECTIVE_OPS[OP_CODE[_name]] = _base
     COLLECTIVE_OPS[OP_CODE["I" + _name[0].lower() + _name[1:]]] = _base
+# Window creation, free and fence synchronise the window's communicator: a barrier
+for _name in ("Win_create", "Win_free", "Win_fence"):
+    COLLECTIVE_OPS[OP_CODE[_name]] = "Barrier"
 # Neighbourhood collectives: one round in which every member sends to each of its
 # out-neighbours; their pattern comes from the topology the trace recorded
 # (Program.pattern), not from the member count

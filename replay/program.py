@@ -29,6 +29,14 @@ whole columns, so that the engine only propagates times:
 * **Cancelled requests.** A request whose completion record says it was
   cancelled (peer ``MPI_PROC_NULL``) moved no message: it is left out of the
   matching, and its Wait does not wait for it.
+* **One-sided communication.** ``Win_create``, ``Win_free`` and ``Win_fence``
+  synchronise the window's communicator as a barrier. Each ``Put``, ``Get``,
+  ``Accumulate``, ``Get_accumulate``, ``Fetch_and_op``, ``Compare_and_swap`` (and
+  the request forms ``Rput``... waited like a send) is a transfer of the bytes it
+  moves, out and back, charged to the origin as a buffered send that no receive
+  waits for (LogGP o + (k-1)G on the origin). Lock/unlock, flush and
+  post/start/complete/wait add no dependency: the replay does not model a target's
+  lock contention or a general active-target epoch.
 * **Persistent requests.** ``Start``/``Startall`` become one post per started
   request, with the peer, tag and size of its ``*_init`` call.
 
@@ -70,9 +78,15 @@ SEND_POST = _table(("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsen
                    + _SENDRECV + _ISENDRECV)
 RECV_POST = _table(("Recv", "Mrecv", "Irecv", "Imrecv") + _SENDRECV + _ISENDRECV)
 NONBLOCKING_RECV = _table(("Irecv", "Imrecv") + _ISENDRECV)
-BLOCKING_P2P = _table(("Send", "Ssend", "Bsend", "Rsend", "Recv", "Mrecv") + _SENDRECV)
+# One-sided operations: a transfer of the bytes the origin moves (out and back) to the
+# target, charged to the origin as a buffered send that no receive ever waits for
+_RMA_BLOCKING = ("Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op", "Compare_and_swap")
+_RMA_REQUEST = ("Rput", "Rget", "Raccumulate", "Rget_accumulate")
+RMA = _table(_RMA_BLOCKING + _RMA_REQUEST)
+BLOCKING_P2P = _table(("Send", "Ssend", "Bsend", "Rsend", "Recv", "Mrecv") + _SENDRECV
+                      + _RMA_BLOCKING)
 SYNC_SEND = _table(("Ssend", "Issend"))
-BUFFERED_SEND = _table(("Bsend", "Ibsend"))
+BUFFERED_SEND = _table(("Bsend", "Ibsend") + _RMA_BLOCKING + _RMA_REQUEST)
 TAGLESS_RECV = _table(_SENDRECV)
 WAITS = _table(("Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany", "Testsome"))
 COLLECTIVE = _table([OPS[c] for c in COLLECTIVE_OPS])
@@ -487,7 +501,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         i = np.minimum(np.searchsorted(key, c_rank * span + c_seq), E - 1)
         hit = (key[i] == c_rank * span + c_seq) & WAITS[act[i]] & (c_req >= 0)
         c_ev[hit] = i[hit]
-    is_post = (req >= 0) & (SEND_POST[act] | RECV_POST[act] | COLLECTIVE[act]) \
+    is_post = (req >= 0) & (SEND_POST[act] | RECV_POST[act] | COLLECTIVE[act] | RMA[act]) \
         & ~BLOCKING_P2P[act] & ~BLOCKING_COLLECTIVE[act]
     post_idx = np.flatnonzero(is_post)
     rmax = int(max(req.max() if E else 0, c_req.max() if nc else 0)) + 2
@@ -544,11 +558,14 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     ri = np.concatenate([ri, r_left[ri2]])
     s_un = np.setdiff1d(np.arange(len(s_ev)), si)
     r_un = np.setdiff1d(np.arange(len(r_ev)), ri)
-    msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], np.full(len(r_un), -1, np.int64)])
-    msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un), -1, np.int64), r_ev[r_un]])
-    msg_src = np.concatenate([s_src[si], s_src[s_un], r_src[r_un]])
-    msg_dst = np.concatenate([s_dst[si], s_dst[s_un], r_dst[r_un]])
+    rma = np.flatnonzero(RMA[act] & (peer >= 0))  # transfers no receive matches
+    msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], rma, np.full(len(r_un), -1, np.int64)])
+    msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un) + len(rma), -1, np.int64),
+                                     r_ev[r_un]])
+    msg_src = np.concatenate([s_src[si], s_src[s_un], rank[rma], r_src[r_un]])
+    msg_dst = np.concatenate([s_dst[si], s_dst[s_un], peer[rma], r_dst[r_un]])
     msg_bytes = np.concatenate([cols["bytes"][s_ev[si]], cols["bytes"][s_ev[s_un]],
+                                cols["bytes"][rma] + cols["recv_bytes"][rma],
                                 cols["recv_bytes"][r_ev[r_un]]])
     # number messages "time-major": by the position of the posting event within its
     # rank, then by rank, so that the messages a replay step touches lie together

@@ -63,6 +63,11 @@ OPS: tuple[str, ...] = (
     "Ineighbor_alltoallv", "Ineighbor_alltoallw", "Neighbor_allgather_init",
     "Neighbor_allgatherv_init", "Neighbor_alltoall_init", "Neighbor_alltoallv_init",
     "Neighbor_alltoallw_init", "Graph_create", "Dist_graph_create",
+    "Win_create", "Win_free", "Win_fence", "Put", "Get", "Accumulate", "Get_accumulate",
+    "Fetch_and_op", "Compare_and_swap", "Rput", "Rget", "Raccumulate", "Rget_accumulate",
+    "Win_lock", "Win_unlock", "Win_lock_all", "Win_unlock_all", "Win_flush", "Win_flush_local",
+    "Win_flush_all", "Win_flush_local_all", "Win_sync", "Win_post", "Win_start",
+    "Win_complete", "Win_wait", "Win_test",
 )
 OP_CODE: dict[str, int] = {name: i for i, name in enumerate(OPS)}
 

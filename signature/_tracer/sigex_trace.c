@@ -135,7 +135,18 @@
   X(NEIGHBOR_ALLTOALL_INIT, "Neighbor_alltoall_init")                         \
   X(NEIGHBOR_ALLTOALLV_INIT, "Neighbor_alltoallv_init")                       \
   X(NEIGHBOR_ALLTOALLW_INIT, "Neighbor_alltoallw_init")                       \
-  X(GRAPH_CREATE, "Graph_create") X(DIST_GRAPH_CREATE, "Dist_graph_create")
+  X(GRAPH_CREATE, "Graph_create") X(DIST_GRAPH_CREATE, "Dist_graph_create")   \
+  X(WIN_CREATE, "Win_create") X(WIN_FREE, "Win_free") X(WIN_FENCE, "Win_fence") \
+  X(PUT, "Put") X(GET, "Get") X(ACCUMULATE, "Accumulate")                     \
+  X(GET_ACCUMULATE, "Get_accumulate") X(FETCH_AND_OP, "Fetch_and_op")         \
+  X(COMPARE_AND_SWAP, "Compare_and_swap") X(RPUT, "Rput") X(RGET, "Rget")     \
+  X(RACCUMULATE, "Raccumulate") X(RGET_ACCUMULATE, "Rget_accumulate")         \
+  X(WIN_LOCK, "Win_lock") X(WIN_UNLOCK, "Win_unlock")                         \
+  X(WIN_LOCK_ALL, "Win_lock_all") X(WIN_UNLOCK_ALL, "Win_unlock_all")         \
+  X(WIN_FLUSH, "Win_flush") X(WIN_FLUSH_LOCAL, "Win_flush_local")             \
+  X(WIN_FLUSH_ALL, "Win_flush_all") X(WIN_FLUSH_LOCAL_ALL, "Win_flush_local_all") \
+  X(WIN_SYNC, "Win_sync") X(WIN_POST, "Win_post") X(WIN_START, "Win_start")   \
+  X(WIN_COMPLETE, "Win_complete") X(WIN_WAIT, "Win_wait") X(WIN_TEST, "Win_test")
 
 enum {
   OP_NONE = 0,
@@ -1965,6 +1976,269 @@ IF_LARGE(WRAP_ALLTOALLW(Alltoallw_init_c, OP_ALLTOALLW_INIT, MPI_Count, MPI_Aint
 IF_LARGE(WRAP_REDSCAT(Reduce_scatter_init_c, OP_REDUCE_SCATTER_INIT, MPI_Count, 1,
                       PREQ_ARGS, PREQ_PASS, PREQ_SET))
 #endif /* SIGEX_HAVE_PERSISTENT_COLL */
+
+/* ---- one-sided communication ----------------------------------------------- */
+/* Windows are numbered per rank in order of creation (aux of every window
+ * event); a window's events carry its communicator, and RMA operations the
+ * target as a world rank in peer, the bytes the origin moves out in bytes
+ * (Put, Accumulate, the origin part of Get_accumulate) and in recv_bytes
+ * (Get, the result part).  Post and Start list their group (world ranks). */
+static struct win_entry { MPI_Win handle; comm_entry *comm; int id; } *wins;
+static int nwins, capwins;
+
+static struct win_entry *win_get(MPI_Win w) {
+  for (int i = nwins - 1; i >= 0; i--)
+    if (memcmp(&wins[i].handle, &w, sizeof w) == 0) return &wins[i];
+  return NULL;
+}
+
+static void win_add(ev_t *e, MPI_Win w) {
+  if (nwins == capwins) {
+    capwins = capwins ? 2 * capwins : 8;
+    wins = realloc(wins, sizeof *wins * (size_t)capwins);
+  }
+  wins[nwins].handle = w;
+  wins[nwins].comm = g.cur;
+  wins[nwins].id = e->aux = nwins;
+  nwins++;
+}
+
+/* An event on window w: its communicator and id. */
+static inline int win_begin(ev_t *e, int op, MPI_Win w) {
+  struct win_entry *we = win_get(w);
+  int tr = ev_begin(e, op, MPI_COMM_NULL);
+  if (tr) {
+    g.cur = we ? we->comm : NULL;
+    e->comm = g.cur ? g.cur->id : -1;
+    e->aux = we ? we->id : -1;
+  }
+  return tr;
+}
+
+#define WRAP_WIN_NEW(NAME, ARGS, PASS, COMMARG)                               \
+  int MPI_##NAME ARGS {                                                       \
+    ev_t e;                                                                   \
+    int tr = ev_begin(&e, OP_WIN_CREATE, COMMARG);                            \
+    int rc = PMPI_##NAME PASS;                                                \
+    if (tr) {                                                                 \
+      win_add(&e, *win);                                                      \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_WIN_NEW(Win_create, (void *base, MPI_Aint size, int disp_unit, MPI_Info info,
+                          MPI_Comm comm, MPI_Win *win),
+             (base, size, disp_unit, info, comm, win), comm)
+WRAP_WIN_NEW(Win_allocate, (MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                            void *baseptr, MPI_Win *win),
+             (size, disp_unit, info, comm, baseptr, win), comm)
+WRAP_WIN_NEW(Win_allocate_shared, (MPI_Aint size, int disp_unit, MPI_Info info,
+                                   MPI_Comm comm, void *baseptr, MPI_Win *win),
+             (size, disp_unit, info, comm, baseptr, win), comm)
+WRAP_WIN_NEW(Win_create_dynamic, (MPI_Info info, MPI_Comm comm, MPI_Win *win),
+             (info, comm, win), comm)
+IF_LARGE(WRAP_WIN_NEW(Win_create_c, (void *base, MPI_Aint size, MPI_Aint disp_unit,
+                                     MPI_Info info, MPI_Comm comm, MPI_Win *win),
+                      (base, size, disp_unit, info, comm, win), comm))
+IF_LARGE(WRAP_WIN_NEW(Win_allocate_c, (MPI_Aint size, MPI_Aint disp_unit, MPI_Info info,
+                                       MPI_Comm comm, void *baseptr, MPI_Win *win),
+                      (size, disp_unit, info, comm, baseptr, win), comm))
+IF_LARGE(WRAP_WIN_NEW(Win_allocate_shared_c, (MPI_Aint size, MPI_Aint disp_unit,
+                                              MPI_Info info, MPI_Comm comm, void *baseptr,
+                                              MPI_Win *win),
+                      (size, disp_unit, info, comm, baseptr, win), comm))
+
+int MPI_Win_free(MPI_Win *win) {
+  ev_t e;
+  struct win_entry *we = win_get(*win);
+  int tr = win_begin(&e, OP_WIN_FREE, *win);
+  int rc = PMPI_Win_free(win);
+  if (tr) {
+    if (we) memset(&we->handle, 0xff, sizeof we->handle); /* the handle may be reused */
+    ev_end(&e);
+  }
+  return rc;
+}
+
+/* Synchronisation calls on a window: OP, extra argument list, pass list, and
+ * the target (-1: none) recorded in peer. */
+#define WRAP_WIN_SYNC(NAME, OPC, ARGS, PASS, TARGET)                          \
+  int MPI_##NAME ARGS {                                                       \
+    ev_t e;                                                                   \
+    int tr = win_begin(&e, OPC, win);                                         \
+    int rc = PMPI_##NAME PASS;                                                \
+    if (tr) {                                                                 \
+      e.peer = world_of(g.cur, TARGET);                                       \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_WIN_SYNC(Win_fence, OP_WIN_FENCE, (int assert, MPI_Win win), (assert, win), -1)
+WRAP_WIN_SYNC(Win_lock, OP_WIN_LOCK, (int lock_type, int rank, int assert, MPI_Win win),
+              (lock_type, rank, assert, win), rank)
+WRAP_WIN_SYNC(Win_unlock, OP_WIN_UNLOCK, (int rank, MPI_Win win), (rank, win), rank)
+WRAP_WIN_SYNC(Win_lock_all, OP_WIN_LOCK_ALL, (int assert, MPI_Win win), (assert, win), -1)
+WRAP_WIN_SYNC(Win_unlock_all, OP_WIN_UNLOCK_ALL, (MPI_Win win), (win), -1)
+WRAP_WIN_SYNC(Win_flush, OP_WIN_FLUSH, (int rank, MPI_Win win), (rank, win), rank)
+WRAP_WIN_SYNC(Win_flush_local, OP_WIN_FLUSH_LOCAL, (int rank, MPI_Win win), (rank, win), rank)
+WRAP_WIN_SYNC(Win_flush_all, OP_WIN_FLUSH_ALL, (MPI_Win win), (win), -1)
+WRAP_WIN_SYNC(Win_flush_local_all, OP_WIN_FLUSH_LOCAL_ALL, (MPI_Win win), (win), -1)
+WRAP_WIN_SYNC(Win_sync, OP_WIN_SYNC, (MPI_Win win), (win), -1)
+WRAP_WIN_SYNC(Win_complete, OP_WIN_COMPLETE, (MPI_Win win), (win), -1)
+WRAP_WIN_SYNC(Win_wait, OP_WIN_WAIT, (MPI_Win win), (win), -1)
+
+int MPI_Win_test(MPI_Win win, int *flag) {
+  ev_t e;
+  int tr = win_begin(&e, OP_WIN_TEST, win);
+  int rc = PMPI_Win_test(win, flag);
+  if (tr) {
+    e.aux = *flag;
+    ev_end(&e);
+  }
+  return rc;
+}
+
+/* Post and Start: the group, as world ranks, in the destinations list. */
+static void group_record(ev_t *e, MPI_Group grp) {
+  int n = 0;
+  MPI_Group wgrp;
+  PMPI_Group_size(grp, &n);
+  PMPI_Comm_group(MPI_COMM_WORLD, &wgrp);
+  int *in = malloc(sizeof(int) * (size_t)(n + 1)), *out = malloc(sizeof(int) * (size_t)(n + 1));
+  int64_t *v = malloc(sizeof(int64_t) * (size_t)(n + 1));
+  for (int i = 0; i < n; i++) in[i] = i;
+  PMPI_Group_translate_ranks(grp, n, in, wgrp, out);
+  for (int i = 0; i < n; i++) v[i] = out[i] == MPI_UNDEFINED ? PEER_NONE : out[i];
+  lists_write(e->seq, LIST_DESTS, n, v);
+  PMPI_Group_free(&wgrp);
+  free(in);
+  free(out);
+  free(v);
+}
+
+#define WRAP_WIN_GROUP(NAME, OPC)                                             \
+  int MPI_##NAME(MPI_Group group, int assert, MPI_Win win) {                  \
+    ev_t e;                                                                   \
+    int tr = win_begin(&e, OPC, win);                                         \
+    int rc = PMPI_##NAME(group, assert, win);                                 \
+    if (tr) {                                                                 \
+      group_record(&e, group);                                                \
+      ev_end(&e);                                                             \
+    }                                                                         \
+    return rc;                                                                \
+  }
+WRAP_WIN_GROUP(Win_post, OP_WIN_POST)
+WRAP_WIN_GROUP(Win_start, OP_WIN_START)
+
+/* RMA operations.  OUT and IN are the bytes the origin sends and receives. */
+#define RMA_RECORD(OUT, IN)                                                   \
+  if (tr) {                                                                   \
+    e.peer = world_of(g.cur, target_rank);                                    \
+    e.bytes = OUT;                                                            \
+    e.recv_bytes = IN;                                                        \
+    RS(e);                                                                    \
+    ev_end(&e);                                                               \
+  }
+#define WRAP_PUT(NAME, OPC, CT, RA, RP, RS)                                   \
+  int MPI_##NAME(const void *origin_addr, CT origin_count, MPI_Datatype origin_datatype, \
+                 int target_rank, MPI_Aint target_disp, CT target_count,      \
+                 MPI_Datatype target_datatype, MPI_Win win RA) {              \
+    ev_t e;                                                                   \
+    int tr = win_begin(&e, OPC, win);                                         \
+    int rc = PMPI_##NAME(origin_addr, origin_count, origin_datatype, target_rank, \
+                         target_disp, target_count, target_datatype, win RP); \
+    RMA_RECORD(type_bytes(origin_count, origin_datatype), 0)                  \
+    return rc;                                                                \
+  }
+#define WRAP_GET(NAME, OPC, CT, RA, RP, RS)                                   \
+  int MPI_##NAME(void *origin_addr, CT origin_count, MPI_Datatype origin_datatype, \
+                 int target_rank, MPI_Aint target_disp, CT target_count,      \
+                 MPI_Datatype target_datatype, MPI_Win win RA) {              \
+    ev_t e;                                                                   \
+    int tr = win_begin(&e, OPC, win);                                         \
+    int rc = PMPI_##NAME(origin_addr, origin_count, origin_datatype, target_rank, \
+                         target_disp, target_count, target_datatype, win RP); \
+    RMA_RECORD(0, type_bytes(origin_count, origin_datatype))                  \
+    return rc;                                                                \
+  }
+#define WRAP_ACC(NAME, OPC, CT, RA, RP, RS)                                   \
+  int MPI_##NAME(const void *origin_addr, CT origin_count, MPI_Datatype origin_datatype, \
+                 int target_rank, MPI_Aint target_disp, CT target_count,      \
+                 MPI_Datatype target_datatype, MPI_Op op, MPI_Win win RA) {   \
+    ev_t e;                                                                   \
+    int tr = win_begin(&e, OPC, win);                                         \
+    int rc = PMPI_##NAME(origin_addr, origin_count, origin_datatype, target_rank, \
+                         target_disp, target_count, target_datatype, op, win RP); \
+    RMA_RECORD(type_bytes(origin_count, origin_datatype), 0)                  \
+    return rc;                                                                \
+  }
+#define WRAP_GET_ACC(NAME, OPC, CT, RA, RP, RS)                               \
+  int MPI_##NAME(const void *origin_addr, CT origin_count, MPI_Datatype origin_datatype, \
+                 void *result_addr, CT result_count, MPI_Datatype result_datatype, \
+                 int target_rank, MPI_Aint target_disp, CT target_count,      \
+                 MPI_Datatype target_datatype, MPI_Op op, MPI_Win win RA) {   \
+    ev_t e;                                                                   \
+    int tr = win_begin(&e, OPC, win);                                         \
+    int rc = PMPI_##NAME(origin_addr, origin_count, origin_datatype, result_addr, \
+                         result_count, result_datatype, target_rank, target_disp, \
+                         target_count, target_datatype, op, win RP);          \
+    RMA_RECORD(type_bytes(origin_count, origin_datatype),                     \
+               type_bytes(result_count, result_datatype))                     \
+    return rc;                                                                \
+  }
+#define WIN_REQ_SET(e) (e).req = req_add(*request, 0, 0, PEER_NONE, -1, (e).bytes)
+#define RS NOREQ_SET
+WRAP_PUT(Put, OP_PUT, int, NOREQ_ARGS, NOREQ_PASS, RS)
+WRAP_GET(Get, OP_GET, int, NOREQ_ARGS, NOREQ_PASS, RS)
+WRAP_ACC(Accumulate, OP_ACCUMULATE, int, NOREQ_ARGS, NOREQ_PASS, RS)
+WRAP_GET_ACC(Get_accumulate, OP_GET_ACCUMULATE, int, NOREQ_ARGS, NOREQ_PASS, RS)
+IF_LARGE(WRAP_PUT(Put_c, OP_PUT, MPI_Count, NOREQ_ARGS, NOREQ_PASS, RS))
+IF_LARGE(WRAP_GET(Get_c, OP_GET, MPI_Count, NOREQ_ARGS, NOREQ_PASS, RS))
+IF_LARGE(WRAP_ACC(Accumulate_c, OP_ACCUMULATE, MPI_Count, NOREQ_ARGS, NOREQ_PASS, RS))
+IF_LARGE(WRAP_GET_ACC(Get_accumulate_c, OP_GET_ACCUMULATE, MPI_Count, NOREQ_ARGS, NOREQ_PASS,
+                      RS))
+#undef RS
+#define RS WIN_REQ_SET
+WRAP_PUT(Rput, OP_RPUT, int, REQ_ARGS, REQ_PASS, RS)
+WRAP_GET(Rget, OP_RGET, int, REQ_ARGS, REQ_PASS, RS)
+WRAP_ACC(Raccumulate, OP_RACCUMULATE, int, REQ_ARGS, REQ_PASS, RS)
+WRAP_GET_ACC(Rget_accumulate, OP_RGET_ACCUMULATE, int, REQ_ARGS, REQ_PASS, RS)
+IF_LARGE(WRAP_PUT(Rput_c, OP_RPUT, MPI_Count, REQ_ARGS, REQ_PASS, RS))
+IF_LARGE(WRAP_GET(Rget_c, OP_RGET, MPI_Count, REQ_ARGS, REQ_PASS, RS))
+IF_LARGE(WRAP_ACC(Raccumulate_c, OP_RACCUMULATE, MPI_Count, REQ_ARGS, REQ_PASS, RS))
+IF_LARGE(WRAP_GET_ACC(Rget_accumulate_c, OP_RGET_ACCUMULATE, MPI_Count, REQ_ARGS, REQ_PASS,
+                      RS))
+#undef RS
+
+int MPI_Fetch_and_op(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
+                     int target_rank, MPI_Aint target_disp, MPI_Op op, MPI_Win win) {
+  ev_t e;
+  int tr = win_begin(&e, OP_FETCH_AND_OP, win);
+  int rc = PMPI_Fetch_and_op(origin_addr, result_addr, datatype, target_rank, target_disp,
+                             op, win);
+  if (tr) {
+    e.peer = world_of(g.cur, target_rank);
+    e.bytes = e.recv_bytes = type_bytes(1, datatype);
+    ev_end(&e);
+  }
+  return rc;
+}
+
+int MPI_Compare_and_swap(const void *origin_addr, const void *compare_addr, void *result_addr,
+                         MPI_Datatype datatype, int target_rank, MPI_Aint target_disp,
+                         MPI_Win win) {
+  ev_t e;
+  int tr = win_begin(&e, OP_COMPARE_AND_SWAP, win);
+  int rc = PMPI_Compare_and_swap(origin_addr, compare_addr, result_addr, datatype,
+                                 target_rank, target_disp, win);
+  if (tr) {
+    e.peer = world_of(g.cur, target_rank);
+    e.bytes = type_bytes(2, datatype); /* origin and compare values out */
+    e.recv_bytes = type_bytes(1, datatype);
+    ev_end(&e);
+  }
+  return rc;
+}
 
 /* ---- neighbourhood collectives -------------------------------------------- */
 /* The neighbours of a process topology, in MPI's order, as world ranks

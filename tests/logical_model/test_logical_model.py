@@ -225,16 +225,22 @@ def test_sigex_show_on_a_logical_trace(models, tmp_path, capsys):
 
 
 @needs_mpi
-def test_neighbourhood_collectives_are_refused_by_name(tmp_path):
-    """A phase with neighbourhood collectives is reported as not extrapolable, naming the call
-    (their topology at another P is not modelled), instead of being extrapolated wrongly."""
+@pytest.mark.parametrize("program, refusal", [
+    ("neighbors.c", "Neighbor_alltoall: neighbourhood collectives are replayed from captured "
+                    "traces but not extrapolated yet"),
+    ("onesided.c", "Win_fence: one-sided communication is replayed from captured traces but not "
+                   "extrapolated yet"),
+])
+def test_calls_the_model_does_not_extrapolate_are_refused_by_name(tmp_path, program, refusal):
+    """A phase with neighbourhood collectives or one-sided communication is reported as not
+    extrapolable, naming the call, instead of being extrapolated wrongly."""
     import subprocess
     from pathlib import Path
 
     from logical_model import from_traces
     from signature import trace_run
 
-    src = Path(__file__).parents[1] / "signature" / "programs" / "neighbors.c"
+    src = Path(__file__).parents[1] / "signature" / "programs" / program
     exe = tmp_path / "nbr"
     subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe), str(src)],
                    check=True)
@@ -243,5 +249,4 @@ def test_neighbourhood_collectives_are_refused_by_name(tmp_path):
     model = from_traces(tmp_path / "t")
     loop = [ph for ph in model.phases if ph.kind == "loop"]
     assert loop and all(not ph.extrapolable for ph in loop)
-    assert any("Neighbor_alltoall: neighbourhood collectives are replayed from captured traces "
-               "but not extrapolated yet" in p for ph in loop for p in ph.problems)
+    assert any(refusal in p for ph in loop for p in ph.problems)
