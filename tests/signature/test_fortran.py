@@ -17,19 +17,23 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import EXAMPLES
 
-from signature import load_trace, trace_run
+from signature import _fortran, load_trace, trace_run
+from signature._mpi import mpicc_library
 
 #: The MPIs with Fortran bindings: (Fortran wrapper, C wrapper, apt package).
 MPIS = {
     "openmpi": ("mpif90.openmpi", "mpicc.openmpi", "libopenmpi-dev"),
     "debian-mpich": ("mpif90.mpich", "mpicc.mpich", "libmpich-dev"),
 }
-VARIANTS = {"use-mpi": "ring_halo.f90", "mpif.h": "ring_halo_mpif.f", "mpi_f08": "ring_halo_f08.f90"}
+VARIANTS = {"use-mpi": "ring_halo.f90", "mpif.h": "ring_halo_mpif.f",
+            "mpi_f08": "ring_halo_f08.f90"}
 P, N, ITERS = 3, 48, 10
 COLUMNS = ("op", "peer", "tag", "bytes", "recv_bytes", "comm", "aux", "root", "req")
 
@@ -73,8 +77,43 @@ def _completions(trace, rank):
 
 
 @pytest.mark.parametrize("name", list(MPIS))
+def test_wrapped_names_are_the_ones_the_library_exports(name, tmp_path, clean_env):
+    """Every binding's names are wrapped (mpif.h's four manglings and the mpi_f08 one), and
+    nothing the Fortran libraries do not export."""
+    _, c = _tools(name)
+    library = mpicc_library(c)
+    libs = _fortran.fortran_libraries(library)
+    assert libs, f"{name}: no Fortran library found beside {library}"
+    exported = set()
+    for lib in libs:
+        exported |= set(_fortran._dynamic_symbols(lib))
+    wrapped = _fortran.wrapped_symbols(library)
+    send = {sym for _, sym in wrapped["Send"]}
+    assert {"mpi_send_", "mpi_send__", "mpi_send", "MPI_SEND"} <= send
+    assert send & {"mpi_send_f08_", "mpi_send_f08ts_"}
+    assert {"Init", "Waitall", "Alltoallw", "Cart_sub", "Finalize"} <= set(wrapped)
+    assert {sym for syms in wrapped.values() for _, sym in syms} <= exported
+
+
+def test_no_fortran_wrappers_for_an_mpi_without_fortran_bindings(tmp_path):
+    """The PyPI MPICH has no Fortran libraries: no wrapper file is generated."""
+    mpicc = Path(sys.prefix) / "bin" / "mpicc"
+    if not mpicc.exists():
+        pytest.skip("no PyPI MPICH in this environment (pip install mpich)")
+    library = mpicc_library(str(mpicc))
+    if _fortran.fortran_libraries(library):
+        pytest.skip(f"{library} has Fortran libraries beside it")
+    assert _fortran.wrappers(str(mpicc), library, tmp_path) is None
+
+
+def _unmodelled(trace):
+    return {k: v["calls"] for k, v in (trace.meta.get("unmodelled_calls") or {}).items()}
+
+
+@pytest.mark.parametrize("name", list(MPIS))
 def test_fortran_bindings_traced_like_the_c_twin(name, tmp_path, clean_env):
-    """mpif.h, `use mpi` and `use mpi_f08` rings give the C ring's events, each call once."""
+    """mpif.h, `use mpi` and `use mpi_f08` rings give the C ring's events, each call once, and
+    count the calls the tracer does not model as the C ring does."""
     fortran, c = _tools(name)
     c_exe = tmp_path / "ring_c"
     subprocess.run([c, "-O2", "-o", str(c_exe), str(EXAMPLES / "c" / "ring_halo.c")], check=True)
@@ -98,6 +137,8 @@ def test_fortran_bindings_traced_like_the_c_twin(name, tmp_path, clean_env):
             for col in ca:
                 np.testing.assert_array_equal(ca[col], cb[col],
                                               err_msg=f"{name} {variant} rank {r} completion {col}")
+        # the calls not modelled (MPI_Comm_rank, MPI_Comm_size) are counted once, as in C
+        assert _unmodelled(trace) == _unmodelled(twin) == {"MPI_Comm_rank": P, "MPI_Comm_size": P}
 
 
 #: One call of most functions the Fortran wrappers model (point to point with statuses,
@@ -323,7 +364,8 @@ def test_fortran_calls_give_the_c_events(name, tmp_path, clean_env):
     fortran, c = _tools(name)
     (tmp_path / "calls.c").write_text(CALLS_C)
     (tmp_path / "calls.F90").write_text(CALLS_F90)
-    exes = {"c": tmp_path / "calls_c", "mpif.h": tmp_path / "calls_h", "mpi_f08": tmp_path / "calls_f08"}
+    exes = {"c": tmp_path / "calls_c", "mpif.h": tmp_path / "calls_h",
+            "mpi_f08": tmp_path / "calls_f08"}
     subprocess.run([c, "-o", str(exes["c"]), "calls.c"], check=True, cwd=tmp_path)
     # gfortran >= 10 rejects mpif.h's untyped buffers in one file without this flag
     subprocess.run([fortran, "-fallow-argument-mismatch", "-w", "-o", str(exes["mpif.h"]),
