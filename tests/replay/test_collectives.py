@@ -184,8 +184,10 @@ def test_every_collective_op_has_a_pattern_and_a_closed_form():
     names = blocking + ["I" + n[0].lower() + n[1:] for n in blocking]
     neighbor = [f"{p}eighbor_{k}" for p in ("N", "In") for k in
                 ("allgather", "allgatherv", "alltoall", "alltoallv", "alltoallw")]
-    assert set(names + neighbor) <= set(OPS)
-    assert {OPS[c] for c in C.COLLECTIVE_OPS} == set(names + neighbor)
+    window = ["Win_create", "Win_free", "Win_fence"]  # synchronise the window's communicator
+    assert set(names + neighbor + window) <= set(OPS)
+    assert {OPS[c] for c in C.COLLECTIVE_OPS} == set(names + neighbor + window)
+    assert {C.COLLECTIVE_OPS[OPS.index(n)] for n in window} == {"Barrier"}
     assert len(names) == 34
     assert C.COLLECTIVE_OPS[OPS.index("Ialltoallw")] == "Alltoall"  # bytes per peer, as Alltoallv
     assert {C.COLLECTIVE_OPS[OPS.index(n)] for n in neighbor} == {"Neighbor"}
