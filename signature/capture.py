@@ -299,6 +299,14 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
                           f"It was built with {mpicc or 'the mpicc on PATH'}; the program must "
                           "use the same MPI (set SIGEX_MPICC to that MPI's mpicc)")
     say(f"run finished in {wall:.2f} s (exit {rc}); assembling the trace")
+    if not any(raw.glob("rank*.meta")):
+        shutil.rmtree(raw, ignore_errors=True)
+        why = (f"the run failed (exit {rc}) before any rank started the tracer" if rc else
+               f"{command[0]} never called MPI_Init under the tracer")
+        raise TracerError(
+            f"{path}: no trace: {why}. Check that the program is an MPI program and runs "
+            f"untraced with {launcher} -n {nprocs}; sigex traced it as a program of "
+            f"{'the MPI of ' + mpicc if mpicc else 'the MPI on PATH'}")
     try:
         trace = assemble(raw, meta={
             "app": app or _app_name(command),

@@ -322,3 +322,15 @@ def test_one_sided_calls_are_recorded_and_replayed(name, tmp_path, clean_env):
     barriers = np.sum(program.coll_op == COLLECTIVE_NAMES.index("Barrier"))
     assert barriers == (iters + 1) + 2 + 1  # fences, create and free, one MPI_Barrier
     assert np.isfinite(replay(program, load("cluster-a")).runtime)
+
+
+@needs_mpi
+def test_program_that_never_starts_mpi_is_named_not_blamed_on_the_tracer(tmp_path):
+    """A program that never calls MPI_Init (or dies before it) gets an error saying so, naming
+    the trace and the launcher to try by hand; no trace file is written."""
+    out = tmp_path / "P2.h5"
+    with pytest.raises(TracerError, match=r"P2.h5: no trace: \S*python\S* never called MPI_Init"):
+        trace_run([sys.executable, "-c", "pass"], 2, out)
+    with pytest.raises(TracerError, match=r"no trace: the run failed \(exit 3\) before any rank"):
+        trace_run([sys.executable, "-c", "import sys; sys.exit(3)"], 2, out)
+    assert not out.exists() and not list(tmp_path.iterdir())
