@@ -258,9 +258,11 @@ def tracer_library(*, mpicc: str | None = None, rebuild: bool = False) -> Path:
                  "building the tracer", mpicc)
             hdr, wrappers, counted = _generate(iface, _defined_mpi(obj), build)
         fortran = _fortran.wrappers(mpicc, iface.library, build)
-        defs = [f'-DSIGEX_GEN_HEADER="{hdr}"']
-        if iface.exported:
-            defs.append(f'-DSIGEX_GEN_WRAPPERS="{wrappers}"')
+        # without the library's symbols (no nm, no libmpi found) the MPI version decides,
+        # as in a hand build, and calls the tracer does not model are not counted (the
+        # trace says so: unmodelled_counted = false)
+        defs = [f'-DSIGEX_GEN_HEADER="{hdr}"', f'-DSIGEX_GEN_WRAPPERS="{wrappers}"'] \
+            if iface.exported else []
         if fortran is not None:
             defs.append(f'-DSIGEX_FORTRAN_WRAPPERS="{fortran}"')
         tmp = build / _LIB_NAME

@@ -359,6 +359,9 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
         "complete": not problems,
         "incomplete_reason": "; ".join(problems) if problems else None,
         "unmodelled_calls": dict(sorted(unmodelled.items())),
+        # false when the tracer was built without the library's symbol list (no nm, or
+        # no libmpi found for the mpicc): calls it does not model were then not counted
+        "unmodelled_counted": m0.get("unmodelled_counted") == "1",
     }
     full_meta.update(meta or {})
     full_meta["complete"] = not problems

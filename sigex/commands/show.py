@@ -101,6 +101,9 @@ def unmodelled_lines(meta, runtime) -> list[str]:
     local = [c for c in calls if c.local]
     notes = unmodelled_notes(meta, runtime)
     out = [f"  NOT MODELLED {n}" for n in notes]
+    if meta.get("unmodelled_counted") is False:
+        out.append("  NOT COUNTED calls the tracer does not model were not counted: it was built "
+                   "without the MPI library's symbol list (is `nm` installed?)")
     if local:
         out.append(f"  local calls {sum(c.calls for c in local):,} calls of {len(local)} local MPI "
                    f"functions (no communication; {', '.join(c.name for c in local[:4])}"

@@ -48,6 +48,7 @@
 #if MPI_VERSION >= 4
 #define SIGEX_LARGE_COUNT 1
 #define SIGEX_HAVE_ISENDRECV 1
+#define SIGEX_HAVE_PERSISTENT_COLL 1
 #endif
 #define SIGEX_UNMODELLED_N 0
 #endif
@@ -887,6 +888,7 @@ static void tracer_start(double t_call, int thread_level) {
                                           : "getrusage:RUSAGE_THREAD");
   fprintf(m, "software_events=%d\nsoftware_reason=%s\n", g.sw_ok, sw_reason);
   fprintf(m, "hw_counters=%d\nhw_reason=%s\n", g.hw_ok, hw_reason);
+  fprintf(m, "unmodelled_counted=%d\n", SIGEX_UNMODELLED_N > 0);
   fprintf(m, "ops=");
   for (int i = 0; i < OP_COUNT; i++) fprintf(m, "%s%s", i ? "," : "", op_names[i]);
   fprintf(m, "\n");

@@ -334,3 +334,21 @@ def test_program_that_never_starts_mpi_is_named_not_blamed_on_the_tracer(tmp_pat
     with pytest.raises(TracerError, match=r"no trace: the run failed \(exit 3\) before any rank"):
         trace_run([sys.executable, "-c", "import sys; sys.exit(3)"], 2, out)
     assert not out.exists() and not list(tmp_path.iterdir())
+
+
+@needs_mpi
+def test_without_the_symbol_list_the_trace_says_calls_were_not_counted(run_traced, monkeypatch,
+                                                                        tmp_path):
+    """A tracer built without the library's exported symbols (no `nm`) still traces (the MPI
+    version decides which entry points exist) and marks the trace as not counting calls."""
+    from signature import _build
+    monkeypatch.setenv("SIGEX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(_build, "_exported", lambda library: frozenset())
+    t = run_traced("""
+        from mpi4py import MPI
+        import numpy as np
+        c = MPI.COMM_WORLD
+        c.Allreduce(np.ones(3), np.empty(3))
+    """, 2).trace
+    assert t.meta["unmodelled_counted"] is False and t.meta["unmodelled_calls"] == {}
+    assert (t.events["op"] == OP_CODE["Allreduce"]).sum() == 2
