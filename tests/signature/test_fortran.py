@@ -399,3 +399,64 @@ def test_fortran_calls_give_the_c_events(name, tmp_path, clean_env):
             np.testing.assert_array_equal(getattr(trace.comms, f.name), getattr(twin.comms, f.name),
                                           err_msg=f"{name} {variant} comms {f.name}")
         assert completions(trace) == completions(twin), f"{name} {variant} completions"
+
+
+#: One-sided calls from Fortran: MPI_Put and MPI_Win_fence, which the C tracer records but the
+#: Fortran wrappers do not model.
+ONESIDED_F90 = r"""
+program os
+#ifdef F08
+  use mpi_f08
+#endif
+  implicit none
+#ifndef F08
+  include 'mpif.h'
+#endif
+  integer :: rank, nprocs, ierr, i
+  integer(kind=MPI_ADDRESS_KIND) :: sz, disp
+  double precision :: buf(8), src(8)
+#ifdef F08
+  type(MPI_Win) :: win
+#else
+  integer :: win
+#endif
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, nprocs, ierr)
+  sz = 64
+  disp = 0
+  src = rank
+  call MPI_Win_create(buf, sz, 8, MPI_INFO_NULL, MPI_COMM_WORLD, win, ierr)
+  do i = 1, 3
+    call MPI_Win_fence(0, win, ierr)
+    call MPI_Put(src, 4, MPI_DOUBLE_PRECISION, modulo(rank + 1, nprocs), disp, 4, &
+                 MPI_DOUBLE_PRECISION, win, ierr)
+    call MPI_Win_fence(0, win, ierr)
+  end do
+  call MPI_Win_free(win, ierr)
+  call MPI_Finalize(ierr)
+end program
+"""
+
+
+@pytest.mark.parametrize("name", list(MPIS))
+def test_calls_from_fortran_are_recorded_or_counted_never_lost(name, tmp_path, clean_env):
+    """A Fortran MPI_Put or MPI_Win_fence is an event where the Fortran layer reaches the C
+    wrapper (MPICH's mpif.h), and is counted as not modelled everywhere else; never both."""
+    fortran, _ = _tools(name)
+    (tmp_path / "os.F90").write_text(ONESIDED_F90)
+    builds = {"mpif.h": ["-fallow-argument-mismatch", "-w"], "mpi_f08": ["-DF08"]}
+    for variant, flags in builds.items():
+        exe = tmp_path / f"os_{variant.replace('.', '_')}"
+        subprocess.run([fortran, *flags, "-o", str(exe), "os.F90"], check=True, cwd=tmp_path)
+        res = trace_run([str(exe)], 2, tmp_path / variant / "P2.h5")
+        assert res.ok, f"{variant}: {res.trace.meta.get('incomplete_reason')}"
+        trace = load_trace(res.path)
+        unmodelled = _unmodelled(trace)
+        for op, per_rank in (("Put", 3), ("Win_fence", 6), ("Win_create", 1), ("Win_free", 1)):
+            events = sum(trace.op_name(o) == op
+                         for r in range(2) for o in trace.rank_events(r)["op"])
+            counted = unmodelled.get(f"MPI_{op}", 0)
+            assert events + counted == 2 * per_rank and (events == 0 or counted == 0), \
+                f"{name} {variant} {op}: {events} events, {counted} counted"
+        assert unmodelled["MPI_Comm_rank"] == 2
