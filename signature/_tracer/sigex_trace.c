@@ -2133,7 +2133,7 @@ WRAP_WIN_GROUP(Win_post, OP_WIN_POST)
 WRAP_WIN_GROUP(Win_start, OP_WIN_START)
 
 /* RMA operations.  OUT and IN are the bytes the origin sends and receives. */
-#define RMA_RECORD(OUT, IN)                                                   \
+#define RMA_RECORD(OUT, IN, RS)                                               \
   if (tr) {                                                                   \
     e.peer = world_of(g.cur, target_rank);                                    \
     e.bytes = OUT;                                                            \
@@ -2149,7 +2149,7 @@ WRAP_WIN_GROUP(Win_start, OP_WIN_START)
     int tr = win_begin(&e, OPC, win);                                         \
     int rc = PMPI_##NAME(origin_addr, origin_count, origin_datatype, target_rank, \
                          target_disp, target_count, target_datatype, win RP); \
-    RMA_RECORD(type_bytes(origin_count, origin_datatype), 0)                  \
+    RMA_RECORD(type_bytes(origin_count, origin_datatype), 0, RS)              \
     return rc;                                                                \
   }
 #define WRAP_GET(NAME, OPC, CT, RA, RP, RS)                                   \
@@ -2160,7 +2160,7 @@ WRAP_WIN_GROUP(Win_start, OP_WIN_START)
     int tr = win_begin(&e, OPC, win);                                         \
     int rc = PMPI_##NAME(origin_addr, origin_count, origin_datatype, target_rank, \
                          target_disp, target_count, target_datatype, win RP); \
-    RMA_RECORD(0, type_bytes(origin_count, origin_datatype))                  \
+    RMA_RECORD(0, type_bytes(origin_count, origin_datatype), RS)              \
     return rc;                                                                \
   }
 #define WRAP_ACC(NAME, OPC, CT, RA, RP, RS)                                   \
@@ -2171,7 +2171,7 @@ WRAP_WIN_GROUP(Win_start, OP_WIN_START)
     int tr = win_begin(&e, OPC, win);                                         \
     int rc = PMPI_##NAME(origin_addr, origin_count, origin_datatype, target_rank, \
                          target_disp, target_count, target_datatype, op, win RP); \
-    RMA_RECORD(type_bytes(origin_count, origin_datatype), 0)                  \
+    RMA_RECORD(type_bytes(origin_count, origin_datatype), 0, RS)              \
     return rc;                                                                \
   }
 #define WRAP_GET_ACC(NAME, OPC, CT, RA, RP, RS)                               \
@@ -2185,32 +2185,23 @@ WRAP_WIN_GROUP(Win_start, OP_WIN_START)
                          result_count, result_datatype, target_rank, target_disp, \
                          target_count, target_datatype, op, win RP);          \
     RMA_RECORD(type_bytes(origin_count, origin_datatype),                     \
-               type_bytes(result_count, result_datatype))                     \
+               type_bytes(result_count, result_datatype), RS)                 \
     return rc;                                                                \
   }
-#define WIN_REQ_SET(e) (e).req = req_add(*request, 0, 0, PEER_NONE, -1, (e).bytes)
-#define RS NOREQ_SET
-WRAP_PUT(Put, OP_PUT, int, NOREQ_ARGS, NOREQ_PASS, RS)
-WRAP_GET(Get, OP_GET, int, NOREQ_ARGS, NOREQ_PASS, RS)
-WRAP_ACC(Accumulate, OP_ACCUMULATE, int, NOREQ_ARGS, NOREQ_PASS, RS)
-WRAP_GET_ACC(Get_accumulate, OP_GET_ACCUMULATE, int, NOREQ_ARGS, NOREQ_PASS, RS)
-IF_LARGE(WRAP_PUT(Put_c, OP_PUT, MPI_Count, NOREQ_ARGS, NOREQ_PASS, RS))
-IF_LARGE(WRAP_GET(Get_c, OP_GET, MPI_Count, NOREQ_ARGS, NOREQ_PASS, RS))
-IF_LARGE(WRAP_ACC(Accumulate_c, OP_ACCUMULATE, MPI_Count, NOREQ_ARGS, NOREQ_PASS, RS))
-IF_LARGE(WRAP_GET_ACC(Get_accumulate_c, OP_GET_ACCUMULATE, MPI_Count, NOREQ_ARGS, NOREQ_PASS,
-                      RS))
-#undef RS
-#define RS WIN_REQ_SET
-WRAP_PUT(Rput, OP_RPUT, int, REQ_ARGS, REQ_PASS, RS)
-WRAP_GET(Rget, OP_RGET, int, REQ_ARGS, REQ_PASS, RS)
-WRAP_ACC(Raccumulate, OP_RACCUMULATE, int, REQ_ARGS, REQ_PASS, RS)
-WRAP_GET_ACC(Rget_accumulate, OP_RGET_ACCUMULATE, int, REQ_ARGS, REQ_PASS, RS)
-IF_LARGE(WRAP_PUT(Rput_c, OP_RPUT, MPI_Count, REQ_ARGS, REQ_PASS, RS))
-IF_LARGE(WRAP_GET(Rget_c, OP_RGET, MPI_Count, REQ_ARGS, REQ_PASS, RS))
-IF_LARGE(WRAP_ACC(Raccumulate_c, OP_RACCUMULATE, MPI_Count, REQ_ARGS, REQ_PASS, RS))
-IF_LARGE(WRAP_GET_ACC(Rget_accumulate_c, OP_RGET_ACCUMULATE, MPI_Count, REQ_ARGS, REQ_PASS,
-                      RS))
-#undef RS
+/* The four operations in one form: K is NOREQ (Put...) or WREQ (Rput..., a
+ * request), pasted so that it is not expanded early. */
+#define WREQ_ARGS REQ_ARGS
+#define WREQ_PASS REQ_PASS
+#define WREQ_SET(e) (e).req = req_add(*request, 0, 0, PEER_NONE, -1, (e).bytes)
+#define RMA_4(N_PUT, N_GET, N_ACC, N_GACC, OPR, CT, K)                        \
+  WRAP_PUT(N_PUT, OP_##OPR##PUT, CT, K##_ARGS, K##_PASS, K##_SET)             \
+  WRAP_GET(N_GET, OP_##OPR##GET, CT, K##_ARGS, K##_PASS, K##_SET)             \
+  WRAP_ACC(N_ACC, OP_##OPR##ACCUMULATE, CT, K##_ARGS, K##_PASS, K##_SET)      \
+  WRAP_GET_ACC(N_GACC, OP_##OPR##GET_ACCUMULATE, CT, K##_ARGS, K##_PASS, K##_SET)
+RMA_4(Put, Get, Accumulate, Get_accumulate, , int, NOREQ)
+RMA_4(Rput, Rget, Raccumulate, Rget_accumulate, R, int, WREQ)
+IF_LARGE(RMA_4(Put_c, Get_c, Accumulate_c, Get_accumulate_c, , MPI_Count, NOREQ))
+IF_LARGE(RMA_4(Rput_c, Rget_c, Raccumulate_c, Rget_accumulate_c, R, MPI_Count, WREQ))
 
 int MPI_Fetch_and_op(const void *origin_addr, void *result_addr, MPI_Datatype datatype,
                      int target_rank, MPI_Aint target_disp, MPI_Op op, MPI_Win win) {
