@@ -1048,17 +1048,17 @@ def wrappers(mpicc: str, library: Path | None, build_dir: Path) -> Path | None:
             call = ", ".join(f"a{i}" for i in range(nparams))
             ftype = f"void (*)({', '.join(['void *'] * nparams)})"
             for sym in present:
-                entries.append(
-                    f"void {sym}({args}) {{\n  static void *real;\n"
-                    f"  if (!real) real = fw_real(\"{sym}\");\n"
-                    f"  {fn}(({ftype})real, {call});\n}}\n")
+                entries.append((sym,
+                                f"void {sym}({args}) {{\n  static void *real;\n"
+                                f"  if (!real) real = fw_real(\"{sym}\");\n"
+                                f"  {fn}(({ftype})real, {call});\n}}"))
                 wrapped.append(sym)
     counted = _counted_symbols(symbols, library)
     if not wrapped and not counted:
         return None
     names = sorted({name for _, name in counted})
     slot = {name: j for j, name in enumerate(names)}
-    entries += [f'FW_COUNTED({sym}, "{name}", {slot[name]})' for sym, name in counted]
+    entries += [(sym, f'FW_COUNTED({sym}, "{name}", {slot[name]})') for sym, name in counted]
     out = build_dir / "sigex_fortran_wrappers.c"
     head = []
     if _has_f08_status(mpicc, build_dir):
@@ -1068,7 +1068,8 @@ def wrappers(mpicc: str, library: Path | None, build_dir: Path) -> Path | None:
     head.append(f"#define FW_EXTRA_N {len(names)}")
     head.append(f"static const char *const fw_extra_names[FW_EXTRA_N + 1] = {{"
                 + "".join(f'"{n}", ' for n in names) + "NULL};")
+    # a name that mpi.h defines as a macro (an upper-case callback's, say) is left alone
     text = "\n".join(head) + "\n" + _sentinel_tables(data) + _PROLOGUE + "\n" + "\n".join(impls) \
-        + "\n" + "\n".join(entries)
+        + "\n" + "\n".join(f"#ifndef {sym}\n{code}\n#endif\n" for sym, code in entries)
     out.write_text(text)
     return out
