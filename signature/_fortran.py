@@ -23,8 +23,8 @@ The wrappers are generated from
 The Fortran symbols of every other function get a forwarder that counts the
 calls and the time inside them ("MPI_File_write_all called 240 times: not
 modelled"): a function the tracer does not model in the table of ``_build.py``'s
-counting wrappers; one it models in C only (one-sided, neighbourhood and
-persistent collectives) in a table of its own, unless the call reached the C
+counting wrappers; one it models in C only (one-sided communication and
+neighbourhood collectives) in a table of its own, unless the call reached the C
 wrapper and was recorded there (MPICH's ``mpif.h``). Nothing a Fortran program
 calls is lost silently.
 
@@ -187,6 +187,8 @@ _SHAPES: dict[str, tuple[str, str, str, str]] = {
     "barrier": ("H:comm E", "comm", "", ""),
     "ibarrier": ("H:comm H:req E", "comm", "", """
       e.req = req_add(PMPI_Request_f2c(*req), 0, 0, PEER_NONE, -1, 0);"""),
+    "barrier_init": ("H:comm X:info H:req E", "comm", "", """
+      e.req = req_add(PMPI_Request_f2c(*req), 1, 0, PEER_NONE, -1, 0);"""),
     "bcast": ("B:buf N:count H:dt I:root H:comm {REQ} E", "comm", "", """
       set_root(&e, *root);
       e.bytes = e.recv_bytes = type_bytes(fw_n(count, {L}), PMPI_Type_f2c(*dt));"""),
@@ -338,9 +340,10 @@ _POLLS: dict[str, tuple[str, str, str, str, str]] = {
       }"""),
 }
 
-#: Every function the tracer models, as "Name shape OP_CODE [variant]": the variant says
-#: blocking (-) or nonblocking (I, with a request argument), and for the gather family which
-#: rank's counts count (root arguments).
+#: Every function the tracer models, as "Name shape OP_CODE [variant...]": the variants say
+#: nonblocking (a request argument), persistent (a persistent request), persistent_collective
+#: (an info and a persistent request: MPI-4's *_init), and for the gather family whose counts
+#: count (gather_root, scatter_root: a root argument).
 _TABLE = """
 Send send OP_SEND
 Ssend send OP_SSEND
@@ -413,6 +416,23 @@ Alltoallw alltoallw OP_ALLTOALLW
 Ialltoallw alltoallw OP_IALLTOALLW nonblocking
 Reduce_scatter reduce_scatter OP_REDUCE_SCATTER
 Ireduce_scatter reduce_scatter OP_IREDUCE_SCATTER nonblocking
+Barrier_init barrier_init OP_BARRIER_INIT
+Bcast_init bcast OP_BCAST_INIT persistent_collective
+Reduce_init reduce OP_REDUCE_INIT persistent_collective
+Allreduce_init allreduce OP_ALLREDUCE_INIT persistent_collective
+Scan_init allreduce OP_SCAN_INIT persistent_collective
+Exscan_init allreduce OP_EXSCAN_INIT persistent_collective
+Reduce_scatter_block_init allreduce OP_REDUCE_SCATTER_BLOCK_INIT persistent_collective
+Gather_init gather OP_GATHER_INIT gather_root persistent_collective
+Scatter_init gather OP_SCATTER_INIT scatter_root persistent_collective
+Allgather_init gather OP_ALLGATHER_INIT persistent_collective
+Alltoall_init gather OP_ALLTOALL_INIT persistent_collective
+Gatherv_init gatherv OP_GATHERV_INIT gather_root persistent_collective
+Allgatherv_init gatherv OP_ALLGATHERV_INIT persistent_collective
+Scatterv_init scatterv OP_SCATTERV_INIT persistent_collective
+Alltoallv_init alltoallv OP_ALLTOALLV_INIT persistent_collective
+Alltoallw_init alltoallw OP_ALLTOALLW_INIT persistent_collective
+Reduce_scatter_init reduce_scatter OP_REDUCE_SCATTER_INIT persistent_collective
 Comm_split comm_split OP_COMM_SPLIT
 Comm_split_type comm_split_type OP_COMM_SPLIT_TYPE
 Comm_create comm_create OP_COMM_CREATE
@@ -595,10 +615,11 @@ def _params(spec: str, large: int) -> list[tuple[str, str]]:
 
 
 def _expand(spec: str, variant: str) -> str:
-    nonblocking = "nonblocking" in variant.split()
-    root = "gather_root" in variant.split() or "scatter_root" in variant.split()
-    return (spec.replace("{REQ}", "H:req" if nonblocking else "")
-                .replace("{ROOT}", "I:root" if root else ""))
+    words = variant.split()
+    req = "H:req" if "nonblocking" in words else "X:info H:req" \
+        if "persistent_collective" in words else ""
+    root = "gather_root" in words or "scatter_root" in words
+    return spec.replace("{REQ}", req).replace("{ROOT}", "I:root" if root else "")
 
 
 def _code(text: str, *, variant: str, f08: int, ts: int, large: int) -> str:
@@ -673,6 +694,8 @@ def _impl(name: str, shape: str, opc: str, variant: str, conv: str) -> tuple[str
     body += _code(post, variant=variant, f08=f08, ts=ts, large=large)
     if "nonblocking" in variant.split():
         body += "\n      " + _REQ_POST
+    if "persistent_collective" in variant.split():
+        body += "\n      " + _REQ_POST.replace("*req), 0,", "*req), 1,")
     if poll:
         body += f"\n    poll_end(&e, fast, {opc}, {key1}, {key2});\n  }}\n}}\n"
     else:

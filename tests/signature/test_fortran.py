@@ -460,3 +460,121 @@ def test_calls_from_fortran_are_recorded_or_counted_never_lost(name, tmp_path, c
             assert events + counted == 2 * per_rank and (events == 0 or counted == 0), \
                 f"{name} {variant} {op}: {events} events, {counted} counted"
         assert unmodelled["MPI_Comm_rank"] == 2
+
+
+#: MPI-4 persistent collectives (MPICH 4; Open MPI 4.1 has only MPIX_ ones): init, Start(all),
+#: Wait(all), free; in C and in Fortran (mpif.h, and mpi_f08 with -DF08).
+PERSISTENT_C = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+  int rank, size, i, ib[16], ir[64], cnt[16], dis[16];
+  double x[4] = {1, 2, 3, 4};
+  MPI_Request rq[3];
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  for (i = 0; i < size; i++) { cnt[i] = i + 1; dis[i] = 8 * i; }
+  for (i = 0; i < 16; i++) ib[i] = rank;
+  MPI_Allreduce_init(MPI_IN_PLACE, x, 4, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL,
+                     &rq[0]);
+  MPI_Bcast_init(ib, 3, MPI_INT, 1, MPI_COMM_WORLD, MPI_INFO_NULL, &rq[1]);
+  MPI_Gatherv_init(ib, rank + 1, MPI_INT, ir, cnt, dis, MPI_INT, 0, MPI_COMM_WORLD, MPI_INFO_NULL,
+                   &rq[2]);
+  for (i = 0; i < 3; i++) {
+    MPI_Start(&rq[0]);
+    MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+    MPI_Startall(2, &rq[1]);
+    MPI_Waitall(2, &rq[1], MPI_STATUSES_IGNORE);
+  }
+  for (i = 0; i < 3; i++) MPI_Request_free(&rq[i]);
+  MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, &rq[0]);
+  MPI_Start(&rq[0]);
+  MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
+  MPI_Request_free(&rq[0]);
+  MPI_Finalize();
+  return 0;
+}
+"""
+
+PERSISTENT_F90 = r"""
+program pc
+#ifdef F08
+  use mpi_f08
+#endif
+  implicit none
+#ifndef F08
+  include 'mpif.h'
+#endif
+  integer :: rank, nprocs, i, ierr, ib(16), ir(64), cnt(16), dis(16)
+  double precision :: x(4) = (/1d0, 2d0, 3d0, 4d0/)
+#ifdef F08
+  type(MPI_Request) :: rq(3)
+#else
+  integer :: rq(3)
+#endif
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, nprocs, ierr)
+  do i = 1, nprocs
+    cnt(i) = i
+    dis(i) = 8 * (i - 1)
+  end do
+  ib = rank
+  call MPI_Allreduce_init(MPI_IN_PLACE, x, 4, MPI_DOUBLE_PRECISION, MPI_SUM, MPI_COMM_WORLD, &
+                          MPI_INFO_NULL, rq(1), ierr)
+  call MPI_Bcast_init(ib, 3, MPI_INTEGER, 1, MPI_COMM_WORLD, MPI_INFO_NULL, rq(2), ierr)
+  call MPI_Gatherv_init(ib, rank + 1, MPI_INTEGER, ir, cnt, dis, MPI_INTEGER, 0, MPI_COMM_WORLD, &
+                        MPI_INFO_NULL, rq(3), ierr)
+  do i = 1, 3
+    call MPI_Start(rq(1), ierr)
+    call MPI_Wait(rq(1), MPI_STATUS_IGNORE, ierr)
+    call MPI_Startall(2, rq(2:3), ierr)
+    call MPI_Waitall(2, rq(2:3), MPI_STATUSES_IGNORE, ierr)
+  end do
+  do i = 1, 3
+    call MPI_Request_free(rq(i), ierr)
+  end do
+  call MPI_Barrier_init(MPI_COMM_WORLD, MPI_INFO_NULL, rq(1), ierr)
+  call MPI_Start(rq(1), ierr)
+  call MPI_Wait(rq(1), MPI_STATUS_IGNORE, ierr)
+  call MPI_Request_free(rq(1), ierr)
+  call MPI_Finalize(ierr)
+end program pc
+"""
+
+
+@pytest.mark.parametrize("name", list(MPIS))
+def test_persistent_collectives_from_fortran(name, tmp_path, clean_env):
+    """MPI_Allreduce_init, Bcast_init, Gatherv_init and Barrier_init with their Starts give the
+    C program's events, per-peer lists and completions from mpif.h and from mpi_f08."""
+    fortran, c = _tools(name)
+    if "Allreduce_init" not in _fortran.wrapped_symbols(mpicc_library(c)):
+        pytest.skip(f"{name}: its Fortran bindings have no MPI-4 persistent collectives")
+    (tmp_path / "pc.c").write_text(PERSISTENT_C)
+    (tmp_path / "pc.F90").write_text(PERSISTENT_F90)
+    builds = {"c": [c], "mpif.h": [fortran, "-fallow-argument-mismatch", "-w"],
+              "mpi_f08": [fortran, "-DF08"]}
+    traces = {}
+    for variant, cmd in builds.items():
+        exe = tmp_path / f"pc_{variant.replace('.', '_')}"
+        src = "pc.c" if variant == "c" else "pc.F90"
+        subprocess.run([*cmd, "-o", str(exe), src], check=True, cwd=tmp_path)
+        res = trace_run([str(exe)], 3, tmp_path / variant / "P3.h5")
+        assert res.ok, f"{variant}: {res.trace.meta.get('incomplete_reason')}"
+        traces[variant] = load_trace(res.path)
+    twin = traces.pop("c")
+    assert "Allreduce_init" in {twin.op_name(o) for o in twin.rank_events(0)["op"]}
+    for variant, trace in traces.items():
+        for r in range(3):
+            a, b = trace.rank_events(r), twin.rank_events(r)
+            for col in COLUMNS:
+                np.testing.assert_array_equal(a[col], b[col],
+                                              err_msg=f"{name} {variant} rank {r} column {col}")
+        for k in twin.lists:
+            np.testing.assert_array_equal(trace.lists[k], twin.lists[k],
+                                          err_msg=f"{name} {variant} lists {k}")
+        for r in range(3):
+            ca, cb = _completions(trace, r), _completions(twin, r)
+            for col in ca:
+                np.testing.assert_array_equal(ca[col], cb[col],
+                                              err_msg=f"{name} {variant} rank {r} completion {col}")
