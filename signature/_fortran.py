@@ -23,10 +23,9 @@ The wrappers are generated from
 The Fortran symbols of every other function get a forwarder that counts the
 calls and the time inside them ("MPI_File_write_all called 240 times: not
 modelled"): a function the tracer does not model in the table of ``_build.py``'s
-counting wrappers; one it models in C only (one-sided communication and
-neighbourhood collectives) in a table of its own, unless the call reached the C
-wrapper and was recorded there (MPICH's ``mpif.h``). Nothing a Fortran program
-calls is lost silently.
+counting wrappers; one it models in C only (one-sided communication) in a
+table of its own, unless the call reached the C wrapper and was recorded there
+(MPICH's ``mpif.h``). Nothing a Fortran program calls is lost silently.
 
 Each wrapper forwards to the library's own symbol, found with
 ``dlsym(RTLD_NEXT, name)``, and records one event around it with the
@@ -262,6 +261,39 @@ _SHAPES: dict[str, tuple[str, str, str, str]] = {
       e.bytes = vsum(n, rcounts, {L}, t);
       e.recv_bytes = type_bytes(fw_at(rcounts, me, {L}), t);
       vcounts_write(e.seq, LIST_RECV, n, rcounts, {L}, t);"""),
+    "nbr_block": ("B:sbuf N:scount H:stype B:rbuf N:rcount H:rtype H:comm {REQ} E", "comm", "",
+                  """
+      neighbor_record(&e, g.cur->handle, UNIFORM(fw_n(scount, {L}), PMPI_Type_f2c(*stype)),
+                      UNIFORM(fw_n(rcount, {L}), PMPI_Type_f2c(*rtype)));"""),
+    "nbr_allgatherv": ("B:sbuf N:scount H:stype B:rbuf NA:rcounts X:displs H:rtype H:comm {REQ} E",
+                       "comm", "", """
+      neighbor_record(&e, g.cur->handle, UNIFORM(fw_n(scount, {L}), PMPI_Type_f2c(*stype)),
+                      VECTOR(rcounts, {L}, PMPI_Type_f2c(*rtype)));"""),
+    "nbr_alltoallv": ("B:sbuf NA:scounts X:sdispls H:stype B:rbuf NA:rcounts X:rdispls H:rtype "
+                      "H:comm {REQ} E", "comm", "", """
+      neighbor_record(&e, g.cur->handle, VECTOR(scounts, {L}, PMPI_Type_f2c(*stype)),
+                      VECTOR(rcounts, {L}, PMPI_Type_f2c(*rtype)));"""),
+    "nbr_alltoallw": ("B:sbuf NA:scounts X:sdispls X:stypes B:rbuf NA:rcounts X:rdispls X:rtypes "
+                      "H:comm {REQ} E", "comm", "", """
+      int64_t *src = NULL, *dst = NULL;
+      int ns = 0, nd = 0;
+      if (topo_neighbors(g.cur->handle, &src, &ns, &dst, &nd)) { /* for the types' lengths */
+        MPI_Datatype *st = fw_types(stypes, nd), *rt = fw_types(rtypes, ns);
+        neighbor_record(&e, g.cur->handle, TYPED(scounts, {L}, st), TYPED(rcounts, {L}, rt));
+        free(st);
+        free(rt);
+      }
+      free(src);
+      free(dst);"""),
+    "graph_create": ("H:comm I:nnodes X:index X:edges I:reorder H:newcomm E", "comm", "", """
+      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
+    "dist_graph_create": ("H:comm I:n X:sources X:degrees X:destinations X:weights X:info "
+                          "I:reorder H:newcomm E", "comm", "", """
+      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
+    "dist_graph_create_adjacent": ("H:comm I:indegree X:sources X:sourceweights I:outdegree "
+                                   "X:destinations X:destweights X:info I:reorder H:newcomm E",
+                                   "comm", "", """
+      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
     "comm_split": ("H:comm I:color I:key H:newcomm E", "comm", "", """
       set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
     "comm_split_type": ("H:comm I:type I:key X:info H:newcomm E", "comm", "", """
@@ -433,6 +465,24 @@ Scatterv_init scatterv OP_SCATTERV_INIT persistent_collective
 Alltoallv_init alltoallv OP_ALLTOALLV_INIT persistent_collective
 Alltoallw_init alltoallw OP_ALLTOALLW_INIT persistent_collective
 Reduce_scatter_init reduce_scatter OP_REDUCE_SCATTER_INIT persistent_collective
+Neighbor_allgather nbr_block OP_NEIGHBOR_ALLGATHER
+Ineighbor_allgather nbr_block OP_INEIGHBOR_ALLGATHER nonblocking
+Neighbor_allgather_init nbr_block OP_NEIGHBOR_ALLGATHER_INIT persistent_collective
+Neighbor_allgatherv nbr_allgatherv OP_NEIGHBOR_ALLGATHERV
+Ineighbor_allgatherv nbr_allgatherv OP_INEIGHBOR_ALLGATHERV nonblocking
+Neighbor_allgatherv_init nbr_allgatherv OP_NEIGHBOR_ALLGATHERV_INIT persistent_collective
+Neighbor_alltoall nbr_block OP_NEIGHBOR_ALLTOALL
+Ineighbor_alltoall nbr_block OP_INEIGHBOR_ALLTOALL nonblocking
+Neighbor_alltoall_init nbr_block OP_NEIGHBOR_ALLTOALL_INIT persistent_collective
+Neighbor_alltoallv nbr_alltoallv OP_NEIGHBOR_ALLTOALLV
+Ineighbor_alltoallv nbr_alltoallv OP_INEIGHBOR_ALLTOALLV nonblocking
+Neighbor_alltoallv_init nbr_alltoallv OP_NEIGHBOR_ALLTOALLV_INIT persistent_collective
+Neighbor_alltoallw nbr_alltoallw OP_NEIGHBOR_ALLTOALLW
+Ineighbor_alltoallw nbr_alltoallw OP_INEIGHBOR_ALLTOALLW nonblocking
+Neighbor_alltoallw_init nbr_alltoallw OP_NEIGHBOR_ALLTOALLW_INIT persistent_collective
+Graph_create graph_create OP_GRAPH_CREATE
+Dist_graph_create dist_graph_create OP_DIST_GRAPH_CREATE
+Dist_graph_create_adjacent dist_graph_create_adjacent OP_DIST_GRAPH_CREATE
 Comm_split comm_split OP_COMM_SPLIT
 Comm_split_type comm_split_type OP_COMM_SPLIT_TYPE
 Comm_create comm_create OP_COMM_CREATE

@@ -578,3 +578,133 @@ def test_persistent_collectives_from_fortran(name, tmp_path, clean_env):
             for col in ca:
                 np.testing.assert_array_equal(ca[col], cb[col],
                                               err_msg=f"{name} {variant} rank {r} completion {col}")
+
+
+#: Neighbourhood collectives on a Cartesian ring and on a distributed graph, in C and Fortran.
+NEIGHBOR_C = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+  int rank, size, i, left, right, dims[1], periods[1] = {1};
+  int ib[64], ir[64], sc[2], rc[2], two[2] = {2, 2}, one[2] = {1, 1}, sd[2], rd[2];
+  MPI_Aint wsd[2], wrd[2];
+  MPI_Datatype wst[2], wrt[2];
+  MPI_Comm ring, graph;
+  MPI_Request rq;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  left = (rank + size - 1) % size;
+  right = (rank + 1) % size;
+  for (i = 0; i < 64; i++) ib[i] = rank;
+  for (i = 0; i < 2; i++) {
+    sc[i] = i + 1; rc[i] = 2 - i; sd[i] = 8 * i; rd[i] = 8 * i; wsd[i] = 32 * i; wrd[i] = 32 * i;
+    wst[i] = wrt[i] = i ? MPI_INT : MPI_DOUBLE;
+  }
+  dims[0] = size;
+  MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, 0, &ring);
+  MPI_Neighbor_allgather(ib, 3, MPI_INT, ir, 3, MPI_INT, ring);
+  MPI_Neighbor_allgatherv(ib, 2, MPI_INT, ir, two, rd, MPI_INT, ring);
+  MPI_Neighbor_alltoall(ib, 2, MPI_INT, ir, 2, MPI_INT, ring);
+  MPI_Neighbor_alltoallv(ib, sc, sd, MPI_INT, ir, rc, rd, MPI_INT, ring);
+  MPI_Ineighbor_alltoall(ib, 1, MPI_INT, ir, 1, MPI_INT, ring, &rq);
+  MPI_Wait(&rq, MPI_STATUS_IGNORE);
+  MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, &left, MPI_UNWEIGHTED, 1, &right,
+                                 MPI_UNWEIGHTED, MPI_INFO_NULL, 0, &graph);
+  MPI_Neighbor_alltoall(ib, 4, MPI_INT, ir, 4, MPI_INT, graph);
+  /* on the graph: MPICH 4.0's mpi_f08 Neighbor_alltoallw fails on a Cartesian one */
+  MPI_Neighbor_alltoallw(ib, one, wsd, wst, ir, one, wrd, wrt, graph);
+  MPI_Comm_free(&graph);
+  MPI_Comm_free(&ring);
+  MPI_Finalize();
+  return 0;
+}
+"""
+
+NEIGHBOR_F90 = r"""
+program nb
+#ifdef F08
+  use mpi_f08
+#endif
+  implicit none
+#ifndef F08
+  include 'mpif.h'
+#endif
+  integer :: rank, nprocs, i, ierr, left(1), right(1), dims(1)
+  integer :: ib(64), ir(64), sc(2), rc(2), two(2) = (/2, 2/), one(2) = (/1, 1/), sd(2), rd(2)
+  integer(kind=MPI_ADDRESS_KIND) :: wsd(2), wrd(2)
+  logical :: periods(1) = (/.true./)
+#ifdef F08
+  type(MPI_Datatype) :: wst(2), wrt(2)
+  type(MPI_Comm) :: ring, graph
+  type(MPI_Request) :: rq
+#else
+  integer :: wst(2), wrt(2), ring, graph, rq
+#endif
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  call MPI_Comm_size(MPI_COMM_WORLD, nprocs, ierr)
+  left(1) = modulo(rank - 1, nprocs)
+  right(1) = modulo(rank + 1, nprocs)
+  ib = rank
+  do i = 1, 2
+    sc(i) = i
+    rc(i) = 3 - i
+    sd(i) = 8 * (i - 1)
+    rd(i) = 8 * (i - 1)
+    wsd(i) = 32 * (i - 1)
+    wrd(i) = 32 * (i - 1)
+  end do
+  wst(1) = MPI_DOUBLE_PRECISION
+  wst(2) = MPI_INTEGER
+  wrt = wst
+  dims(1) = nprocs
+  call MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, .false., ring, ierr)
+  call MPI_Neighbor_allgather(ib, 3, MPI_INTEGER, ir, 3, MPI_INTEGER, ring, ierr)
+  call MPI_Neighbor_allgatherv(ib, 2, MPI_INTEGER, ir, two, rd, MPI_INTEGER, ring, ierr)
+  call MPI_Neighbor_alltoall(ib, 2, MPI_INTEGER, ir, 2, MPI_INTEGER, ring, ierr)
+  call MPI_Neighbor_alltoallv(ib, sc, sd, MPI_INTEGER, ir, rc, rd, MPI_INTEGER, ring, ierr)
+  call MPI_Ineighbor_alltoall(ib, 1, MPI_INTEGER, ir, 1, MPI_INTEGER, ring, rq, ierr)
+  call MPI_Wait(rq, MPI_STATUS_IGNORE, ierr)
+  call MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, left, MPI_UNWEIGHTED, 1, right, &
+                                      MPI_UNWEIGHTED, MPI_INFO_NULL, .false., graph, ierr)
+  call MPI_Neighbor_alltoall(ib, 4, MPI_INTEGER, ir, 4, MPI_INTEGER, graph, ierr)
+  call MPI_Neighbor_alltoallw(ib, one, wsd, wst, ir, one, wrd, wrt, graph, ierr)
+  call MPI_Comm_free(graph, ierr)
+  call MPI_Comm_free(ring, ierr)
+  call MPI_Finalize(ierr)
+end program nb
+"""
+
+
+@pytest.mark.parametrize("name", list(MPIS))
+def test_neighbourhood_collectives_from_fortran(name, tmp_path, clean_env):
+    """Neighbor_allgather(v), Neighbor_alltoall(v,w), Ineighbor_alltoall and
+    Dist_graph_create_adjacent from mpif.h and mpi_f08 give the C program's events, per-peer
+    lists (sources, destinations, bytes) and communicators."""
+    fortran, c = _tools(name)
+    (tmp_path / "nb.c").write_text(NEIGHBOR_C)
+    (tmp_path / "nb.F90").write_text(NEIGHBOR_F90)
+    builds = {"c": [c, "-w"], "mpif.h": [fortran, "-fallow-argument-mismatch", "-w"],
+              "mpi_f08": [fortran, "-DF08"]}
+    traces = {}
+    for variant, cmd in builds.items():
+        exe = tmp_path / f"nb_{variant.replace('.', '_')}"
+        src = "nb.c" if variant == "c" else "nb.F90"
+        subprocess.run([*cmd, "-o", str(exe), src], check=True, cwd=tmp_path)
+        res = trace_run([str(exe)], 3, tmp_path / variant / "P3.h5")
+        assert res.ok, f"{variant}: {res.trace.meta.get('incomplete_reason')}"
+        traces[variant] = load_trace(res.path)
+    twin = traces.pop("c")
+    assert "Neighbor_alltoallw" in {twin.op_name(o) for o in twin.rank_events(0)["op"]}
+    for variant, trace in traces.items():
+        for r in range(3):
+            a, b = trace.rank_events(r), twin.rank_events(r)
+            for col in COLUMNS:
+                np.testing.assert_array_equal(a[col], b[col],
+                                              err_msg=f"{name} {variant} rank {r} column {col}")
+        for k in twin.lists:
+            np.testing.assert_array_equal(trace.lists[k], twin.lists[k],
+                                          err_msg=f"{name} {variant} lists {k}")
+        for f in dataclasses.fields(twin.comms):
+            np.testing.assert_array_equal(getattr(trace.comms, f.name), getattr(twin.comms, f.name),
+                                          err_msg=f"{name} {variant} comms {f.name}")
