@@ -23,8 +23,8 @@ The wrappers are generated from
 The Fortran symbols of every other function get a forwarder that counts the
 calls and the time inside them ("MPI_File_write_all called 240 times: not
 modelled"): a function the tracer does not model in the table of ``_build.py``'s
-counting wrappers; one it models in C only (one-sided communication) in a
-table of its own, unless the call reached the C wrapper and was recorded there
+counting wrappers; one the C tracer models that this table lacks, in a table
+of its own, unless the call reached the C wrapper and was recorded there
 (MPICH's ``mpif.h``). Nothing a Fortran program calls is lost silently.
 
 Each wrapper forwards to the library's own symbol, found with
@@ -285,6 +285,52 @@ _SHAPES: dict[str, tuple[str, str, str, str]] = {
       }
       free(src);
       free(dst);"""),
+    "win_create": ("B:base X:size X:disp_unit X:info H:comm H:win E", "comm", "", """
+      win_add(&e, PMPI_Win_f2c(*win));"""),
+    "win_allocate": ("X:size X:disp_unit X:info H:comm X:baseptr H:win E", "comm", "", """
+      win_add(&e, PMPI_Win_f2c(*win));"""),
+    "win_create_dynamic": ("X:info H:comm H:win E", "comm", "", """
+      win_add(&e, PMPI_Win_f2c(*win));"""),
+    "win_free": ("H:win E", "WIN", """
+      struct win_entry *we = tr ? win_get(PMPI_Win_f2c(*win)) : NULL;""", """
+      if (we) memset(&we->handle, 0xff, sizeof we->handle); /* the handle may be reused */"""),
+    "win_sync": ("H:win E", "WIN", "", """
+      e.peer = world_of(g.cur, -1);"""),
+    "win_sync_assert": ("I:assert H:win E", "WIN", "", """
+      e.peer = world_of(g.cur, -1);"""),
+    "win_sync_rank": ("I:rank H:win E", "WIN", "", """
+      e.peer = world_of(g.cur, *rank);"""),
+    "win_lock": ("I:lock_type I:rank I:assert H:win E", "WIN", "", """
+      e.peer = world_of(g.cur, *rank);"""),
+    "win_test": ("H:win X:flag E", "WIN", "", """
+      e.aux = *(MPI_Fint *)flag != 0;"""),
+    "win_group": ("H:group I:assert H:win E", "WIN", "", """
+      group_record(&e, PMPI_Group_f2c(*group));"""),
+    "put": ("B:origin N:ocount H:otype I:target X:tdisp N:tcount H:ttype H:win {REQ} E", "WIN",
+            "", """
+      e.peer = world_of(g.cur, *target);
+      e.bytes = type_bytes(fw_n(ocount, {L}), PMPI_Type_f2c(*otype));"""),
+    "get": ("B:origin N:ocount H:otype I:target X:tdisp N:tcount H:ttype H:win {REQ} E", "WIN",
+            "", """
+      e.peer = world_of(g.cur, *target);
+      e.recv_bytes = type_bytes(fw_n(ocount, {L}), PMPI_Type_f2c(*otype));"""),
+    "accumulate": ("B:origin N:ocount H:otype I:target X:tdisp N:tcount H:ttype X:op H:win {REQ} "
+                   "E", "WIN", "", """
+      e.peer = world_of(g.cur, *target);
+      e.bytes = type_bytes(fw_n(ocount, {L}), PMPI_Type_f2c(*otype));"""),
+    "get_accumulate": ("B:origin N:ocount H:otype B:result N:rcount H:rtype I:target X:tdisp "
+                       "N:tcount H:ttype X:op H:win {REQ} E", "WIN", "", """
+      e.peer = world_of(g.cur, *target);
+      e.bytes = type_bytes(fw_n(ocount, {L}), PMPI_Type_f2c(*otype));
+      e.recv_bytes = type_bytes(fw_n(rcount, {L}), PMPI_Type_f2c(*rtype));"""),
+    "fetch_and_op": ("B:origin B:result H:dt I:target X:tdisp X:op H:win E", "WIN", "", """
+      e.peer = world_of(g.cur, *target);
+      e.bytes = e.recv_bytes = type_bytes(1, PMPI_Type_f2c(*dt));"""),
+    "compare_and_swap": ("B:origin B:compare B:result H:dt I:target X:tdisp H:win E", "WIN", "",
+                         """
+      e.peer = world_of(g.cur, *target);
+      e.bytes = type_bytes(2, PMPI_Type_f2c(*dt)); /* origin and compare values out */
+      e.recv_bytes = type_bytes(1, PMPI_Type_f2c(*dt));"""),
     "graph_create": ("H:comm I:nnodes X:index X:edges I:reorder H:newcomm E", "comm", "", """
       set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
     "dist_graph_create": ("H:comm I:n X:sources X:degrees X:destinations X:weights X:info "
@@ -480,6 +526,36 @@ Neighbor_alltoallv_init nbr_alltoallv OP_NEIGHBOR_ALLTOALLV_INIT persistent_coll
 Neighbor_alltoallw nbr_alltoallw OP_NEIGHBOR_ALLTOALLW
 Ineighbor_alltoallw nbr_alltoallw OP_INEIGHBOR_ALLTOALLW nonblocking
 Neighbor_alltoallw_init nbr_alltoallw OP_NEIGHBOR_ALLTOALLW_INIT persistent_collective
+Win_create win_create OP_WIN_CREATE
+Win_allocate win_allocate OP_WIN_CREATE
+Win_allocate_shared win_allocate OP_WIN_CREATE
+Win_create_dynamic win_create_dynamic OP_WIN_CREATE
+Win_free win_free OP_WIN_FREE
+Win_fence win_sync_assert OP_WIN_FENCE
+Win_lock win_lock OP_WIN_LOCK
+Win_unlock win_sync_rank OP_WIN_UNLOCK
+Win_lock_all win_sync_assert OP_WIN_LOCK_ALL
+Win_unlock_all win_sync OP_WIN_UNLOCK_ALL
+Win_flush win_sync_rank OP_WIN_FLUSH
+Win_flush_local win_sync_rank OP_WIN_FLUSH_LOCAL
+Win_flush_all win_sync OP_WIN_FLUSH_ALL
+Win_flush_local_all win_sync OP_WIN_FLUSH_LOCAL_ALL
+Win_sync win_sync OP_WIN_SYNC
+Win_complete win_sync OP_WIN_COMPLETE
+Win_wait win_sync OP_WIN_WAIT
+Win_test win_test OP_WIN_TEST
+Win_post win_group OP_WIN_POST
+Win_start win_group OP_WIN_START
+Put put OP_PUT
+Get get OP_GET
+Accumulate accumulate OP_ACCUMULATE
+Get_accumulate get_accumulate OP_GET_ACCUMULATE
+Rput put OP_RPUT nonblocking
+Rget get OP_RGET nonblocking
+Raccumulate accumulate OP_RACCUMULATE nonblocking
+Rget_accumulate get_accumulate OP_RGET_ACCUMULATE nonblocking
+Fetch_and_op fetch_and_op OP_FETCH_AND_OP
+Compare_and_swap compare_and_swap OP_COMPARE_AND_SWAP
 Graph_create graph_create OP_GRAPH_CREATE
 Dist_graph_create dist_graph_create OP_DIST_GRAPH_CREATE
 Dist_graph_create_adjacent dist_graph_create_adjacent OP_DIST_GRAPH_CREATE
@@ -641,8 +717,9 @@ def wrapped_symbols(library: Path | None) -> dict[str, list[tuple[str, str]]]:
 
 
 def _has_counts(shape: str) -> bool:
-    params = (_SHAPES.get(shape) or _POLLS.get(shape) or _LIFECYCLE.get(shape))[0]
-    return " N:" in " " + params or " NA:" in " " + params
+    """The shape has a count (or a window's disp_unit): MPI-4 gives it a large-count form."""
+    params = " " + (_SHAPES.get(shape) or _POLLS.get(shape) or _LIFECYCLE.get(shape))[0]
+    return " N:" in params or " NA:" in params or ":disp_unit" in params
 
 
 # ---- code generation -------------------------------------------------------------------------
@@ -719,6 +796,9 @@ def _impl(name: str, shape: str, opc: str, variant: str, conv: str) -> tuple[str
     lines = [f"static __attribute__((noinline)) void {fn}(void (*real)({rtype}), {proto}) {{",
              "  ev_t e;", "  MPI_Status cs;", "  (void)cs;"]
     comm_expr = "MPI_COMM_NULL" if comm == "NULL" else "PMPI_Comm_f2c(*comm)"
+    begin = "ev_begin"
+    if comm == "WIN":  # an event on a window: its communicator and id (win_begin)
+        begin, comm_expr = "win_begin", "PMPI_Win_f2c(*win)"
     if poll:
         lines += ["  int fast = 0, tr = 0;",
                   "  MPI_Comm c = MPI_COMM_NULL;",
@@ -729,7 +809,7 @@ def _impl(name: str, shape: str, opc: str, variant: str, conv: str) -> tuple[str
                   f"    tr = fast ? poll_begin(&e, {opc}, c) : ev_begin(&e, {opc}, c);",
                   "  }"]
     else:
-        lines.append(f"  int tr = fw_on() && ev_begin(&e, {opc}, {comm_expr});")
+        lines.append(f"  int tr = fw_on() && {begin}(&e, {opc}, {comm_expr});")
     for n in st_names:
         many = n == "statuses"
         helper = "fw_statuses_arg" if many else "fw_status_arg"

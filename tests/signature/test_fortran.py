@@ -401,10 +401,56 @@ def test_fortran_calls_give_the_c_events(name, tmp_path, clean_env):
         assert completions(trace) == completions(twin), f"{name} {variant} completions"
 
 
-#: One-sided calls from Fortran: MPI_Put and MPI_Win_fence, which the C tracer records but the
-#: Fortran wrappers do not model.
-ONESIDED_F90 = r"""
-program os
+#: One-sided communication on two ranks (fence, lock/unlock, lock_all, post/start/complete/wait;
+#: Put, Get, Accumulate, Get_accumulate, Fetch_and_op, Compare_and_swap, Rput), in C and Fortran.
+RMA_C = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+  int rank, other, i, buf[16], src[16], res[16];
+  MPI_Win win;
+  MPI_Group world, peer;
+  MPI_Request rq;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  other = 1 - rank; /* two ranks */
+  for (i = 0; i < 16; i++) { src[i] = rank; buf[i] = 0; }
+  MPI_Win_create(buf, 16 * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+  MPI_Win_fence(0, win);
+  MPI_Put(src, 4, MPI_INT, other, 0, 4, MPI_INT, win);
+  MPI_Get(res, 2, MPI_INT, other, 4, 2, MPI_INT, win);
+  MPI_Accumulate(src, 3, MPI_INT, other, 8, 3, MPI_INT, MPI_SUM, win);
+  MPI_Win_fence(0, win);
+  MPI_Win_lock(MPI_LOCK_SHARED, other, 0, win);
+  MPI_Get_accumulate(src, 2, MPI_INT, res, 2, MPI_INT, other, 0, 2, MPI_INT, MPI_SUM, win);
+  MPI_Fetch_and_op(src, res, MPI_INT, other, 1, MPI_SUM, win);
+  MPI_Compare_and_swap(src, buf, res, MPI_INT, other, 2, win);
+  MPI_Win_flush(other, win);
+  MPI_Win_unlock(other, win);
+  MPI_Win_lock_all(0, win);
+  MPI_Rput(src, 1, MPI_INT, other, 3, 1, MPI_INT, win, &rq);
+  MPI_Wait(&rq, MPI_STATUS_IGNORE);
+  MPI_Win_flush_all(win);
+  MPI_Win_unlock_all(win);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Group_incl(world, 1, &other, &peer);
+  if (rank == 0) {
+    MPI_Win_post(peer, 0, win);
+    MPI_Win_wait(win);
+  } else {
+    MPI_Win_start(peer, 0, win);
+    MPI_Put(src, 2, MPI_INT, other, 0, 2, MPI_INT, win);
+    MPI_Win_complete(win);
+  }
+  MPI_Group_free(&peer);
+  MPI_Group_free(&world);
+  MPI_Win_free(&win);
+  MPI_Finalize();
+  return 0;
+}
+"""
+
+RMA_F90 = r"""
+program rma
 #ifdef F08
   use mpi_f08
 #endif
@@ -412,54 +458,91 @@ program os
 #ifndef F08
   include 'mpif.h'
 #endif
-  integer :: rank, nprocs, ierr, i
-  integer(kind=MPI_ADDRESS_KIND) :: sz, disp
-  double precision :: buf(8), src(8)
+  integer :: rank, other(1), i, ierr, buf(16), src(16), res(16)
+  integer(kind=MPI_ADDRESS_KIND) :: d(0:8), wsize
 #ifdef F08
   type(MPI_Win) :: win
+  type(MPI_Group) :: world, peer
+  type(MPI_Request) :: rq
 #else
-  integer :: win
+  integer :: win, world, peer, rq
 #endif
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
-  call MPI_Comm_size(MPI_COMM_WORLD, nprocs, ierr)
-  sz = 64
-  disp = 0
+  other(1) = 1 - rank
   src = rank
-  call MPI_Win_create(buf, sz, 8, MPI_INFO_NULL, MPI_COMM_WORLD, win, ierr)
-  do i = 1, 3
-    call MPI_Win_fence(0, win, ierr)
-    call MPI_Put(src, 4, MPI_DOUBLE_PRECISION, modulo(rank + 1, nprocs), disp, 4, &
-                 MPI_DOUBLE_PRECISION, win, ierr)
-    call MPI_Win_fence(0, win, ierr)
+  buf = 0
+  do i = 0, 8
+    d(i) = i
   end do
+  wsize = 64
+  call MPI_Win_create(buf, wsize, 4, MPI_INFO_NULL, MPI_COMM_WORLD, win, ierr)
+  call MPI_Win_fence(0, win, ierr)
+  call MPI_Put(src, 4, MPI_INTEGER, other(1), d(0), 4, MPI_INTEGER, win, ierr)
+  call MPI_Get(res, 2, MPI_INTEGER, other(1), d(4), 2, MPI_INTEGER, win, ierr)
+  call MPI_Accumulate(src, 3, MPI_INTEGER, other(1), d(8), 3, MPI_INTEGER, MPI_SUM, win, ierr)
+  call MPI_Win_fence(0, win, ierr)
+  call MPI_Win_lock(MPI_LOCK_SHARED, other(1), 0, win, ierr)
+  call MPI_Get_accumulate(src, 2, MPI_INTEGER, res, 2, MPI_INTEGER, other(1), d(0), 2, &
+                          MPI_INTEGER, MPI_SUM, win, ierr)
+  call MPI_Fetch_and_op(src, res, MPI_INTEGER, other(1), d(1), MPI_SUM, win, ierr)
+  call MPI_Compare_and_swap(src, buf, res, MPI_INTEGER, other(1), d(2), win, ierr)
+  call MPI_Win_flush(other(1), win, ierr)
+  call MPI_Win_unlock(other(1), win, ierr)
+  call MPI_Win_lock_all(0, win, ierr)
+  call MPI_Rput(src, 1, MPI_INTEGER, other(1), d(3), 1, MPI_INTEGER, win, rq, ierr)
+  call MPI_Wait(rq, MPI_STATUS_IGNORE, ierr)
+  call MPI_Win_flush_all(win, ierr)
+  call MPI_Win_unlock_all(win, ierr)
+  call MPI_Comm_group(MPI_COMM_WORLD, world, ierr)
+  call MPI_Group_incl(world, 1, other, peer, ierr)
+  if (rank == 0) then
+    call MPI_Win_post(peer, 0, win, ierr)
+    call MPI_Win_wait(win, ierr)
+  else
+    call MPI_Win_start(peer, 0, win, ierr)
+    call MPI_Put(src, 2, MPI_INTEGER, other(1), d(0), 2, MPI_INTEGER, win, ierr)
+    call MPI_Win_complete(win, ierr)
+  end if
+  call MPI_Group_free(peer, ierr)
+  call MPI_Group_free(world, ierr)
   call MPI_Win_free(win, ierr)
   call MPI_Finalize(ierr)
-end program
+end program rma
 """
 
 
 @pytest.mark.parametrize("name", list(MPIS))
-def test_calls_from_fortran_are_recorded_or_counted_never_lost(name, tmp_path, clean_env):
-    """A Fortran MPI_Put or MPI_Win_fence is an event where the Fortran layer reaches the C
-    wrapper (MPICH's mpif.h), and is counted as not modelled everywhere else; never both."""
-    fortran, _ = _tools(name)
-    (tmp_path / "os.F90").write_text(ONESIDED_F90)
-    builds = {"mpif.h": ["-fallow-argument-mismatch", "-w"], "mpi_f08": ["-DF08"]}
-    for variant, flags in builds.items():
-        exe = tmp_path / f"os_{variant.replace('.', '_')}"
-        subprocess.run([fortran, *flags, "-o", str(exe), "os.F90"], check=True, cwd=tmp_path)
+def test_one_sided_calls_from_fortran(name, tmp_path, clean_env):
+    """Windows, their synchronisation and the RMA operations from mpif.h and mpi_f08 give the C
+    program's events (target, bytes, window) and lists; the calls not modelled (groups) are
+    counted as in C."""
+    fortran, c = _tools(name)
+    (tmp_path / "rma.c").write_text(RMA_C)
+    (tmp_path / "rma.F90").write_text(RMA_F90)
+    builds = {"c": [c, "-w"], "mpif.h": [fortran, "-fallow-argument-mismatch", "-w"],
+              "mpi_f08": [fortran, "-DF08"]}
+    traces = {}
+    for variant, cmd in builds.items():
+        exe = tmp_path / f"rma_{variant.replace('.', '_')}"
+        src = "rma.c" if variant == "c" else "rma.F90"
+        subprocess.run([*cmd, "-o", str(exe), src], check=True, cwd=tmp_path)
         res = trace_run([str(exe)], 2, tmp_path / variant / "P2.h5")
         assert res.ok, f"{variant}: {res.trace.meta.get('incomplete_reason')}"
-        trace = load_trace(res.path)
-        unmodelled = _unmodelled(trace)
-        for op, per_rank in (("Put", 3), ("Win_fence", 6), ("Win_create", 1), ("Win_free", 1)):
-            events = sum(trace.op_name(o) == op
-                         for r in range(2) for o in trace.rank_events(r)["op"])
-            counted = unmodelled.get(f"MPI_{op}", 0)
-            assert events + counted == 2 * per_rank and (events == 0 or counted == 0), \
-                f"{name} {variant} {op}: {events} events, {counted} counted"
-        assert unmodelled["MPI_Comm_rank"] == 2
+        traces[variant] = load_trace(res.path)
+    twin = traces.pop("c")
+    assert {"Compare_and_swap", "Rput", "Win_post"} <= {
+        twin.op_name(o) for r in range(2) for o in twin.rank_events(r)["op"]}
+    for variant, trace in traces.items():
+        for r in range(2):
+            a, b = trace.rank_events(r), twin.rank_events(r)
+            for col in COLUMNS:
+                np.testing.assert_array_equal(a[col], b[col],
+                                              err_msg=f"{name} {variant} rank {r} column {col}")
+        for k in twin.lists:
+            np.testing.assert_array_equal(trace.lists[k], twin.lists[k],
+                                          err_msg=f"{name} {variant} lists {k}")
+        assert _unmodelled(trace) == _unmodelled(twin), f"{name} {variant}"
 
 
 #: MPI-4 persistent collectives (MPICH 4; Open MPI 4.1 has only MPIX_ ones): init, Start(all),
