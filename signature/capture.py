@@ -235,7 +235,9 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
     overwrite : bool
         Replace an existing trace file (otherwise refuse before running).
     keep_raw : bool
-        Keep the raw per-rank files next to the trace (``<file>.raw/``).
+        Keep the raw per-rank files next to the trace (``<file>.raw/``). While the
+        program runs they are written to a temporary folder beside the trace, or
+        under ``$SIGEX_RAW_DIR`` (which every rank's host must see).
     timeout : float, optional
         Kill the run after this many seconds (the trace is kept, incomplete).
     stdout : file, optional
@@ -273,7 +275,8 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
     launcher, mpicc = launch.launcher, launch.mpicc
     lib = tracer_library(mpicc=mpicc)
     say(f"tracer library {lib}")
-    raw = Path(tempfile.mkdtemp(prefix=f".{path.stem}.raw-", dir=path.parent))
+    raw = Path(tempfile.mkdtemp(prefix=f".{path.stem}.raw-",
+                                dir=os.environ.get("SIGEX_RAW_DIR") or path.parent))
     env = run_environment(nprocs)
     env["SIGEX_TRACE_DIR"] = str(raw)
     preload = os.environ.get("LD_PRELOAD", "")
@@ -329,7 +332,7 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
         kept = path.with_name(path.name + ".raw")
         if kept.exists():
             shutil.rmtree(kept)
-        raw.rename(kept)
+        shutil.move(str(raw), str(kept))  # SIGEX_RAW_DIR may be another file system
     else:
         shutil.rmtree(raw, ignore_errors=True)
     return TraceResult(path=path, trace=trace, returncode=rc, wall_time=wall, command=tuple(command))

@@ -352,3 +352,19 @@ def test_without_the_symbol_list_the_trace_says_calls_were_not_counted(run_trace
     """, 2).trace
     assert t.meta["unmodelled_counted"] is False and t.meta["unmodelled_calls"] == {}
     assert (t.events["op"] == OP_CODE["Allreduce"]).sum() == 2
+
+
+@needs_mpi
+def test_raw_files_may_live_on_another_file_system(run_traced, monkeypatch, tmp_path):
+    """SIGEX_RAW_DIR moves the ranks' raw files (here to another folder); the trace is the
+    same, and --keep-raw still keeps them beside the trace."""
+    raw_dir = tmp_path / "raw-elsewhere"
+    raw_dir.mkdir()
+    monkeypatch.setenv("SIGEX_RAW_DIR", str(raw_dir))
+    res = run_traced("""
+        from mpi4py import MPI
+        MPI.COMM_WORLD.Barrier()
+    """, 2, keep_raw=True)
+    assert (res.trace.events["op"] == OP_CODE["Barrier"]).sum() == 2
+    assert (res.path.parent / (res.path.name + ".raw") / "rank1.events").exists()
+    assert not list(raw_dir.iterdir())
