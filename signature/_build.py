@@ -34,6 +34,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from .errors import TracerError
@@ -214,7 +215,8 @@ def _defined_mpi(obj: Path) -> set:
             if len(ln.split()) == 3 and ln.split()[1] == "T" and ln.split()[-1].startswith("MPI_")}
 
 
-def tracer_library(*, mpicc: str | None = None, rebuild: bool = False) -> Path:
+def tracer_library(*, mpicc: str | None = None, rebuild: bool = False,
+                   progress=None) -> Path:
     """Return the tracer library for an MPI, building it if needed.
 
     Parameters
@@ -223,6 +225,9 @@ def tracer_library(*, mpicc: str | None = None, rebuild: bool = False) -> Path:
         The MPI's C compiler wrapper; default ``$SIGEX_MPICC`` or ``mpicc`` on PATH.
     rebuild : bool
         Compile again even if a cached copy exists.
+    progress : callable, optional
+        Receives one line when a build starts (it takes seconds to tens of seconds,
+        once per MPI) and when it is done.
 
     Raises
     ------
@@ -245,6 +250,9 @@ def tracer_library(*, mpicc: str | None = None, rebuild: bool = False) -> Path:
     lib = out_dir / _LIB_NAME
     if lib.exists() and not rebuild:
         return lib
+    say = progress or (lambda msg: None)
+    say(f"building the tracer with {mpicc} (once for this MPI; cached in {out_dir})")
+    t0 = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
     build = Path(tempfile.mkdtemp(prefix=".build-", dir=out_dir))
     try:
@@ -275,4 +283,5 @@ def tracer_library(*, mpicc: str | None = None, rebuild: bool = False) -> Path:
             f"counted, not modelled ({len(counted)}): {' '.join(counted)}\n")
     finally:
         shutil.rmtree(build, ignore_errors=True)
+    say(f"tracer built in {time.perf_counter() - t0:.1f} s")
     return lib

@@ -273,7 +273,7 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
     path.parent.mkdir(parents=True, exist_ok=True)
     launch = launch_for(command, mpiexec, say)
     launcher, mpicc = launch.launcher, launch.mpicc
-    lib = tracer_library(mpicc=mpicc)
+    lib = tracer_library(mpicc=mpicc, progress=say)
     say(f"tracer library {lib}")
     raw = Path(tempfile.mkdtemp(prefix=f".{path.stem}.raw-",
                                 dir=os.environ.get("SIGEX_RAW_DIR") or path.parent))

@@ -45,3 +45,15 @@ def test_library_is_cached_per_mpi(monkeypatch, tmp_path):
     assert tracer_library() == first and first.stat().st_mtime_ns == mtime
     again = tracer_library(rebuild=True)
     assert again == first and again.exists()
+
+
+@needs_mpi
+def test_a_build_says_so_once(monkeypatch, tmp_path):
+    """The first use for an MPI reports the build and its time; a cached library says nothing."""
+    monkeypatch.setenv("SIGEX_CACHE_DIR", str(tmp_path / "cache"))
+    said = []
+    tracer_library(progress=said.append)
+    assert said[0].startswith("building the tracer with ") and "once for this MPI" in said[0]
+    assert said[1].startswith("tracer built in ") and len(said) == 2
+    tracer_library(progress=said.append)
+    assert len(said) == 2
