@@ -76,6 +76,44 @@ def _completions(trace, rank):
     return {k: c[k][rows] for k in ("seq", "req", "peer", "tag", "bytes")}
 
 
+def _trace_twins(tmp_path, stem, c_src, f_src, c, fortran, nprocs, c_flags=("-w",)):
+    """Build a C program and its Fortran twin (mpif.h, and mpi_f08 with -DF08), trace each on
+    ``nprocs`` ranks: ``{variant: trace}`` with variants "c", "mpif.h", "mpi_f08"."""
+    (tmp_path / f"{stem}.c").write_text(c_src)
+    (tmp_path / f"{stem}.F90").write_text(f_src)
+    # gfortran >= 10 rejects mpif.h's untyped buffers in one file without this flag
+    builds = {"c": [c, *c_flags], "mpif.h": [fortran, "-fallow-argument-mismatch", "-w"],
+              "mpi_f08": [fortran, "-DF08"]}
+    traces = {}
+    for variant, cmd in builds.items():
+        exe = tmp_path / f"{stem}_{variant.replace('.', '_')}"
+        src = f"{stem}.c" if variant == "c" else f"{stem}.F90"
+        subprocess.run([*cmd, "-o", str(exe), src], check=True, cwd=tmp_path)
+        res = trace_run([str(exe)], nprocs, tmp_path / variant / f"P{nprocs}.h5")
+        assert res.ok, f"{variant}: {res.trace.meta.get('incomplete_reason')}"
+        traces[variant] = load_trace(res.path)
+    return traces
+
+
+def _assert_like_twin(name, traces, twin, columns=COLUMNS, comms=False):
+    """Every Fortran variant has the C twin's events (``columns``), lists and, with ``comms``,
+    communicators."""
+    for variant, trace in traces.items():
+        for r in range(twin.nprocs):
+            a, b = trace.rank_events(r), twin.rank_events(r)
+            for col in columns:
+                np.testing.assert_array_equal(a[col], b[col],
+                                              err_msg=f"{name} {variant} rank {r} column {col}")
+        for k in twin.lists:
+            np.testing.assert_array_equal(trace.lists[k], twin.lists[k],
+                                          err_msg=f"{name} {variant} lists {k}")
+        if comms:
+            for f in dataclasses.fields(twin.comms):
+                np.testing.assert_array_equal(getattr(trace.comms, f.name),
+                                              getattr(twin.comms, f.name),
+                                              err_msg=f"{name} {variant} comms {f.name}")
+
+
 @pytest.mark.parametrize("name", list(MPIS))
 def test_wrapped_names_are_the_ones_the_library_exports(name, tmp_path, clean_env):
     """Every binding's names are wrapped (mpif.h's four manglings and the mpi_f08 one), and
@@ -362,21 +400,7 @@ def test_fortran_calls_give_the_c_events(name, tmp_path, clean_env):
     """Sendrecv, Probe, Mprobe, persistent requests, Waitany, collectives with MPI_IN_PLACE,
     Alltoallw, Cart_create...: mpif.h and mpi_f08 give the C program's events, lists and comms."""
     fortran, c = _tools(name)
-    (tmp_path / "calls.c").write_text(CALLS_C)
-    (tmp_path / "calls.F90").write_text(CALLS_F90)
-    exes = {"c": tmp_path / "calls_c", "mpif.h": tmp_path / "calls_h",
-            "mpi_f08": tmp_path / "calls_f08"}
-    subprocess.run([c, "-o", str(exes["c"]), "calls.c"], check=True, cwd=tmp_path)
-    # gfortran >= 10 rejects mpif.h's untyped buffers in one file without this flag
-    subprocess.run([fortran, "-fallow-argument-mismatch", "-w", "-o", str(exes["mpif.h"]),
-                    "calls.F90"], check=True, cwd=tmp_path)
-    subprocess.run([fortran, "-DF08", "-o", str(exes["mpi_f08"]), "calls.F90"], check=True,
-                   cwd=tmp_path)
-    traces = {}
-    for variant, exe in exes.items():
-        res = trace_run([str(exe)], 4, tmp_path / variant / "P4.h5")
-        assert res.ok, f"{variant}: {res.trace.meta.get('incomplete_reason')}"
-        traces[variant] = load_trace(res.path)
+    traces = _trace_twins(tmp_path, "calls", CALLS_C, CALLS_F90, c, fortran, 4, c_flags=())
     twin = traces.pop("c")
     ops = {twin.op_name(o) for r in range(4) for o in twin.rank_events(r)["op"]}
     assert {"Sendrecv_replace", "Mrecv", "Startall", "Waitany", "Alltoallw", "Cart_sub",
@@ -386,18 +410,8 @@ def test_fortran_calls_give_the_c_events(name, tmp_path, clean_env):
         cols = ("rank", "req", "peer", "tag", "bytes")
         return sorted(zip(*(trace.completions[k].tolist() for k in cols)))
 
+    _assert_like_twin(name, traces, twin, COLUMNS + ("recv_peer",), comms=True)
     for variant, trace in traces.items():
-        for r in range(4):
-            a, b = trace.rank_events(r), twin.rank_events(r)
-            for col in COLUMNS + ("recv_peer",):
-                np.testing.assert_array_equal(a[col], b[col],
-                                              err_msg=f"{name} {variant} rank {r} column {col}")
-        for k in twin.lists:
-            np.testing.assert_array_equal(trace.lists[k], twin.lists[k],
-                                          err_msg=f"{name} {variant} lists {k}")
-        for f in dataclasses.fields(twin.comms):
-            np.testing.assert_array_equal(getattr(trace.comms, f.name), getattr(twin.comms, f.name),
-                                          err_msg=f"{name} {variant} comms {f.name}")
         assert completions(trace) == completions(twin), f"{name} {variant} completions"
 
 
@@ -518,30 +532,12 @@ def test_one_sided_calls_from_fortran(name, tmp_path, clean_env):
     program's events (target, bytes, window) and lists; the calls not modelled (groups) are
     counted as in C."""
     fortran, c = _tools(name)
-    (tmp_path / "rma.c").write_text(RMA_C)
-    (tmp_path / "rma.F90").write_text(RMA_F90)
-    builds = {"c": [c, "-w"], "mpif.h": [fortran, "-fallow-argument-mismatch", "-w"],
-              "mpi_f08": [fortran, "-DF08"]}
-    traces = {}
-    for variant, cmd in builds.items():
-        exe = tmp_path / f"rma_{variant.replace('.', '_')}"
-        src = "rma.c" if variant == "c" else "rma.F90"
-        subprocess.run([*cmd, "-o", str(exe), src], check=True, cwd=tmp_path)
-        res = trace_run([str(exe)], 2, tmp_path / variant / "P2.h5")
-        assert res.ok, f"{variant}: {res.trace.meta.get('incomplete_reason')}"
-        traces[variant] = load_trace(res.path)
+    traces = _trace_twins(tmp_path, "rma", RMA_C, RMA_F90, c, fortran, 2)
     twin = traces.pop("c")
     assert {"Compare_and_swap", "Rput", "Win_post"} <= {
         twin.op_name(o) for r in range(2) for o in twin.rank_events(r)["op"]}
+    _assert_like_twin(name, traces, twin)
     for variant, trace in traces.items():
-        for r in range(2):
-            a, b = trace.rank_events(r), twin.rank_events(r)
-            for col in COLUMNS:
-                np.testing.assert_array_equal(a[col], b[col],
-                                              err_msg=f"{name} {variant} rank {r} column {col}")
-        for k in twin.lists:
-            np.testing.assert_array_equal(trace.lists[k], twin.lists[k],
-                                          err_msg=f"{name} {variant} lists {k}")
         assert _unmodelled(trace) == _unmodelled(twin), f"{name} {variant}"
 
 
@@ -633,29 +629,11 @@ def test_persistent_collectives_from_fortran(name, tmp_path, clean_env):
     fortran, c = _tools(name)
     if "Allreduce_init" not in _fortran.wrapped_symbols(mpicc_library(c)):
         pytest.skip(f"{name}: its Fortran bindings have no MPI-4 persistent collectives")
-    (tmp_path / "pc.c").write_text(PERSISTENT_C)
-    (tmp_path / "pc.F90").write_text(PERSISTENT_F90)
-    builds = {"c": [c], "mpif.h": [fortran, "-fallow-argument-mismatch", "-w"],
-              "mpi_f08": [fortran, "-DF08"]}
-    traces = {}
-    for variant, cmd in builds.items():
-        exe = tmp_path / f"pc_{variant.replace('.', '_')}"
-        src = "pc.c" if variant == "c" else "pc.F90"
-        subprocess.run([*cmd, "-o", str(exe), src], check=True, cwd=tmp_path)
-        res = trace_run([str(exe)], 3, tmp_path / variant / "P3.h5")
-        assert res.ok, f"{variant}: {res.trace.meta.get('incomplete_reason')}"
-        traces[variant] = load_trace(res.path)
+    traces = _trace_twins(tmp_path, "pc", PERSISTENT_C, PERSISTENT_F90, c, fortran, 3, c_flags=())
     twin = traces.pop("c")
     assert "Allreduce_init" in {twin.op_name(o) for o in twin.rank_events(0)["op"]}
+    _assert_like_twin(name, traces, twin)
     for variant, trace in traces.items():
-        for r in range(3):
-            a, b = trace.rank_events(r), twin.rank_events(r)
-            for col in COLUMNS:
-                np.testing.assert_array_equal(a[col], b[col],
-                                              err_msg=f"{name} {variant} rank {r} column {col}")
-        for k in twin.lists:
-            np.testing.assert_array_equal(trace.lists[k], twin.lists[k],
-                                          err_msg=f"{name} {variant} lists {k}")
         for r in range(3):
             ca, cb = _completions(trace, r), _completions(twin, r)
             for col in ca:
@@ -765,29 +743,7 @@ def test_neighbourhood_collectives_from_fortran(name, tmp_path, clean_env):
     Dist_graph_create_adjacent from mpif.h and mpi_f08 give the C program's events, per-peer
     lists (sources, destinations, bytes) and communicators."""
     fortran, c = _tools(name)
-    (tmp_path / "nb.c").write_text(NEIGHBOR_C)
-    (tmp_path / "nb.F90").write_text(NEIGHBOR_F90)
-    builds = {"c": [c, "-w"], "mpif.h": [fortran, "-fallow-argument-mismatch", "-w"],
-              "mpi_f08": [fortran, "-DF08"]}
-    traces = {}
-    for variant, cmd in builds.items():
-        exe = tmp_path / f"nb_{variant.replace('.', '_')}"
-        src = "nb.c" if variant == "c" else "nb.F90"
-        subprocess.run([*cmd, "-o", str(exe), src], check=True, cwd=tmp_path)
-        res = trace_run([str(exe)], 3, tmp_path / variant / "P3.h5")
-        assert res.ok, f"{variant}: {res.trace.meta.get('incomplete_reason')}"
-        traces[variant] = load_trace(res.path)
+    traces = _trace_twins(tmp_path, "nb", NEIGHBOR_C, NEIGHBOR_F90, c, fortran, 3)
     twin = traces.pop("c")
     assert "Neighbor_alltoallw" in {twin.op_name(o) for o in twin.rank_events(0)["op"]}
-    for variant, trace in traces.items():
-        for r in range(3):
-            a, b = trace.rank_events(r), twin.rank_events(r)
-            for col in COLUMNS:
-                np.testing.assert_array_equal(a[col], b[col],
-                                              err_msg=f"{name} {variant} rank {r} column {col}")
-        for k in twin.lists:
-            np.testing.assert_array_equal(trace.lists[k], twin.lists[k],
-                                          err_msg=f"{name} {variant} lists {k}")
-        for f in dataclasses.fields(twin.comms):
-            np.testing.assert_array_equal(getattr(trace.comms, f.name), getattr(twin.comms, f.name),
-                                          err_msg=f"{name} {variant} comms {f.name}")
+    _assert_like_twin(name, traces, twin, comms=True)
