@@ -58,6 +58,16 @@ __all__ = ["wrappers", "fortran_libraries", "wrapped_symbols"]
 
 _REQ_POST = "e.req = req_add(PMPI_Request_f2c(*req), 0, 0, PEER_NONE, -1, e.bytes);"
 
+#: After Waitsome/Testsome: the completions of the requests named by ``indices``.
+_SOME_COMPLETED = """
+      if (*outcount != MPI_UNDEFINED)
+        for (int i = 0, base = fw_some_base(reqs, *count, indices, *outcount); i < *outcount; i++) {
+          int k = ((MPI_Fint *)indices)[i] - base;
+          if (k < 0 || k >= *count) continue;
+          fw_status_c(fw_status_at(statuses, i, {F08}), {F08}, &cs);
+          req_complete(g.scratch_req[k], &cs, e.seq);
+          e.aux++;
+        }"""
 _SHAPES: dict[str, tuple[str, str, str, str]] = {
     # name: (parameters, communicator expression or "NULL", before the call, after the call)
     "send": ("B:buf N:count H:dt I:dest I:tag H:comm E", "comm", "", """
@@ -174,15 +184,7 @@ _SHAPES: dict[str, tuple[str, str, str, str]] = {
         e.aux = 1;
       }"""),
     "waitsome": ("I:count X:reqs I:outcount X:indices SA:statuses E", "NULL", """
-      if (tr) fw_copy_requests(reqs, *count);""", """
-      if (*outcount != MPI_UNDEFINED)
-        for (int i = 0, base = fw_some_base(reqs, *count, indices, *outcount); i < *outcount; i++) {
-          int k = ((MPI_Fint *)indices)[i] - base;
-          if (k < 0 || k >= *count) continue;
-          fw_status_c(fw_status_at(statuses, i, {F08}), {F08}, &cs);
-          req_complete(g.scratch_req[k], &cs, e.seq);
-          e.aux++;
-        }"""),
+      if (tr) fw_copy_requests(reqs, *count);""", _SOME_COMPLETED),
     "barrier": ("H:comm E", "comm", "", ""),
     "ibarrier": ("H:comm H:req E", "comm", "", """
       e.req = req_add(PMPI_Request_f2c(*req), 0, 0, PEER_NONE, -1, 0);"""),
@@ -388,15 +390,7 @@ _POLLS: dict[str, tuple[str, str, str, str, str]] = {
       }"""),
     "testsome": ("I:count X:reqs I:outcount X:indices SA:statuses E", "(uintptr_t)reqs", "*count",
                  "NULL", """
-      if (tr) fw_copy_requests(reqs, *count);""", """
-      if (*outcount != MPI_UNDEFINED)
-        for (int i = 0, base = fw_some_base(reqs, *count, indices, *outcount); i < *outcount; i++) {
-          int k = ((MPI_Fint *)indices)[i] - base;
-          if (k < 0 || k >= *count) continue;
-          fw_status_c(fw_status_at(statuses, i, {F08}), {F08}, &cs);
-          req_complete(g.scratch_req[k], &cs, e.seq);
-          e.aux++;
-        }"""),
+      if (tr) fw_copy_requests(reqs, *count);""", _SOME_COMPLETED),
     "iprobe": ("I:source I:tag H:comm X:flag S:status E", "comm_key(c)", "PROBE_KEY(*source, *tag)",
                "comm", "", """
       e.aux = *(MPI_Fint *)flag != 0;
