@@ -1213,7 +1213,7 @@ def wrappers(mpicc: str, library: Path | None, build_dir: Path) -> Path | None:
     head.append(f"/* Fortran libraries: {' '.join(str(p) for p in libs)} */")
     head.append(f"/* {len(wrapped)} symbols recorded, {len(counted)} counted */")
     head.append(f"#define FW_EXTRA_N {len(names)}")
-    head.append(f"static const char *const fw_extra_names[FW_EXTRA_N + 1] = {{"
+    head.append("static const char *const fw_extra_names[FW_EXTRA_N + 1] = {"
                 + "".join(f'"{n}", ' for n in names) + "NULL};")
     # a name that mpi.h defines as a macro (an upper-case callback's, say) is left alone
     text = "\n".join(head) + "\n" + _sentinel_tables(data) + _PROLOGUE + "\n" + "\n".join(impls) \

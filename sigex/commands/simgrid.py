@@ -53,7 +53,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                     "time-independent trace: one rank-<r>.txt per rank and an index ti.txt, for "
                     "`smpirun -replay`. Computation becomes flops at SimGrid's host speed.",
         epilog="example:\n  sigex simgrid export traces/cg/P16.h5 -o /tmp/cg-ti\n"
-               f"  smpirun -np 16 -platform platform.xml -replay /tmp/cg-ti/ti.txt")
+               "  smpirun -np 16 -platform platform.xml -replay /tmp/cg-ti/ti.txt")
     ex.add_argument("input", nargs="?", help="a sigex trace (.h5)")
     ex.add_argument("-o", "--output", required=True, help="the folder to write (its parent must exist)")
     ex.add_argument("--force", action="store_true", help="replace an existing ti.txt in the folder")
@@ -67,7 +67,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                     "sigex's replay on --machine.",
         epilog="example (a round trip on a bundled trace):\n"
                "  sigex simgrid export traces/cg/P16.h5 -o /tmp/cg-ti\n"
-               f"  sigex simgrid import /tmp/cg-ti/ti.txt -o /tmp/cg16.h5 --grid 4x4 --app cg "
+               "  sigex simgrid import /tmp/cg-ti/ti.txt -o /tmp/cg16.h5 --grid 4x4 --app cg "
                "--workload n=1024\n"
                "from SMPI: smpirun -np 16 -platform platform.xml -trace-ti "
                "--cfg=tracing/filename:ti/ti.txt ./stencil --n 4096")
