@@ -143,7 +143,8 @@ def mpi_interface(mpicc: str, build_dir: Path) -> MpiInterface:
     probe = build_dir / "probe.c"
     probe.write_text("#include <mpi.h>\nint main(void) { return 0; }\n")
     pre = _run([mpicc, "-E", "-P", str(probe)], "reading mpi.h", mpicc).stdout
-    return MpiInterface(mpicc_library(mpicc), _prototypes(pre), _exported(mpicc_library(mpicc)))
+    library = mpicc_library(mpicc)
+    return MpiInterface(library, _prototypes(pre), _exported(library))
 
 
 def _param_names(params: str) -> list | None:

@@ -57,6 +57,9 @@ __all__ = ["wrappers", "fortran_libraries", "wrapped_symbols"]
 # --------------------------------------------------------------------------------------------
 
 _REQ_POST = "e.req = req_add(PMPI_Request_f2c(*req), 0, 0, PEER_NONE, -1, e.bytes);"
+#: After a call that creates a communicator: record its id (the C tracer's set_newcomm).
+_NEWCOMM = """
+      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""
 
 #: After Waitsome/Testsome: the completions of the requests named by ``indices``.
 _SOME_COMPLETED = """
@@ -333,29 +336,19 @@ _SHAPES: dict[str, tuple[str, str, str, str]] = {
       e.peer = world_of(g.cur, *target);
       e.bytes = type_bytes(2, PMPI_Type_f2c(*dt)); /* origin and compare values out */
       e.recv_bytes = type_bytes(1, PMPI_Type_f2c(*dt));"""),
-    "graph_create": ("H:comm I:nnodes X:index X:edges I:reorder H:newcomm E", "comm", "", """
-      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
+    "graph_create": ("H:comm I:nnodes X:index X:edges I:reorder H:newcomm E", "comm", "", _NEWCOMM),
     "dist_graph_create": ("H:comm I:n X:sources X:degrees X:destinations X:weights X:info "
-                          "I:reorder H:newcomm E", "comm", "", """
-      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
+                          "I:reorder H:newcomm E", "comm", "", _NEWCOMM),
     "dist_graph_create_adjacent": ("H:comm I:indegree X:sources X:sourceweights I:outdegree "
                                    "X:destinations X:destweights X:info I:reorder H:newcomm E",
-                                   "comm", "", """
-      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
-    "comm_split": ("H:comm I:color I:key H:newcomm E", "comm", "", """
-      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
-    "comm_split_type": ("H:comm I:type I:key X:info H:newcomm E", "comm", "", """
-      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
-    "comm_create": ("H:comm X:group H:newcomm E", "comm", "", """
-      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
-    "comm_create_group": ("H:comm X:group I:tag H:newcomm E", "comm", "", """
-      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
-    "comm_dup": ("H:comm H:newcomm E", "comm", "", """
-      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
-    "cart_create": ("H:comm I:ndims X:dims X:periods I:reorder H:newcomm E", "comm", "", """
-      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
-    "cart_sub": ("H:comm X:remain H:newcomm E", "comm", "", """
-      set_newcomm(&e, PMPI_Comm_f2c(*newcomm));"""),
+                                   "comm", "", _NEWCOMM),
+    "comm_split": ("H:comm I:color I:key H:newcomm E", "comm", "", _NEWCOMM),
+    "comm_split_type": ("H:comm I:type I:key X:info H:newcomm E", "comm", "", _NEWCOMM),
+    "comm_create": ("H:comm X:group H:newcomm E", "comm", "", _NEWCOMM),
+    "comm_create_group": ("H:comm X:group I:tag H:newcomm E", "comm", "", _NEWCOMM),
+    "comm_dup": ("H:comm H:newcomm E", "comm", "", _NEWCOMM),
+    "cart_create": ("H:comm I:ndims X:dims X:periods I:reorder H:newcomm E", "comm", "", _NEWCOMM),
+    "cart_sub": ("H:comm X:remain H:newcomm E", "comm", "", _NEWCOMM),
     "comm_free": ("H:comm E", "comm", """
       comm_entry *freed = tr ? g.cur : NULL;""", """
       if (freed) freed->handle = MPI_COMM_NULL; /* the handle may be reused */"""),
