@@ -21,7 +21,7 @@ from .errors import TraceFormatError
 __all__ = ["Phase", "Signature", "signature_path"]
 
 #: Per-rank statistics of a phase (each a (P,) array, over the phase's repetitions).
-RANK_STATS = ("events", "duration_mean", "duration_std", "comp_mean", "comp_std", "cpu_mean",
+RANK_STATS = ("events", "events_max", "duration_mean", "duration_std", "comp_mean", "comp_std", "cpu_mean",
               "cpu_std", "comm_mean", "comm_std", "bytes_mean", "instr_mean", "cycles_mean")
 #: Columns of a phase's per-rank event template.
 TEMPLATE_COLUMNS = ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "comm", "tag")
@@ -39,7 +39,7 @@ class Phase:
     """
 
     id: int
-    kind: str  # "initial", "loop" or "final"
+    kind: str  # "initial", "loop", "between" (what lies between two loops) or "final"
     weight: int
     ops: tuple[str, ...]  # op structure: distinct operations in order of first use
     pattern: str
@@ -95,9 +95,11 @@ class Signature:
 
     ``sequence`` lists the phase of every loop iteration in order. ``pet`` is
     sum(te * weight) over all phases (paper Eq. 4), ``runtime`` the measured
-    runtime (slowest rank), ``coverage`` the share of the runtime between the
-    first rank entering the repeated phases (weight >= 2) and the last leaving
-    them, ``rank_coverage`` the mean over ranks of the time spent inside them.
+    runtime (slowest rank). ``coverage`` is the share of the run's time spent
+    inside phases that repeat (loop phases of weight >= 2), mean over ranks;
+    ``coverage_slowest`` the same on the rank whose run is longest; ``loop_span``
+    the share of the runtime between the first rank entering the repeated phases
+    and the last leaving them (a pipeline's fill and drain lie inside it).
     """
 
     source: str | None
@@ -108,11 +110,12 @@ class Signature:
     work_mode: str
     runtime: float
     pet: float
-    coverage: float  # share of the runtime between the loop's first entry and last exit
+    coverage: float  # share of the run's time inside repeated phases (mean over ranks)
     phases: tuple[Phase, ...]
     sequence: np.ndarray
     region_problems: tuple[str, ...] = ()  # where user regions disagree with the phases
-    rank_coverage: float = float("nan")  # mean over ranks of the share in repeated phases
+    coverage_slowest: float = float("nan")  # the same on the rank with the longest run
+    loop_span: float = float("nan")  # share of the runtime from the loop's first entry to its last exit
     unmodelled: tuple[str, ...] = ()  # MPI calls of the run that sigex does not model
 
     @property
@@ -122,6 +125,13 @@ class Signature:
     @property
     def weights(self) -> dict[int, int]:
         return {p.id: p.weight for p in self.phases}
+
+    @property
+    def main_loop_missing(self) -> "Phase | None":
+        """The weight-1 phase that holds most of the run (over half), if any: the
+        program's main loop was not found."""
+        big = [p for p in self.phases if p.weight == 1 and p.share > 0.5]
+        return big[0] if big else None
 
     @property
     def pet_error(self) -> float:
@@ -140,11 +150,15 @@ class Signature:
         lines = [head, "", table(("id", "kind", "weight", "pattern", "TE (ms)", "% time", "compute %"),
                                  rows, align="rlrlrrr")]
         lines += ["",
-                  f"coverage  {100 * self.coverage:.1f}% of the runtime lies between the first rank "
-                  f"entering the repeated phases and the last leaving them "
-                  f"({100 * self.rank_coverage:.1f}% inside them, mean over ranks)",
+                  f"coverage  {100 * self.coverage:.1f}% of the run's time is spent inside phases that "
+                  f"repeat (mean over ranks; {100 * self.coverage_slowest:.1f}% on the slowest rank); "
+                  f"the loop spans {100 * self.loop_span:.1f}% of the runtime",
                   f"Eq. 4     PET = sum TE_i x W_i = {self.pet:.4f} s; measured runtime "
                   f"{self.runtime:.4f} s ({100 * self.pet_error:.1f}% apart)"]
+        main = self.main_loop_missing
+        if main is not None:
+            lines += ["", f"main loop not found: phase {main.id} ({main.kind}, weight 1) holds "
+                          f"{100 * main.share:.0f}% of the run; its calls are {main.pattern[:160]}"]
         if self.unmodelled:
             lines += ["", "not modelled (MPI calls of this run that sigex does not model):"]
             lines += [f"  {m}" for m in self.unmodelled]
@@ -159,7 +173,7 @@ class Signature:
             "nprocs": self.nprocs, "workload_label": self.workload_label,
             "workload_value": self.workload_value, "work_mode": self.work_mode,
             "runtime": self.runtime, "pet": self.pet, "coverage": self.coverage,
-            "rank_coverage": self.rank_coverage,
+            "coverage_slowest": self.coverage_slowest, "loop_span": self.loop_span,
             "sequence": self.sequence.tolist(), "phases": [p.to_dict() for p in self.phases],
             "region_problems": list(self.region_problems),
             "unmodelled": list(self.unmodelled),
@@ -173,7 +187,9 @@ class Signature:
                    workload_label=d["workload_label"], workload_value=d["workload_value"],
                    work_mode=d["work_mode"], runtime=float(d["runtime"]), pet=float(d["pet"]),
                    coverage=float(d["coverage"]),
-                   rank_coverage=float(d.get("rank_coverage", float("nan"))), sequence=np.asarray(d["sequence"], np.int64),
+                   coverage_slowest=float(d.get("coverage_slowest", float("nan"))),
+                   loop_span=float(d.get("loop_span", float("nan"))),
+                   sequence=np.asarray(d["sequence"], np.int64),
                    phases=tuple(Phase.from_dict(p) for p in d["phases"]),
                    region_problems=tuple(d.get("region_problems", ())),
                    unmodelled=tuple(d.get("unmodelled", ())))

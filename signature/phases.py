@@ -63,6 +63,7 @@ import numpy as np
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, SigexError, TraceFormatError
 from .model import Phase, Signature
+from .iterations import RankSegments, find_unit, mix, segment_keys, segment_rank, structure_tokens
 from .trace import OP_CODE, OPS, PEER_ANY, Trace
 
 __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages", "PhaseDetectionError"]
@@ -72,21 +73,16 @@ class PhaseDetectionError(SigexError):
     """The ranks of a trace cannot be cut into the same iterations."""
 
 
-_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
-_MUL = np.uint64(0x9E3779B97F4A7C15)
-_BASE = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
 
 SEND_OPS = [OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend",
                                  "Irsend", "Sendrecv", "Sendrecv_replace", "Isendrecv",
                                  "Isendrecv_replace")]
 RECV_OPS = [OP_CODE[n] for n in ("Recv", "Irecv", "Mrecv", "Imrecv")]
 _REGION_OPS = [OP_CODE["Region_begin"], OP_CODE["Region_end"]]
-
-
-def _mix(h: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Fold column v into hash h (wrapping uint64 arithmetic)."""
-    h = (h ^ v.astype(np.int64).view(np.uint64)) * _MUL
-    return h ^ (h >> np.uint64(29))
+_COLLECTIVE_OPS = [OP_CODE[n] for n in OPS if n.lstrip("I") in (
+    "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
+    "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Reduce_scatter",
+    "Reduce_scatter_block", "Scan", "Exscan")]
 
 
 def tokenize(trace: Trace) -> np.ndarray:
@@ -104,60 +100,16 @@ def tokenize(trace: Trace) -> np.ndarray:
         h = np.full(len(rank), np.uint64(0xCBF29CE484222325))
         for col in (ev["op"], rel(ev["peer"]), rel(ev["recv_peer"]), ev["root"], ev["bytes"],
                     ev["recv_bytes"], ev["comm"]):
-            h = _mix(h, col)
+            h = mix(h, col)
     return h
 
 
-def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Starts and lengths of the runs of True in a boolean array."""
-    d = np.diff(np.concatenate([[0], mask.view(np.int8), [0]]))
-    starts = np.flatnonzero(d == 1)
-    return starts, np.flatnonzero(d == -1) - starts
-
-
-def find_anchor(tokens: np.ndarray, window: int = 4096,
-                max_candidates: int = 12) -> tuple[int, int] | None:
+def find_anchor(tokens: np.ndarray, window: int = 4096) -> tuple[int, int] | None:
     """``(index, per_unit)``: the first event of the innermost dominant loop's first
     iteration and how often its token occurs in one iteration, or None if nothing
-    repeats. See the module docstring, steps 2-3."""
-    t = tokens[:window]
-    n = len(t)
-    if n < 2:
-        return None
-    # candidate periods: the most common distances from a token to its next few
-    # occurrences (a token that occurs m times per iteration is a period away from
-    # its m-th next occurrence)
-    order = np.argsort(t, kind="stable")
-    ts = t[order]
-    gaps = np.concatenate([(order[lag:] - order[:-lag])[ts[lag:] == ts[:-lag]]
-                           for lag in range(1, min(5, n))])
-    gaps = gaps[(gaps > 0) & (gaps <= n // 2)]
-    if gaps.size == 0:
-        return None
-    values, counts = np.unique(gaps, return_counts=True)
-    cands = np.sort(values[np.argsort(-counts, kind="stable")[:max_candidates]])
-    runs = {int(p): _runs(t[int(p):] == t[:-int(p)]) for p in cands}
-    best = []
-    for min_k in (3, 2):  # a pair of equal calls is not yet a loop, unless nothing else repeats
-        for p, (starts, lengths) in runs.items():
-            ok = lengths >= (min_k - 1) * p  # run of m matches: (m + p) // p repetitions
-            cover = int(np.sum(((lengths[ok] + p) // p) * p))
-            if cover:
-                best.append((p, cover, int(starts[ok][0])))
-        if best:
-            break
-    if not best:
-        return None
-    top = max(c for _, c, _ in best)
-    p, _, s0 = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
-    # rotation: an iteration does not begin with the call it ends with. The first
-    # repetition can start too early when the initial part ends like an iteration
-    # (CG: an Allreduce before a loop that ends with one); move the start forward
-    # while the unit's first and last tokens are equal
-    s = s0
-    while p > 1 and s < s0 + p - 1 and s + p < n and t[s] == t[s + p - 1]:
-        s += 1
-    return s, int(np.sum(t[s:s + p] == t[s]))
+    repeats (:func:`signature.iterations.find_unit`)."""
+    found = find_unit(tokens, window)
+    return None if found is None else (found[0], found[2])
 
 
 def check_messages(trace: Trace) -> None:
@@ -227,60 +179,125 @@ def check_messages(trace: Trace) -> None:
                            "is inconsistent (edited, or from a run that lost messages)")
 
 
-def _prefix_hash(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Prefix sums H[i] = sum_{j<i} t_j * B^j and inverse powers B^-i (mod 2**64): the hash
-    of t[a:b] is (H[b] - H[a]) * B^-a."""
-    n = len(tokens)
-    with np.errstate(over="ignore"):
-        pw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, _BASE)]))[:n]
-        inv = pow(int(_BASE), -1, 1 << 64)
-        ipw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, np.uint64(inv))]))[:n + 1]
-        H = np.concatenate([[np.uint64(0)], np.cumsum(tokens * pw)])
-    return H, ipw
-
-
-def _segment_hash(H: np.ndarray, ipw: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        h = (H[b] - H[a]) * ipw[a]
-        return _mix(h, (b - a).astype(np.int64))
-
-
 def cut_rank(tokens: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, int]:
-    """Cut one rank's token stream into iterations.
+    """Cut one rank's token stream at its first loop's iterations.
 
     Returns ``(init_end, starts, hashes, final_start)``: the initial part is
     ``tokens[:init_end]``, iteration j is ``tokens[starts[j]:starts[j+1]]`` (the last one
     ends at ``final_start``), ``hashes[j]`` identifies its content, and
-    ``tokens[final_start:]`` is the final part. No loop: no iterations, all initial.
+    ``tokens[final_start:]`` is the rest. No loop: no iterations, all initial.
     """
+    seg = segment_rank(tokens)
     n = len(tokens)
-    found = find_anchor(tokens)
-    if found is None:
+    its = np.flatnonzero(seg.loop == 0)
+    if not its.size:
         return n, np.zeros(0, np.int64), np.zeros(0, np.uint64), n
-    a, per_unit = found
-    occ = np.flatnonzero(tokens == tokens[a]).astype(np.int64)
-    j0 = int(np.searchsorted(occ, a))
-    starts = occ[j0 % per_unit::per_unit]  # every per_unit-th occurrence, aligned on a
-    H, ipw = _prefix_hash(tokens)
-    ends = np.concatenate([starts[1:], [n]])
-    hashes = _segment_hash(H, ipw, starts, ends)
-    # the last cut: keep its longest prefix equal to an earlier iteration
-    final_start = n
-    if len(starts) > 1:
-        s = int(starts[-1])
-        earlier = dict(zip(hashes[:-1].tolist(), (ends - starts)[:-1].tolist()))
-        best = 0
-        for h, length in earlier.items():
-            if length > best and s + length <= n and \
-                    int(_segment_hash(H, ipw, np.array([s]), np.array([s + length]))[0]) == h:
-                best = length
-        if best:
-            final_start = s + best
-            hashes[-1] = _segment_hash(H, ipw, np.array([s]), np.array([final_start]))[0]
-        else:
-            final_start = s
-            starts, hashes = starts[:-1], hashes[:-1]
-    return int(starts[0]) if len(starts) else n, starts, hashes, final_start
+    return int(seg.bounds[its[0]]), seg.bounds[its], seg.exact[its], int(seg.bounds[its[-1] + 1])
+
+
+def _align_ranks(trace: Trace, segs: list[RankSegments]) -> tuple[np.ndarray, np.ndarray]:
+    """Global segments from the ranks' own cuts: ``(bounds, loop)`` with ``bounds[r]`` the
+    (G+1,) cut positions of rank r (in its stream without Init and Finalize) and
+    ``loop[g]`` the loop of global segment g (-1 for a weight-1 part).
+
+    Ranks that cut a loop into the same number of iterations are aligned iteration by
+    iteration. Where they do not (a rank class whose own iteration is a quarter of the
+    step, a PME rank that skips a call now and then), the iterations of the rank with the
+    most common count define the global ones, and every other rank's iterations are
+    assigned to the global iteration in which their midpoint in time falls: ranks that
+    communicate run in lock step. Ranks that find a different number of loops are cut
+    as one loop each.
+    """
+    P = trace.nprocs
+    ro = trace.rank_offsets
+    t_start = trace.events["t_start"]
+    n_loops = {s.n_loops for s in segs}
+    if len(n_loops) > 1:  # one loop per rank: the parts between its loops join the iteration before
+        for s in segs:
+            if s.n_loops > 1:
+                inner = (s.loop < 0) & (np.arange(len(s.loop)) > 0) & (np.arange(len(s.loop)) < len(s.loop) - 1)
+                first_it = np.flatnonzero(s.loop >= 0)
+                inner &= np.arange(len(s.loop)) > (first_it[0] if first_it.size else 0)
+                keep = np.concatenate([~inner, [True]])
+                s.bounds, s.loop = s.bounds[keep], np.where(s.loop[keep[:-1]] >= 0, 0, -1)
+    L_max = max(s.n_loops for s in segs) if segs else 0
+    # every rank's collective calls: position in its stream and (communicator, instance)
+    ev = trace.events
+    is_coll = np.isin(ev["op"], _COLLECTIVE_OPS) & (ev["comm"] >= 0)
+    coll_pos, coll_key = [], []
+    for r in range(P):
+        a, b = int(ro[r]) + 1, int(ro[r + 1]) - 1
+        pos = np.flatnonzero(is_coll[a:b])
+        comm = ev["comm"][a:b][pos].astype(np.int64)
+        order = np.argsort(comm, kind="stable")
+        inst = np.empty(len(pos), np.int64)
+        cs = comm[order]
+        starts = np.concatenate([[True], cs[1:] != cs[:-1]]) if len(cs) else np.zeros(0, bool)
+        idx = np.arange(len(cs))
+        inst[order] = idx - np.maximum.accumulate(np.where(starts, idx, 0))
+        coll_pos.append(pos)
+        coll_key.append(comm * (1 << 40) + inst)
+    cols_loop: list[int] = []
+    per_rank: list[list[int]] = [[0] for _ in range(P)]
+    for L in range(L_max):
+        counts = np.array([s.iterations(L) for s in segs])
+        if np.all(counts == counts[0]):
+            for r, s in enumerate(segs):
+                its = np.flatnonzero(s.loop == L)
+                per_rank[r] += s.bounds[its].tolist() + [int(s.bounds[its[-1] + 1])]
+            cols_loop += [L] * int(counts[0]) + [-1]
+            continue
+        vals, freq = np.unique(counts[counts > 0], return_counts=True)
+        n_ref = int(vals[np.argmax(freq)])
+        q = int(np.flatnonzero(counts == n_ref)[0])
+
+        def times(r: int, pos: np.ndarray) -> np.ndarray:
+            return t_start[np.minimum(int(ro[r]) + 1 + pos, int(ro[r + 1]) - 1)]
+
+        its_q = np.flatnonzero(segs[q].loop == L)
+        starts_q = segs[q].bounds[its_q]
+        T = times(q, starts_q)
+        # the collective calls of the reference rank, by (communicator, instance)
+        at_q = coll_pos[q]
+        in_loop = (at_q >= starts_q[0]) & (at_q < segs[q].bounds[its_q[-1] + 1])
+        key_q = coll_key[q][in_loop]
+        g_q = np.searchsorted(starts_q, at_q[in_loop], side="right") - 1
+        order = np.argsort(key_q)
+        key_q, g_q = key_q[order], g_q[order]
+        for r, s in enumerate(segs):
+            its = np.flatnonzero(s.loop == L)
+            if not its.size:
+                at = int(s.bounds[-1]) if not per_rank[r] else per_rank[r][-1]
+                per_rank[r] += [at] * (n_ref + 1)
+                continue
+            st = s.bounds[its]
+            en = s.bounds[its + 1]
+            # a local iteration belongs to the global one in which the reference rank
+            # takes part in the same collective call; without one, where its midpoint in
+            # time falls
+            mid = 0.5 * (times(r, st) + times(r, en))
+            g = np.clip(np.searchsorted(T, mid, side="right") - 1, 0, n_ref - 1)
+            pos_r = coll_pos[r]
+            j = np.searchsorted(pos_r, st)  # first collective at or after the iteration start
+            has = (j < len(pos_r)) & (pos_r[np.minimum(j, len(pos_r) - 1)] < en)
+            if has.any() and key_q.size:
+                k = coll_key[r][j[has]]
+                i = np.minimum(np.searchsorted(key_q, k), len(key_q) - 1)
+                hit = key_q[i] == k
+                g_has = g[has]
+                g_has[hit] = g_q[i[hit]]
+                g[has] = g_has
+            g = np.maximum.accumulate(np.clip(g, 0, n_ref - 1))
+            first = np.searchsorted(g, np.arange(n_ref), side="left")  # first local iteration in j
+            cut = np.concatenate([st, [en[-1]]])[first]
+            cut[0] = st[0]
+            per_rank[r] += cut.tolist() + [int(en[-1])]
+        cols_loop += [L] * n_ref + [-1]
+    for r, s in enumerate(segs):
+        per_rank[r].append(int(s.bounds[-1]))
+    bounds = np.array(per_rank, np.int64)
+    loop = np.array([-1] + cols_loop, np.int64)
+    return bounds, loop
 
 
 def _pattern(op_names: list[str], per_rank_ops: list[np.ndarray]) -> tuple[tuple[str, ...], str]:
@@ -340,8 +357,9 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     tokens = tokenize(trace)
     ro = trace.rank_offsets
 
-    # --- cut every rank; ranks must agree on the number of iterations -----------------
-    cuts = []
+    # --- cut every rank into parts and iterations, then align the ranks -------------
+    struct = structure_tokens(trace)
+    rank_segs = []
     for r in range(P):
         a, b = int(ro[r]), int(ro[r + 1])
         frame = ev["op"][a:b]
@@ -351,64 +369,103 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         inner = ev["op"][a + 1:b - 1]
         marks = np.isin(inner, _REGION_OPS)
         if not marks.any():
-            cuts.append(cut_rank(tokens[a + 1:b - 1]))
+            rank_segs.append(segment_rank(tokens[a + 1:b - 1], struct[a + 1:b - 1]))
             continue
         # regions are not part of the loop: cut without them, then put each cut after
         # the Region_end events that close the previous iteration
         kept = np.flatnonzero(~marks)
-        init_end, starts, hashes, final_start = cut_rank(tokens[a + 1:b - 1][~marks])
+        seg = segment_rank(tokens[a + 1:b - 1][~marks], struct[a + 1:b - 1][~marks])
         n = len(inner)
         after = np.concatenate([[0], kept + 1])  # compressed bound c -> just after event c-1
         idx = np.arange(n + 1)
         not_end = np.concatenate([inner != OP_CODE["Region_end"], [True]])
         skip = np.minimum.accumulate(np.where(not_end, idx, n)[::-1])[::-1]
-        to_full = lambda c: skip[after[c]]  # noqa: E731
-        cuts.append((int(to_full(init_end)), to_full(starts), hashes, int(to_full(final_start))))
-    counts = np.array([len(c[1]) for c in cuts])
-    if np.any(counts != counts[0]):
-        lo, hi = int(np.argmin(counts)), int(np.argmax(counts))
-        raise PhaseDetectionError(
-            f"{trace.name}: ranks disagree on the loop: rank {lo} repeats {counts[lo]} times, rank "
-            f"{hi} {counts[hi]} times. sigex needs every rank to run the same iterations (SPMD); "
-            "if the program is irregular, name its phases with signature.region()")
-    n_it = int(counts[0])
-    local = np.array([c[2] for c in cuts], np.uint64).reshape(P, n_it) if n_it else np.zeros((P, 0), np.uint64)
-    # a global iteration is the combination of the ranks' iteration contents
-    _, first, inverse = np.unique(local.T, axis=0, return_index=True, return_inverse=True)
-    inverse = np.asarray(inverse).reshape(-1)
-    rank_of = np.argsort(np.argsort(first))  # renumber by first occurrence
-    it_phase = rank_of[inverse] if n_it else np.zeros(0, np.int64)
-    weights = np.bincount(it_phase, minlength=len(first)) if n_it else np.zeros(0, np.int64)
-    # weight-1 iterations at either end belong to the initial / final part
-    lo_it, hi_it = 0, n_it
-    while lo_it < hi_it and weights[it_phase[lo_it]] == 1:
-        lo_it += 1
-    while hi_it > lo_it and weights[it_phase[hi_it - 1]] == 1:
-        hi_it -= 1
-    if lo_it or hi_it < n_it:
-        kept = it_phase[lo_it:hi_it]
-        _, first2, inv2 = np.unique(kept, return_index=True, return_inverse=True)
-        it_phase = np.argsort(np.argsort(first2))[inv2] if kept.size else kept
-    n_loop = int(it_phase.max()) + 1 if it_phase.size else 0
-
-    # --- label every event with its segment: r * S + local, where local is 0 for the
-    # initial part, 1..K for the kept iterations and K+1 for the final part ----------
-    K = hi_it - lo_it
-    S = K + 2
-    n_phase = n_loop + 2
-    local = np.zeros(len(tokens), np.int64)
-    for r, (_, starts, _, final_start) in enumerate(cuts):
+        seg.bounds = skip[after[seg.bounds]]
+        seg.bounds[-1] = n
+        rank_segs.append(seg)
+    bounds, seg_loop = _align_ranks(trace, rank_segs)
+    G = bounds.shape[1] - 1
+    # iteration contents, per rank and global segment: shape (runs collapsed) and exact
+    shape = np.zeros((P, G), np.uint64)
+    exact = np.zeros((P, G), np.uint64)
+    for r in range(P):
         a, b = int(ro[r]), int(ro[r + 1])
-        n = b - a - 2
-        bounds = np.concatenate([starts, [final_start]])[lo_it:hi_it + 1] if n_it else np.array([n])
-        local[a + 1:b - 1] = np.searchsorted(bounds, np.arange(n), side="right")
+        shape[r], exact[r] = segment_keys(struct[a + 1:b - 1], bounds[r])
+    is_it = seg_loop >= 0
+    # a phase is a distinct combination of the ranks' iteration shapes
+    it_cols = np.flatnonzero(is_it)
+    kind = np.full(G, -1, np.int64)
+    if it_cols.size:
+        _, first, inverse = np.unique(shape[:, it_cols].T, axis=0, return_index=True,
+                                      return_inverse=True)
+        kind[it_cols] = np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
+    counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
+    # weight-1 iterations at either end of a loop belong to the part beside them; a loop
+    # left without iterations is part of the weight-1 parts
+    for L in range(int(seg_loop.max()) + 1 if seg_loop.size else 0):
+        cols = np.flatnonzero(seg_loop == L)
+        lo, hi = 0, len(cols)
+        while lo < hi and counts[kind[cols[lo]]] == 1:
+            lo += 1
+        while hi > lo and counts[kind[cols[hi - 1]]] == 1:
+            hi -= 1
+        seg_loop[cols[:lo]] = -1
+        seg_loop[cols[hi:]] = -1
+    # merge adjacent weight-1 parts into one segment each
+    part = seg_loop < 0
+    keep_bound = np.ones(G + 1, bool)
+    keep_bound[1:G] = ~(part[1:] & part[:-1])
+    bounds = bounds[:, keep_bound]
+    seg_loop = seg_loop[keep_bound[:-1]]
+    kind = kind[keep_bound[:-1]]
+    exact = exact[:, keep_bound[:-1]]
+    G = len(seg_loop)
+    if G == 0 or seg_loop[0] >= 0:  # the initial part always exists (maybe empty)
+        bounds = np.concatenate([bounds[:, :1], bounds], axis=1)
+        seg_loop = np.concatenate([[-1], seg_loop])
+        kind = np.concatenate([[-1], kind])
+        exact = np.concatenate([np.zeros((P, 1), np.uint64), exact], axis=1)
+        G += 1
+    if seg_loop[-1] >= 0:  # so does the final part
+        bounds = np.concatenate([bounds, bounds[:, -1:]], axis=1)
+        seg_loop = np.concatenate([seg_loop, [-1]])
+        kind = np.concatenate([kind, [-1]])
+        exact = np.concatenate([exact, np.zeros((P, 1), np.uint64)], axis=1)
+        G += 1
+    # phase ids in order of first occurrence: every weight-1 part is its own phase,
+    # every kind of iteration one phase
+    seg_phase = np.zeros(G, np.int64)
+    phase_kind: list[str] = []
+    kind_to_phase: dict[int, int] = {}
+    for g in range(G):
+        if seg_loop[g] < 0:
+            seg_phase[g] = len(phase_kind)
+            phase_kind.append("initial" if g == 0 else ("final" if g == G - 1 else "between"))
+        else:
+            k = int(kind[g])
+            if k not in kind_to_phase:
+                kind_to_phase[k] = len(phase_kind)
+                phase_kind.append("loop")
+            seg_phase[g] = kind_to_phase[k]
+    n_phase = len(phase_kind)
+    weights = np.bincount(seg_phase, minlength=n_phase)
+
+    # --- label every event with its global segment: rank * S + segment ----------------
+    S = G
+    local = np.zeros(len(tokens), np.int64)
+    for r in range(P):
+        a, b = int(ro[r]), int(ro[r + 1])
+        local[a + 1:b - 1] = np.searchsorted(bounds[r, 1:-1], np.arange(b - a - 2), side="right")
         local[b - 1] = -1  # Finalize is outside the run's time
     valid = local >= 0
     # events outside the run (Finalize) go to one extra bin, P * S, dropped after summing
     seg_id = np.where(valid, ev["rank"].astype(np.int64) * S + local, P * S)
-    local_phase = np.concatenate([[0], 1 + it_phase, [n_loop + 1]]).astype(np.int64)
-    seg_phase = np.tile(local_phase, P)
+    seg_phase_all = np.tile(seg_phase, P)
     seg_rank = np.repeat(np.arange(P), S)
+    # the repetitions whose exact structure is that of the phase's first one, per rank:
+    # their message sizes are averaged into the template
+    first_seg = np.array([int(np.flatnonzero(seg_phase == k)[0]) for k in range(n_phase)])
+    same_exact = (exact == exact[:, first_seg[seg_phase]]).reshape(-1)
 
     # --- time: span = from an event's start to the next event's start -----------------
     t_start = ev["t_start"]
@@ -426,7 +483,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     dur, cm, cpu, nb = seg_sum(span), seg_sum(comm), seg_sum(cpu_next), seg_sum(ev["bytes"])
     nev = np.bincount(seg_id, minlength=P * S + 1)[:-1].astype(float)
     present = nev > 0
-    pr = seg_phase * P + seg_rank
+    pr = seg_phase_all * P + seg_rank
     npr = np.bincount(pr[present], minlength=n_phase * P).astype(float)
 
     def mean_std(x):
@@ -444,9 +501,12 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     bm, _ = mean_std(nb)
     evm, _ = mean_std(nev)
     cm_counters = {k: mean_std(seg_sum(v))[0] for k, v in counters.items()}
-    per_phase_segments = np.bincount(seg_phase[present], minlength=n_phase)
+    evmax = np.zeros(n_phase * P)
+    np.maximum.at(evmax, pr, nev)
+    per_phase_segments = np.bincount(seg_phase_all[present], minlength=n_phase)
     # TE_i: mean duration of one repetition, over repetitions and ranks
-    te = np.bincount(seg_phase[present], weights=dur[present], minlength=n_phase) / np.maximum(per_phase_segments, 1)
+    # (a rank with no event in a repetition spent no time in it: it counts as 0)
+    te = np.bincount(seg_phase_all, weights=dur, minlength=n_phase) / np.maximum(weights * P, 1)
 
     # per template event: the burst after it, averaged over the phase's repetitions
     # (position of an event inside its segment; segments are contiguous per rank)
@@ -454,69 +514,103 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     first_idx = np.maximum.accumulate(np.where(starts_at, np.arange(n_ev), 0))
     pos = np.arange(n_ev) - first_idx
     max_pos = int(pos.max()) + 1 if n_ev else 1
-    ev_phase = np.where(valid, seg_phase[np.minimum(seg_id, P * S - 1)], n_phase)
+    ev_phase = np.where(valid, seg_phase_all[np.minimum(seg_id, P * S - 1)], n_phase)
     slot_key = (ev_phase * P + ev["rank"].astype(np.int64)) * max_pos + pos
-    n_keys = (n_phase + 1) * P * max_pos
+    _, slot_key = np.unique(slot_key, return_inverse=True)  # dense: phases x ranks x positions is sparse
+    slot_key = slot_key.reshape(-1)
+    n_keys = int(slot_key.max()) + 1 if n_ev else 1
     slot_n = np.maximum(np.bincount(slot_key, minlength=n_keys), 1)
     slot_mean = {"cpu": np.bincount(slot_key, weights=cpu_next, minlength=n_keys) / slot_n,
                  "comp": np.bincount(slot_key, weights=np.where(valid, span - comm, 0.0),
                                      minlength=n_keys) / slot_n}
     slot_mean.update({k: np.bincount(slot_key, weights=v, minlength=n_keys) / slot_n
                       for k, v in counters.items()})
+    # message sizes per template event: mean and largest over the repetitions of the
+    # same structure (they change when the data moves: an atom exchange after a rebuild)
+    same = valid & same_exact[np.minimum(seg_id, P * S - 1)]
+    same_n = np.maximum(np.bincount(slot_key[same], minlength=n_keys), 1)
+    size_mean = {c: np.bincount(slot_key[same], weights=ev[c][same].astype(float), minlength=n_keys) / same_n
+                 for c in ("bytes", "recv_bytes")}
+    size_max = {c: np.zeros(n_keys) for c in ("bytes", "recv_bytes")}
+    for c in size_max:
+        np.maximum.at(size_max[c], slot_key[same], ev[c][same].astype(float))
 
     runtime = trace.runtime
-    loop_w = np.bincount(it_phase, minlength=n_loop) if n_loop else np.zeros(0, np.int64)
-    w_all = np.concatenate([[1], loop_w, [1]])
     phases = []
+    renumber = np.full(n_phase, -1, np.int64)
+    # templates: each rank's events of a phase's first repetition, grouped by phase
+    local_c = np.clip(local, 0, S - 1)
+    t_idx = np.flatnonzero(valid & (first_seg[seg_phase[local_c]] == local_c))
+    t_idx = t_idx[np.argsort(seg_phase[local_c[t_idx]], kind="stable")]
+    t_bounds = np.searchsorted(seg_phase[local_c[t_idx]], np.arange(n_phase + 1))
     for k in range(n_phase):
-        if per_phase_segments[k] == 0 and k == n_phase - 1:
-            continue  # no final part
-        # template: each rank's events of the phase's first repetition
-        first_local = int(np.flatnonzero(local_phase == k)[0])
-        sel = valid & (local == first_local)
+        if per_phase_segments[k] == 0 and phase_kind[k] != "initial":
+            continue  # an empty part
+        renumber[k] = len(phases)
+        sel = t_idx[t_bounds[k]:t_bounds[k + 1]]
         tcount = np.bincount(ev["rank"][sel], minlength=P)
         offs = np.concatenate([[0], np.cumsum(tcount)]).astype(np.int64)
         template = {c: ev[c][sel].astype(np.int64) for c in
                     ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "comm", "tag")}
+        for c in ("bytes", "recv_bytes"):
+            template[c] = np.rint(size_mean[c][slot_key[sel]]).astype(np.int64)
         template_aux = ev["aux"][sel]
         cost = {name: v[slot_key[sel]] for name, v in slot_mean.items()}
+        cost["bytes_max"] = size_max["bytes"][slot_key[sel]]
         per_rank_ops = [o[~np.isin(o, _REGION_OPS)] for o in
                         (template["op"][offs[r]:offs[r + 1]] for r in range(P))]
         names = tuple(dict.fromkeys(trace.regions[i] for i in
                                     template_aux[template["op"] == OP_CODE["Region_begin"]]))
         ops, pattern = _pattern(list(OPS), per_rank_ops)
-        kind = "initial" if k == 0 else ("final" if k == n_phase - 1 else "loop")
-        stats = {"events": evm[k], "duration_mean": dm[k], "duration_std": dsd[k],
+        stats = {"events": evm[k], "events_max": evmax.reshape(n_phase, P)[k],
+                 "duration_mean": dm[k], "duration_std": dsd[k],
                  "comp_mean": compm[k], "comp_std": compsd[k], "cpu_mean": cpum[k],
                  "cpu_std": cpusd[k], "comm_mean": cmm[k], "comm_std": cmsd[k], "bytes_mean": bm[k],
                  "instr_mean": cm_counters["instr"][k] if "instr" in cm_counters else np.full(P, np.nan),
                  "cycles_mean": cm_counters["cycles"][k] if "cycles" in cm_counters else np.full(P, np.nan)}
-        w = int(w_all[k])
-        phases.append(Phase(id=len(phases), kind=kind, weight=w, ops=ops, pattern=pattern, regions=names,
-                            te=float(te[k]), share=float(te[k] * w / runtime) if runtime > 0 else 0.0,
+        w = int(weights[k])
+        phases.append(Phase(id=len(phases), kind=phase_kind[k], weight=w, ops=ops, pattern=pattern,
+                            regions=names, te=float(te[k]),
+                            share=float(te[k] * w / runtime) if runtime > 0 else 0.0,
                             stats=stats, template_offsets=offs, template=template, template_cost=cost))
     problems = _region_problems(trace, local, S)
     pet = float(sum(p.te * p.weight for p in phases))
-    covered = float(sum(p.te * p.weight for p in phases if p.kind == "loop" and p.weight >= 2))
-    # the loop's window: from the first rank entering its first repeated iteration to the
-    # last rank leaving its last one (a pipeline's fill and drain belong to the loop)
+    # coverage: the share of each rank's time inside phases that repeat
+    repeated = np.isin(seg_phase, [k for k in range(n_phase) if phase_kind[k] == "loop" and weights[k] >= 2])
+    in_rep = np.bincount(seg_rank, weights=dur * np.tile(repeated, P), minlength=P)
+    rank_time = np.bincount(seg_rank, weights=dur, minlength=P)
+    # a rank that leaves the repeated phases early waits in its next call for the others
+    # (a pipeline's drain): that wait is the loop's, up to the last rank's arrival
+    for g in np.flatnonzero(repeated[:-1] & ~repeated[1:]):
+        first = ro[:-1] + 1 + bounds[:, g + 1]
+        has = bounds[:, g + 1] < bounds[:, g + 2]
+        if has.any():
+            arrive = t_start[first[has]]
+            in_rep[has] += np.clip(np.minimum(ev["t_comm"][first[has]], arrive.max() - arrive), 0, None)
+    slowest = int(np.argmax(rank_time)) if P else 0
+    # the loop's window: from the first rank entering a repeated iteration to the last
+    # rank leaving its last one (a pipeline's fill and drain belong to the loop)
     window = 0.0
-    if K:
-        ev_rank = ev["rank"]
-        in_loop = valid & (local >= 1) & (local <= K)
-        after_loop = (local == K + 1) | (~valid)
-        first_in = np.full(P, np.inf)
-        np.minimum.at(first_in, ev_rank[in_loop], t_start[in_loop])
+    rep_cols = np.flatnonzero(repeated)
+    if rep_cols.size:
+        enter = np.full(P, np.inf)
         leave = np.full(P, np.inf)
-        np.minimum.at(leave, ev_rank[after_loop], np.maximum(t_start[after_loop], 0.0))
-        window = float(np.max(leave) - np.min(first_in))
+        ev_seg = np.where(valid, local, S)
+        t0 = np.maximum(t_start, 0.0)
+        into = valid & (ev_seg >= rep_cols[0]) & (ev_seg <= rep_cols[-1])
+        np.minimum.at(enter, ev["rank"][into], t0[into])
+        out = ~valid | (ev_seg > rep_cols[-1])
+        np.minimum.at(leave, ev["rank"][out], t0[out])
+        window = float(np.max(leave) - np.min(enter))
+    sequence = renumber[seg_phase[seg_loop >= 0]]
     return Signature(source=str(trace.path) if trace.path else None, app=trace.meta.get("app"),
                      nprocs=P, workload_label=trace.meta.get("workload_label"),
                      workload_value=trace.meta.get("workload_value"), work_mode=trace.work_mode,
                      runtime=runtime, pet=pet,
-                     coverage=min(1.0, window / runtime) if runtime > 0 else 0.0,
-                     rank_coverage=covered / runtime if runtime > 0 else 0.0,
-                     phases=tuple(phases), sequence=(it_phase + 1).astype(np.int64),
+                     coverage=float(np.mean(in_rep / np.maximum(rank_time, 1e-300))) if runtime > 0 else 0.0,
+                     coverage_slowest=float(in_rep[slowest] / rank_time[slowest]) if runtime > 0 else 0.0,
+                     loop_span=min(1.0, window / runtime) if runtime > 0 else 0.0,
+                     phases=tuple(phases), sequence=sequence.astype(np.int64),
                      region_problems=problems,
                      unmodelled=tuple(unmodelled_notes(trace.meta, runtime)))
 

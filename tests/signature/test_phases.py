@@ -56,22 +56,24 @@ def test_eq4_reproduces_the_runtime(path):
 
 @pytest.mark.parametrize("path", ORIGINAL + SMALL, ids=[str(p.relative_to(TRACES)) for p in ORIGINAL + SMALL])
 def test_phases_cover_95_percent_of_every_signature_run(path):
-    """The repeated phases span at least 95% of each signature run (P <= 16); the
-    held-out P = 64 runs, 32x oversubscribed, spend longer starting up and are not
-    signature runs."""
+    """Every rank spends at least 95% of each signature run (P <= 16) inside the
+    repeated phases, on average, and the slowest rank 90%; the held-out P = 64 runs,
+    32x oversubscribed, spend longer starting up and are not signature runs."""
     sig = extract(load_trace(path))
     assert sig.coverage >= 0.95, sig.table()
-    assert sig.rank_coverage <= sig.coverage + 1e-9
+    assert sig.coverage_slowest >= 0.90, sig.table()
+    assert sig.coverage <= 1.0 + 1e-9 and 0 < sig.loop_span <= 1.0
 
 
 def test_pipeline_drain_counts_as_loop_time():
     """In the sweep's wavefront the first ranks finish early and wait for the drain in
-    the final Allreduce: per-rank accounting charges that wait to the final part, the
-    loop window does not."""
+    the final Allreduce: the phase accounting charges that wait to the final part, the
+    coverage counts it as the loop's (it waits for the last rank's last iteration)."""
     sig = extract(load_trace(TRACES / "sweep" / "P16.h5"))
     final = sig.phases[-1]
     assert final.stats["comm_mean"][0] > 5 * final.stats["comm_mean"][-1]  # rank 0 waits, the last rank does not
-    assert sig.coverage > sig.rank_coverage + 0.02
+    in_phases = sum(p.te * p.weight for p in sig.loop_phases if p.weight >= 2) / sig.runtime
+    assert sig.coverage > in_phases + 0.02
 
 
 def test_stencil_phases_say_what_they_do():
@@ -145,14 +147,16 @@ def test_truncated_rank_is_refused():
         extract(t)
 
 
-def test_ranks_that_disagree_on_the_loop_are_reported():
-    """If one rank repeats its loop fewer times, the detector says which ranks disagree."""
+def test_ranks_that_cut_differently_are_aligned_by_their_collectives():
+    """A rank that skips the first Alltoall cuts one iteration fewer: its iterations are
+    aligned with the others' by the collective calls they share, not refused, and the
+    Alltoall loop keeps one phase."""
     t = load_trace(TRACES / "fft2d" / "small" / "P4.h5")
     n = 2 * int(t.meta["command"][t.meta["command"].index("--iters") + 1])  # two transposes a step
     broken, _ = _drop_event(t, 1, "Alltoall")
-    with pytest.raises(PhaseDetectionError, match=rf"ranks disagree on the loop: rank 1 repeats {n - 1} "
-                       rf"times, rank 0 {n} times"):
-        extract(broken, check=False)
+    sig = extract(broken, check=False)
+    assert [(p.ops, p.weight) for p in sig.loop_phases] == [(("Alltoall",), n - 1)]
+    assert abs(sig.pet - sig.runtime) < 0.05 * sig.runtime
 
 
 # ---- the cutting algorithm on synthetic token streams ---------------------------------

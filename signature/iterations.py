@@ -1,0 +1,325 @@
+"""Cutting one rank's event stream into loops and iterations (steps 2-3 of ``phases.py``).
+
+Real time-stepping codes repeat a *plain* iteration, with variants every k steps (a
+neighbour-list rebuild, a thermo output, a residual check) and message sizes that change
+whenever the data moves (an atom exchange after every rebuild). The cut therefore works
+on two token streams of the rank:
+
+* **full tokens** (op, relative peers, root, bytes, communicator): the innermost loop's
+  period and its first iteration are found on them, on a bounded window, where bytes
+  tell apart calls that only differ in size (the forward and reverse halo swaps of a
+  grid two ranks wide);
+* **structure tokens**, the same without bytes and with communicators identified by
+  their members: the loop's plain iteration (its *unit*) is then found wherever it
+  occurs in the rest of the run, whatever its message sizes are there.
+
+Between two occurrences of the unit lies either nothing (consecutive plain iterations),
+a block that shares little with the unit (a reduction printed every 50 steps: it is
+appended to the iteration before it, which becomes a variant), or a block that holds at
+least half of the unit's calls (a rebuild step that exchanges atoms instead of ghost
+positions: it is an iteration of its own). After the loop's last plain iteration the
+search starts again, so that loops that follow each other (the kernels of a benchmark
+suite) are each found; what lies between loops is a weight-1 part.
+
+Each iteration gets two content keys: its exact structure, and its structure with runs
+of the same call collapsed (``Send x3`` and ``Send x5`` to the same peer are one
+shape: a count that depends on the data). Phases are told apart by the second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .trace import Trace
+
+__all__ = ["structure_tokens", "find_unit", "segment_rank", "segment_keys", "RankSegments",
+           "prefix_hash", "segment_hash", "mix"]
+
+_MUL = np.uint64(0x9E3779B97F4A7C15)
+_BASE = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
+
+#: a piece of a block between two plain iterations is an iteration of its own when it
+#: holds at least this share of the plain iteration's calls (as multisets)
+GAP_ITERATION_SHARE = 0.5
+#: a loop after the first one is kept only if its iterations hold this share of the
+#: rank's events (and it repeats at least three times)
+LATER_LOOP_SHARE = 0.01
+
+
+def mix(h: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Fold column v into hash h (wrapping uint64 arithmetic)."""
+    h = (h ^ v.astype(np.int64).view(np.uint64)) * _MUL
+    return h ^ (h >> np.uint64(29))
+
+
+def _relative(trace: Trace, col: np.ndarray) -> np.ndarray:
+    rank = trace.events["rank"].astype(np.int64)
+    col = col.astype(np.int64)
+    return np.where(col >= 0, (col - rank) % max(trace.nprocs, 1), col)
+
+
+def _canonical_comms(trace: Trace) -> np.ndarray:
+    """Per event, its communicator identified by membership (and topology): a
+    communicator duplicated in every iteration is the same one each time."""
+    comms = trace.comms
+    comm = trace.events["comm"].astype(np.int64)
+    if len(comms) <= 1:
+        return comm
+    first: dict[tuple, int] = {}
+    canon = np.arange(len(comms), dtype=np.int64)
+    for c in range(len(comms)):
+        key = (bool(comms.inter[c]), comms.members_of(c).tobytes(), comms.cartesian(c))
+        canon[c] = first.setdefault(key, c)
+    return np.where(comm >= 0, canon[np.clip(comm, 0, len(comms) - 1)], comm)
+
+
+def structure_tokens(trace: Trace) -> np.ndarray:
+    """One uint64 token per event: op, relative peers, root and communicator (by its
+    members), without bytes or tag: equal tokens are the same call of the program,
+    whatever the message sizes."""
+    ev = trace.events
+    with np.errstate(over="ignore"):
+        h = np.full(len(ev["op"]), np.uint64(0x84222325CBF29CE4))
+        for col in (ev["op"], _relative(trace, ev["peer"]), _relative(trace, ev["recv_peer"]),
+                    ev["root"], _canonical_comms(trace)):
+            h = mix(h, col)
+    return h
+
+
+def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and lengths of the runs of True in a boolean array."""
+    d = np.diff(np.concatenate([[0], mask.view(np.int8), [0]]))
+    starts = np.flatnonzero(d == 1)
+    return starts, np.flatnonzero(d == -1) - starts
+
+
+def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
+              near: int | None = None) -> tuple[int, int, int] | None:
+    """``(index, period, per_unit)`` of the innermost dominant loop in the first
+    ``window`` tokens: where its first iteration starts, its length in events, and how
+    often the iteration's first token occurs in one iteration; None if nothing repeats.
+
+    Tandem-repeat detection as trace compressors do it: the candidate periods are the
+    common distances between equal tokens; for each period p, ``t[i] == t[i+p]`` marks
+    positions inside a tandem repeat, and runs of at least 2p such positions are repeats
+    ``u^k`` (k >= 3; k = 2 only when nothing repeats three times). The chosen period is
+    the smallest whose repeats cover at least 75% of what the best period covers, so
+    the innermost loop wins over an outer loop that merely contains it. ``near``: also
+    try the periods within 10% of it (a variant of a known iteration).
+    """
+    t = tokens[:window]
+    n = len(t)
+    if n < 2:
+        return None
+    order = np.argsort(t, kind="stable")
+    ts = t[order]
+    gaps = np.concatenate([(order[lag:] - order[:-lag])[ts[lag:] == ts[:-lag]]
+                           for lag in range(1, min(5, n))])
+    gaps = gaps[(gaps > 0) & (gaps <= n // 2)]
+    if gaps.size == 0:
+        return None
+    values, counts = np.unique(gaps, return_counts=True)
+    cands = values[np.argsort(-counts, kind="stable")[:max_candidates]]
+    if near is not None:
+        d = max(1, near // 10)
+        cands = np.concatenate([cands, np.arange(max(1, near - d), min(n // 2, near + d) + 1)])
+    cands = np.unique(cands)
+    runs = {int(p): _runs(t[int(p):] == t[:-int(p)]) for p in cands}
+    best = []
+    for min_k in (3, 2):  # a pair of equal calls is not yet a loop, unless nothing else repeats
+        for p, (starts, lengths) in runs.items():
+            ok = lengths >= (min_k - 1) * p  # run of m matches: (m + p) // p repetitions
+            cover = int(np.sum(((lengths[ok] + p) // p) * p))
+            if cover:
+                best.append((p, cover, int(starts[ok][0])))
+        if best:
+            break
+    if not best:
+        return None
+    top = max(c for _, c, _ in best)
+    p, _, s0 = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
+    # rotation: an iteration does not begin with the call it ends with. The first
+    # repetition can start too early when the initial part ends like an iteration
+    # (CG: an Allreduce before a loop that ends with one); move the start forward
+    # while the unit's first and last tokens are equal
+    s = s0
+    while p > 1 and s < s0 + p - 1 and s + p < n and t[s] == t[s + p - 1]:
+        s += 1
+    return s, p, int(np.sum(t[s:s + p] == t[s]))
+
+
+def prefix_hash(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Prefix sums H[i] = sum_{j<i} t_j * B^j and inverse powers B^-i (mod 2**64): the
+    hash of t[a:b] is (H[b] - H[a]) * B^-a."""
+    n = len(tokens)
+    with np.errstate(over="ignore"):
+        pw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, _BASE)]))[:n]
+        inv = pow(int(_BASE), -1, 1 << 64)
+        ipw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, np.uint64(inv))]))[:n + 1]
+        H = np.concatenate([[np.uint64(0)], np.cumsum(tokens * pw)])
+    return H, ipw
+
+
+def segment_hash(H: np.ndarray, ipw: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Content hashes of the segments ``[a, b)`` (vectorised)."""
+    with np.errstate(over="ignore"):
+        h = (H[b] - H[a]) * ipw[a]
+        return mix(h, (b - a).astype(np.int64))
+
+
+@dataclasses.dataclass
+class RankSegments:
+    """One rank's stream cut into parts and iterations.
+
+    ``bounds[k]:bounds[k+1]`` is segment k; ``loop[k]`` is -1 for a weight-1 part (the
+    initial part, what lies between two loops, the final part) and otherwise the index
+    of the loop the iteration belongs to. The segments alternate: part, iterations of
+    loop 0, part, iterations of loop 1, ..., part (parts may be empty). ``shape`` keys
+    an iteration's structure with runs of one call collapsed, ``exact`` its exact
+    structure.
+    """
+
+    bounds: np.ndarray
+    loop: np.ndarray
+    shape: np.ndarray
+    exact: np.ndarray
+
+    @property
+    def n_loops(self) -> int:
+        return int(self.loop.max()) + 1 if self.loop.size and self.loop.max() >= 0 else 0
+
+    def iterations(self, loop: int) -> int:
+        return int(np.sum(self.loop == loop))
+
+
+def _occurrences(h_all: np.ndarray, h_unit, start: int, p: int) -> np.ndarray:
+    """Non-overlapping starts >= start of the windows of length p whose hash is h_unit."""
+    cand = start + np.flatnonzero(h_all[start:] == h_unit)
+    if cand.size < 2 or np.all(np.diff(cand) >= p):
+        return cand
+    keep, last = [], -p
+    for c in cand.tolist():
+        if c >= last + p:
+            keep.append(c)
+            last = c
+    return np.asarray(keep, np.int64)
+
+
+def _shares(piece: np.ndarray, vocab: np.ndarray, unit_counts: np.ndarray) -> int:
+    """How many of the plain iteration's calls (as a multiset) ``piece`` holds."""
+    if not len(piece):
+        return 0
+    idx = np.minimum(np.searchsorted(vocab, piece), len(vocab) - 1)
+    known = vocab[idx] == piece
+    return int(np.minimum(np.bincount(idx[known], minlength=len(vocab)), unit_counts).sum())
+
+
+def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray) -> list[int]:
+    """Offsets in a block between two plain iterations where iterations start.
+
+    A block that repeats a variant iteration of its own (the steps after a rebuild that
+    skip a check: period at least half the plain one, twice or more) is cut at each
+    repetition; every other piece is an iteration if it holds at least half of the
+    plain iteration's calls, and otherwise stays with the iteration before it."""
+    pieces = [0]
+    if len(gap) >= 1.5 * p:
+        found = find_unit(full, near=p)
+        if found is not None and p / 2 <= found[1] <= 2 * p:
+            s, q, _ = found
+            H, ipw = prefix_hash(gap)
+            idx = np.arange(s, len(gap) - q + 1)
+            h_win = np.zeros(len(gap) - q + 1, np.uint64)
+            h_win[s:] = segment_hash(H, ipw, idx, idx + q)
+            keep = _occurrences(h_win, h_win[s], s, q).tolist()
+            if len(keep) >= 2:
+                pieces = sorted({0, *keep, keep[-1] + q} - {len(gap)})
+    bounds = pieces + [len(gap)]
+    return [a for a, b in zip(bounds[:-1], bounds[1:])
+            if _shares(gap[a:b], vocab, unit_counts) >= GAP_ITERATION_SHARE * p]
+
+
+def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: int) -> tuple[np.ndarray, int]:
+    """Iteration starts of the loop whose plain iteration is struct[a:a+p], and where the
+    loop ends (after its last plain iteration)."""
+    unit = struct[a:a + p]
+    occ = _occurrences(h_win, h_win[a], a, p)
+    ends = occ + p
+    gap_a, gap_b = ends[:-1], occ[1:]
+    extra: list[int] = []
+    vocab, unit_counts = np.unique(unit, return_counts=True)
+    cache: dict[bytes, list[int]] = {}
+    for g in np.flatnonzero(gap_b > gap_a).tolist():
+        ga, gb = int(gap_a[g]), int(gap_b[g])
+        gap = struct[ga:gb]
+        key = gap.tobytes()
+        if key not in cache:
+            cache[key] = _cut_gap(gap, full[ga:gb], p, vocab, unit_counts)
+        extra += [ga + c for c in cache[key]]
+    # after the last plain iteration: the longest block seen between two plain
+    # iterations that the rest of the run begins with still belongs to the loop (the
+    # last step prints the thermo output, or rebuilds)
+    end = int(ends[-1])
+    best = b""
+    for key in cache:
+        m = len(key) // 8
+        if len(key) > len(best) and end + m <= len(struct) and struct[end:end + m].tobytes() == key:
+            best = key
+    if best:
+        extra += [end + c for c in cache[best]]
+        end += len(best) // 8
+    starts = np.unique(np.concatenate([occ, np.asarray(extra, np.int64)]))
+    return starts, end
+
+
+def segment_keys(struct: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment ``bounds[k]:bounds[k+1]``: the hash of its structure with runs of one
+    call collapsed (its *shape*), and of its exact structure."""
+    n = len(struct)
+    first_of_run = np.ones(n, bool)
+    first_of_run[1:] = struct[1:] != struct[:-1]
+    first_of_run[bounds[:-1][bounds[:-1] < n]] = True  # a run never crosses a cut
+    kept = np.flatnonzero(first_of_run)
+    H, ipw = prefix_hash(struct[kept])
+    cb = np.searchsorted(kept, bounds)
+    shape = segment_hash(H, ipw, cb[:-1], cb[1:])
+    H, ipw = prefix_hash(struct)
+    return shape, segment_hash(H, ipw, bounds[:-1], bounds[1:])
+
+
+def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegments:
+    """Cut one rank's stream (Init and Finalize excluded) into parts and iterations.
+
+    ``full`` are the rank's full tokens (:func:`signature.phases.tokenize`), ``struct``
+    its structure tokens (:func:`structure_tokens`; equal to ``full`` when omitted).
+    """
+    if struct is None:
+        struct = full
+    n = len(full)
+    H, ipw = prefix_hash(struct)
+    bounds: list[np.ndarray] = []
+    loops: list[np.ndarray] = []
+    pos, n_loops = 0, 0
+    while pos < n - 1:
+        found = find_unit(full[pos:]) or find_unit(struct[pos:])
+        if found is None:
+            break
+        a, p, _ = found
+        a += pos
+        if a + p > n:
+            break
+        idx = np.arange(a, n - p + 1)
+        h_win = np.zeros(n - p + 1, np.uint64)
+        h_win[a:] = segment_hash(H, ipw, idx, idx + p)
+        starts, end = _loop(full, struct, h_win, a, p)
+        if len(starts) < 2 or (n_loops and (len(starts) < 3 or end - starts[0] < LATER_LOOP_SHARE * n)):
+            break
+        bounds += [np.array([pos]), starts]
+        loops += [np.array([-1]), np.full(len(starts), n_loops)]
+        pos, n_loops = end, n_loops + 1
+    bounds += [np.array([pos]), np.array([n])]
+    b = np.concatenate(bounds).astype(np.int64)
+    loop = np.concatenate(loops + [np.array([-1])]).astype(np.int64)
+    shape, exact = segment_keys(struct, b)
+    return RankSegments(bounds=b, loop=loop, shape=shape, exact=exact)
