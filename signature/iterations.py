@@ -15,8 +15,8 @@ on two token streams of the rank:
 
 Between two occurrences of the unit lies either nothing (consecutive plain iterations),
 a block that shares little with the unit (a reduction printed every 50 steps: it is
-appended to the iteration before it, which becomes a variant), or a block that holds at
-least half of the unit's calls (a rebuild step that exchanges atoms instead of ghost
+appended to the iteration before it, which becomes a variant), or a block that holds more
+than half of the unit's calls (a rebuild step that exchanges atoms instead of ghost
 positions: it is an iteration of its own). After the loop's last plain iteration the
 search starts again, so that loops that follow each other (the kernels of a benchmark
 suite) are each found; what lies between loops is a weight-1 part.
@@ -41,7 +41,7 @@ _MUL = np.uint64(0x9E3779B97F4A7C15)
 _BASE = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
 
 #: a piece of a block between two plain iterations is an iteration of its own when it
-#: holds at least this share of the plain iteration's calls (as multisets)
+#: holds more than this share of the plain iteration's calls (as multisets)
 GAP_ITERATION_SHARE = 0.5
 #: a loop after the first one is kept only if its iterations hold this share of the
 #: rank's events (and it repeats at least three times)
@@ -237,7 +237,7 @@ def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_
                 pieces = sorted({0, *keep, keep[-1] + q} - {len(gap)})
     bounds = pieces + [len(gap)]
     return [a for a, b in zip(bounds[:-1], bounds[1:])
-            if _shares(gap[a:b], vocab, unit_counts) >= GAP_ITERATION_SHARE * p]
+            if _shares(gap[a:b], vocab, unit_counts) > GAP_ITERATION_SHARE * p]
 
 
 def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: int) -> tuple[np.ndarray, int]:
@@ -288,19 +288,14 @@ def segment_keys(struct: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np
     return shape, segment_hash(H, ipw, bounds[:-1], bounds[1:])
 
 
-def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegments:
-    """Cut one rank's stream (Init and Finalize excluded) into parts and iterations.
-
-    ``full`` are the rank's full tokens (:func:`signature.phases.tokenize`), ``struct``
-    its structure tokens (:func:`structure_tokens`; equal to ``full`` when omitted).
-    """
-    if struct is None:
-        struct = full
+def _cut(full: np.ndarray, struct: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bounds and loop index of the segments, and how many events lie in iterations
+    equal to their loop's plain one."""
     n = len(full)
     H, ipw = prefix_hash(struct)
     bounds: list[np.ndarray] = []
     loops: list[np.ndarray] = []
-    pos, n_loops = 0, 0
+    pos, n_loops, plain = 0, 0, 0
     while pos < n - 1:
         found = find_unit(full[pos:]) or find_unit(struct[pos:])
         if found is None:
@@ -317,9 +312,59 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegm
             break
         bounds += [np.array([pos]), starts]
         loops += [np.array([-1]), np.full(len(starts), n_loops)]
+        plain += p * int(np.sum(np.diff(np.concatenate([starts, [end]])) == p))
         pos, n_loops = end, n_loops + 1
     bounds += [np.array([pos]), np.array([n])]
-    b = np.concatenate(bounds).astype(np.int64)
-    loop = np.concatenate(loops + [np.array([-1])]).astype(np.int64)
+    return (np.concatenate(bounds).astype(np.int64),
+            np.concatenate(loops + [np.array([-1])]).astype(np.int64), plain)
+
+
+#: the cut of the stream with runs of one call collapsed replaces the plain cut when
+#: its plain iterations hold this many times more of the events
+COLLAPSED_GAIN = 1.25
+
+
+def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegments:
+    """Cut one rank's stream (Init and Finalize excluded) into parts and iterations.
+
+    ``full`` are the rank's full tokens (:func:`signature.phases.tokenize`), ``struct``
+    its structure tokens (:func:`structure_tokens`; equal to ``full`` when omitted).
+
+    The stream is cut as it is, and, if it has runs of one call, also with every run
+    collapsed to one call: where a call's count changes from one iteration to the next
+    (messages sent only where atoms cross), only the collapsed stream repeats. The
+    collapsed cut is taken when its plain iterations hold clearly more of the events;
+    a run of constant length (the shifts of a ring, every step) stays an inner loop.
+    """
+    if struct is None:
+        struct = full
+    n = len(full)
+    b, loop, plain = _cut(full, struct)
+    head = np.ones(n, bool)
+    head[1:] = struct[1:] != struct[:-1]
+    kept = np.flatnonzero(head)
+    if n and len(kept) < n and plain < n / COLLAPSED_GAIN:
+        cb, cloop, _ = _cut(full[kept], struct[kept])
+        run_len = np.diff(np.concatenate([kept, [n]]))
+        # events in plain iterations of the collapsed cut, counted in the real stream
+        spans = np.diff(np.concatenate([[0], np.cumsum(run_len)])[cb])
+        c_plain = _plain_events(cloop, cb, struct[kept], spans)
+        if c_plain > COLLAPSED_GAIN * plain:
+            b = np.concatenate([kept, [n]])[cb]
+            loop = cloop
     shape, exact = segment_keys(struct, b)
     return RankSegments(bounds=b, loop=loop, shape=shape, exact=exact)
+
+
+def _plain_events(loop: np.ndarray, bounds: np.ndarray, tokens: np.ndarray, spans: np.ndarray) -> int:
+    """Events (``spans`` per segment) in the iterations whose content is their loop's
+    most common one."""
+    if not (loop >= 0).any():
+        return 0
+    _, exact = segment_keys(tokens, bounds)
+    total = 0
+    for L in np.unique(loop[loop >= 0]).tolist():
+        its = np.flatnonzero(loop == L)
+        vals, inv, cnt = np.unique(exact[its], return_inverse=True, return_counts=True)
+        total += int(spans[its][np.asarray(inv).reshape(-1) == np.argmax(cnt)].sum())
+    return total

@@ -1,0 +1,85 @@
+"""The shapes of real time-stepping codes, generated (hypothesis) as synthetic traces:
+variant iterations every k steps, message counts that depend on the data, and rank
+classes running different loops in lock step. Their phases and weights are recovered
+exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from signature import extract
+from synthetic import build_trace
+
+
+def _halo(r: int, P: int, nbytes: int) -> list[tuple]:
+    return [("Sendrecv", (r + 1) % P, nbytes, (r - 1) % P, nbytes)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(P=st.integers(2, 8), steps=st.integers(12, 60), k=st.integers(3, 9),
+       sizes=st.lists(st.integers(8, 4096), min_size=1, max_size=4))
+def test_variant_iterations_every_k_steps(P, steps, k, sizes):
+    """A halo step whose message size changes every few steps (the data moved), with an
+    extra reduction block every k-th step: two phases, weights steps - steps//k and
+    steps//k, wherever the variants fall."""
+    def step(r, s):
+        calls = _halo(r, P, sizes[(s // 5) % len(sizes)]) + [("Allreduce", -1, 8)]
+        if s % k == k - 1:
+            calls += [("Bcast", -1, 64), ("Allreduce", -1, 16)]
+        return calls
+    sig = extract(build_trace(P, steps, step))
+    loops = sig.loop_phases
+    assert [p.weight for p in loops] == [steps - steps // k, steps // k]
+    assert loops[0].ops == ("Sendrecv", "Allreduce")
+    assert loops[1].ops == ("Sendrecv", "Allreduce", "Bcast")
+    assert list(np.flatnonzero(sig.sequence == loops[1].id)) == list(range(k - 1, steps, k))
+    assert abs(sig.pet - sig.runtime) < 0.05 * sig.runtime
+
+
+@settings(max_examples=40, deadline=None)
+@given(P=st.integers(2, 6), steps=st.integers(12, 50), kmax=st.integers(2, 5),
+       seed=st.integers(0, 2**16))
+def test_data_dependent_message_counts(P, steps, kmax, seed):
+    """Each step a rank sends 1..kmax messages to its right neighbour, as many as the
+    data says: one phase of weight ``steps``, whose per-rank event counts record the
+    spread."""
+    rng = np.random.default_rng(seed)
+    count = rng.integers(1, kmax + 1, size=(steps, P))
+
+    def step(r, s):
+        return (_halo(r, P, 256) + [("Send", (r + 1) % P, 100)] * int(count[s, r])
+                + [("Recv", (r - 1) % P, 100)] * int(count[s, (r - 1) % P]) + [("Allreduce", -1, 8)])
+    sig = extract(build_trace(P, steps, step, seed=seed))
+    (loop,) = sig.loop_phases
+    assert loop.weight == steps
+    per_rank = 2 + count + count[:, (np.arange(P) - 1) % P]  # Sendrecv, Allreduce, sends, receives
+    assert np.allclose(loop.stats["events"], per_rank.mean(axis=0))
+    assert np.array_equal(loop.stats["events_max"], per_rank.max(axis=0))
+
+
+@settings(max_examples=30, deadline=None)
+@given(P=st.integers(3, 9), steps=st.integers(12, 50), k=st.integers(3, 9))
+def test_two_rank_classes_in_lock_step(P, steps, k):
+    """The last rank is a server (a PME rank): every step it receives from every other
+    rank and answers; the others exchange halos among themselves first. Every k-th step
+    the workers also reduce. Two phases, with a template per class."""
+    W = P - 1
+
+    def step(r, s):
+        if r == W:
+            calls = [("Recv", w, 512) for w in range(W)] + [("Send", w, 512) for w in range(W)]
+        else:
+            calls = ([("Sendrecv", (r + 1) % W, 64, (r - 1) % W, 64)] if W > 1 else []) + \
+                    [("Send", W, 512), ("Recv", W, 512)]
+        if s % k == k - 1:
+            calls += [("Allreduce", -1, 8)]
+        return calls
+    sig = extract(build_trace(P, steps, step))
+    loops = sig.loop_phases
+    assert [p.weight for p in loops] == [steps - steps // k, steps // k]
+    server = loops[0].rank_template(W)
+    assert list(server["op"]) == [8] * W + [4] * W  # Recv x W, Send x W
+    worker = loops[0].rank_template(0)
+    assert 8 in worker["op"] and 4 in worker["op"]
