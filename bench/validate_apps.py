@@ -27,6 +27,14 @@ bench: a table, then one JSON line with the figures and the goals.
 
     python bench/validate_apps.py                      # everything (about 15 minutes here)
     python bench/validate_apps.py --apps melt --p 4 8  # a part
+    python bench/validate_apps.py --part signature     # signatures of the cached traces
+
+The signature part (``--part signature``) extracts each cached trace's signature and
+sets it beside the application's own account: coverage (the share of the run's time
+inside phases that repeat, mean over ranks and on the slowest rank; goal >= 90%), Eq. 4
+against the measured runtime (goal within 5%), the loop's iterations against the
+application's step count (and, for LAMMPS, the steps that rebuild neighbour lists
+against its "Neighbor list builds"), and the detector's speed.
 """
 
 from __future__ import annotations
@@ -287,6 +295,91 @@ def _trace_grid(t) -> str | None:
     return best[1] if best else None
 
 
+# ---- signature part (#24) --------------------------------------------------------
+GOAL_COVERAGE = 0.90
+GOAL_EQ4 = 0.05
+
+
+def _rebuild_weight(sig) -> int:
+    """LAMMPS: the steps that rebuild the neighbour lists exchange atoms first, with a
+    Sendrecv of the counts per swap; no other step calls Sendrecv."""
+    return sum(p.weight for p in sig.loop_phases if "Sendrecv" in p.ops)
+
+
+def signature_row(app: str, P: int) -> dict:
+    """The signature of one cached trace beside the application's own account."""
+    from signature import extract
+    folder = OUT / app / f"P{P}"
+    record = json.loads((folder / "result.json").read_text())
+    t0 = time.perf_counter()
+    sig = extract(load_trace(folder / f"P{P}.h5"))
+    took = time.perf_counter() - t0
+    own = record["own_account"]
+    iterations = int(sum(p.weight for p in sig.loop_phases))
+    repeated = [p for p in sig.loop_phases if p.weight >= 2]
+    check = {"steps": own.get("steps")}
+    found = {"steps": iterations}
+    if app in ("melt", "peptide"):
+        check["rebuilds"] = own.get("neighbor_builds")
+        found["rebuilds"] = _rebuild_weight(sig)
+    match = all(v is not None and found[k] == v for k, v in check.items()) if check["steps"] else None
+    return {"app": app, "P": P, "events": int(record["events"]), "seconds": took,
+            "events_per_s": record["events"] / took if took > 0 else float("inf"),
+            "coverage": sig.coverage, "coverage_slowest": sig.coverage_slowest,
+            "loop_span": sig.loop_span, "eq4_error": sig.pet_error,
+            "phases": len(sig.phases), "repeated_phases": len(repeated),
+            "top_weights": sorted((p.weight for p in repeated), reverse=True)[:4],
+            "own": check, "found": found, "weights_match": match,
+            "main_loop_missing": sig.main_loop_missing is not None}
+
+
+def signature_part(apps: list[str], Ps: list[int]) -> dict:
+    rows = []
+    for app in apps:
+        for P in Ps:
+            if not (OUT / app / f"P{P}" / "result.json").exists():
+                print(f"{app} P={P}: no cached run (run the capture part first)", file=sys.stderr)
+                continue
+            print(f"{app} P={P} ...", file=sys.stderr, flush=True)
+            rows.append(signature_row(app, P))
+    head = ("app", "P", "events", "coverage", "slowest", "Eq. 4 error", "phases (repeated)",
+            "largest weights", "app's count", "found", "M events/s")
+    table = [head]
+    for r in rows:
+        table.append((r["app"], str(r["P"]), f"{r['events']:,}", f"{100 * r['coverage']:.1f}%",
+                      f"{100 * r['coverage_slowest']:.1f}%", f"{100 * r['eq4_error']:.2f}%",
+                      f"{r['phases']} ({r['repeated_phases']})", " ".join(map(str, r["top_weights"])),
+                      ", ".join(f"{k} {v}" for k, v in r["own"].items()),
+                      ", ".join(f"{k} {v}" for k, v in r["found"].items())
+                      + ("" if r["weights_match"] is None else (" ok" if r["weights_match"] else " DIFFERENT")),
+                      f"{r['events_per_s'] / 1e6:.2f}"))
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    print("signatures of the real applications' traces (coverage: time inside phases "
+          "that repeat, mean over ranks)\n")
+    for k, row in enumerate(table):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    cov = min((r["coverage"] for r in rows), default=float("nan"))
+    eq4 = max((r["eq4_error"] for r in rows), default=float("nan"))
+    apps_ok = sorted({r["app"] for r in rows if r["weights_match"]}
+                     - {r["app"] for r in rows if r["weights_match"] is False})
+    big = max(rows, key=lambda r: r["events"]) if rows else None
+    return {
+        "bench": "validate_apps", "part": "signature", "apps": sorted({r["app"] for r in rows}),
+        "P": Ps, "coverage_min": cov, "eq4_max_error": eq4, "weights_match": apps_ok,
+        "largest_trace_events_per_s": big["events_per_s"] if big else None,
+        "goal": {"coverage_min": GOAL_COVERAGE, "eq4_max_error": GOAL_EQ4,
+                 "weights_match": "every app with a count of its own",
+                 "largest_trace_events_per_s": 2e6},
+        "met": {"coverage_min": bool(rows) and cov >= GOAL_COVERAGE,
+                "eq4_max_error": bool(rows) and eq4 <= GOAL_EQ4,
+                "largest_trace_events_per_s": bool(big) and big["events_per_s"] >= 2e6},
+        "rows": [{k: r[k] for k in ("app", "P", "coverage", "coverage_slowest", "eq4_error",
+                                    "weights_match", "own", "found", "events_per_s")} for r in rows],
+    }
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -296,7 +389,15 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=2,
                     help="runs of each kind, untraced and traced alternating; the best is kept")
     ap.add_argument("--force", action="store_true", help="redo cached runs")
+    ap.add_argument("--part", choices=("capture", "signature"), default="capture",
+                    help="capture: run and trace the apps (cached); signature: the signatures "
+                         "of the cached traces against the apps' own counts")
     opts = ap.parse_args(argv)
+    if opts.part == "signature":
+        summary = signature_part(opts.apps, opts.p)
+        print()
+        print(json.dumps(summary))
+        return 0
     rows, skipped = [], {}
     for name in opts.apps:
         app = APPS[name]

@@ -150,16 +150,28 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     return s, p, int(np.sum(t[s:s + p] == t[s]))
 
 
+_POWERS: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
+
+
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """B^i and B^-i for i <= n (mod 2**64), computed once and grown as needed."""
+    if len(_POWERS[0]) <= n:
+        m = max(n + 1, 2 * len(_POWERS[0]))
+        inv = np.uint64(pow(int(_BASE), -1, 1 << 64))
+        with np.errstate(over="ignore"):
+            _POWERS[0] = np.cumprod(np.concatenate([[np.uint64(1)], np.full(m - 1, _BASE)]))
+            _POWERS[1] = np.cumprod(np.concatenate([[np.uint64(1)], np.full(m - 1, inv)]))
+    return _POWERS[0], _POWERS[1]
+
+
 def prefix_hash(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Prefix sums H[i] = sum_{j<i} t_j * B^j and inverse powers B^-i (mod 2**64): the
     hash of t[a:b] is (H[b] - H[a]) * B^-a."""
     n = len(tokens)
+    pw, ipw = _powers(n)
     with np.errstate(over="ignore"):
-        pw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, _BASE)]))[:n]
-        inv = pow(int(_BASE), -1, 1 << 64)
-        ipw = np.cumprod(np.concatenate([[np.uint64(1)], np.full(n, np.uint64(inv))]))[:n + 1]
-        H = np.concatenate([[np.uint64(0)], np.cumsum(tokens * pw)])
-    return H, ipw
+        H = np.concatenate([[np.uint64(0)], np.cumsum(tokens * pw[:n])])
+    return H, ipw[:n + 1]
 
 
 def segment_hash(H: np.ndarray, ipw: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -288,20 +300,28 @@ def segment_keys(struct: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np
     return shape, segment_hash(H, ipw, bounds[:-1], bounds[1:])
 
 
-def _cut(full: np.ndarray, struct: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Bounds and loop index of the segments, and how many events lie in iterations
-    equal to their loop's plain one."""
+def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+    """Bounds and loop index of the segments, and the length of the first loop's plain
+    iteration.
+
+    A loop whose plain iteration changes as the run goes on (the communication of a
+    domain decomposition rebuilt every few dozen steps) is followed: a loop found right
+    after another one continues it, and a loop found right before the first one (in what
+    would be the initial part) starts it."""
     n = len(full)
     H, ipw = prefix_hash(struct)
     bounds: list[np.ndarray] = []
     loops: list[np.ndarray] = []
-    pos, n_loops, plain = 0, 0, 0
+    pos, look, n_loops, prev_p, first_p = 0, 0, 0, 0, 0
     while pos < n - 1:
-        found = find_unit(full[pos:]) or find_unit(struct[pos:])
+        found = find_unit(full[look:], SEARCH_WINDOW) or find_unit(struct[look:], SEARCH_WINDOW)
         if found is None:
-            break
+            if look + SEARCH_WINDOW >= n:
+                break
+            look += SEARCH_WINDOW // 2  # nothing repeats here yet: slide on
+            continue
         a, p, _ = found
-        a += pos
+        a += look
         if a + p > n:
             break
         idx = np.arange(a, n - p + 1)
@@ -310,19 +330,41 @@ def _cut(full: np.ndarray, struct: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
         starts, end = _loop(full, struct, h_win, a, p)
         if len(starts) < 2 or (n_loops and (len(starts) < 3 or end - starts[0] < LATER_LOOP_SHARE * n)):
             break
-        bounds += [np.array([pos]), starts]
-        loops += [np.array([-1]), np.full(len(starts), n_loops)]
-        plain += p * int(np.sum(np.diff(np.concatenate([starts, [end]])) == p))
-        pos, n_loops = end, n_loops + 1
+        if n_loops and starts[0] - pos <= 2 * max(p, prev_p):
+            # the loop goes on with another plain iteration (the communication changed
+            # after a rebuild): the same loop; what lies between is one of its iterations
+            bounds += [np.array([pos]) if starts[0] > pos else np.zeros(0, np.int64), starts]
+            loops += [np.full(int(starts[0] > pos) + len(starts), n_loops - 1)]
+        else:
+            bounds += [np.array([pos]), starts]
+            loops += [np.array([-1]), np.full(len(starts), n_loops)]
+            n_loops += 1
+        first_p = first_p or p
+        pos, prev_p = end, p
+        look = pos
     bounds += [np.array([pos]), np.array([n])]
-    return (np.concatenate(bounds).astype(np.int64),
-            np.concatenate(loops + [np.array([-1])]).astype(np.int64), plain)
+    b = np.concatenate(bounds).astype(np.int64)
+    loop = np.concatenate(loops + [np.array([-1])]).astype(np.int64)
+    s0 = int(b[1])
+    if n_loops and s0 > 2 * first_p and depth < 8:
+        pb, pl, _ = _cut(full[:s0], struct[:s0], depth + 1)
+        k = int(pl.max()) + 1 if (pl >= 0).any() else 0
+        last_p = int(np.diff(pb)[pl >= 0][-1]) if k else 0
+        # ... if it ends right where the first loop begins and its last iteration shares
+        # more than half of its calls with the first loop's plain one
+        vocab, counts = np.unique(struct[s0:s0 + first_p], return_counts=True)
+        similar = k and _shares(struct[pb[-3]:pb[-2]], vocab, counts) > GAP_ITERATION_SHARE * first_p
+        if similar and s0 - pb[-2] <= 2 * max(first_p, last_p):
+            between = pb[-2] < s0
+            b = np.concatenate([pb[:-2], [pb[-2]] if between else [], b[1:]]).astype(np.int64)
+            loop = np.concatenate([pl[:-1], [k - 1] if between else [],
+                                   np.where(loop[1:] >= 0, loop[1:] + k - 1, -1)]).astype(np.int64)
+    return b, loop, first_p
 
 
-#: the cut of the stream with runs of one call collapsed replaces the plain cut when
-#: its plain iterations hold this many times more of the events
-COLLAPSED_GAIN = 1.25
-
+#: events searched at a time for the next loop (where nothing repeats, the search
+#: slides on by half of it)
+SEARCH_WINDOW = 4096
 
 def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegments:
     """Cut one rank's stream (Init and Finalize excluded) into parts and iterations.
@@ -330,41 +372,59 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegm
     ``full`` are the rank's full tokens (:func:`signature.phases.tokenize`), ``struct``
     its structure tokens (:func:`structure_tokens`; equal to ``full`` when omitted).
 
-    The stream is cut as it is, and, if it has runs of one call, also with every run
-    collapsed to one call: where a call's count changes from one iteration to the next
-    (messages sent only where atoms cross), only the collapsed stream repeats. The
-    collapsed cut is taken when its plain iterations hold clearly more of the events;
+    The stream is cut as it is, and, if a call comes in runs of varying length (a count
+    that changes with the data: messages sent only where atoms cross), also with those
+    runs collapsed to one call, where only the collapsed stream repeats. The collapsed
+    cut is taken when its iterations that repeat exactly hold at least as many events;
     a run of constant length (the shifts of a ring, every step) stays an inner loop.
     """
     if struct is None:
         struct = full
     n = len(full)
-    b, loop, plain = _cut(full, struct)
+    b, loop, _ = _cut(full, struct)
+    # runs of one call whose length varies (a count that depends on the data) collapse
+    # to one call; runs of a constant length (a ring's P-1 shifts) stay
     head = np.ones(n, bool)
     head[1:] = struct[1:] != struct[:-1]
-    kept = np.flatnonzero(head)
-    if n and len(kept) < n and plain < n / COLLAPSED_GAIN:
+    starts = np.flatnonzero(head)
+    lengths = np.diff(np.concatenate([starts, [n]]))
+    tok = struct[starts]
+    order = np.argsort(tok, kind="stable")
+    ts, ls = tok[order], lengths[order]
+    new = np.concatenate([[True], ts[1:] != ts[:-1]]) if n else np.zeros(0, bool)
+    grp = np.cumsum(new) - 1
+    # a call's runs vary when at least two of them, and 5%, differ from its usual length
+    # (one longer run where the initial part ends like an iteration is no data)
+    pair, pair_n = np.unique(np.stack([grp, ls]), axis=1, return_counts=True) if n else (np.zeros((2, 0), int), np.zeros(0, int))
+    runs_n = np.bincount(grp, minlength=int(grp.max()) + 1 if n else 0)
+    usual = np.zeros(len(runs_n), np.int64)
+    np.maximum.at(usual, pair[0], pair_n)
+    odd = runs_n - usual
+    varies = (odd >= 2) & (odd >= 0.05 * runs_n)
+    collapse_run = np.zeros(len(starts), bool)
+    collapse_run[order] = varies[grp]
+    drop = np.zeros(n, bool)
+    drop[~head] = np.repeat(collapse_run, lengths)[~head]
+    kept = np.flatnonzero(~drop)
+    if len(kept) < n:
+        repeated = _repeated_events(loop, b, struct, np.diff(b))
         cb, cloop, _ = _cut(full[kept], struct[kept])
-        run_len = np.diff(np.concatenate([kept, [n]]))
-        # events in plain iterations of the collapsed cut, counted in the real stream
-        spans = np.diff(np.concatenate([[0], np.cumsum(run_len)])[cb])
-        c_plain = _plain_events(cloop, cb, struct[kept], spans)
-        if c_plain > COLLAPSED_GAIN * plain:
+        # counted in events of the real stream
+        spans = np.diff(np.concatenate([kept, [n]])[cb])
+        if _repeated_events(cloop, cb, struct[kept], spans) >= repeated:
             b = np.concatenate([kept, [n]])[cb]
             loop = cloop
     shape, exact = segment_keys(struct, b)
     return RankSegments(bounds=b, loop=loop, shape=shape, exact=exact)
 
 
-def _plain_events(loop: np.ndarray, bounds: np.ndarray, tokens: np.ndarray, spans: np.ndarray) -> int:
-    """Events (``spans`` per segment) in the iterations whose content is their loop's
-    most common one."""
-    if not (loop >= 0).any():
+def _repeated_events(loop: np.ndarray, bounds: np.ndarray, tokens: np.ndarray,
+                     spans: np.ndarray) -> int:
+    """Events (``spans`` per segment) in iterations whose exact content occurs at least
+    twice: what a cut explains as repetition."""
+    its = np.flatnonzero(loop >= 0)
+    if not its.size:
         return 0
     _, exact = segment_keys(tokens, bounds)
-    total = 0
-    for L in np.unique(loop[loop >= 0]).tolist():
-        its = np.flatnonzero(loop == L)
-        vals, inv, cnt = np.unique(exact[its], return_inverse=True, return_counts=True)
-        total += int(spans[its][np.asarray(inv).reshape(-1) == np.argmax(cnt)].sum())
-    return total
+    _, inv, cnt = np.unique(exact[its], return_inverse=True, return_counts=True)
+    return int(spans[its][cnt[np.asarray(inv).reshape(-1)] >= 2].sum())

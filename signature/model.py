@@ -59,6 +59,21 @@ class Phase:
         comp, comm = self.stats["comp_mean"].mean(), self.stats["comm_mean"].mean()
         return float(comp / (comp + comm)) if comp + comm > 0 else 0.0
 
+    @property
+    def rank_classes(self) -> np.ndarray:
+        """(P,) class of each rank: ranks whose templates have the same calls with the
+        same relative peers (a PME rank and a particle rank differ; interior ranks of a
+        periodic grid do not), numbered in order of first rank."""
+        P = len(self.template_offsets) - 1
+        keys: dict[bytes, int] = {}
+        out = np.zeros(P, np.int64)
+        for r in range(P):
+            t = self.rank_template(r)
+            rel = [np.where(t[c] >= 0, (t[c] - r) % max(P, 1), t[c]) for c in ("peer", "recv_peer")]
+            key = np.stack([t["op"], *rel, t["root"]]).tobytes()
+            out[r] = keys.setdefault(key, len(keys))
+        return out
+
     def rank_template(self, rank: int) -> dict[str, np.ndarray]:
         a, b = self.template_offsets[rank], self.template_offsets[rank + 1]
         return {k: v[a:b] for k, v in self.template.items()}
@@ -128,9 +143,12 @@ class Signature:
 
     @property
     def main_loop_missing(self) -> "Phase | None":
-        """The weight-1 phase that holds most of the run (over half), if any: the
-        program's main loop was not found."""
-        big = [p for p in self.phases if p.weight == 1 and p.share > 0.5]
+        """The weight-1 phase that holds most of the run (over half) and more calls than
+        three times all repeated phases together, if any: the program's main loop was
+        not found (a long computation before a short loop is not that)."""
+        loops = sum(float(np.mean(p.stats["events"])) for p in self.loop_phases if p.weight >= 2)
+        big = [p for p in self.phases if p.weight == 1 and p.share > 0.5
+               and float(np.mean(p.stats["events"])) > 3 * loops]
         return big[0] if big else None
 
     @property
@@ -145,10 +163,10 @@ class Signature:
         rows = []
         for p in self.phases:
             label = f"{p.pattern}  [{', '.join(p.regions)}]" if p.regions else p.pattern
-            rows.append((p.id, p.kind, p.weight, label, f"{1e3 * p.te:.3f}",
-                         f"{100 * p.share:.1f}", f"{100 * p.comp_fraction:.0f}"))
-        lines = [head, "", table(("id", "kind", "weight", "pattern", "TE (ms)", "% time", "compute %"),
-                                 rows, align="rlrlrrr")]
+            rows.append((p.id, p.kind, p.weight, len(set(p.rank_classes.tolist())), label,
+                         f"{1e3 * p.te:.3f}", f"{100 * p.share:.1f}", f"{100 * p.comp_fraction:.0f}"))
+        lines = [head, "", table(("id", "kind", "weight", "classes", "pattern", "TE (ms)", "% time",
+                                  "compute %"), rows, align="rlrrlrrr")]
         lines += ["",
                   f"coverage  {100 * self.coverage:.1f}% of the run's time is spent inside phases that "
                   f"repeat (mean over ranks; {100 * self.coverage_slowest:.1f}% on the slowest rank); "

@@ -6,51 +6,53 @@ detector needs no change to the application's source.
 
 Algorithm
 ---------
-1. **Tokens.** Every event (Init and Finalize aside) becomes a 64-bit token
-   hashing (op, peer relative to the rank, receive peer relative to the rank,
-   root, bytes sent, bytes received, communicator); relative peers make
-   rank r's "send to r+1" the same token on every rank. Tags are left out,
-   as in the paper's tokens: a pipeline that tags its chunks is one loop.
-2. **Loop period, per rank.** Tandem-repeat detection as trace compressors
-   do it (ScalaTrace-style loop folding, on a bounded window): the candidate
-   periods are the common distances between equal tokens; for each period p,
-   ``t[i] == t[i+p]`` marks positions inside a tandem repeat, and runs of at
-   least 2p such positions are repeats ``u^k`` (k >= 3; k = 2 only when
-   nothing repeats three times: two equal calls in a row are not a loop yet).
-   The chosen period is
-   the smallest one whose repeats cover at least 75% of what the best period
-   covers, so the innermost loop wins over an outer loop that merely
-   contains it (a check every k >= 3 iterations: the iterations with and
-   without it become two phases, as the program's loop has them).
-3. **Iterations.** The iteration's first event (the *anchor*) is where the
-   first repetition starts, moved forward while the unit would begin with
-   the same call it ends with (an initial part that ends like an iteration
-   stays initial). The rank's stream is cut before every m-th occurrence of
-   the anchor's token, m its count per iteration. What precedes the first anchor is the
-   *initial part*; the last cut keeps its longest prefix that equals an
-   earlier iteration, and the rest is the *final part*. An inner loop inside
-   the time step (N-body's P-1 shifts) becomes one phase whose weight is the
-   product of both trip counts; an iteration that differs in a few steps
-   (a residual check every k iterations) is a separate phase with its own
-   weight.
-4. **Across ranks.** Every rank must cut the run into the same number of
-   iterations (ranks doing different things, like boundary ranks, roots or
-   pipeline stages, still do so once per iteration); iteration j of every
-   rank forms one global iteration, and a phase is a distinct combination of
-   the ranks' iteration contents, numbered in order of first occurrence.
-   Segment contents are compared by a polynomial rolling hash of their
-   tokens (computed with prefix sums, so cutting is vectorised).
-5. **Time.** An event's *span* runs from its start to the next event's start
-   on the same rank: its call plus the burst after it, so an iteration owns
-   the computation that follows its communication. Spans add up to the
-   rank's runtime. A phase's TE is its mean duration per repetition (mean
-   over ranks); PET = sum of TE_i * W_i (paper Eq. 4) over all phases,
-   including the weight-1 initial and final parts. *Coverage* is the share
-   of the runtime between the first rank entering the repeated iterations and
-   the last rank leaving them: a pipeline's fill and drain belong to its
-   loop, although a rank that finished early waits for the drain in the
-   final part's first call. The mean over ranks of the time inside repeated
-   phases is reported beside it (``rank_coverage``).
+1. **Tokens.** Every event (Init and Finalize aside) becomes two 64-bit tokens:
+   the *full* token hashes (op, peer relative to the rank, receive peer relative
+   to the rank, root, bytes sent, bytes received, communicator), the *structure*
+   token the same without bytes and with communicators identified by their
+   members. Relative peers make rank r's "send to r+1" the same token on every
+   rank. Tags are left out, as in the paper's tokens.
+2. **Loops, per rank** (:mod:`signature.iterations`). Tandem-repeat detection on
+   a window of the full tokens (as trace compressors fold loops) finds the
+   innermost dominant loop's period and its first iteration, the *plain*
+   iteration. Its structure is then matched over the whole rest of the run,
+   whatever the message sizes are there (they change whenever the data moves).
+   A block between two plain iterations is appended to the iteration before it
+   when it shares at most half of the plain calls (a reduction printed every k
+   steps), is an iteration of its own when it shares more (a rebuild step), and
+   is cut at each repetition when it repeats a variant of its own (the steps
+   after a rebuild that skip a check). Loops that follow each other are found
+   in turn; a loop right after (or right before) another whose plain iteration
+   changed (a domain decomposition rebuilt) continues it. Where a call's count
+   depends on the data (runs of one call of varying length), the stream with
+   runs collapsed is cut instead, when its plain iterations explain clearly more.
+3. **Across ranks** (:mod:`signature.align`). Ranks that cut a loop into the
+   same number of iterations are aligned iteration by iteration. Where they do
+   not (rank classes: PME ranks, a class whose own unit is a fraction of the
+   step), the ranks are aligned by the communication they share: matched
+   messages and collective calls put each rank's iterations into the global
+   iterations of a reference rank. A *phase* is a distinct combination of the
+   ranks' iteration shapes (structure with runs collapsed, so that a count that
+   depends on the data is one phase; ``events``/``events_max`` per rank record
+   its spread), numbered in order of first occurrence, with one template per
+   rank (ranks with equal templates form its classes). Weight-1 iterations at
+   either end of a loop join the part beside them; what lies before, between and
+   after the loops are weight-1 parts (``initial``, ``between``, ``final``).
+   Template message sizes are the mean over the repetitions of the same
+   structure (``template_cost["bytes_max"]`` their largest).
+4. **Time.** An event's *span* runs from its start to the next event's start on
+   the same rank: its call plus the burst after it, so an iteration owns the
+   computation that follows its communication. Spans add up to the rank's
+   runtime. A phase's TE is its mean duration per repetition (mean over ranks; a
+   rank with nothing in a repetition counts 0); PET = sum of TE_i * W_i (paper
+   Eq. 4) over all phases. *Coverage* is the share of each rank's time spent
+   inside phases that repeat (weight >= 2), mean over ranks
+   (``coverage_slowest`` on the rank with the longest run); a rank that leaves
+   the loop early and waits in its next call for the others (a pipeline's
+   drain) waits for the loop. ``loop_span`` is the share of the runtime
+   between the first rank entering the repeated phases and the last leaving
+   them. A weight-1 phase holding most of the run, with many calls, is reported
+   as "main loop not found".
 
 Message matching (every receive has its send) is checked first: a trace whose
 point-to-point messages do not pair up is reported with the rank and event.
@@ -63,7 +65,8 @@ import numpy as np
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, SigexError, TraceFormatError
 from .model import Phase, Signature
-from .iterations import RankSegments, find_unit, mix, segment_keys, segment_rank, structure_tokens
+from .align import align_ranks
+from .iterations import find_unit, mix, segment_keys, segment_rank, structure_tokens
 from .trace import OP_CODE, OPS, PEER_ANY, Trace
 
 __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages", "PhaseDetectionError"]
@@ -79,10 +82,6 @@ SEND_OPS = [OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Is
                                  "Isendrecv_replace")]
 RECV_OPS = [OP_CODE[n] for n in ("Recv", "Irecv", "Mrecv", "Imrecv")]
 _REGION_OPS = [OP_CODE["Region_begin"], OP_CODE["Region_end"]]
-_COLLECTIVE_OPS = [OP_CODE[n] for n in OPS if n.lstrip("I") in (
-    "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
-    "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Reduce_scatter",
-    "Reduce_scatter_block", "Scan", "Exscan")]
 
 
 def tokenize(trace: Trace) -> np.ndarray:
@@ -195,111 +194,6 @@ def cut_rank(tokens: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, int]:
     return int(seg.bounds[its[0]]), seg.bounds[its], seg.exact[its], int(seg.bounds[its[-1] + 1])
 
 
-def _align_ranks(trace: Trace, segs: list[RankSegments]) -> tuple[np.ndarray, np.ndarray]:
-    """Global segments from the ranks' own cuts: ``(bounds, loop)`` with ``bounds[r]`` the
-    (G+1,) cut positions of rank r (in its stream without Init and Finalize) and
-    ``loop[g]`` the loop of global segment g (-1 for a weight-1 part).
-
-    Ranks that cut a loop into the same number of iterations are aligned iteration by
-    iteration. Where they do not (a rank class whose own iteration is a quarter of the
-    step, a PME rank that skips a call now and then), the iterations of the rank with the
-    most common count define the global ones, and every other rank's iterations are
-    assigned to the global iteration in which their midpoint in time falls: ranks that
-    communicate run in lock step. Ranks that find a different number of loops are cut
-    as one loop each.
-    """
-    P = trace.nprocs
-    ro = trace.rank_offsets
-    t_start = trace.events["t_start"]
-    n_loops = {s.n_loops for s in segs}
-    if len(n_loops) > 1:  # one loop per rank: the parts between its loops join the iteration before
-        for s in segs:
-            if s.n_loops > 1:
-                inner = (s.loop < 0) & (np.arange(len(s.loop)) > 0) & (np.arange(len(s.loop)) < len(s.loop) - 1)
-                first_it = np.flatnonzero(s.loop >= 0)
-                inner &= np.arange(len(s.loop)) > (first_it[0] if first_it.size else 0)
-                keep = np.concatenate([~inner, [True]])
-                s.bounds, s.loop = s.bounds[keep], np.where(s.loop[keep[:-1]] >= 0, 0, -1)
-    L_max = max(s.n_loops for s in segs) if segs else 0
-    # every rank's collective calls: position in its stream and (communicator, instance)
-    ev = trace.events
-    is_coll = np.isin(ev["op"], _COLLECTIVE_OPS) & (ev["comm"] >= 0)
-    coll_pos, coll_key = [], []
-    for r in range(P):
-        a, b = int(ro[r]) + 1, int(ro[r + 1]) - 1
-        pos = np.flatnonzero(is_coll[a:b])
-        comm = ev["comm"][a:b][pos].astype(np.int64)
-        order = np.argsort(comm, kind="stable")
-        inst = np.empty(len(pos), np.int64)
-        cs = comm[order]
-        starts = np.concatenate([[True], cs[1:] != cs[:-1]]) if len(cs) else np.zeros(0, bool)
-        idx = np.arange(len(cs))
-        inst[order] = idx - np.maximum.accumulate(np.where(starts, idx, 0))
-        coll_pos.append(pos)
-        coll_key.append(comm * (1 << 40) + inst)
-    cols_loop: list[int] = []
-    per_rank: list[list[int]] = [[0] for _ in range(P)]
-    for L in range(L_max):
-        counts = np.array([s.iterations(L) for s in segs])
-        if np.all(counts == counts[0]):
-            for r, s in enumerate(segs):
-                its = np.flatnonzero(s.loop == L)
-                per_rank[r] += s.bounds[its].tolist() + [int(s.bounds[its[-1] + 1])]
-            cols_loop += [L] * int(counts[0]) + [-1]
-            continue
-        vals, freq = np.unique(counts[counts > 0], return_counts=True)
-        n_ref = int(vals[np.argmax(freq)])
-        q = int(np.flatnonzero(counts == n_ref)[0])
-
-        def times(r: int, pos: np.ndarray) -> np.ndarray:
-            return t_start[np.minimum(int(ro[r]) + 1 + pos, int(ro[r + 1]) - 1)]
-
-        its_q = np.flatnonzero(segs[q].loop == L)
-        starts_q = segs[q].bounds[its_q]
-        T = times(q, starts_q)
-        # the collective calls of the reference rank, by (communicator, instance)
-        at_q = coll_pos[q]
-        in_loop = (at_q >= starts_q[0]) & (at_q < segs[q].bounds[its_q[-1] + 1])
-        key_q = coll_key[q][in_loop]
-        g_q = np.searchsorted(starts_q, at_q[in_loop], side="right") - 1
-        order = np.argsort(key_q)
-        key_q, g_q = key_q[order], g_q[order]
-        for r, s in enumerate(segs):
-            its = np.flatnonzero(s.loop == L)
-            if not its.size:
-                at = int(s.bounds[-1]) if not per_rank[r] else per_rank[r][-1]
-                per_rank[r] += [at] * (n_ref + 1)
-                continue
-            st = s.bounds[its]
-            en = s.bounds[its + 1]
-            # a local iteration belongs to the global one in which the reference rank
-            # takes part in the same collective call; without one, where its midpoint in
-            # time falls
-            mid = 0.5 * (times(r, st) + times(r, en))
-            g = np.clip(np.searchsorted(T, mid, side="right") - 1, 0, n_ref - 1)
-            pos_r = coll_pos[r]
-            j = np.searchsorted(pos_r, st)  # first collective at or after the iteration start
-            has = (j < len(pos_r)) & (pos_r[np.minimum(j, len(pos_r) - 1)] < en)
-            if has.any() and key_q.size:
-                k = coll_key[r][j[has]]
-                i = np.minimum(np.searchsorted(key_q, k), len(key_q) - 1)
-                hit = key_q[i] == k
-                g_has = g[has]
-                g_has[hit] = g_q[i[hit]]
-                g[has] = g_has
-            g = np.maximum.accumulate(np.clip(g, 0, n_ref - 1))
-            first = np.searchsorted(g, np.arange(n_ref), side="left")  # first local iteration in j
-            cut = np.concatenate([st, [en[-1]]])[first]
-            cut[0] = st[0]
-            per_rank[r] += cut.tolist() + [int(en[-1])]
-        cols_loop += [L] * n_ref + [-1]
-    for r, s in enumerate(segs):
-        per_rank[r].append(int(s.bounds[-1]))
-    bounds = np.array(per_rank, np.int64)
-    loop = np.array([-1] + cols_loop, np.int64)
-    return bounds, loop
-
-
 def _pattern(op_names: list[str], per_rank_ops: list[np.ndarray]) -> tuple[tuple[str, ...], str]:
     """Op structure (distinct ops in order of first use) and a one-line summary with the
     per-rank count range of each op."""
@@ -383,7 +277,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         seg.bounds = skip[after[seg.bounds]]
         seg.bounds[-1] = n
         rank_segs.append(seg)
-    bounds, seg_loop = _align_ranks(trace, rank_segs)
+    bounds, seg_loop = align_ranks(trace, rank_segs)
     G = bounds.shape[1] - 1
     # iteration contents, per rank and global segment: shape (runs collapsed) and exact
     shape = np.zeros((P, G), np.uint64)
