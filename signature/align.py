@@ -150,19 +150,29 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
     cut_q = np.concatenate([st_q, [en_q[-1]]])
     out[q] = cut_q.tolist()
     mark(q, cut_q)
+    # every rank's linked calls, once: its position, and the partner event (p2p) or the
+    # collective key
+    rank_of_send = trace.events["rank"][send_ev]
+    rank_of_recv = trace.events["rank"][recv_ev]
+    rank_of_coll = trace.events["rank"][coll_ev]
+    p2p: list[tuple[np.ndarray, np.ndarray]] = []
+    coll: list[tuple[np.ndarray, np.ndarray]] = []
+    for r in range(P):
+        base = int(ro[r]) + 1
+        ms, mr, mc = rank_of_send == r, rank_of_recv == r, rank_of_coll == r
+        p2p.append((np.concatenate([send_ev[ms], recv_ev[mr]]) - base,
+                    np.concatenate([recv_ev[ms], send_ev[mr]])))
+        coll.append((coll_ev[mc] - base, coll_key[mc]))
     todo = [r for r in range(P) if r != q]
     while todo:
         best = None
         for r in todo:  # the rank with the most calls linked to aligned ones goes next
-            base, end = int(ro[r]) + 1, int(ro[r + 1]) - 1
-            mine_s = (send_ev >= base) & (send_ev < end)
-            mine_r = (recv_ev >= base) & (recv_ev < end)
-            pos = np.concatenate([send_ev[mine_s], recv_ev[mine_r]]) - base
-            g = np.concatenate([g_ev[recv_ev[mine_s]], g_ev[send_ev[mine_r]]])
-            mine_c = (coll_ev >= base) & (coll_ev < end)
-            cg = np.array([coll_g.get(k, -1) for k in coll_key[mine_c].tolist()], np.int64)
-            pos = np.concatenate([pos, coll_ev[mine_c] - base])
-            g = np.concatenate([g, cg])
+            pos_p, partner = p2p[r]
+            g_p = g_ev[partner]
+            pos_c, keys = coll[r]
+            g_c = np.fromiter((coll_g.get(k, -1) for k in keys.tolist()), np.int64, len(keys))
+            pos = np.concatenate([pos_p, pos_c])
+            g = np.concatenate([g_p, g_c])
             ok = g >= 0
             if best is None or ok.sum() > best[1]:
                 best = (r, int(ok.sum()), pos[ok], g[ok])
@@ -180,18 +190,29 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         if pos.size:  # the median global iteration of each local iteration's linked calls
             it = np.searchsorted(st, pos, side="right") - 1
             inside = (it >= 0) & (pos < en[np.maximum(it, 0)])
-            it, g = it[inside], g[inside]
-            order = np.lexsort((g, it))
-            it, g = it[order], g[order]
+            it, gg = it[inside], g[inside]
+            order = np.lexsort((gg, it))
+            it, gg = it[order], gg[order]
             first = np.searchsorted(it, np.arange(len(st)), side="left")
             last = np.searchsorted(it, np.arange(len(st)), side="right")
             has = last > first
-            g_it[has] = g[(first[has] + last[has] - 1) // 2]
+            g_it[has] = gg[(first[has] + last[has] - 1) // 2]
         g_it = np.maximum.accumulate(np.clip(g_it, 0, n_ref - 1))
         first = np.searchsorted(g_it, np.arange(n_ref), side="left")
         cut = np.concatenate([st, [en[-1]]])[first]
+        if pos.size:
+            # where linked calls say where a global iteration begins, cut there: a rank
+            # whose own unit is a fraction of the step is cut where the step begins
+            order = np.argsort(pos, kind="stable")
+            p_s = pos[order]
+            g_s = np.maximum.accumulate(g[order])
+            at = np.searchsorted(g_s, np.arange(n_ref), side="left")
+            known = at < len(p_s)
+            known[1:] &= at[1:] > at[:-1]  # a global iteration with a linked call of its own
+            cut[known] = p_s[at[known]]
+            cut = np.maximum.accumulate(cut)
         cut[0] = st[0]
-        cut = np.concatenate([cut, [en[-1]]])
+        cut = np.minimum(np.concatenate([cut, [en[-1]]]), en[-1])
         out[r] = cut.tolist()
         mark(r, cut)
     return out  # type: ignore[return-value]

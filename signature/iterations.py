@@ -395,10 +395,11 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegm
     grp = np.cumsum(new) - 1
     # a call's runs vary when at least two of them, and 5%, differ from its usual length
     # (one longer run where the initial part ends like an iteration is no data)
-    pair, pair_n = np.unique(np.stack([grp, ls]), axis=1, return_counts=True) if n else (np.zeros((2, 0), int), np.zeros(0, int))
+    span = int(ls.max()) + 1 if n else 1
+    pair, pair_n = np.unique(grp * span + ls, return_counts=True)
     runs_n = np.bincount(grp, minlength=int(grp.max()) + 1 if n else 0)
     usual = np.zeros(len(runs_n), np.int64)
-    np.maximum.at(usual, pair[0], pair_n)
+    np.maximum.at(usual, pair // span, pair_n)
     odd = runs_n - usual
     varies = (odd >= 2) & (odd >= 0.05 * runs_n)
     collapse_run = np.zeros(len(starts), bool)
