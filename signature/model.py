@@ -156,17 +156,30 @@ class Signature:
         """Relative difference between Eq. 4 and the measured runtime."""
         return abs(self.pet - self.runtime) / self.runtime if self.runtime > 0 else 0.0
 
+    #: the table shows at most this many phases (the largest, in order)
+    TABLE_PHASES = 40
+
     def table(self) -> str:
         """The phase table ``sigex signature`` prints."""
         head = (f"{self.source or '<trace>'}: {self.app}, P={self.nprocs}, "
                 f"workload {self.workload_label}={self.workload_value}, {self.work_mode} mode")
+        shown = self.phases
+        if len(shown) > self.TABLE_PHASES:  # the phases that hold most of the run, in order
+            keep = sorted(sorted(self.phases, key=lambda p: -p.share)[:self.TABLE_PHASES - 2],
+                          key=lambda p: p.id)
+            shown = tuple(keep)
         rows = []
-        for p in self.phases:
+        for p in shown:
             label = f"{p.pattern}  [{', '.join(p.regions)}]" if p.regions else p.pattern
             rows.append((p.id, p.kind, p.weight, len(set(p.rank_classes.tolist())), label,
                          f"{1e3 * p.te:.3f}", f"{100 * p.share:.1f}", f"{100 * p.comp_fraction:.0f}"))
         lines = [head, "", table(("id", "kind", "weight", "classes", "pattern", "TE (ms)", "% time",
                                   "compute %"), rows, align="rlrrlrrr")]
+        if len(shown) < len(self.phases):
+            rest = [p for p in self.phases if p not in shown]
+            lines.append(f"... and {len(rest)} more phases (weights {min(p.weight for p in rest)}-"
+                         f"{max(p.weight for p in rest)}) holding {100 * sum(p.share for p in rest):.1f}% "
+                         "of the run (`sigex signature --json` lists them all)")
         lines += ["",
                   f"coverage  {100 * self.coverage:.1f}% of the run's time is spent inside phases that "
                   f"repeat (mean over ranks; {100 * self.coverage_slowest:.1f}% on the slowest rank); "

@@ -183,6 +183,33 @@ def test_lammps_melt_traced_end_to_end(tmp_path, clean_env):
     assert t.n_events > 500
 
 
+@pytest.mark.skipif(not shutil.which("lmp") or not os.path.exists(
+    "/usr/share/lammps/examples/melt/in.melt"), reason="no LAMMPS here (apt-get install lammps "
+                    "lammps-examples)")
+def test_lammps_melt_signature_counts_what_lammps_counts(tmp_path):
+    """Debian's LAMMPS at P=4 (200 steps, neighbour lists rebuilt every 20, thermo output
+    every 50): the signature's loop iterations are LAMMPS's steps and its rebuild phases
+    (the only ones that exchange atoms, with a Sendrecv of the counts per swap) its
+    neighbour-list builds, as LAMMPS's own log reports them; 90% of the run is in
+    repeated phases and Eq. 4 holds."""
+    import re
+    from signature import extract
+    deck = Path("/usr/share/lammps/examples/melt/in.melt").read_text().replace("run\t\t250", "run 200")
+    (tmp_path / "in.melt").write_text(deck)
+    with open(tmp_path / "out.txt", "w") as out:
+        res = trace_run(["lmp", "-in", str(tmp_path / "in.melt"), "-log", "none"], 4,
+                        tmp_path / "t" / "P4.h5", stdout=out)
+    assert res.ok, res.trace.meta.get("incomplete_reason")
+    text = (tmp_path / "out.txt").read_text()
+    steps = int(re.search(r"Loop time of \S+ on \d+ procs for (\d+) steps", text).group(1))
+    builds = int(re.search(r"Neighbor list builds = (\d+)", text).group(1))
+    sig = extract(load_trace(res.path))
+    assert sum(p.weight for p in sig.loop_phases) == steps == 200
+    assert sum(p.weight for p in sig.loop_phases if "Sendrecv" in p.ops) == builds == 10
+    assert sig.coverage >= 0.9, sig.table()
+    assert sig.pet_error < 0.05
+
+
 PERSISTENT = """
     import numpy as np
     from mpi4py import MPI
