@@ -200,7 +200,7 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         g_it = np.maximum.accumulate(np.clip(g_it, 0, n_ref - 1))
         first = np.searchsorted(g_it, np.arange(n_ref), side="left")
         cut = np.concatenate([st, [en[-1]]])[first]
-        if pos.size:
+        if pos.size and len(st) != n_ref:
             # where linked calls say where a global iteration begins, cut there: a rank
             # whose own unit is a fraction of the step is cut where the step begins
             order = np.argsort(pos, kind="stable")
