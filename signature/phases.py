@@ -60,6 +60,8 @@ point-to-point messages do not pair up is reported with the rank and event.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .unmodelled import unmodelled_notes
@@ -254,6 +256,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     # --- cut every rank into parts and iterations, then align the ranks -------------
     struct = structure_tokens(trace)
     rank_segs = []
+    seen: dict[tuple[bytes, bytes], object] = {}
     for r in range(P):
         a, b = int(ro[r]), int(ro[r + 1])
         frame = ev["op"][a:b]
@@ -263,7 +266,12 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         inner = ev["op"][a + 1:b - 1]
         marks = np.isin(inner, _REGION_OPS)
         if not marks.any():
-            rank_segs.append(segment_rank(tokens[a + 1:b - 1], struct[a + 1:b - 1]))
+            # ranks whose streams are equal (relative to the rank: the interior of a grid)
+            # are cut once
+            key = (tokens[a + 1:b - 1].tobytes(), struct[a + 1:b - 1].tobytes())
+            if key not in seen:
+                seen[key] = segment_rank(tokens[a + 1:b - 1], struct[a + 1:b - 1])
+            rank_segs.append(dataclasses.replace(seen[key]))
             continue
         # regions are not part of the loop: cut without them, then put each cut after
         # the Region_end events that close the previous iteration
@@ -282,9 +290,13 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     # iteration contents, per rank and global segment: shape (runs collapsed) and exact
     shape = np.zeros((P, G), np.uint64)
     exact = np.zeros((P, G), np.uint64)
+    keyed: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray]] = {}
     for r in range(P):
         a, b = int(ro[r]), int(ro[r + 1])
-        shape[r], exact[r] = segment_keys(struct[a + 1:b - 1], bounds[r])
+        key = (struct[a + 1:b - 1].tobytes(), bounds[r].tobytes())
+        if key not in keyed:
+            keyed[key] = segment_keys(struct[a + 1:b - 1], bounds[r])
+        shape[r], exact[r] = keyed[key]
     is_it = seg_loop >= 0
     # a phase is a distinct combination of the ranks' iteration shapes
     it_cols = np.flatnonzero(is_it)
