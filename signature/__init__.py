@@ -44,7 +44,7 @@ from .errors import (IncompleteTraceError, MissingCounterError, SigexError, Sige
                      TraceFormatError, TracerError, UsageError)
 from .io import load_trace, write_trace
 from .model import Phase, Signature, signature_path
-from .phases import PhaseDetectionError, extract
+from .phases import extract
 from .region import region
 from .trace import OP_CODE, OPS, CommTable, Trace
 from .unmodelled import unmodelled_calls, unmodelled_notes
@@ -52,7 +52,7 @@ from .unmodelled import unmodelled_calls, unmodelled_notes
 __all__ = [
     "trace_run", "TraceResult", "tracer_library",
     "load_trace", "write_trace", "Trace", "CommTable", "OPS", "OP_CODE",
-    "extract", "Signature", "Phase", "signature_path", "PhaseDetectionError", "region",
+    "extract", "Signature", "Phase", "signature_path", "region",
     "unmodelled_calls", "unmodelled_notes",
     "SigexError", "TraceFormatError", "IncompleteTraceError", "MissingCounterError",
     "TracerError", "UsageError", "SigexWarning", "__version__",

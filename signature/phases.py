@@ -65,17 +65,13 @@ import dataclasses
 import numpy as np
 
 from .unmodelled import unmodelled_notes
-from .errors import IncompleteTraceError, SigexError, TraceFormatError
+from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
 from .align import align_ranks
 from .iterations import find_unit, mix, segment_keys, segment_rank, structure_tokens
 from .trace import OP_CODE, OPS, PEER_ANY, Trace
 
-__all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages", "PhaseDetectionError"]
-
-
-class PhaseDetectionError(SigexError):
-    """The ranks of a trace cannot be cut into the same iterations."""
+__all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
 
 
 
@@ -235,8 +231,6 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         The run did not finish.
     TraceFormatError
         Messages do not pair up (names the rank and event).
-    PhaseDetectionError
-        The ranks cannot be cut into the same iterations.
 
     Examples
     --------

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import TRACES
 from signature import Signature, TraceFormatError, extract, load_trace
-from signature.phases import PhaseDetectionError, cut_rank, find_anchor
+from signature.phases import cut_rank, find_anchor
 
 ORIGINAL = sorted(TRACES.glob("*/P*.h5"))
 SMALL = sorted(TRACES.glob("*/small/P*.h5"))
