@@ -330,7 +330,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0) -> tuple[np.ndarr
         starts, end = _loop(full, struct, h_win, a, p)
         if len(starts) < 2 or (n_loops and (len(starts) < 3 or end - starts[0] < LATER_LOOP_SHARE * n)):
             break
-        if n_loops and starts[0] - pos <= 2 * max(p, prev_p):
+        if n_loops and starts[0] - pos <= NEXT_LOOP_GAP * max(p, prev_p):
             # the loop goes on with another plain iteration (the communication changed
             # after a rebuild): the same loop; what lies between is one of its iterations
             bounds += [np.array([pos]) if starts[0] > pos else np.zeros(0, np.int64), starts]
@@ -349,18 +349,28 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0) -> tuple[np.ndarr
     if n_loops and s0 > 2 * first_p and depth < 8:
         pb, pl, _ = _cut(full[:s0], struct[:s0], depth + 1)
         k = int(pl.max()) + 1 if (pl >= 0).any() else 0
-        last_p = int(np.diff(pb)[pl >= 0][-1]) if k else 0
-        # ... if it ends right where the first loop begins and its last iteration shares
-        # more than half of its calls with the first loop's plain one
-        vocab, counts = np.unique(struct[s0:s0 + first_p], return_counts=True)
-        similar = k and _shares(struct[pb[-3]:pb[-2]], vocab, counts) > GAP_ITERATION_SHARE * first_p
-        if similar and s0 - pb[-2] <= 2 * max(first_p, last_p):
+        similar, last_p = False, 0
+        if k:
+            # ... if it ends right where the first loop begins and its plain iteration (its
+            # most common length) shares more than half of its calls with the first loop's
+            its = np.flatnonzero(pl == k - 1)
+            lens = pb[its + 1] - pb[its]
+            vals, cnt = np.unique(lens, return_counts=True)
+            last_p = int(vals[np.argmax(cnt)])
+            rep = int(pb[its[np.flatnonzero(lens == last_p)[0]]])
+            vocab, counts = np.unique(struct[s0:s0 + first_p], return_counts=True)
+            similar = _shares(struct[rep:rep + last_p], vocab, counts) > GAP_ITERATION_SHARE * first_p
+        if similar and s0 - pb[-2] <= NEXT_LOOP_GAP * max(first_p, last_p):
             between = pb[-2] < s0
             b = np.concatenate([pb[:-2], [pb[-2]] if between else [], b[1:]]).astype(np.int64)
             loop = np.concatenate([pl[:-1], [k - 1] if between else [],
                                    np.where(loop[1:] >= 0, loop[1:] + k - 1, -1)]).astype(np.int64)
     return b, loop, first_p
 
+
+#: a loop found within this many plain iterations' length after (or before) another
+#: one continues it (a neighbour-search step between two decompositions)
+NEXT_LOOP_GAP = 4
 
 #: events searched at a time for the next loop (where nothing repeats, the search
 #: slides on by half of it)
@@ -375,8 +385,8 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegm
     The stream is cut as it is, and, if a call comes in runs of varying length (a count
     that changes with the data: messages sent only where atoms cross), also with those
     runs collapsed to one call, where only the collapsed stream repeats. The collapsed
-    cut is taken when its iterations that repeat exactly hold at least as many events;
-    a run of constant length (the shifts of a ring, every step) stays an inner loop.
+    cut is taken when its plain iterations hold more of the events; a run of constant
+    length (the shifts of a ring, every step) stays an inner loop.
     """
     if struct is None:
         struct = full
@@ -408,24 +418,24 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegm
     drop[~head] = np.repeat(collapse_run, lengths)[~head]
     kept = np.flatnonzero(~drop)
     if len(kept) < n:
-        repeated = _repeated_events(loop, b, struct, np.diff(b))
+        plain = _plain_events(loop, b, struct, np.diff(b))
         cb, cloop, _ = _cut(full[kept], struct[kept])
         # counted in events of the real stream
         spans = np.diff(np.concatenate([kept, [n]])[cb])
-        if _repeated_events(cloop, cb, struct[kept], spans) >= repeated:
+        if _plain_events(cloop, cb, struct[kept], spans) > plain:
             b = np.concatenate([kept, [n]])[cb]
             loop = cloop
     shape, exact = segment_keys(struct, b)
     return RankSegments(bounds=b, loop=loop, shape=shape, exact=exact)
 
 
-def _repeated_events(loop: np.ndarray, bounds: np.ndarray, tokens: np.ndarray,
-                     spans: np.ndarray) -> int:
-    """Events (``spans`` per segment) in iterations whose exact content occurs at least
-    twice: what a cut explains as repetition."""
-    its = np.flatnonzero(loop >= 0)
-    if not its.size:
-        return 0
-    _, exact = segment_keys(tokens, bounds)
-    _, inv, cnt = np.unique(exact[its], return_inverse=True, return_counts=True)
-    return int(spans[its][cnt[np.asarray(inv).reshape(-1)] >= 2].sum())
+def _plain_events(loop: np.ndarray, bounds: np.ndarray, tokens: np.ndarray, spans: np.ndarray) -> int:
+    """Events (``spans`` per segment) in the iterations whose content is their loop's
+    most common one: what a cut explains as the plain iteration."""
+    total = 0
+    for L in np.unique(loop[loop >= 0]).tolist():
+        its = np.flatnonzero(loop == L)
+        _, exact = segment_keys(tokens, bounds)
+        _, inv, cnt = np.unique(exact[its], return_inverse=True, return_counts=True)
+        total += int(spans[its][np.asarray(inv).reshape(-1) == np.argmax(cnt)].sum())
+    return total
