@@ -184,8 +184,10 @@ def _gromacs_account(folder: Path, out: str) -> dict:
 # ---- mpi4py-fft and hpcc ---------------------------------------------------------
 def _fft_account(folder: Path, out: str) -> dict:
     m = re.search(r"steps=(\d+) P=(\d+) pencils=(\S+) max round-trip error (\S+)", out)
+    loop = re.search(r"Loop time of (\S+) s", out)
     return {"steps": int(m.group(1)) if m else None, "pencils": m.group(3) if m else None,
-            "error": m.group(4) if m else None}
+            "error": m.group(4) if m else None,
+            "loop_time": float(loop.group(1)) if loop else None}
 
 
 _PQ = {1: (1, 1), 2: (1, 2), 4: (2, 2), 8: (2, 4), 16: (4, 4), 32: (4, 8), 64: (8, 8)}
@@ -323,7 +325,7 @@ def signature_row(app: str, P: int) -> dict:
         check["rebuilds"] = own.get("neighbor_builds")
         found["rebuilds"] = _rebuild_weight(sig)
     match = all(v is not None and found[k] == v for k, v in check.items()) if check["steps"] else None
-    # LAMMPS times its own run loop ("Loop time"): its share of the traced run
+    # LAMMPS and the FFT loop time their own run loop ("Loop time"): its share of the run
     own_share = own["loop_time"] / sig.runtime if own.get("loop_time") and sig.runtime > 0 else None
     return {"app": app, "P": P, "events": int(record["events"]), "seconds": took,
             "events_per_s": record["events"] / took if took > 0 else float("inf"),
@@ -359,7 +361,7 @@ def signature_part(apps: list[str], Ps: list[int]) -> dict:
                       f"{r['events_per_s'] / 1e6:.2f}"))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     print("signatures of the real applications' traces (coverage: time inside phases "
-          "that repeat, mean over ranks; app's loop: LAMMPS's own 'Loop time' / the run)\n")
+          "that repeat, mean over ranks; app's loop: the app's own 'Loop time' / the run)\n")
     for k, row in enumerate(table):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
         if k == 0:

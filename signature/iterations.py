@@ -133,19 +133,22 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
             ok = lengths >= (min_k - 1) * p  # run of m matches: (m + p) // p repetitions
             cover = int(np.sum(((lengths[ok] + p) // p) * p))
             if cover:
-                best.append((p, cover, int(starts[ok][0])))
+                best.append((p, cover, int(starts[ok][0]), int(lengths[ok][0])))
         if best:
             break
     if not best:
         return None
-    top = max(c for _, c, _ in best)
-    p, _, s0 = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
+    top = max(b[1] for b in best)
+    p, _, s0, m = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
     # rotation: an iteration does not begin with the call it ends with. The first
     # repetition can start too early when the initial part ends like an iteration
     # (CG: an Allreduce before a loop that ends with one); move the start forward
-    # while the unit's first and last tokens are equal
+    # while the unit's first and last tokens are equal, unless the repeats fill whole
+    # iterations from s0 (an iteration that begins and ends with the same call, as a
+    # forward and backward transform do)
     s = s0
-    while p > 1 and s < s0 + p - 1 and s + p < n and t[s] == t[s + p - 1]:
+    whole = m % p == 0 and s0 + m + p < n
+    while not whole and p > 1 and s < s0 + p - 1 and s + p < n and t[s] == t[s + p - 1]:
         s += 1
     return s, p, int(np.sum(t[s:s + p] == t[s]))
 
