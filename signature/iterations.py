@@ -255,11 +255,22 @@ def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_
             if _shares(gap[a:b], vocab, unit_counts) > GAP_ITERATION_SHARE * p]
 
 
-def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: int) -> tuple[np.ndarray, int]:
+def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: int,
+          lo: int) -> tuple[np.ndarray, int]:
     """Iteration starts of the loop whose plain iteration is struct[a:a+p], and where the
-    loop ends (after its last plain iteration)."""
+    loop ends (after its last plain iteration). Plain iterations before ``a`` (at or
+    after ``lo``) whose message sizes differed from the first repeats still belong to
+    the loop if they lead up to it, each within a few iterations' length of the next."""
     unit = struct[a:a + p]
     occ = _occurrences(h_win, h_win[a], a, p)
+    before = _occurrences(h_win[:a], h_win[a], lo, p)
+    before = before[before + p <= a]
+    nxt = a
+    for o in before[::-1].tolist():
+        if nxt - (o + p) > NEXT_LOOP_GAP * p:
+            break
+        occ = np.concatenate([[o], occ])
+        nxt = o
     ends = occ + p
     gap_a, gap_b = ends[:-1], occ[1:]
     extra: list[int] = []
@@ -327,10 +338,10 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0) -> tuple[np.ndarr
         a += look
         if a + p > n:
             break
-        idx = np.arange(a, n - p + 1)
+        idx = np.arange(pos, n - p + 1)
         h_win = np.zeros(n - p + 1, np.uint64)
-        h_win[a:] = segment_hash(H, ipw, idx, idx + p)
-        starts, end = _loop(full, struct, h_win, a, p)
+        h_win[pos:] = segment_hash(H, ipw, idx, idx + p)
+        starts, end = _loop(full, struct, h_win, a, p, pos)
         if len(starts) < 2 or (n_loops and (len(starts) < 3 or end - starts[0] < LATER_LOOP_SHARE * n)):
             break
         if n_loops and starts[0] - pos <= NEXT_LOOP_GAP * max(p, prev_p):
