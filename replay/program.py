@@ -386,21 +386,67 @@ def _ordinals(k1, k2, pos) -> np.ndarray:
     return out
 
 
+def _dense_key(k1s, k2s) -> list[np.ndarray]:
+    """One int64 key per row of each pair ``(k1, k2)`` of ``k1s``/``k2s`` (all of them
+    numbered together), equal exactly where both parts are equal, ordered as (k1, k2)."""
+    parts = []
+    for ks in (k1s, k2s):
+        allk = np.concatenate(ks) if ks else np.zeros(0, np.int64)
+        lo = int(allk.min()) if len(allk) else 0
+        hi = int(allk.max()) if len(allk) else 0
+        parts.append((lo, hi - lo + 1))
+    (lo1, n1), (lo2, n2) = parts
+    if n1 * n2 < (1 << 62):  # both parts fit in one int64 as they are
+        return [(a - lo1) * n2 + (b - lo2) for a, b in zip(k1s, k2s)]
+    # sparse values: number the distinct second parts densely (in order) first
+    u2, inv = np.unique(np.concatenate(k2s), return_inverse=True)
+    inv = inv.reshape(-1)
+    out, at = [], 0
+    for a, b in zip(k1s, k2s):
+        out.append((a - lo1) * len(u2) + inv[at:at + len(b)])
+        at += len(b)
+    return out
+
+
+def _stable_order(key: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The order of rows by (key, pos): one stable sort when ``pos`` is already ascending."""
+    if len(pos) < 2 or bool(np.all(pos[1:] >= pos[:-1])):
+        return np.argsort(key, kind="stable")
+    return np.lexsort((pos, key))
+
+
 def _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos):
-    """Match sends and receives with equal keys by ordinal: returns index pairs."""
-    so = _ordinals(s_k1, s_k2, s_pos)
-    ro = _ordinals(r_k1, r_k2, r_pos)
-    ns = len(s_k1)
-    k1 = np.concatenate([s_k1, r_k1])
-    k2 = np.concatenate([s_k2, r_k2])
-    ordn = np.concatenate([so, ro])
-    side = np.concatenate([np.zeros(ns, np.int64), np.ones(len(r_k1), np.int64)])
-    order = np.lexsort((side, ordn, k2, k1))
-    if len(order) < 2:
+    """Match sends and receives with equal keys by ordinal: returns index pairs.
+
+    The j-th send (in ``pos`` order) with key (k1, k2) is paired with the j-th receive
+    with that key. One stable sort per side on a combined key, then each send finds
+    its receive by searching the receives' sorted keys."""
+    if not len(s_k1) or not len(r_k1):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    a, b = order[:-1], order[1:]
-    hit = (k1[a] == k1[b]) & (k2[a] == k2[b]) & (ordn[a] == ordn[b]) & (side[a] == 0) & (side[b] == 1)
-    return a[hit], b[hit] - ns
+    sk, rk = _dense_key([s_k1, r_k1], [s_k2, r_k2])
+    s_order, r_order = _stable_order(sk, s_pos), _stable_order(rk, r_pos)
+    sks, rks = sk[s_order], rk[r_order]
+    # ordinal of each sorted send among the sends with its key
+    new = np.ones(len(sks), bool)
+    new[1:] = sks[1:] != sks[:-1]
+    idx = np.arange(len(sks))
+    ordinal = idx - np.maximum.accumulate(np.where(new, idx, 0))
+    first = np.searchsorted(rks, sks, side="left")
+    count = np.searchsorted(rks, sks, side="right") - first
+    hit = ordinal < count
+    return s_order[hit], r_order[(first + ordinal)[hit]]
+
+
+def _unused_mask(n: int, used: np.ndarray) -> np.ndarray:
+    """Of rows 0..n-1, those not in ``used`` (as a mask)."""
+    mask = np.ones(n, bool)
+    mask[used] = False
+    return mask
+
+
+def _unused(n: int, used: np.ndarray) -> np.ndarray:
+    """Rows 0..n-1 not in ``used``, in order."""
+    return np.flatnonzero(_unused_mask(n, used))
 
 
 def _csr(owner: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -474,7 +520,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
            completions: Mapping[str, np.ndarray], lists, comms: CommTable,
            phase_weights: Sequence[float] | None) -> Program:
     P = nprocs
-    cols = {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}
+    cols = {k: np.asarray(v, np.int64) for k, v in cols.items()}  # no copy when int64 already
     comp = np.asarray(comp, np.float64)
     rank_offsets = np.asarray(rank_offsets, np.int64)
     bad = np.flatnonzero(~np.isfinite(comp) | (comp < 0))
@@ -549,15 +595,15 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     ri = known[ri]
     # receives whose tag is unknown, or whose assumed tag matched nothing, take the
     # left-over sends in order, on (src, dst, comm)
-    s_left = np.setdiff1d(np.arange(len(s_ev)), si)
-    r_left = np.setdiff1d(np.flatnonzero(r_src >= 0), ri)
+    s_left = _unused(len(s_ev), si)
+    r_left = np.flatnonzero((r_src >= 0) & _unused_mask(len(r_ev), ri))
     r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV[act[r_ev[r_left]]]]
     si2, ri2 = _pair(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
                      k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
     si = np.concatenate([si, s_left[si2]])
     ri = np.concatenate([ri, r_left[ri2]])
-    s_un = np.setdiff1d(np.arange(len(s_ev)), si)
-    r_un = np.setdiff1d(np.arange(len(r_ev)), ri)
+    s_un = _unused(len(s_ev), si)
+    r_un = _unused(len(r_ev), ri)
     rma = np.flatnonzero(RMA[act] & (peer >= 0))  # transfers no receive matches
     msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], rma, np.full(len(r_un), -1, np.int64)])
     msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un) + len(rma), -1, np.int64),
