@@ -73,6 +73,7 @@ spanning pieces is evaluated by the workers together, each for its own members
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 from typing import Callable
@@ -199,9 +200,11 @@ class ReplayState:
     """
 
     def __init__(self, program: Program, machine: Machine, *, ranks: tuple[int, int] | None = None,
-                 collectives: str = "algorithms", defer_spanning: bool = False):
+                 collectives: str = "algorithms", defer_spanning: bool = False, kernel: str = "auto"):
         if collectives not in ("algorithms", "closed-form"):
             raise ValueError(f"collectives must be 'algorithms' or 'closed-form', got {collectives!r}")
+        self._lib = _kernel_library(kernel)
+        self.kernel = "compiled" if self._lib is not None else "numpy"
         self.program = program
         self.machine = machine
         self.collectives = collectives
@@ -410,6 +413,8 @@ class ReplayState:
         ranks are left that can never move (unless ``raise_on_deadlock`` is false,
         as for a piece waiting for another piece)."""
         self.set_until_phase(until_phase)
+        if self._lib is not None and max_steps is None:
+            return self._run_compiled(progress, raise_on_deadlock)
         total = 0
         n_ev = self.ev_hi - self.ev_lo
         first = self.program.rank_offsets[self.lo:self.hi]
@@ -423,6 +428,42 @@ class ReplayState:
             if progress is not None and self.steps % 64 == 0:
                 progress(int(np.sum(self.idx - first)), n_ev)
             if max_steps is not None and self.steps >= max_steps:
+                break
+        return total
+
+    def _run_compiled(self, progress: Progress | None, raise_on_deadlock: bool) -> int:
+        """:meth:`run` with the compiled kernel (:mod:`replay._kernel`): it moves every rank
+        as far as it can, one rank at a time, with the numpy step's arithmetic; the
+        collective instances whose members have all entered come back to be evaluated
+        here (:meth:`_instances_full`), and the kernel is called again until no rank moves."""
+        n = self.hi - self.lo
+        lay = self._lay
+        if "max_wait" not in lay:
+            lay["max_wait"] = int(self.f_wlen.max()) if len(self.f_wlen) else 0
+        width = max(lay["max_wait"], 1)
+        scratch = {"queue": np.empty(max(n, 1), np.int64),
+                   "full": np.empty(max(len(self.inst_size), 1), np.int64),
+                   "scr_r": np.empty(width), "scr_c": np.empty(width)}
+        fn = self._lib.sigex_replay_run32 if self.f_send.dtype == np.int32 else self._lib.sigex_replay_run64
+        ints = np.array([n, self.lo, self.M], np.int64)
+        n_full = np.zeros(1, np.int64)
+        total = 0
+        n_ev = self.ev_hi - self.ev_lo
+        first = self.program.rank_offsets[self.lo:self.hi]
+        while not self.finished:
+            ptrs = _kernel_pointers(self, scratch)
+            moved = int(fn(ptrs, ints.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
+                           n_full.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))))
+            self.steps += 1
+            total += moved
+            self.ready = np.flatnonzero(~self.posted & (self.idx < self.limit))
+            if n_full[0]:
+                self._instances_full(scratch["full"][:int(n_full[0])].copy())
+            if progress is not None:
+                progress(int(np.sum(self.idx - first)), n_ev)
+            if moved == 0:
+                if raise_on_deadlock:
+                    raise self.deadlock()
                 break
         return total
 
@@ -606,7 +647,12 @@ class ReplayState:
         else:
             inst, counts = np.unique(si, return_counts=True)
         self.inst_count[inst] += counts
-        full = inst[(self.inst_count[inst] == self.inst_size[inst]) & ~self.inst_done[inst]]
+        self._instances_full(inst[self.inst_count[inst] == self.inst_size[inst]])
+
+    def _instances_full(self, inst: np.ndarray) -> None:
+        """Collective instances ``inst`` whose members have all entered: evaluate those not
+        done yet that have members here (or leave those spanning pieces to the caller)."""
+        full = inst[~self.inst_done[inst]]
         full = full[self._inst_has_local[full]]
         if full.size and self.defer_spanning:
             span = self._inst_spans[full]
@@ -917,6 +963,50 @@ def deadlock_error(name: str, lines: list[str], n: int) -> DeadlockError:
                          ". Check that every receive has a matching send (was the trace cut?)")
 
 
+def _kernel_library(kernel: str):
+    """The compiled kernel's library for ``kernel`` ("auto": if it builds here; "compiled":
+    or an error; "numpy": None, the reference engine)."""
+    if kernel not in ("auto", "compiled", "numpy"):
+        raise ValueError(f"kernel must be 'auto', 'compiled' or 'numpy', got {kernel!r}")
+    if kernel == "numpy":
+        return None
+    from . import _kernel
+    lib = _kernel.kernel()
+    if lib is None and kernel == "compiled":
+        why = _kernel.kernel_error() or "SIGEX_REPLAY_KERNEL=numpy is set"
+        raise RuntimeError(f"the compiled replay kernel is not available: {why}")
+    return lib
+
+
+#: ReplayState attributes the kernel reads and writes, in its argument order, with their dtypes
+#: (f_*: the layout's int32 or int64)
+_KERNEL_ARRAYS = (
+    ("idx", np.int64), ("limit", np.int64), ("ptr", np.int64), ("clock", np.float64),
+    ("start", np.float64), ("nic", np.float64), ("posted", np.bool_), ("dirty", np.bool_),
+    ("f_send", None), ("f_recv", None), ("f_coll", None), ("f_wstart", None), ("f_wlen", None),
+    ("f_next", None), ("wslots", np.int64), ("comp_new", np.float64), ("MP", np.float64),
+    ("m_rdv", np.bool_), ("m_src", np.int64), ("m_dst", np.int64), ("ts", np.float64),
+    ("tr", np.float64), ("arrive", np.float64), ("done", np.float64), ("cost", np.float64),
+    ("entry", np.float64), ("slot_inst", np.int64), ("inst_size", np.int64),
+    ("inst_count", np.int64), ("inst_done", np.bool_), ("_inst_has_local", np.bool_),
+    ("t_end_new", np.float64), ("comm_ev", np.float64), ("dur_ev", np.float64))
+
+
+def _kernel_pointers(st: "ReplayState", scratch: dict):
+    """The data pointers of ``st``'s arrays (then the scratch arrays) for the kernel, after
+    checking their dtypes and contiguity: the C code trusts them."""
+    arrays = []
+    for name, dtype in _KERNEL_ARRAYS:
+        a = getattr(st, name)
+        want = st.f_send.dtype if dtype is None else np.dtype(dtype)
+        if a.dtype != want or not a.flags.c_contiguous:
+            raise TypeError(f"replay kernel: {name} is {a.dtype} (contiguous {a.flags.c_contiguous}), "
+                            f"expected contiguous {want}")
+        arrays.append(a)
+    arrays += [scratch[k] for k in ("queue", "full", "scr_r", "scr_c")]
+    return (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
+
+
 def gather_result(program: Program, machine: Machine, collectives: str, states: list,
                   passes: int = 1) -> ReplayResult:
     """The :class:`ReplayResult` of the pieces ``states``, in rank order, covering every rank.
@@ -1108,7 +1198,7 @@ def _layout_keys(lay: dict, program: Program, lo: int, hi: int) -> np.ndarray:
 
 
 def replay(program: Program, machine: Machine, *, collectives: str = "algorithms",
-           pieces: int = 1, progress: Progress | None = None) -> ReplayResult:
+           pieces: int = 1, progress: Progress | None = None, kernel: str = "auto") -> ReplayResult:
     """Predict the run of ``program`` on ``machine``.
 
     Parameters
@@ -1126,6 +1216,11 @@ def replay(program: Program, machine: Machine, *, collectives: str = "algorithms
         every block is done. The result equals ``pieces=1`` exactly.
     progress : callable(done, total), optional
         Called now and then with the number of events replayed.
+    kernel : {"auto", "compiled", "numpy"}
+        Advance the ranks with the compiled kernel (:mod:`replay._kernel`, built with the
+        C compiler on first use; "auto" falls back to numpy where it cannot be built) or
+        with the vectorised numpy step, the reference. Both give the same times to the
+        last bit.
 
     Returns
     -------
@@ -1150,11 +1245,12 @@ def replay(program: Program, machine: Machine, *, collectives: str = "algorithms
     if not isinstance(pieces, (int, np.integer)) or pieces < 1:
         raise ValueError(f"pieces must be an integer >= 1, got {pieces!r}")
     if pieces == 1 or P <= 1:
-        st = ReplayState(program, machine, collectives=collectives)
+        st = ReplayState(program, machine, collectives=collectives, kernel=kernel)
         st.run(progress=progress)
         return st.result()
     bounds = np.unique(np.linspace(0, P, min(pieces, P) + 1).round().astype(np.int64))
-    states = [ReplayState(program, machine, ranks=(int(a), int(b)), collectives=collectives)
+    states = [ReplayState(program, machine, ranks=(int(a), int(b)), collectives=collectives,
+                          kernel=kernel)
               for a, b in zip(bounds[:-1], bounds[1:])]
     passes = 0
     while not all(s.finished for s in states):
