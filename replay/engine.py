@@ -450,8 +450,8 @@ class ReplayState:
         total = 0
         n_ev = self.ev_hi - self.ev_lo
         first = self.program.rank_offsets[self.lo:self.hi]
+        ptrs = _kernel_pointers(self, scratch)  # the arrays are updated in place below
         while not self.finished:
-            ptrs = _kernel_pointers(self, scratch)
             moved = int(fn(ptrs, ints.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
                            n_full.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))))
             self.steps += 1
@@ -785,7 +785,11 @@ class ReplayState:
         n_ok = int(np.count_nonzero(ok))
         if not n_ok:
             return 0
-        acct = cost.reshape(nK, k_same).sum(axis=1) if k_same else np.add.reduceat(cost, rowstart)
+        # one summation order for every row, whatever the batch (sum(axis=1) of equal rows
+        # would round otherwise than reduceat): the first cost plus numpy's pairwise sum of
+        # the rest (what the compiled kernel does too)
+        acct = np.add.reduceat(cost, rowstart if rowstart is not None
+                               else np.arange(0, nK * k_same, k_same))
         if n_ok < nK:
             K, p, new, x0, acct = K[ok], p[ok], new[ok], x0[ok], acct[ok]
             pi = p
@@ -1004,7 +1008,7 @@ def _kernel_pointers(st: "ReplayState", scratch: dict):
                             f"expected contiguous {want}")
         arrays.append(a)
     arrays += [scratch[k] for k in ("queue", "full", "scr_r", "scr_c")]
-    return (ctypes.c_void_p * len(arrays))(*(a.ctypes.data for a in arrays))
+    return (ctypes.c_void_p * len(arrays))(*(a.__array_interface__["data"][0] for a in arrays))
 
 
 def gather_result(program: Program, machine: Machine, collectives: str, states: list,
