@@ -35,18 +35,32 @@ typedef struct {
     int64_t *inst_count;
     const uint8_t *inst_done, *inst_has_local;
     double *t_end, *comm_ev, *dur_ev;
-    int64_t *queue, qn;
+    int64_t *queue, qhead, qn;
     int64_t *full, n_full;
     double *scr_r, *scr_c;
 } State;
 
 static inline double dmax(double a, double b) { return a >= b ? a : b; }
 
+/* the work list: a ring of the piece's ranks (each at most once: its dirty flag) */
+static inline void push(State *S, int64_t r) {
+    S->dirty[r] = 1;
+    int64_t at = S->qhead + S->qn++;
+    S->queue[at >= S->n ? at - S->n : at] = r;
+}
+
+static inline int64_t pop(State *S) {
+    int64_t r = S->queue[S->qhead];
+    S->qhead = S->qhead + 1 == S->n ? 0 : S->qhead + 1;
+    S->qn--;
+    S->dirty[r] = 0;
+    return r;
+}
+
 static inline void notify(State *S, int64_t world) {
     int64_t r = world - S->lo;
     if (r >= 0 && r < S->n && S->posted[r] && !S->dirty[r]) {
-        S->dirty[r] = 1;
-        S->queue[S->qn++] = r;
+        push(S, r);
     }
 }
 
@@ -153,6 +167,7 @@ int64_t KERNEL(void **a, const int64_t *ints, int64_t *n_full) {
     S.n = ints[0];
     S.lo = ints[1];
     S.M = ints[2];
+    const int64_t burst = ints[3];
     int k = 0;
     S.idx = a[k++]; S.limit = a[k++]; S.ptr = a[k++];
     S.clock = a[k++]; S.start = a[k++]; S.nic = a[k++];
@@ -167,21 +182,22 @@ int64_t KERNEL(void **a, const int64_t *ints, int64_t *n_full) {
     S.inst_done = a[k++]; S.inst_has_local = a[k++];
     S.t_end = a[k++]; S.comm_ev = a[k++]; S.dur_ev = a[k++];
     S.queue = a[k++]; S.full = a[k++]; S.scr_r = a[k++]; S.scr_c = a[k++];
-    S.qn = 0;
+    S.qhead = S.qn = 0;
     S.n_full = 0;
     const int64_t M = S.M;
 
-    for (int64_t r = S.n - 1; r >= 0; r--) {
-        if (S.dirty[r] || (!S.posted[r] && S.idx[r] < S.limit[r])) {
-            S.dirty[r] = 1;
-            S.queue[S.qn++] = r;
-        }
-    }
+    for (int64_t r = 0; r < S.n; r++)
+        if (S.dirty[r] || (!S.posted[r] && S.idx[r] < S.limit[r])) push(&S, r);
     int64_t moved = 0;
+    /* ranks take turns, at most `burst` events each (events are numbered time-major: the
+     * j-th events of all ranks lie together, so short turns read memory in order) */
     while (S.qn > 0) {
-        int64_t r = S.queue[--S.qn];
-        S.dirty[r] = 0;
-        for (;;) {
+        int64_t r = pop(&S);
+        for (int64_t turn = 0;; turn++) {
+            if (turn == burst) {
+                if (!S.dirty[r]) push(&S, r);
+                break;
+            }
             int64_t p = S.ptr[r];
             if (!S.posted[r]) {
                 /* ---- post (ReplayState._post) ---- */
