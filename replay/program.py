@@ -346,18 +346,26 @@ class Program:
 
 def _lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndarray:
     """Index of the table row with the query's key and the largest position below the
-    query's (``side="before"``) or the smallest at or above it (``"after"``); -1 if none."""
+    query's (``side="before"``) or the smallest at or above it (``"after"``); -1 if none.
+    Table rows have distinct (key, position) pairs. One sort of the table on
+    (key, position) combined in one int64, then one search per query."""
     out = np.full(len(query_key), -1, np.int64)
     if not len(table_key) or not len(query_key):
         return out
-    uk, gid = np.unique(table_key, return_inverse=True)
-    q = np.minimum(np.searchsorted(uk, query_key), len(uk) - 1)
-    found = uk[q] == query_key
     span = int(max(table_pos.max(), query_pos.max())) + 2
-    tc = gid.astype(np.int64) * span + (table_pos + 1)
+    lo = int(min(table_key.min(), query_key.min()))
+    width = int(max(table_key.max(), query_key.max())) - lo + 1
+    if width * span < (1 << 62):
+        tk, qk = table_key - lo, query_key - lo
+    else:  # sparse keys: number the table's densely (queries with another key match nothing)
+        uk, tk = np.unique(table_key, return_inverse=True)
+        tk = tk.reshape(-1).astype(np.int64)
+        q = np.minimum(np.searchsorted(uk, query_key), len(uk) - 1)
+        qk = np.where(uk[q] == query_key, q, -1).astype(np.int64)
+    tc = tk * span + (table_pos + 1)
     order = np.argsort(tc, kind="stable")
     tcs = tc[order]
-    qc = q.astype(np.int64) * span + (query_pos + 1)
+    qc = qk * span + (query_pos + 1)
     if side == "before":
         i = np.searchsorted(tcs, qc, side="left") - 1
         ok = i >= 0
@@ -365,7 +373,7 @@ def _lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndar
         i = np.searchsorted(tcs, qc, side="left")
         ok = i < len(tcs)
     i = np.clip(i, 0, len(tcs) - 1)
-    ok &= found & (tcs[i] // span == q)
+    ok &= (tcs[i] // span == qk) & (qk >= 0)
     out[ok] = order[i[ok]]
     return out
 
@@ -449,10 +457,27 @@ def _unused(n: int, used: np.ndarray) -> np.ndarray:
     return np.flatnonzero(_unused_mask(n, used))
 
 
-def _csr(owner: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(owner, kind="stable")
+def _csr(owners: list[np.ndarray], values: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the (owner, value) pairs of every group in turn, each owner's values in input
+    order (a stable sort by owner). Groups whose owners are ascending are placed directly,
+    with no sort."""
+    owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
     offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))]).astype(np.int64)
-    return offsets, values[order].astype(np.int64)
+    if not all(len(o) < 2 or bool(np.all(o[1:] >= o[:-1])) for o in owners):
+        order = np.argsort(owner, kind="stable")
+        return offsets, np.concatenate(values)[order].astype(np.int64)
+    out = np.empty(len(owner), np.int64)
+    fill = offsets[:-1].copy()  # next free place of each owner
+    for o, v in zip(owners, values):
+        if not len(o):
+            continue
+        new = np.ones(len(o), bool)
+        new[1:] = o[1:] != o[:-1]
+        idx = np.arange(len(o))
+        starts = np.flatnonzero(new)
+        out[fill[o] + idx - np.repeat(starts, np.diff(np.append(starts, len(o))))] = v
+        fill[o[starts]] += np.diff(np.append(starts, len(o)))
+    return offsets, out
 
 
 def _expand_starts(cols, comp, phase, lists, rank_offsets):
@@ -652,7 +677,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         v = arr[cr]
         owners.append(w[v >= 0])
         slots.append(v[v >= 0] + base)
-    wait_offsets, wait_slots = _csr(np.concatenate(owners), np.concatenate(slots), E)
+    wait_offsets, wait_slots = _csr(owners, slots, E)
 
     pw = None if phase_weights is None else np.asarray(phase_weights, np.float64)
     return Program(

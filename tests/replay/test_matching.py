@@ -107,3 +107,41 @@ def test_random_programs_equal_the_reference_matching(P, steps, seed):
     finally:
         rp._pair = saved
     _assert_same_program(fast, slow)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(sizes=st.lists(st.integers(0, 30), max_size=5), n=st.integers(1, 12), sort=st.booleans(),
+       seed=st.integers(0, 2 ** 32 - 1))
+def test_csr_is_a_stable_sort_by_owner(sizes, n, sort, seed):
+    """Groups placed without a sort (ascending owners) or with one give what a stable
+    argsort of all pairs by owner gives."""
+    rng = np.random.default_rng(seed)
+    owners = [rng.integers(0, n, k) for k in sizes]
+    owners = [np.sort(o) if sort else o for o in owners]
+    values = [rng.integers(0, 1000, len(o)) for o in owners]
+    off, got = rp._csr(owners, values, n)
+    allo = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+    allv = np.concatenate(values) if values else np.zeros(0, np.int64)
+    order = np.argsort(allo, kind="stable")
+    assert np.array_equal(got, allv[order])
+    assert np.array_equal(off, np.concatenate([[0], np.cumsum(np.bincount(allo, minlength=n))]))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(nt=st.integers(0, 40), nq=st.integers(0, 40), wide=st.booleans(),
+       side=st.sampled_from(["before", "after"]), seed=st.integers(0, 2 ** 32 - 1))
+def test_lookup_finds_the_nearest_row_with_the_key(nt, nq, wide, side, seed):
+    """Against a direct search: the table row with the query's key and the largest position
+    below (or the smallest at or above) the query's; keys 2^60 apart take the dense path."""
+    rng = np.random.default_rng(seed)
+    scale = (1 << 60) if wide else 1
+    tpos = rng.permutation(100)[:nt].astype(np.int64)
+    tkey = rng.integers(0, 4, nt) * scale
+    qkey, qpos = rng.integers(0, 5, nq) * scale, rng.integers(0, 100, nq)
+    got = rp._lookup(tkey, tpos, qkey, qpos, side=side)
+    for j in range(nq):
+        ok = (tkey == qkey[j]) & ((tpos < qpos[j]) if side == "before" else (tpos >= qpos[j]))
+        cand = np.flatnonzero(ok)
+        want = -1 if not cand.size else int(cand[np.argmax(tpos[cand])] if side == "before"
+                                                else cand[np.argmin(tpos[cand])])
+        assert got[j] == want
