@@ -7,10 +7,11 @@
  * ReplayState in place and performs, per event, message and slot, the same
  * floating-point operations as the numpy step (ReplayState._post, _sends_known,
  * _recvs_known, _rendezvous, _complete, _recv_scan), so its times are the numpy
- * engine's to the last bit. Collective instances are not evaluated here: the
- * instances whose members have all entered are listed, the kernel returns when no
- * rank can move, and the Python side evaluates them (ReplayState._evaluate) and
- * calls again.
+ * engine's to the last bit. A collective instance whose members have all entered
+ * is evaluated here when the Python side compiled its pattern into message tables
+ * (round by round, as replay.collectives.evaluate does it); the others are listed,
+ * the kernel returns when no rank can move, and the Python side evaluates them
+ * (ReplayState._evaluate) and calls again.
  *
  * Built on first use by replay/_kernel.py with the C compiler (cc) and loaded with
  * ctypes. Compiled twice, for 32- and 64-bit event columns (the layout's dtype).
@@ -33,7 +34,14 @@ typedef struct {
     double *ts, *tr, *arrive, *done, *cost, *entry;
     const int64_t *slot_inst, *inst_size;
     int64_t *inst_count;
-    const uint8_t *inst_done, *inst_has_local;
+    uint8_t *inst_done;
+    const uint8_t *inst_has_local;
+    /* compiled collective patterns (ReplayState._compile_collectives) */
+    const int64_t *inst_pat, *coll_off, *coll_rank, *pat_rounds, *round_msgs, *pat_busy;
+    const int64_t *c_src, *c_dst;
+    const double *c_terms, *busy;
+    const uint8_t *c_rdv;
+    double *cT, *cnic, *cts, *cstart, *carr;
     double *t_end, *comm_ev, *dur_ev;
     int64_t *queue, qhead, qn;
     int64_t *full, n_full;
@@ -102,11 +110,59 @@ static inline void recvs_known(State *S, int64_t m) {
     notify(S, S->m_dst[m]);
 }
 
+/* collective instance i, whose members have all entered, with compiled pattern p
+ * (replay.collectives.evaluate on one instance: rounds in order; in a round every
+ * sender starts at max(its time, its NIC), a rendezvous message waits for its
+ * receiver's time, senders pay their overhead, then receivers process) */
+static void evaluate(State *S, int64_t i) {
+    int64_t p = S->inst_pat[i];
+    int64_t a = S->coll_off[i], n = S->coll_off[i + 1] - a;
+    double *T = S->cT, *nic = S->cnic;
+    for (int64_t j = 0; j < n; j++) {
+        T[j] = S->entry[a + j];
+        nic[j] = -INFINITY;
+    }
+    for (int64_t r = S->pat_rounds[p]; r < S->pat_rounds[p + 1]; r++) {
+        int64_t m0 = S->round_msgs[r], m1 = S->round_msgs[r + 1];
+        for (int64_t m = m0; m < m1; m++) {
+            const double *t4 = S->c_terms + 4 * m; /* cpu, gap, lat, oL */
+            int64_t src = S->c_src[m], k = m - m0;
+            double ts = dmax(T[src], nic[src]);
+            double start = S->c_rdv[m] ? dmax(ts + t4[3], T[S->c_dst[m]]) + t4[3] : ts;
+            S->cts[k] = ts;
+            S->cstart[k] = start;
+            S->carr[k] = start + t4[2];
+        }
+        for (int64_t m = m0; m < m1; m++) {
+            const double *t4 = S->c_terms + 4 * m;
+            int64_t src = S->c_src[m], k = m - m0;
+            nic[src] = S->cts[k] + t4[1];
+            T[src] = S->cstart[k] + t4[0];
+        }
+        for (int64_t m = m0; m < m1; m++) {
+            int64_t dst = S->c_dst[m];
+            T[dst] = dmax(S->carr[m - m0], T[dst]) + S->c_terms[4 * m];
+        }
+    }
+    const double *busy = S->busy + S->pat_busy[p];
+    int64_t base = 2 * S->M + a;
+    for (int64_t j = 0; j < n; j++) {
+        S->done[base + j] = T[j];
+        S->cost[base + j] = busy[j];
+    }
+    S->inst_done[i] = 1;
+    for (int64_t j = 0; j < n; j++) notify(S, S->coll_rank[a + j]);
+}
+
 static inline void entries_known(State *S, int64_t slot) {
     int64_t i = S->slot_inst[slot];
     S->inst_count[i] += 1;
-    if (S->inst_count[i] == S->inst_size[i] && !S->inst_done[i] && S->inst_has_local[i])
-        S->full[S->n_full++] = i;
+    if (S->inst_count[i] == S->inst_size[i] && !S->inst_done[i] && S->inst_has_local[i]) {
+        if (S->inst_pat[i] >= 0)
+            evaluate(S, i);
+        else
+            S->full[S->n_full++] = i;
+    }
 }
 
 /* numpy's pairwise summation of doubles (what np.add.reduce, reduceat and sum use) */
@@ -182,6 +238,10 @@ int64_t KERNEL(void **a, const int64_t *ints, int64_t *n_full) {
     S.inst_done = a[k++]; S.inst_has_local = a[k++];
     S.t_end = a[k++]; S.comm_ev = a[k++]; S.dur_ev = a[k++];
     S.queue = a[k++]; S.full = a[k++]; S.scr_r = a[k++]; S.scr_c = a[k++];
+    S.inst_pat = a[k++]; S.coll_off = a[k++]; S.coll_rank = a[k++]; S.pat_rounds = a[k++];
+    S.round_msgs = a[k++]; S.pat_busy = a[k++]; S.c_src = a[k++]; S.c_dst = a[k++];
+    S.c_terms = a[k++]; S.busy = a[k++]; S.c_rdv = a[k++];
+    S.cT = a[k++]; S.cnic = a[k++]; S.cts = a[k++]; S.cstart = a[k++]; S.carr = a[k++];
     S.qhead = S.qn = 0;
     S.n_full = 0;
     const int64_t M = S.M;

@@ -444,6 +444,7 @@ class ReplayState:
         scratch = {"queue": np.empty(max(n, 1), np.int64),
                    "full": np.empty(max(len(self.inst_size), 1), np.int64),
                    "scr_r": np.empty(width), "scr_c": np.empty(width)}
+        scratch.update(self._compile_collectives())
         fn = self._lib.sigex_replay_run32 if self.f_send.dtype == np.int32 else self._lib.sigex_replay_run64
         ints = np.array([n, self.lo, self.M, _KERNEL_BURST], np.int64)
         n_full = np.zeros(1, np.int64)
@@ -466,6 +467,101 @@ class ReplayState:
                     raise self.deadlock()
                 break
         return total
+
+    def _compile_collectives(self) -> dict[str, np.ndarray]:
+        """Message tables of the collective patterns the kernel evaluates itself, kept on the
+        state: per instance its pattern (``inst_pat``, -1: evaluated here in Python), per
+        pattern its rounds, per round its messages, per message its sender, receiver, LogGP
+        terms (cpu, gap, lat, oL) and rendezvous flag, per pattern each member's overheads.
+        The terms are those :meth:`_evaluate` uses (:func:`_world_costs` or
+        :func:`_machine_costs`, whose values per message depend only on which members share
+        a node), so the kernel's times are its times. Not compiled: closed-form
+        collectives, instances left to MPI workers (``defer_spanning``), patterns over
+        ``_KERNEL_PATTERN_MAX`` messages."""
+        if "_ctables" in self.__dict__:
+            return self._ctables
+        prog, mach = self.program, self.machine
+        I = len(self.inst_size)
+        inst_pat = np.full(I, -1, np.int64)
+        tabs = {"pat_rounds": [0], "round_msgs": [0], "pat_busy": [0], "c_src": [], "c_dst": [],
+                "c_terms": [], "busy": [], "c_rdv": []}
+        widest, longest = 1, 1
+        if self.collectives == "algorithms" and I:
+            offsets = prog.coll_offsets
+            has = self.inst_size > 0
+            local = np.arange(len(prog.coll_rank)) - offsets[self.slot_inst]
+            ordered = np.zeros(I, bool)
+            if has.any():
+                ordered[has] = np.logical_and.reduceat(prog.coll_rank == local, offsets[:-1][has])
+            ordered &= prog.coll_op != COLLECTIVE_NAMES.index("Neighbor")
+            cand = self._inst_has_local & has & ~self.inst_done
+            if self.defer_spanning:
+                cand &= ~self._inst_spans
+            flat = mach.link(True) == mach.network or mach.cores <= 1
+
+            def add(name, n, root, nbytes, world):
+                """Tables of one pattern with the costs on members ``world``: its id, or -1."""
+                nonlocal widest, longest
+                pat = prog.pattern(name, n, root, nbytes)
+                if pat.n_messages > _KERNEL_PATTERN_MAX:
+                    return -1
+                cst = (_world_costs(mach, name, n, root, nbytes) if world is None
+                       else _machine_costs(mach, pat, world[None, :]))
+                for k in range(pat.n_rounds):
+                    a, b = int(pat.round_offsets[k]), int(pat.round_offsets[k + 1])
+                    terms = np.empty((b - a, 4))
+                    for j, x in enumerate(cst.rounds[k]):
+                        terms[:, j] = np.asarray(x, np.float64).reshape(-1)  # a float or (1, b - a)
+                    rdv = cst.rdv[k]
+                    tabs["c_rdv"].append(np.zeros(b - a, np.uint8) if rdv is None else
+                                         np.ones(b - a, np.uint8) if rdv is True else
+                                         np.asarray(rdv, np.uint8).reshape(-1))
+                    tabs["c_terms"].append(terms)
+                    tabs["c_src"].append(pat.src[a:b])
+                    tabs["c_dst"].append(pat.dst[a:b])
+                    tabs["round_msgs"].append(tabs["round_msgs"][-1] + b - a)
+                    longest = max(longest, b - a)
+                tabs["pat_rounds"].append(tabs["pat_rounds"][-1] + pat.n_rounds)
+                tabs["busy"].append(np.asarray(cst.busy, np.float64).reshape(-1))
+                tabs["pat_busy"].append(tabs["pat_busy"][-1] + n)
+                widest = max(widest, n)
+                return len(tabs["pat_rounds"]) - 2
+
+            # instances over the world in rank order, or any on a machine with one link: one
+            # pattern per (collective, size, root, bytes)
+            same = cand & (ordered | flat)
+            idx = np.flatnonzero(same)
+            if len(idx):
+                keys = np.stack([prog.coll_op[idx], self.inst_size[idx], prog.coll_root[idx],
+                                 prog.coll_bytes[idx], ordered[idx]], axis=1)
+                uk, inv = np.unique(keys, axis=0, return_inverse=True)
+                ids = [add(COLLECTIVE_NAMES[op_code], n, root, nbytes,
+                           None if is_ordered else np.arange(n))
+                       for op_code, n, root, nbytes, is_ordered in uk.tolist()]
+                inst_pat[idx] = np.asarray(ids, np.int64)[inv.reshape(-1)]
+            # others: their links depend on which members share a node
+            seen: dict[tuple, int] = {}
+            for i in np.flatnonzero(cand & ~same).tolist():
+                a, b = int(prog.coll_offsets[i]), int(prog.coll_offsets[i + 1])
+                world = prog.coll_rank[a:b]
+                shape = np.unique(mach.node_of(world), return_inverse=True)[1].reshape(-1)
+                key = (int(prog.coll_op[i]), b - a, int(prog.coll_root[i]), int(prog.coll_bytes[i]),
+                       shape.astype(np.int64).tobytes())
+                if key not in seen:
+                    seen[key] = add(COLLECTIVE_NAMES[key[0]], key[1], key[2], key[3], world)
+                inst_pat[i] = seen[key]
+        out = {"inst_pat": inst_pat, "coll_off": prog.coll_offsets, "coll_rank": prog.coll_rank}
+        for key, vals in tabs.items():
+            dtype = np.float64 if key in ("c_terms", "busy") else np.uint8 if key == "c_rdv" else np.int64
+            if key in ("pat_rounds", "round_msgs", "pat_busy"):
+                out[key] = np.asarray(vals, np.int64)
+            else:
+                out[key] = (np.concatenate(vals) if vals else np.zeros((0, 4) if key == "c_terms" else 0))
+                out[key] = np.ascontiguousarray(out[key], dtype)
+        out.update(cT=np.empty(widest), cnic=np.empty(widest), cts=np.empty(longest),
+                   cstart=np.empty(longest), carr=np.empty(longest))
+        self._ctables = out
+        return out
 
     def step(self) -> int:
         """Advance every rank that can move by at most one event.
@@ -1000,6 +1096,19 @@ _KERNEL_ARRAYS = (
     ("t_end_new", np.float64), ("comm_ev", np.float64), ("dur_ev", np.float64))
 
 
+#: The kernel's work arrays and collective tables, after the state's arrays, in its order
+_KERNEL_TABLES = (
+    ("queue", np.int64), ("full", np.int64), ("scr_r", np.float64), ("scr_c", np.float64),
+    ("inst_pat", np.int64), ("coll_off", np.int64), ("coll_rank", np.int64),
+    ("pat_rounds", np.int64), ("round_msgs", np.int64), ("pat_busy", np.int64),
+    ("c_src", np.int64), ("c_dst", np.int64), ("c_terms", np.float64), ("busy", np.float64),
+    ("c_rdv", np.uint8), ("cT", np.float64), ("cnic", np.float64), ("cts", np.float64),
+    ("cstart", np.float64), ("carr", np.float64))
+
+#: Collective patterns of more messages are evaluated by numpy (vectorised) rather than compiled
+_KERNEL_PATTERN_MAX = 1 << 15
+
+
 def _kernel_pointers(st: "ReplayState", scratch: dict):
     """The data pointers of ``st``'s arrays (then the scratch arrays) for the kernel, after
     checking their dtypes and contiguity: the C code trusts them."""
@@ -1011,7 +1120,12 @@ def _kernel_pointers(st: "ReplayState", scratch: dict):
             raise TypeError(f"replay kernel: {name} is {a.dtype} (contiguous {a.flags.c_contiguous}), "
                             f"expected contiguous {want}")
         arrays.append(a)
-    arrays += [scratch[k] for k in ("queue", "full", "scr_r", "scr_c")]
+    for k, dtype in _KERNEL_TABLES:
+        a = scratch[k]
+        if a.dtype != np.dtype(dtype) or not a.flags.c_contiguous:
+            raise TypeError(f"replay kernel: {k} is {a.dtype} (contiguous {a.flags.c_contiguous}), "
+                            f"expected contiguous {np.dtype(dtype)}")
+        arrays.append(a)
     return (ctypes.c_void_p * len(arrays))(*(a.__array_interface__["data"][0] for a in arrays))
 
 
