@@ -363,7 +363,7 @@ def _lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndar
         q = np.minimum(np.searchsorted(uk, query_key), len(uk) - 1)
         qk = np.where(uk[q] == query_key, q, -1).astype(np.int64)
     tc = tk * span + (table_pos + 1)
-    order = np.argsort(tc, kind="stable")
+    order = np.argsort(tc)  # (key, position) pairs are distinct: any sort is stable
     tcs = tc[order]
     qc = qk * span + (query_pos + 1)
     if side == "before":
@@ -416,11 +416,18 @@ def _dense_key(k1s, k2s) -> list[np.ndarray]:
     return out
 
 
-def _stable_order(key: np.ndarray, pos: np.ndarray) -> np.ndarray:
-    """The order of rows by (key, pos): one stable sort when ``pos`` is already ascending."""
-    if len(pos) < 2 or bool(np.all(pos[1:] >= pos[:-1])):
-        return np.argsort(key, kind="stable")
-    return np.lexsort((pos, key))
+def _stable_order(key: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """The order of rows by (key, minor), ``minor`` non-negative and distinct among rows
+    with one key: what a stable sort by ``minor`` then by ``key`` gives. When both fit in
+    one int64 that is sorted with numpy's default (not stable, SIMD) sort, which is
+    several times faster than a stable one on these sizes."""
+    if len(key) < 2:
+        return np.arange(len(key))
+    lo = int(key.min())
+    span = int(minor.max()) + 1
+    if (int(key.max()) - lo + 1) * span < (1 << 62):
+        return np.argsort((key - lo) * span + minor)
+    return np.lexsort((minor, key))
 
 
 def _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos):
@@ -642,7 +649,8 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     # rank, then by rank, so that the messages a replay step touches lie together
     first = np.where(msg_send_event >= 0, msg_send_event, msg_recv_event)
     owner = rank[first]
-    order = np.lexsort((owner, first - rank_offsets[owner]))
+    order = _stable_order((first - rank_offsets[owner]) * (P + 1) + owner,
+                          np.arange(len(first)))
     msg_send_event, msg_recv_event = msg_send_event[order], msg_recv_event[order]
     msg_src, msg_dst, msg_bytes = msg_src[order], msg_dst[order], msg_bytes[order]
     sact = act[np.maximum(msg_send_event, 0)]
