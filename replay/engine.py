@@ -53,6 +53,17 @@ move by one event, in bulk; the number of steps is about the number of events
 per rank, not the total. Messages are matched before the replay
 (:class:`replay.Program`), so a step only propagates times.
 
+A step pays numpy's per-call overhead a few dozen times, which dominates on
+narrow traces (few ranks, millions of events per rank: a step then moves a few
+dozen events). By default :meth:`ReplayState.run` hands the same arrays to a
+compiled kernel (``replay/_kernel.c``, built with the C compiler on first use and
+cached: :mod:`replay._kernel`), which moves the ranks in turns of a few events,
+with the same floating-point operations per event, message and slot, and
+evaluates collectives from message tables compiled from the same costs; the
+numpy step stays the reference (``kernel="numpy"``, or ``SIGEX_REPLAY_KERNEL=numpy``)
+and the tests require both to give the same times to the last bit. Without a C
+compiler the numpy step runs.
+
 Every time is computed elementwise from its inputs (and a completing call's
 receives in a fixed order), so the result does not depend on which ranks move
 in the same step. Replaying the ranks in pieces (``replay(..., pieces=k)``)
