@@ -18,23 +18,10 @@ from random_programs import build, random_program
 from signature import load_trace
 
 
-def _ordinals_reference(k1, k2, pos):
-    n = len(k1)
-    if not n:
-        return np.zeros(0, np.int64)
-    order = np.lexsort((pos, k2, k1))
-    a, b = k1[order], k2[order]
-    new = np.ones(n, bool)
-    new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
-    idx = np.arange(n)
-    out = np.empty(n, np.int64)
-    out[order] = idx - np.maximum.accumulate(np.where(new, idx, 0))
-    return out
-
-
 def _pair_reference(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos):
-    """The k-th send with a key pairs with the k-th receive with it: one lexsort of both sides."""
-    so, ro = _ordinals_reference(s_k1, s_k2, s_pos), _ordinals_reference(r_k1, r_k2, r_pos)
+    """The k-th send with a key pairs with the k-th receive with it: one lexsort of both sides
+    (with the ordinals of :func:`replay.program._ordinals`, which the collectives use)."""
+    so, ro = rp._ordinals(s_k1, s_k2, s_pos), rp._ordinals(r_k1, r_k2, r_pos)
     ns = len(s_k1)
     k1, k2 = np.concatenate([s_k1, r_k1]), np.concatenate([s_k2, r_k2])
     ordn = np.concatenate([so, ro])
