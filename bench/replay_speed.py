@@ -42,7 +42,7 @@ second table. Each is measured in a fresh process (``--narrow-worker``): read
 (``load_trace``), match (``Program.from_trace``), replay with the compiled kernel
 (median of ``--reps`` fresh Programs after a warm-up) and once with the numpy
 engine (the reference: the two must give the same times to the last bit), and
-the process's peak resident memory after read + match + one replay (``ru_maxrss``;
+the process's peak resident memory after read + match + one replay (``VmHWM``;
 the interpreter with numpy and h5py loaded is shown apart). The narrow traces:
 
 * the bundled real traces at their largest P (``traces/*/P16.h5``);
@@ -248,6 +248,11 @@ def narrow_worker(path: str, reps: int, machine_name: str, numpy_reference: bool
     from signature import load_trace
 
     def rss_mb():
+        """Peak resident memory of this process image (VmHWM: ru_maxrss would keep the
+        launching process's peak across fork and exec)."""
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
     machine = load(machine_name).flat()  # what SMPI's platform describes
