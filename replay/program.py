@@ -466,25 +466,11 @@ def _unused(n: int, used: np.ndarray) -> np.ndarray:
 
 def _csr(owners: list[np.ndarray], values: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
     """CSR of the (owner, value) pairs of every group in turn, each owner's values in input
-    order (a stable sort by owner). Groups whose owners are ascending are placed directly,
-    with no sort."""
+    order (a stable sort by owner)."""
     owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
     offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))]).astype(np.int64)
-    if not all(len(o) < 2 or bool(np.all(o[1:] >= o[:-1])) for o in owners):
-        order = np.argsort(owner, kind="stable")
-        return offsets, np.concatenate(values)[order].astype(np.int64)
-    out = np.empty(len(owner), np.int64)
-    fill = offsets[:-1].copy()  # next free place of each owner
-    for o, v in zip(owners, values):
-        if not len(o):
-            continue
-        new = np.ones(len(o), bool)
-        new[1:] = o[1:] != o[:-1]
-        idx = np.arange(len(o))
-        starts = np.flatnonzero(new)
-        out[fill[o] + idx - np.repeat(starts, np.diff(np.append(starts, len(o))))] = v
-        fill[o[starts]] += np.diff(np.append(starts, len(o)))
-    return offsets, out
+    order = _stable_order(owner, np.arange(len(owner)))
+    return offsets, np.concatenate(values)[order].astype(np.int64) if values else owner
 
 
 def _expand_starts(cols, comp, phase, lists, rank_offsets):

@@ -100,8 +100,8 @@ def test_random_programs_equal_the_reference_matching(P, steps, seed):
 @given(sizes=st.lists(st.integers(0, 30), max_size=5), n=st.integers(1, 12), sort=st.booleans(),
        seed=st.integers(0, 2 ** 32 - 1))
 def test_csr_is_a_stable_sort_by_owner(sizes, n, sort, seed):
-    """Groups placed without a sort (ascending owners) or with one give what a stable
-    argsort of all pairs by owner gives."""
+    """Groups of owners (ascending or not) give what a stable argsort of all pairs by owner
+    gives."""
     rng = np.random.default_rng(seed)
     owners = [rng.integers(0, n, k) for k in sizes]
     owners = [np.sort(o) if sort else o for o in owners]
