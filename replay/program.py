@@ -434,22 +434,23 @@ def _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos):
     """Match sends and receives with equal keys by ordinal: returns index pairs.
 
     The j-th send (in ``pos`` order) with key (k1, k2) is paired with the j-th receive
-    with that key. One stable sort per side on a combined key, then each send finds
-    its receive by searching the receives' sorted keys."""
+    with that key. One sort per side on a combined key, then each run of sends with one
+    key finds its receives by one search in the receives' sorted keys."""
     if not len(s_k1) or not len(r_k1):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     sk, rk = _dense_key([s_k1, r_k1], [s_k2, r_k2])
     s_order, r_order = _stable_order(sk, s_pos), _stable_order(rk, r_pos)
     sks, rks = sk[s_order], rk[r_order]
-    # ordinal of each sorted send among the sends with its key
+    # per run of sends with one key: its first receive (one search per distinct key); the
+    # j-th send of the run takes the receive j places on if that one has the key too
     new = np.ones(len(sks), bool)
     new[1:] = sks[1:] != sks[:-1]
-    idx = np.arange(len(sks))
-    ordinal = idx - np.maximum.accumulate(np.where(new, idx, 0))
-    first = np.searchsorted(rks, sks, side="left")
-    count = np.searchsorted(rks, sks, side="right") - first
-    hit = ordinal < count
-    return s_order[hit], r_order[(first + ordinal)[hit]]
+    starts = np.flatnonzero(new)
+    lens = np.diff(np.append(starts, len(sks)))
+    cand = np.repeat(np.searchsorted(rks, sks[starts]) - starts, lens) + np.arange(len(sks))
+    hit = cand < len(rks)
+    hit[hit] = rks[cand[hit]] == sks[hit]
+    return s_order[hit], r_order[cand[hit]]
 
 
 def _unused_mask(n: int, used: np.ndarray) -> np.ndarray:
