@@ -10,8 +10,8 @@ compiler, written to a temporary name and renamed (concurrent first uses are saf
 and the first build prints one line on stderr.
 
 :func:`kernel` returns the loaded library, or None when no C compiler works (the
-replay then uses its numpy engine, which gives the same times); ``SIGEX_REPLAY_KERNEL=numpy``
-forces the numpy engine.
+replay then uses its numpy engine, which gives the same times, and a RuntimeWarning
+says why once); ``SIGEX_REPLAY_KERNEL=numpy`` forces the numpy engine.
 """
 
 from __future__ import annotations
@@ -19,11 +19,13 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 __all__ = ["kernel", "kernel_error", "SOURCE"]
@@ -43,7 +45,10 @@ def _compiler() -> str | None:
 
 def _build(cc: str) -> Path:
     src = SOURCE.read_bytes()
-    key = hashlib.sha256(src + cc.encode() + " ".join(_FLAGS).encode()).hexdigest()[:16]
+    # keyed by the source, the compiler, the flags and the machine type (a home directory
+    # shared by several kinds of node keeps one library per kind)
+    tag = " ".join([cc, *_FLAGS, platform.machine(), sys.platform]).encode()
+    key = hashlib.sha256(src + tag).hexdigest()[:16]
     lib = _cache_dir() / "replay" / f"libsigex_replay_{key}.so"
     if lib.exists():
         return lib
@@ -82,6 +87,10 @@ def kernel():
                                    ctypes.POINTER(ctypes.c_int64)]
             except OSError as e:
                 lib, err = None, str(e)
+        if err is not None:
+            warnings.warn(f"sigex: the replay's compiled kernel is not available ({err}); the "
+                          "numpy engine replays instead (same times, slower on traces with few "
+                          "ranks)", RuntimeWarning, stacklevel=3)
         _state["lib"], _state["error"] = lib, err
     return _state["lib"]
 

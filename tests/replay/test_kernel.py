@@ -163,3 +163,16 @@ def _tied_receives(seed):
     m = Machine(name="odd", network=LogGP(L=3e-6, o=1.1e-6, g=0.7e-6, G=3.3e-10, O=1.7e-10), S=10**9)
     ref, fast = both(p, m)
     assert_identical(ref, fast)
+
+
+def test_without_a_compiler_the_numpy_engine_replays(monkeypatch, tmp_path):
+    """No working C compiler: one RuntimeWarning naming why, then the numpy engine (same times)."""
+    p = mixed_program(4, seed=2)
+    want = replay(p, mixed_machine(False), kernel="numpy")
+    monkeypatch.setattr(_kernel, "_state", {})
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("SIGEX_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.warns(RuntimeWarning, match="no-such-cc"):
+        st = ReplayState(p, mixed_machine(False))
+    assert st.kernel == "numpy" and "no-such-cc" in _kernel.kernel_error()
+    assert_identical(want, replay(p, mixed_machine(False)))
