@@ -1,9 +1,9 @@
 /* The compiled step kernel of sigex's replay engine (replay/engine.py, ReplayState).
  *
- * It advances the ranks of one piece, one rank at a time, as far as each can go:
- * post its next event, complete it once every slot it waits for is known, and go on;
- * a rank that blocks leaves the work list until a message or collective slot it waits
- * for becomes known (then it is put back). It reads and writes the numpy arrays of
+ * It advances the ranks of one piece in turns of a few events each, from a ring of the
+ * ranks that can move: post a rank's next event, complete it once every slot it waits
+ * for is known, and go on; a rank that blocks leaves the ring until a message or
+ * collective slot it waits for becomes known (then it is put back). It reads and writes the numpy arrays of
  * ReplayState in place and performs, per event, message and slot, the same
  * floating-point operations as the numpy step (ReplayState._post, _sends_known,
  * _recvs_known, _rendezvous, _complete, _recv_scan), so its times are the numpy

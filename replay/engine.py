@@ -444,9 +444,10 @@ class ReplayState:
 
     def _run_compiled(self, progress: Progress | None, raise_on_deadlock: bool) -> int:
         """:meth:`run` with the compiled kernel (:mod:`replay._kernel`): it moves every rank
-        as far as it can, one rank at a time, with the numpy step's arithmetic; the
-        collective instances whose members have all entered come back to be evaluated
-        here (:meth:`_instances_full`), and the kernel is called again until no rank moves."""
+        as far as it can, in turns of ``_KERNEL_BURST`` events, with the numpy step's
+        arithmetic, and evaluates the collectives :meth:`_compile_collectives` compiled;
+        the other instances whose members have all entered come back to be evaluated here
+        (:meth:`_instances_full`), and the kernel is called again until no rank moves."""
         n = self.hi - self.lo
         lay = self._lay
         if "max_wait" not in lay:
