@@ -535,11 +535,19 @@ def _expand_starts(cols, comp, phase, lists, rank_offsets):
     return cols, comp, phase, act, cum[rank_offsets]
 
 
+#: Event columns the build widens to int64 whole (the others are widened where subsets are used)
+_WIDE_COLUMNS = ("rank", "seq", "req", "bytes", "recv_bytes")
+
+
 def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray], comp, phase,
            completions: Mapping[str, np.ndarray], lists, comms: CommTable,
            phase_weights: Sequence[float] | None) -> Program:
     P = nprocs
-    cols = {k: np.asarray(v, np.int64) for k, v in cols.items()}  # no copy when int64 already
+    # rank, seq, req and the sizes take part in arithmetic: int64 (no copy when they are
+    # already); the other columns keep their dtype (int32 in a trace) and are widened where
+    # a subset of them is used, which spares the page faults and memory of five E-long copies
+    cols = {k: np.asarray(v, np.int64) if k in _WIDE_COLUMNS else np.asarray(v)
+            for k, v in cols.items()}
     comp = np.asarray(comp, np.float64)
     rank_offsets = np.asarray(rank_offsets, np.int64)
     bad = np.flatnonzero(~np.isfinite(comp) | (comp < 0))
@@ -586,21 +594,22 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     # a send whose completion says it was cancelled (peer MPI_PROC_NULL) sent nothing;
     # a cancelled receive is dropped below through its completed source
     s_ev = np.flatnonzero(SEND_POST[act] & (peer >= 0) & (comp_peer != PEER_NULL))
-    s_src, s_dst, s_comm, s_tag = rank[s_ev], peer[s_ev], comm[s_ev], tag[s_ev]
+    s_src, s_dst = rank[s_ev], peer[s_ev].astype(np.int64)
+    s_comm, s_tag = comm[s_ev].astype(np.int64), tag[s_ev].astype(np.int64)
     r_ev = np.flatnonzero(RECV_POST[act])
     a = act[r_ev]
     both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
-    r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev])
+    r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev]).astype(np.int64)
     nb = NONBLOCKING_RECV[a]
     r_src = np.where(nb & ((comp_peer[r_ev] >= 0) | (comp_peer[r_ev] == PEER_NULL)),
                      comp_peer[r_ev], r_src)
     # the receive tag of Sendrecv is not recorded: assume the usual idiom (every rank runs the
     # same call, so the tag it receives is the tag it sends); left-overs match on (src, comm)
     r_tag = np.where(nb & (comp_tag[r_ev] >= 0), comp_tag[r_ev],
-                     np.where(both & nb, -1, tag[r_ev]))
+                     np.where(both & nb, -1, tag[r_ev])).astype(np.int64)
     keep = r_src != PEER_NULL
     r_ev, r_src, r_tag = r_ev[keep], r_src[keep], r_tag[keep]
-    r_dst, r_comm = rank[r_ev], comm[r_ev]
+    r_dst, r_comm = rank[r_ev], comm[r_ev].astype(np.int64)
 
     def k1(src, dst):
         return src * (P + 1) + dst
@@ -628,7 +637,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un) + len(rma), -1, np.int64),
                                      r_ev[r_un]])
     msg_src = np.concatenate([s_src[si], s_src[s_un], rank[rma], r_src[r_un]])
-    msg_dst = np.concatenate([s_dst[si], s_dst[s_un], peer[rma], r_dst[r_un]])
+    msg_dst = np.concatenate([s_dst[si], s_dst[s_un], peer[rma].astype(np.int64), r_dst[r_un]])
     msg_bytes = np.concatenate([cols["bytes"][s_ev[si]], cols["bytes"][s_ev[s_un]],
                                 cols["bytes"][rma] + cols["recv_bytes"][rma],
                                 cols["recv_bytes"][r_ev[r_un]]])
@@ -753,7 +762,7 @@ def _neighbor_patterns(name, coll_op, offsets, event, slot_rank, inst_comm, root
 def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None) -> dict:
     """Number collective calls into instances (communicator, ordinal) and slots."""
     ce = np.flatnonzero(COLLECTIVE[act])
-    c_comm = cols["comm"][ce]
+    c_comm = cols["comm"][ce].astype(np.int64)
     n_comms = len(comms)
     bad = np.flatnonzero((c_comm < 0) | (c_comm >= n_comms))
     if bad.size:
@@ -813,7 +822,7 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
             f"{name}: collective call {int(ordinal[j])} on communicator {c_comm[j]} is "
             f"{OPS[op[e]]} on rank {rank[e]} (seq {seq[e]}) but {OPS[op[other]]} on rank "
             f"{rank[other]} (seq {seq[other]}): members must call collectives in the same order")
-    root_w = cols["root"][ce]
+    root_w = cols["root"][ce].astype(np.int64)
     root_l = np.where(root_w >= 0, local_of(c_comm, np.maximum(root_w, 0)), -1)
     root = np.zeros(I, np.int64)
     np.maximum.at(root, inst, root_l)
