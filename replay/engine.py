@@ -551,9 +551,11 @@ class ReplayState:
                            None if is_ordered else np.arange(n))
                        for op_code, n, root, nbytes, is_ordered in uk.tolist()]
                 inst_pat[idx] = np.asarray(ids, np.int64)[inv.reshape(-1)]
-            # others: their links depend on which members share a node
+            # others: their links depend on which members share a node (one key per instance,
+            # worked out in Python: past _KERNEL_LOOP_MAX of them numpy's batches are cheaper)
             seen: dict[tuple, int] = {}
-            for i in np.flatnonzero(cand & ~same).tolist():
+            rest = np.flatnonzero(cand & ~same)
+            for i in (rest if len(rest) <= _KERNEL_LOOP_MAX else rest[:0]).tolist():
                 a, b = int(prog.coll_offsets[i]), int(prog.coll_offsets[i + 1])
                 world = prog.coll_rank[a:b]
                 shape = np.unique(mach.node_of(world), return_inverse=True)[1].reshape(-1)
@@ -1119,6 +1121,9 @@ _KERNEL_TABLES = (
 
 #: Collective patterns of more messages are evaluated by numpy (vectorised) rather than compiled
 _KERNEL_PATTERN_MAX = 1 << 15
+#: Sub-communicator instances on a machine with intra-node links are compiled one by one up to
+#: this many; beyond, numpy evaluates them (in batches)
+_KERNEL_LOOP_MAX = 4096
 
 
 def _kernel_pointers(st: "ReplayState", scratch: dict):

@@ -176,3 +176,18 @@ def test_without_a_compiler_the_numpy_engine_replays(monkeypatch, tmp_path):
         st = ReplayState(p, mixed_machine(False))
     assert st.kernel == "numpy" and "no-such-cc" in _kernel.kernel_error()
     assert_identical(want, replay(p, mixed_machine(False)))
+
+
+def test_collectives_left_to_numpy_give_the_same_times(monkeypatch):
+    """Sub-communicator collectives past the kernel's limits (here: all of them) are evaluated
+    by numpy between kernel calls; the times do not change."""
+    import replay.engine as engine
+
+    p = mixed_program(16, seed=5)
+    ref = replay(p, mixed_machine(True), kernel="numpy")
+    monkeypatch.setattr(engine, "_KERNEL_LOOP_MAX", 0)
+    monkeypatch.setattr(engine, "_KERNEL_PATTERN_MAX", 8)
+    st = ReplayState(p, mixed_machine(True))
+    st.run()
+    assert st.steps > 1  # the kernel handed instances back
+    assert_identical(ref, st.result())
