@@ -37,14 +37,38 @@ Alltoall is P - 1 pairwise rounds of P messages; at P = 1,024 it takes about
 Each SimGrid trace is the physical trace with each phase once (weights 1, so
 ``export_ti`` unrolls nothing): exactly the events sigex replays.
 
-Goals (replay issue): at least 5 million events/s on one core; at least 10x
-SimGrid's replay rate on the same trace; at least 1.7x from the second worker.
+Narrow traces (few ranks, millions of events per rank: what users capture) get a
+second table. Each is measured in a fresh process (``--narrow-worker``): read
+(``load_trace``), match (``Program.from_trace``), replay with the compiled kernel
+(median of ``--reps`` fresh Programs after a warm-up) and once with the numpy
+engine (the reference: the two must give the same times to the last bit), and
+the process's peak resident memory after read + match + one replay (``VmHWM``;
+the interpreter with numpy and h5py loaded is shown apart). The narrow traces:
+
+* the bundled real traces at their largest P (``traces/*/P16.h5``);
+* the real application traces of ``bench/validate_apps.py`` at P = 32 (LAMMPS,
+  GROMACS, HPCC, ...; ``--apps-dir``, default ``bench/_apps``; skipped if absent);
+* a long SMPI run: ``bench/smpi/sweep.c`` (the wavefront, a pipeline like NAS LU)
+  at P = 32 under ``smpirun -trace-ti``, ~3.2 M events; its TI trace is imported
+  as ``sigex simgrid import`` does it (``import_ti`` with the replay's clock),
+  and that import is timed too. Kept in ``bench/_smpi/replay_speed/``.
+
+SMPI replays each narrow trace it can (``export_ti``; SimGrid's TI format has no
+Alltoallv, so traces with one are not compared), whole process, on the flat
+machine sigex replays too; "x SMPI" is SMPI's time over sigex's read + match +
+replay.
+
+Goals (replay issues): at least 5 million events/s on one core (wide and
+narrow traces); at least 10x SimGrid's replay rate on the same trace (wide:
+replay; narrow: end to end); at least 1.7x from the second worker; ``sigex
+simgrid import`` of the 3 M-event trace under 3 s.
 Benchmarks print, they do not judge: the last line is one JSON object with the
 figures and, per goal, whether it was met. This machine has 2 cores and other
 work may run at the same time; the load average is printed with the table.
 
     python bench/replay_speed.py [--sizes 4096,65536] [--reps 7] [--simgrid stencil:4096,fft2d:1024]
-                                 [--no-simgrid] [--machine cluster-a]
+                                 [--no-simgrid] [--machine cluster-a] [--no-wide] [--no-narrow]
+                                 [--apps-dir bench/_apps] [--sweep-iters 1900]
 """
 
 from __future__ import annotations
@@ -68,7 +92,9 @@ from replay.workers import MIN_EVENTS_PER_WORKER  # noqa: E402
 GOAL_RATE = 5e6       # events/s on one core
 GOAL_SIMGRID = 10.0   # x SimGrid's replay rate on the same trace
 GOAL_WORKERS = 1.7    # x from the second worker
+GOAL_IMPORT_S = 3.0   # sigex simgrid import of the 3 M-event trace
 APPS = ("stencil", "fft2d")
+SMPI_CACHE = ROOT / "bench" / "_smpi" / "replay_speed"
 
 
 def _median(xs):
@@ -210,6 +236,207 @@ def simgrid_row(app: str, P: int, cm, machine, tmp: Path, reps: int, timeout: fl
     return row
 
 
+# ---- narrow traces --------------------------------------------------------------------------------
+
+def narrow_worker(path: str, reps: int, machine_name: str, numpy_reference: bool) -> int:
+    """In a fresh process: read, match and replay one trace; print one JSON line."""
+    import resource
+
+    import numpy as np
+
+    from replay import Program, load, replay
+    from signature import load_trace
+
+    def rss_mb():
+        """Peak resident memory of this process image (VmHWM: ru_maxrss would keep the
+        launching process's peak across fork and exec)."""
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    machine = load(machine_name).flat()  # what SMPI's platform describes
+    replay(Program.from_arrays(1, rank=[0], op=["Init"]), machine)  # imports, the kernel's library
+    base = rss_mb()
+    t0 = time.perf_counter()
+    trace = load_trace(path)
+    read = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    prog = Program.from_trace(trace)
+    match = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fast = replay(prog, machine, kernel="compiled")
+    first = time.perf_counter() - t0
+    peak = rss_mb()
+    times, matches = [], [match]
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        prog = Program.from_trace(trace)
+        matches.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        replay(prog, machine, kernel="compiled")
+        times.append(time.perf_counter() - t0)
+    out = {"path": path, "P": trace.nprocs, "events": prog.n_events, "messages": prog.n_messages,
+           "collectives": prog.n_collectives, "read_s": read, "match_s": _median(matches),
+           "match_times": matches, "replay_first_s": first, "replay_s": _median(times),
+           "replay_times": times, "runtime": fast.runtime, "rss_base_mb": base, "rss_peak_mb": peak}
+    if numpy_reference:
+        prog = Program.from_trace(trace)
+        t0 = time.perf_counter()
+        ref = replay(prog, machine, kernel="numpy")
+        out["numpy_replay_s"] = time.perf_counter() - t0
+        out["identical"] = bool(all(np.array_equal(getattr(ref, k), getattr(fast, k)) for k in
+                                    ("event_end", "finish", "computation", "communication", "te")))
+    print("NARROW " + json.dumps(out), flush=True)
+    return 0
+
+
+def narrow_timings(path: Path, reps: int, machine: str, numpy_reference: bool) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--narrow-worker", "--reps", str(reps),
+           "--machine", machine, *(["--numpy-reference"] if numpy_reference else []), str(path)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("NARROW ")]
+    if res.returncode != 0 or not lines:
+        raise SystemExit(f"narrow worker failed on {path} (exit {res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return json.loads(lines[-1][len("NARROW "):])
+
+
+def sweep_trace(iters: int, machine) -> tuple[Path, Path, float]:
+    """The long SMPI run of bench/smpi/sweep.c at P = 32: (its TI index, the imported sigex
+    trace, the import's time as ``sigex simgrid import`` does it). Cached in SMPI_CACHE."""
+    from replay.simgrid import import_ti, run_program
+
+    folder = SMPI_CACHE / f"sweep-P32-i{iters}"
+    index, h5 = folder / "ti" / "ti.txt", folder / "sweep-P32.h5"
+    src = ROOT / "bench" / "smpi" / "sweep.c"
+    exe = folder / "sweep"
+    if not index.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["smpicc", "-O2", "-o", str(exe), str(src), "-lm"], check=True,
+                       capture_output=True, text=True)
+        print(f"# SMPI: sweep at P=32, {iters} iterations, traced (-trace-ti) ...", file=sys.stderr,
+              flush=True)
+        shutil.rmtree(folder / "ti", ignore_errors=True)
+        _, out = run_program(exe, ["--n", "256", "--iters", str(iters), "--planes", "16",
+                                   "--kblocks", "16"], machine, 32, trace_ti=folder / "ti")
+        if "OK" not in out:
+            raise SystemExit(f"sweep under SMPI: the program's check failed: {out.strip()}")
+    t0 = time.perf_counter()
+    trace = import_ti(index, clock=machine, app="sweep")  # what `sigex simgrid import` runs
+    imported = time.perf_counter() - t0
+    trace.to_hdf5(h5, overwrite=True)
+    return index, h5, imported
+
+
+def smpi_replay_time(path: Path, index: Path | None, machine, tmp: Path, timeout: float) -> dict:
+    """SMPI's ``smpirun -replay`` of the trace (its own TI index, or exported), whole process."""
+    from replay.simgrid import export_ti, replay_smpi
+    from signature import load_trace
+
+    trace = load_trace(path) if index is None else None
+    try:
+        if index is None:
+            index = export_ti(trace, tmp / f"ti-{path.parent.name}-{path.stem}", overwrite=True)
+        P = load_trace(path).nprocs if trace is None else trace.nprocs
+        t0 = time.perf_counter()
+        sim = replay_smpi(index, machine, P, timeout=timeout)
+        return {"smpi_s": time.perf_counter() - t0, "smpi_runtime": sim}
+    except Exception as err:  # noqa: BLE001 -- a benchmark reports, it does not stop
+        return {"smpi_s": None, "smpi_error": str(err).splitlines()[0][:160]}
+
+
+def narrow_rows(args, machine, tmp: Path) -> tuple[list[dict], dict | None]:
+    """Timings of every narrow trace (and the SMPI import of the long sweep run)."""
+    paths = [(f"{p.parent.name} (bundled)", p, None) for p in sorted((ROOT / "traces").glob("*/P16.h5"))]
+    apps = Path(args.apps_dir)
+    paths += [(f"{p.parent.parent.name} (app)", p, None) for p in sorted(apps.glob("*/P32/P32.h5"))]
+    imported = None
+    have_smpi = shutil.which("smpirun") is not None and shutil.which("smpicc") is not None
+    if have_smpi and args.sweep_iters > 0:
+        index, h5, t_import = sweep_trace(args.sweep_iters, machine.flat())
+        paths.append(("sweep (SMPI run)", h5, index))
+        imported = {"trace": "sweep (SMPI run)", "import_s": t_import}
+    rows = []
+    for label, path, index in paths:
+        print(f"# narrow: {label} {path}", file=sys.stderr, flush=True)
+        r = narrow_timings(path, args.reps, args.machine, not args.no_numpy_reference)
+        r["trace"] = label
+        if have_smpi and not args.no_simgrid:
+            r.update(smpi_replay_time(path, index, machine.flat(), tmp, args.smpi_timeout))
+        total = r["read_s"] + r["match_s"] + r["replay_s"]
+        r.update(total_s=total, replay_events_per_s=r["events"] / r["replay_s"],
+                 replay_best_events_per_s=r["events"] / min(r["replay_times"] or [r["replay_s"]]),
+                 match_best_events_per_s=r["events"] / min(r["match_times"]),
+                 match_events_per_s=r["events"] / r["match_s"], total_events_per_s=r["events"] / total)
+        if r.get("smpi_s"):
+            r.update(x_smpi_end_to_end=r["smpi_s"] / total, x_smpi_replay=r["smpi_s"] / r["replay_s"])
+        if imported is not None and label == imported["trace"]:
+            imported["events"] = r["events"]
+        rows.append(r)
+    return rows, imported
+
+
+def print_narrow(rows: list[dict], imported: dict | None) -> None:
+    print()
+    print("Narrow traces (one core, fresh process each; flat machine; median of the reps): read, "
+          "match (Program), replay (compiled kernel); numpy: the reference engine once; SMPI: "
+          "smpirun -replay of the same trace, whole process")
+    head = (f"{'trace':18s} {'P':>3s} {'events':>10s} | {'read s':>7s} {'match s':>7s} {'ev/s':>8s} | "
+            f"{'replay s':>8s} {'ev/s':>8s} {'best':>8s} {'numpy s':>8s} {'same':>4s} | {'peak MB':>8s} | "
+            f"{'SMPI s':>7s} {'x SMPI':>6s}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        npy = f"{r['numpy_replay_s']:8.3f}" if "numpy_replay_s" in r else f"{'':>8s}"
+        same = ("yes" if r["identical"] else "NO") if "identical" in r else ""
+        sm = (f"{r['smpi_s']:7.2f} {r['x_smpi_end_to_end']:5.1f}x" if r.get("smpi_s")
+              else f"{'n/a':>7s} {'':>6s}")
+        print(f"{r['trace']:18s} {r['P']:>3d} {r['events']:>10,d} | {r['read_s']:7.3f} {r['match_s']:7.3f} "
+              f"{r['match_events_per_s']:8.3g} | {r['replay_s']:8.3f} {r['replay_events_per_s']:8.3g} "
+              f"{r['replay_best_events_per_s']:8.3g} {npy} "
+              f"{same:>4s} | {r['rss_peak_mb'] - r['rss_base_mb']:8.0f} | {sm}")
+    base = max((r["rss_base_mb"] for r in rows), default=0)
+    print(f"peak MB: the process's peak resident memory after read + match + one replay, less the "
+          f"interpreter's with numpy, h5py and sigex loaded (~{base:.0f} MB). x SMPI: SMPI's whole "
+          f"replay over sigex's read + match + replay. best: the fastest replay (wall times of "
+          f"small traces jump when the process is descheduled on a loaded machine).")
+    for r in rows:
+        if r.get("smpi_error"):
+            print(f"  SMPI n/a on {r['trace']}: {r['smpi_error']}")
+    if imported is not None:
+        print(f"sigex simgrid import of the {imported['trace']} trace ({imported.get('events', 0):,d} "
+              f"events, import_ti with the replay's clock): {imported['import_s']:.2f} s")
+
+
+def wide_rows(args, machine, sizes, sg_list, tmp: Path, rows: list, sg_rows: list) -> float:
+    """The wide physical traces: one and two workers (``rows``), SMPI (``sg_rows``); returns
+    the MPI start-up time."""
+    from compute_model import campaign
+
+    models, paths = {}, {}
+    for app in APPS:
+        t0 = time.perf_counter()
+        _, models[app] = campaign.models(campaign.load(ROOT / "examples" / f"{app}.toml"))
+        for P in sizes:
+            paths[app, P] = models[app].physical_trace(P, tmp / f"{app}-{P}.h5", overwrite=True)
+        print(f"# {app}: models and physical traces at P = {sizes} in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr, flush=True)
+    if shutil.which("mpiexec") is None:
+        raise SystemExit("mpiexec not found: pip install mpich mpi4py")
+    startup = mpi_startup(args.workers)
+    order = [(app, P) for app in APPS for P in sizes]
+    got = run_timings([paths[k] for k in order], args.reps, args.machine, args.workers)
+    for app, P in order:
+        r = got[str(paths[app, P])]
+        r.update(app=app, P=P)
+        rows.append(r)
+    for app, P in sg_list:
+        print(f"# SimGrid {app} P={P} ...", file=sys.stderr, flush=True)
+        # SimGrid's platform is one single-core host per rank: both replay the flat machine
+        sg_rows.append(simgrid_row(app, P, models[app], machine.flat(), tmp, args.reps, args.smpi_timeout))
+    return startup
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="4096,65536", help="comma-separated P values")
@@ -220,48 +447,49 @@ def main(argv=None) -> int:
                     help="app:P traces to replay with SMPI as well")
     ap.add_argument("--smpi-timeout", type=float, default=600)
     ap.add_argument("--no-simgrid", action="store_true")
+    ap.add_argument("--no-wide", action="store_true", help="skip the wide physical traces")
+    ap.add_argument("--no-narrow", action="store_true", help="skip the narrow traces")
+    ap.add_argument("--apps-dir", default=str(ROOT / "bench" / "_apps"),
+                    help="application traces of bench/validate_apps.py (*/P32/P32.h5)")
+    ap.add_argument("--sweep-iters", type=int, default=1900,
+                    help="iterations of the long SMPI sweep run (0: none)")
+    ap.add_argument("--no-numpy-reference", action="store_true",
+                    help="do not replay the narrow traces with the numpy engine too")
     ap.add_argument("--worker-mode", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--narrow-worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--numpy-reference", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker_mode:
         return worker_main(args.paths, args.reps, args.machine)
+    if args.narrow_worker:
+        return narrow_worker(args.paths[0], args.reps, args.machine, args.numpy_reference)
 
-    from compute_model import campaign
     from replay import load
 
     machine = load(args.machine)
     sizes = [int(x) for x in args.sizes.split(",")]
     load0 = os.getloadavg()
-    have_mpi = shutil.which("mpiexec") is not None
     sg_list = [] if args.no_simgrid or not shutil.which("smpirun") else \
         [(a, int(p)) for a, p in (x.split(":") for x in args.simgrid.split(",") if x)]
-    rows, sg_rows = [], []
+    rows, sg_rows, narrow, imported, startup = [], [], [], None, None
     with tempfile.TemporaryDirectory(prefix="sigex-replay-speed-") as tmpdir:
         tmp = Path(tmpdir)
-        models, paths = {}, {}
-        for app in APPS:
-            t0 = time.perf_counter()
-            _, models[app] = campaign.models(campaign.load(ROOT / "examples" / f"{app}.toml"))
-            for P in sizes:
-                paths[app, P] = models[app].physical_trace(P, tmp / f"{app}-{P}.h5", overwrite=True)
-            print(f"# {app}: models and physical traces at P = {sizes} in {time.perf_counter() - t0:.1f} s",
-                  file=sys.stderr, flush=True)
-        if not have_mpi:
-            raise SystemExit("mpiexec not found: pip install mpich mpi4py")
-        startup = mpi_startup(args.workers)
-        order = [(app, P) for app in APPS for P in sizes]
-        got = run_timings([paths[k] for k in order], args.reps, args.machine, args.workers)
-        for app, P in order:
-            r = got[str(paths[app, P])]
-            r.update(app=app, P=P)
-            rows.append(r)
-        for app, P in sg_list:
-            print(f"# SimGrid {app} P={P} ...", file=sys.stderr, flush=True)
-            # SimGrid's platform is one single-core host per rank: both replay the flat machine
-            sg_rows.append(simgrid_row(app, P, models[app], machine.flat(), tmp, args.reps, args.smpi_timeout))
+        if not args.no_wide:
+            startup = wide_rows(args, machine, sizes, sg_list, tmp, rows, sg_rows)
+        if not args.no_narrow:
+            narrow, imported = narrow_rows(args, machine, tmp)
     load1 = os.getloadavg()
 
     # ---- table ---------------------------------------------------------------------------
+    results = wide_table(rows, sg_rows, args, machine, load0, load1, startup) if rows else []
+    if narrow or imported:
+        print_narrow(narrow, imported)
+    return goals_and_json(results, sg_rows, narrow, imported, args, machine, load0, load1, startup)
+
+
+def wide_table(rows, sg_rows, args, machine, load0, load1, startup) -> list[dict]:
+    """Print the wide traces' tables; their figures for the JSON line."""
     W = args.workers
     print(f"replay speed on {machine.name}: {os.cpu_count()} cores on this machine, load average "
           f"{load0[0]:.2f} before and {load1[0]:.2f} after (other work may be running); median of "
@@ -323,8 +551,10 @@ def main(argv=None) -> int:
         print("(SMPI cannot replay the FFT at P = 4,096 in reasonable time: P - 1 pairwise Alltoall rounds "
               "of P messages; it is compared at the P given by --simgrid. 'w/ build': sigex's time "
               "including building the Program.)")
+    return results
 
-    # ---- goals -----------------------------------------------------------------------------
+
+def goals_and_json(results, sg_rows, narrow, imported, args, machine, load0, load1, startup) -> int:
     def goal(target, values, by):
         """``values`` as {label: value}; met when every value reaches ``target``."""
         vals = {k: v for k, v in values.items() if v is not None}
@@ -333,22 +563,42 @@ def main(argv=None) -> int:
                 "met": bool(vals) and all(v >= target for v in vals.values())}
 
     label = lambda r: f"{r['app']} P={r['P']}"  # noqa: E731
+    nlabel = lambda r: f"{r['trace']} P={r['P']}"  # noqa: E731
     goals = {
         "events_per_s_one_core": goal(GOAL_RATE, {label(r): r["one_worker_events_per_s"] for r in results},
                                       "events/s of one worker's first replay (median)"),
         "x_simgrid_rate": goal(GOAL_SIMGRID, {label(s): s.get("ratio") for s in sg_rows},
                                "SMPI time / sigex replay time on the same trace"),
+        "narrow_events_per_s_one_core": goal(
+            GOAL_RATE, {nlabel(r): r["replay_events_per_s"] for r in narrow},
+            "narrow traces: events/s of the compiled replay (median)"),
+        "narrow_match_events_per_s": goal(
+            GOAL_RATE, {nlabel(r): r["match_events_per_s"] for r in narrow},
+            "narrow traces: events/s of Program.from_trace (matching; median)"),
+        "narrow_x_simgrid_end_to_end": goal(
+            GOAL_SIMGRID, {nlabel(r): r.get("x_smpi_end_to_end") for r in narrow},
+            "SMPI's whole replay / sigex read + match + replay"),
+        "simgrid_import_under_3s": {
+            "goal": GOAL_IMPORT_S, "by": "seconds of import_ti (with the replay's clock) of the "
+            "long SMPI sweep trace", "value": None if imported is None else imported["import_s"],
+            "met": imported is not None and imported["import_s"] < GOAL_IMPORT_S},
         "x_second_worker": goal(GOAL_WORKERS, {label(r): r["speedup"] for r in results},
                                 "one worker's time / two workers' (medians), by default (small "
                                 "traces: worker 0 alone)"),
     }
     print()
     for name, g in goals.items():
+        if "values" not in g:
+            v = g["value"]
+            print(f"goal {name} < {g['goal']:g} s: {'met' if g['met'] else 'NOT met'} "
+                  f"({'n/a' if v is None else f'{v:.2f} s'})")
+            continue
         vals = ", ".join(f"{k} {v:.3g}" for k, v in g["values"].items()) or "n/a"
         print(f"goal {name} >= {g['goal']:g}: {'met' if g['met'] else 'NOT met'} ({vals})")
     print(json.dumps({"bench": "replay_speed", "machine": machine.name, "cores": os.cpu_count(),
                       "loadavg_before": load0[0], "loadavg_after": load1[0], "reps": args.reps,
-                      "mpi_startup_s": startup, "rows": results, "simgrid": sg_rows, "goals": goals}))
+                      "mpi_startup_s": startup, "rows": results, "simgrid": sg_rows,
+                      "narrow": narrow, "simgrid_import": imported, "goals": goals}))
     return 0
 
 

@@ -9,6 +9,8 @@ replay            -- predict a program's run on a machine (collectives as algori
 ReplayResult      -- runtime, critical rank, per-rank and per-phase computation/communication/
                      wait, TE_i, pet()
 ReplayState       -- the engine: per-rank arrays, step(), run(until_phase=...), piece exchange
+                     (run() uses the compiled kernel of replay/_kernel.c when it builds; kernel="numpy":
+                     the vectorised reference, same times)
 Program           -- a trace resolved for replay: matched messages, collective instances, wait lists
 
 MPI workers (``import replay.workers``)

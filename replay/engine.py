@@ -53,6 +53,17 @@ move by one event, in bulk; the number of steps is about the number of events
 per rank, not the total. Messages are matched before the replay
 (:class:`replay.Program`), so a step only propagates times.
 
+A step pays numpy's per-call overhead a few dozen times, which dominates on
+narrow traces (few ranks, millions of events per rank: a step then moves a few
+dozen events). By default :meth:`ReplayState.run` hands the same arrays to a
+compiled kernel (``replay/_kernel.c``, built with the C compiler on first use and
+cached: :mod:`replay._kernel`), which moves the ranks in turns of a few events,
+with the same floating-point operations per event, message and slot, and
+evaluates collectives from message tables compiled from the same costs; the
+numpy step stays the reference (``kernel="numpy"``, or ``SIGEX_REPLAY_KERNEL=numpy``)
+and the tests require both to give the same times to the last bit. Without a C
+compiler the numpy step runs.
+
 Every time is computed elementwise from its inputs (and a completing call's
 receives in a fixed order), so the result does not depend on which ranks move
 in the same step. Replaying the ranks in pieces (``replay(..., pieces=k)``)
@@ -73,6 +84,7 @@ spanning pieces is evaluated by the workers together, each for its own members
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import functools
 from typing import Callable
@@ -199,9 +211,11 @@ class ReplayState:
     """
 
     def __init__(self, program: Program, machine: Machine, *, ranks: tuple[int, int] | None = None,
-                 collectives: str = "algorithms", defer_spanning: bool = False):
+                 collectives: str = "algorithms", defer_spanning: bool = False, kernel: str = "auto"):
         if collectives not in ("algorithms", "closed-form"):
             raise ValueError(f"collectives must be 'algorithms' or 'closed-form', got {collectives!r}")
+        self._lib = _kernel_library(kernel)
+        self.kernel = "compiled" if self._lib is not None else "numpy"
         self.program = program
         self.machine = machine
         self.collectives = collectives
@@ -410,6 +424,8 @@ class ReplayState:
         ranks are left that can never move (unless ``raise_on_deadlock`` is false,
         as for a piece waiting for another piece)."""
         self.set_until_phase(until_phase)
+        if self._lib is not None and max_steps is None:
+            return self._run_compiled(progress, raise_on_deadlock)
         total = 0
         n_ev = self.ev_hi - self.ev_lo
         first = self.program.rank_offsets[self.lo:self.hi]
@@ -425,6 +441,141 @@ class ReplayState:
             if max_steps is not None and self.steps >= max_steps:
                 break
         return total
+
+    def _run_compiled(self, progress: Progress | None, raise_on_deadlock: bool) -> int:
+        """:meth:`run` with the compiled kernel (:mod:`replay._kernel`): it moves every rank
+        as far as it can, in turns of ``_KERNEL_BURST`` events, with the numpy step's
+        arithmetic, and evaluates the collectives :meth:`_compile_collectives` compiled;
+        the other instances whose members have all entered come back to be evaluated here
+        (:meth:`_instances_full`), and the kernel is called again until no rank moves."""
+        n = self.hi - self.lo
+        lay = self._lay
+        if "max_wait" not in lay:
+            lay["max_wait"] = int(self.f_wlen.max()) if len(self.f_wlen) else 0
+        width = max(lay["max_wait"], 1)
+        scratch = {"queue": np.empty(max(n, 1), np.int64),
+                   "full": np.empty(max(len(self.inst_size), 1), np.int64),
+                   "scr_r": np.empty(width), "scr_c": np.empty(width)}
+        scratch.update(self._compile_collectives())
+        fn = self._lib.sigex_replay_run32 if self.f_send.dtype == np.int32 else self._lib.sigex_replay_run64
+        ints = np.array([n, self.lo, self.M, _KERNEL_BURST], np.int64)
+        n_full = np.zeros(1, np.int64)
+        total = 0
+        n_ev = self.ev_hi - self.ev_lo
+        first = self.program.rank_offsets[self.lo:self.hi]
+        ptrs = _kernel_pointers(self, scratch)  # the arrays are updated in place below
+        while not self.finished:
+            moved = int(fn(ptrs, ints.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
+                           n_full.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))))
+            self.steps += 1
+            total += moved
+            self.ready = np.flatnonzero(~self.posted & (self.idx < self.limit))
+            if n_full[0]:
+                self._instances_full(scratch["full"][:int(n_full[0])].copy())
+            if progress is not None:
+                progress(int(np.sum(self.idx - first)), n_ev)
+            if moved == 0:
+                if raise_on_deadlock:
+                    raise self.deadlock()
+                break
+        return total
+
+    def _compile_collectives(self) -> dict[str, np.ndarray]:
+        """Message tables of the collective patterns the kernel evaluates itself, kept on the
+        state: per instance its pattern (``inst_pat``, -1: evaluated here in Python), per
+        pattern its rounds, per round its messages, per message its sender, receiver, LogGP
+        terms (cpu, gap, lat, oL) and rendezvous flag, per pattern each member's overheads.
+        The terms are those :meth:`_evaluate` uses (:func:`_world_costs` or
+        :func:`_machine_costs`, whose values per message depend only on which members share
+        a node), so the kernel's times are its times. Not compiled: closed-form
+        collectives, instances left to MPI workers (``defer_spanning``), patterns over
+        ``_KERNEL_PATTERN_MAX`` messages."""
+        if "_ctables" in self.__dict__:
+            return self._ctables
+        prog, mach = self.program, self.machine
+        I = len(self.inst_size)
+        inst_pat = np.full(I, -1, np.int64)
+        tabs = {"pat_rounds": [0], "round_msgs": [0], "pat_busy": [0], "c_src": [], "c_dst": [],
+                "c_terms": [], "busy": [], "c_rdv": []}
+        widest, longest = 1, 1
+        if self.collectives == "algorithms" and I:
+            offsets = prog.coll_offsets
+            has = self.inst_size > 0
+            local = np.arange(len(prog.coll_rank)) - offsets[self.slot_inst]
+            ordered = np.zeros(I, bool)
+            if has.any():
+                ordered[has] = np.logical_and.reduceat(prog.coll_rank == local, offsets[:-1][has])
+            ordered &= prog.coll_op != COLLECTIVE_NAMES.index("Neighbor")
+            cand = self._inst_has_local & has & ~self.inst_done
+            if self.defer_spanning:
+                cand &= ~self._inst_spans
+            flat = mach.link(True) == mach.network or mach.cores <= 1
+
+            def add(name, n, root, nbytes, world):
+                """Tables of one pattern with the costs on members ``world``: its id, or -1."""
+                nonlocal widest, longest
+                pat = prog.pattern(name, n, root, nbytes)
+                if pat.n_messages > _KERNEL_PATTERN_MAX:
+                    return -1
+                cst = (_world_costs(mach, name, n, root, nbytes) if world is None
+                       else _machine_costs(mach, pat, world[None, :]))
+                for k in range(pat.n_rounds):
+                    a, b = int(pat.round_offsets[k]), int(pat.round_offsets[k + 1])
+                    terms = np.empty((b - a, 4))
+                    for j, x in enumerate(cst.rounds[k]):
+                        terms[:, j] = np.asarray(x, np.float64).reshape(-1)  # a float or (1, b - a)
+                    rdv = cst.rdv[k]
+                    tabs["c_rdv"].append(np.zeros(b - a, np.uint8) if rdv is None else
+                                         np.ones(b - a, np.uint8) if rdv is True else
+                                         np.asarray(rdv, np.uint8).reshape(-1))
+                    tabs["c_terms"].append(terms)
+                    tabs["c_src"].append(pat.src[a:b])
+                    tabs["c_dst"].append(pat.dst[a:b])
+                    tabs["round_msgs"].append(tabs["round_msgs"][-1] + b - a)
+                    longest = max(longest, b - a)
+                tabs["pat_rounds"].append(tabs["pat_rounds"][-1] + pat.n_rounds)
+                tabs["busy"].append(np.asarray(cst.busy, np.float64).reshape(-1))
+                tabs["pat_busy"].append(tabs["pat_busy"][-1] + n)
+                widest = max(widest, n)
+                return len(tabs["pat_rounds"]) - 2
+
+            # instances over the world in rank order, or any on a machine with one link: one
+            # pattern per (collective, size, root, bytes)
+            same = cand & (ordered | flat)
+            idx = np.flatnonzero(same)
+            if len(idx):
+                keys = np.stack([prog.coll_op[idx], self.inst_size[idx], prog.coll_root[idx],
+                                 prog.coll_bytes[idx], ordered[idx]], axis=1)
+                uk, inv = np.unique(keys, axis=0, return_inverse=True)
+                ids = [add(COLLECTIVE_NAMES[op_code], n, root, nbytes,
+                           None if is_ordered else np.arange(n))
+                       for op_code, n, root, nbytes, is_ordered in uk.tolist()]
+                inst_pat[idx] = np.asarray(ids, np.int64)[inv.reshape(-1)]
+            # others: their links depend on which members share a node (one key per instance,
+            # worked out in Python: past _KERNEL_LOOP_MAX of them numpy's batches are cheaper)
+            seen: dict[tuple, int] = {}
+            rest = np.flatnonzero(cand & ~same)
+            for i in (rest if len(rest) <= _KERNEL_LOOP_MAX else rest[:0]).tolist():
+                a, b = int(prog.coll_offsets[i]), int(prog.coll_offsets[i + 1])
+                world = prog.coll_rank[a:b]
+                shape = np.unique(mach.node_of(world), return_inverse=True)[1].reshape(-1)
+                key = (int(prog.coll_op[i]), b - a, int(prog.coll_root[i]), int(prog.coll_bytes[i]),
+                       shape.astype(np.int64).tobytes())
+                if key not in seen:
+                    seen[key] = add(COLLECTIVE_NAMES[key[0]], key[1], key[2], key[3], world)
+                inst_pat[i] = seen[key]
+        out = {"inst_pat": inst_pat, "coll_off": prog.coll_offsets, "coll_rank": prog.coll_rank}
+        for key, vals in tabs.items():
+            dtype = np.float64 if key in ("c_terms", "busy") else np.uint8 if key == "c_rdv" else np.int64
+            if key in ("pat_rounds", "round_msgs", "pat_busy"):
+                out[key] = np.asarray(vals, np.int64)
+            else:
+                out[key] = (np.concatenate(vals) if vals else np.zeros((0, 4) if key == "c_terms" else 0))
+                out[key] = np.ascontiguousarray(out[key], dtype)
+        out.update(cT=np.empty(widest), cnic=np.empty(widest), cts=np.empty(longest),
+                   cstart=np.empty(longest), carr=np.empty(longest))
+        self._ctables = out
+        return out
 
     def step(self) -> int:
         """Advance every rank that can move by at most one event.
@@ -606,7 +757,12 @@ class ReplayState:
         else:
             inst, counts = np.unique(si, return_counts=True)
         self.inst_count[inst] += counts
-        full = inst[(self.inst_count[inst] == self.inst_size[inst]) & ~self.inst_done[inst]]
+        self._instances_full(inst[self.inst_count[inst] == self.inst_size[inst]])
+
+    def _instances_full(self, inst: np.ndarray) -> None:
+        """Collective instances ``inst`` whose members have all entered: evaluate those not
+        done yet that have members here (or leave those spanning pieces to the caller)."""
+        full = inst[~self.inst_done[inst]]
         full = full[self._inst_has_local[full]]
         if full.size and self.defer_spanning:
             span = self._inst_spans[full]
@@ -739,7 +895,11 @@ class ReplayState:
         n_ok = int(np.count_nonzero(ok))
         if not n_ok:
             return 0
-        acct = cost.reshape(nK, k_same).sum(axis=1) if k_same else np.add.reduceat(cost, rowstart)
+        # one summation order for every row, whatever the batch (sum(axis=1) of equal rows
+        # would round otherwise than reduceat): the first cost plus numpy's pairwise sum of
+        # the rest (what the compiled kernel does too)
+        acct = np.add.reduceat(cost, rowstart if rowstart is not None
+                               else np.arange(0, nK * k_same, k_same))
         if n_ok < nK:
             K, p, new, x0, acct = K[ok], p[ok], new[ok], x0[ok], acct[ok]
             pi = p
@@ -915,6 +1075,75 @@ def deadlock_error(name: str, lines: list[str], n: int) -> DeadlockError:
     return DeadlockError(f"{name}: the replay cannot finish, {n} rank(s) wait "
                          f"forever: " + "; ".join(lines[:8]) + more +
                          ". Check that every receive has a matching send (was the trace cut?)")
+
+
+def _kernel_library(kernel: str):
+    """The compiled kernel's library for ``kernel`` ("auto": if it builds here; "compiled":
+    or an error; "numpy": None, the reference engine)."""
+    if kernel not in ("auto", "compiled", "numpy"):
+        raise ValueError(f"kernel must be 'auto', 'compiled' or 'numpy', got {kernel!r}")
+    if kernel == "numpy":
+        return None
+    from . import _kernel
+    lib = _kernel.kernel()
+    if lib is None and kernel == "compiled":
+        why = _kernel.kernel_error() or "SIGEX_REPLAY_KERNEL=numpy is set"
+        raise RuntimeError(f"the compiled replay kernel is not available: {why}")
+    return lib
+
+
+#: Events a rank advances in one turn of the kernel's round (measured on LAMMPS peptide
+#: P = 32 and the stencil at P = 65,536: 4 was at least as fast as 1 or unlimited)
+_KERNEL_BURST = 4
+
+#: ReplayState attributes the kernel reads and writes, in its argument order, with their dtypes
+#: (f_*: the layout's int32 or int64)
+_KERNEL_ARRAYS = (
+    ("idx", np.int64), ("limit", np.int64), ("ptr", np.int64), ("clock", np.float64),
+    ("start", np.float64), ("nic", np.float64), ("posted", np.bool_), ("dirty", np.bool_),
+    ("f_send", None), ("f_recv", None), ("f_coll", None), ("f_wstart", None), ("f_wlen", None),
+    ("f_next", None), ("wslots", np.int64), ("comp_new", np.float64), ("MP", np.float64),
+    ("m_rdv", np.bool_), ("m_src", np.int64), ("m_dst", np.int64), ("ts", np.float64),
+    ("tr", np.float64), ("arrive", np.float64), ("done", np.float64), ("cost", np.float64),
+    ("entry", np.float64), ("slot_inst", np.int64), ("inst_size", np.int64),
+    ("inst_count", np.int64), ("inst_done", np.bool_), ("_inst_has_local", np.bool_),
+    ("t_end_new", np.float64), ("comm_ev", np.float64), ("dur_ev", np.float64))
+
+
+#: The kernel's work arrays and collective tables, after the state's arrays, in its order
+_KERNEL_TABLES = (
+    ("queue", np.int64), ("full", np.int64), ("scr_r", np.float64), ("scr_c", np.float64),
+    ("inst_pat", np.int64), ("coll_off", np.int64), ("coll_rank", np.int64),
+    ("pat_rounds", np.int64), ("round_msgs", np.int64), ("pat_busy", np.int64),
+    ("c_src", np.int64), ("c_dst", np.int64), ("c_terms", np.float64), ("busy", np.float64),
+    ("c_rdv", np.uint8), ("cT", np.float64), ("cnic", np.float64), ("cts", np.float64),
+    ("cstart", np.float64), ("carr", np.float64))
+
+#: Collective patterns of more messages are evaluated by numpy (vectorised) rather than compiled
+_KERNEL_PATTERN_MAX = 1 << 15
+#: Sub-communicator instances on a machine with intra-node links are compiled one by one up to
+#: this many; beyond, numpy evaluates them (in batches)
+_KERNEL_LOOP_MAX = 4096
+
+
+def _kernel_pointers(st: "ReplayState", scratch: dict):
+    """The data pointers of ``st``'s arrays (then the scratch arrays) for the kernel, after
+    checking their dtypes and contiguity: the C code trusts them."""
+    arrays = []
+    for name, dtype in _KERNEL_ARRAYS:
+        a = getattr(st, name)
+        want = st.f_send.dtype if dtype is None else np.dtype(dtype)
+        if a.dtype != want or not a.flags.c_contiguous:
+            raise TypeError(f"replay kernel: {name} is {a.dtype} (contiguous {a.flags.c_contiguous}), "
+                            f"expected contiguous {want}")
+        arrays.append(a)
+    for k, dtype in _KERNEL_TABLES:
+        a = scratch[k]
+        if a.dtype != np.dtype(dtype) or not a.flags.c_contiguous:
+            raise TypeError(f"replay kernel: {k} is {a.dtype} (contiguous {a.flags.c_contiguous}), "
+                            f"expected contiguous {np.dtype(dtype)}")
+        arrays.append(a)
+    return (ctypes.c_void_p * len(arrays))(*(a.__array_interface__["data"][0] for a in arrays))
 
 
 def gather_result(program: Program, machine: Machine, collectives: str, states: list,
@@ -1108,7 +1337,7 @@ def _layout_keys(lay: dict, program: Program, lo: int, hi: int) -> np.ndarray:
 
 
 def replay(program: Program, machine: Machine, *, collectives: str = "algorithms",
-           pieces: int = 1, progress: Progress | None = None) -> ReplayResult:
+           pieces: int = 1, progress: Progress | None = None, kernel: str = "auto") -> ReplayResult:
     """Predict the run of ``program`` on ``machine``.
 
     Parameters
@@ -1126,6 +1355,11 @@ def replay(program: Program, machine: Machine, *, collectives: str = "algorithms
         every block is done. The result equals ``pieces=1`` exactly.
     progress : callable(done, total), optional
         Called now and then with the number of events replayed.
+    kernel : {"auto", "compiled", "numpy"}
+        Advance the ranks with the compiled kernel (:mod:`replay._kernel`, built with the
+        C compiler on first use; "auto" falls back to numpy where it cannot be built) or
+        with the vectorised numpy step, the reference. Both give the same times to the
+        last bit.
 
     Returns
     -------
@@ -1150,11 +1384,12 @@ def replay(program: Program, machine: Machine, *, collectives: str = "algorithms
     if not isinstance(pieces, (int, np.integer)) or pieces < 1:
         raise ValueError(f"pieces must be an integer >= 1, got {pieces!r}")
     if pieces == 1 or P <= 1:
-        st = ReplayState(program, machine, collectives=collectives)
+        st = ReplayState(program, machine, collectives=collectives, kernel=kernel)
         st.run(progress=progress)
         return st.result()
     bounds = np.unique(np.linspace(0, P, min(pieces, P) + 1).round().astype(np.int64))
-    states = [ReplayState(program, machine, ranks=(int(a), int(b)), collectives=collectives)
+    states = [ReplayState(program, machine, ranks=(int(a), int(b)), collectives=collectives,
+                          kernel=kernel)
               for a, b in zip(bounds[:-1], bounds[1:])]
     passes = 0
     while not all(s.finished for s in states):

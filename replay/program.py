@@ -346,18 +346,26 @@ class Program:
 
 def _lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndarray:
     """Index of the table row with the query's key and the largest position below the
-    query's (``side="before"``) or the smallest at or above it (``"after"``); -1 if none."""
+    query's (``side="before"``) or the smallest at or above it (``"after"``); -1 if none.
+    Table rows have distinct (key, position) pairs. One sort of the table on
+    (key, position) combined in one int64, then one search per query."""
     out = np.full(len(query_key), -1, np.int64)
     if not len(table_key) or not len(query_key):
         return out
-    uk, gid = np.unique(table_key, return_inverse=True)
-    q = np.minimum(np.searchsorted(uk, query_key), len(uk) - 1)
-    found = uk[q] == query_key
     span = int(max(table_pos.max(), query_pos.max())) + 2
-    tc = gid.astype(np.int64) * span + (table_pos + 1)
-    order = np.argsort(tc, kind="stable")
+    lo = int(min(table_key.min(), query_key.min()))
+    width = int(max(table_key.max(), query_key.max())) - lo + 1
+    if width * span < (1 << 62):
+        tk, qk = table_key - lo, query_key - lo
+    else:  # sparse keys: number the table's densely (queries with another key match nothing)
+        uk, tk = np.unique(table_key, return_inverse=True)
+        tk = tk.reshape(-1).astype(np.int64)
+        q = np.minimum(np.searchsorted(uk, query_key), len(uk) - 1)
+        qk = np.where(uk[q] == query_key, q, -1).astype(np.int64)
+    tc = tk * span + (table_pos + 1)
+    order = np.argsort(tc)  # (key, position) pairs are distinct: any sort is stable
     tcs = tc[order]
-    qc = q.astype(np.int64) * span + (query_pos + 1)
+    qc = qk * span + (query_pos + 1)
     if side == "before":
         i = np.searchsorted(tcs, qc, side="left") - 1
         ok = i >= 0
@@ -365,7 +373,7 @@ def _lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndar
         i = np.searchsorted(tcs, qc, side="left")
         ok = i < len(tcs)
     i = np.clip(i, 0, len(tcs) - 1)
-    ok &= found & (tcs[i] // span == q)
+    ok &= (tcs[i] // span == qk) & (qk >= 0)
     out[ok] = order[i[ok]]
     return out
 
@@ -386,27 +394,84 @@ def _ordinals(k1, k2, pos) -> np.ndarray:
     return out
 
 
+def _dense_key(k1s, k2s) -> list[np.ndarray]:
+    """One int64 key per row of each pair ``(k1, k2)`` of ``k1s``/``k2s`` (all of them
+    numbered together), equal exactly where both parts are equal, ordered as (k1, k2)."""
+    parts = []
+    for ks in (k1s, k2s):
+        allk = np.concatenate(ks) if ks else np.zeros(0, np.int64)
+        lo = int(allk.min()) if len(allk) else 0
+        hi = int(allk.max()) if len(allk) else 0
+        parts.append((lo, hi - lo + 1))
+    (lo1, n1), (lo2, n2) = parts
+    if n1 * n2 < (1 << 62):  # both parts fit in one int64 as they are
+        return [(a - lo1) * n2 + (b - lo2) for a, b in zip(k1s, k2s)]
+    # sparse values: number the distinct second parts densely (in order) first
+    u2, inv = np.unique(np.concatenate(k2s), return_inverse=True)
+    inv = inv.reshape(-1)
+    out, at = [], 0
+    for a, b in zip(k1s, k2s):
+        out.append((a - lo1) * len(u2) + inv[at:at + len(b)])
+        at += len(b)
+    return out
+
+
+def _stable_order(key: np.ndarray, minor: np.ndarray) -> np.ndarray:
+    """The order of rows by (key, minor), ``minor`` non-negative and distinct among rows
+    with one key: what a stable sort by ``minor`` then by ``key`` gives. When both fit in
+    one int64 that is sorted with numpy's default (not stable, SIMD) sort, which is
+    several times faster than a stable one on these sizes."""
+    if len(key) < 2:
+        return np.arange(len(key))
+    lo = int(key.min())
+    span = int(minor.max()) + 1
+    if (int(key.max()) - lo + 1) * span < (1 << 62):
+        return np.argsort((key - lo) * span + minor)
+    return np.lexsort((minor, key))
+
+
 def _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos):
-    """Match sends and receives with equal keys by ordinal: returns index pairs."""
-    so = _ordinals(s_k1, s_k2, s_pos)
-    ro = _ordinals(r_k1, r_k2, r_pos)
-    ns = len(s_k1)
-    k1 = np.concatenate([s_k1, r_k1])
-    k2 = np.concatenate([s_k2, r_k2])
-    ordn = np.concatenate([so, ro])
-    side = np.concatenate([np.zeros(ns, np.int64), np.ones(len(r_k1), np.int64)])
-    order = np.lexsort((side, ordn, k2, k1))
-    if len(order) < 2:
+    """Match sends and receives with equal keys by ordinal: returns index pairs.
+
+    The j-th send (in ``pos`` order) with key (k1, k2) is paired with the j-th receive
+    with that key. One sort per side on a combined key, then each run of sends with one
+    key finds its receives by one search in the receives' sorted keys."""
+    if not len(s_k1) or not len(r_k1):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    a, b = order[:-1], order[1:]
-    hit = (k1[a] == k1[b]) & (k2[a] == k2[b]) & (ordn[a] == ordn[b]) & (side[a] == 0) & (side[b] == 1)
-    return a[hit], b[hit] - ns
+    sk, rk = _dense_key([s_k1, r_k1], [s_k2, r_k2])
+    s_order, r_order = _stable_order(sk, s_pos), _stable_order(rk, r_pos)
+    sks, rks = sk[s_order], rk[r_order]
+    # per run of sends with one key: its first receive (one search per distinct key); the
+    # j-th send of the run takes the receive j places on if that one has the key too
+    new = np.ones(len(sks), bool)
+    new[1:] = sks[1:] != sks[:-1]
+    starts = np.flatnonzero(new)
+    lens = np.diff(np.append(starts, len(sks)))
+    cand = np.repeat(np.searchsorted(rks, sks[starts]) - starts, lens) + np.arange(len(sks))
+    hit = cand < len(rks)
+    hit[hit] = rks[cand[hit]] == sks[hit]
+    return s_order[hit], r_order[cand[hit]]
 
 
-def _csr(owner: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    order = np.argsort(owner, kind="stable")
+def _unused_mask(n: int, used: np.ndarray) -> np.ndarray:
+    """Of rows 0..n-1, those not in ``used`` (as a mask)."""
+    mask = np.ones(n, bool)
+    mask[used] = False
+    return mask
+
+
+def _unused(n: int, used: np.ndarray) -> np.ndarray:
+    """Rows 0..n-1 not in ``used``, in order."""
+    return np.flatnonzero(_unused_mask(n, used))
+
+
+def _csr(owners: list[np.ndarray], values: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the (owner, value) pairs of every group in turn, each owner's values in input
+    order (a stable sort by owner)."""
+    owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
     offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))]).astype(np.int64)
-    return offsets, values[order].astype(np.int64)
+    order = _stable_order(owner, np.arange(len(owner)))
+    return offsets, np.concatenate(values)[order].astype(np.int64) if values else owner
 
 
 def _expand_starts(cols, comp, phase, lists, rank_offsets):
@@ -470,11 +535,19 @@ def _expand_starts(cols, comp, phase, lists, rank_offsets):
     return cols, comp, phase, act, cum[rank_offsets]
 
 
+#: Event columns the build widens to int64 whole (the others are widened where subsets are used)
+_WIDE_COLUMNS = ("rank", "seq", "req", "bytes", "recv_bytes")
+
+
 def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray], comp, phase,
            completions: Mapping[str, np.ndarray], lists, comms: CommTable,
            phase_weights: Sequence[float] | None) -> Program:
     P = nprocs
-    cols = {k: np.asarray(v).astype(np.int64) for k, v in cols.items()}
+    # rank, seq, req and the sizes take part in arithmetic: int64 (no copy when they are
+    # already); the other columns keep their dtype (int32 in a trace) and are widened where
+    # a subset of them is used, which spares the page faults and memory of five E-long copies
+    cols = {k: np.asarray(v, np.int64) if k in _WIDE_COLUMNS else np.asarray(v)
+            for k, v in cols.items()}
     comp = np.asarray(comp, np.float64)
     rank_offsets = np.asarray(rank_offsets, np.int64)
     bad = np.flatnonzero(~np.isfinite(comp) | (comp < 0))
@@ -521,21 +594,22 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     # a send whose completion says it was cancelled (peer MPI_PROC_NULL) sent nothing;
     # a cancelled receive is dropped below through its completed source
     s_ev = np.flatnonzero(SEND_POST[act] & (peer >= 0) & (comp_peer != PEER_NULL))
-    s_src, s_dst, s_comm, s_tag = rank[s_ev], peer[s_ev], comm[s_ev], tag[s_ev]
+    s_src, s_dst = rank[s_ev], peer[s_ev].astype(np.int64)
+    s_comm, s_tag = comm[s_ev].astype(np.int64), tag[s_ev].astype(np.int64)
     r_ev = np.flatnonzero(RECV_POST[act])
     a = act[r_ev]
     both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
-    r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev])
+    r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev]).astype(np.int64)
     nb = NONBLOCKING_RECV[a]
     r_src = np.where(nb & ((comp_peer[r_ev] >= 0) | (comp_peer[r_ev] == PEER_NULL)),
                      comp_peer[r_ev], r_src)
     # the receive tag of Sendrecv is not recorded: assume the usual idiom (every rank runs the
     # same call, so the tag it receives is the tag it sends); left-overs match on (src, comm)
     r_tag = np.where(nb & (comp_tag[r_ev] >= 0), comp_tag[r_ev],
-                     np.where(both & nb, -1, tag[r_ev]))
+                     np.where(both & nb, -1, tag[r_ev])).astype(np.int64)
     keep = r_src != PEER_NULL
     r_ev, r_src, r_tag = r_ev[keep], r_src[keep], r_tag[keep]
-    r_dst, r_comm = rank[r_ev], comm[r_ev]
+    r_dst, r_comm = rank[r_ev], comm[r_ev].astype(np.int64)
 
     def k1(src, dst):
         return src * (P + 1) + dst
@@ -549,21 +623,21 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     ri = known[ri]
     # receives whose tag is unknown, or whose assumed tag matched nothing, take the
     # left-over sends in order, on (src, dst, comm)
-    s_left = np.setdiff1d(np.arange(len(s_ev)), si)
-    r_left = np.setdiff1d(np.flatnonzero(r_src >= 0), ri)
+    s_left = _unused(len(s_ev), si)
+    r_left = np.flatnonzero((r_src >= 0) & _unused_mask(len(r_ev), ri))
     r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV[act[r_ev[r_left]]]]
     si2, ri2 = _pair(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
                      k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
     si = np.concatenate([si, s_left[si2]])
     ri = np.concatenate([ri, r_left[ri2]])
-    s_un = np.setdiff1d(np.arange(len(s_ev)), si)
-    r_un = np.setdiff1d(np.arange(len(r_ev)), ri)
+    s_un = _unused(len(s_ev), si)
+    r_un = _unused(len(r_ev), ri)
     rma = np.flatnonzero(RMA[act] & (peer >= 0))  # transfers no receive matches
     msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], rma, np.full(len(r_un), -1, np.int64)])
     msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un) + len(rma), -1, np.int64),
                                      r_ev[r_un]])
     msg_src = np.concatenate([s_src[si], s_src[s_un], rank[rma], r_src[r_un]])
-    msg_dst = np.concatenate([s_dst[si], s_dst[s_un], peer[rma], r_dst[r_un]])
+    msg_dst = np.concatenate([s_dst[si], s_dst[s_un], peer[rma].astype(np.int64), r_dst[r_un]])
     msg_bytes = np.concatenate([cols["bytes"][s_ev[si]], cols["bytes"][s_ev[s_un]],
                                 cols["bytes"][rma] + cols["recv_bytes"][rma],
                                 cols["recv_bytes"][r_ev[r_un]]])
@@ -571,7 +645,8 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     # rank, then by rank, so that the messages a replay step touches lie together
     first = np.where(msg_send_event >= 0, msg_send_event, msg_recv_event)
     owner = rank[first]
-    order = np.lexsort((owner, first - rank_offsets[owner]))
+    order = _stable_order((first - rank_offsets[owner]) * (P + 1) + owner,
+                          np.arange(len(first)))
     msg_send_event, msg_recv_event = msg_send_event[order], msg_recv_event[order]
     msg_src, msg_dst, msg_bytes = msg_src[order], msg_dst[order], msg_bytes[order]
     sact = act[np.maximum(msg_send_event, 0)]
@@ -606,7 +681,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         v = arr[cr]
         owners.append(w[v >= 0])
         slots.append(v[v >= 0] + base)
-    wait_offsets, wait_slots = _csr(np.concatenate(owners), np.concatenate(slots), E)
+    wait_offsets, wait_slots = _csr(owners, slots, E)
 
     pw = None if phase_weights is None else np.asarray(phase_weights, np.float64)
     return Program(
@@ -687,7 +762,7 @@ def _neighbor_patterns(name, coll_op, offsets, event, slot_rank, inst_comm, root
 def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None) -> dict:
     """Number collective calls into instances (communicator, ordinal) and slots."""
     ce = np.flatnonzero(COLLECTIVE[act])
-    c_comm = cols["comm"][ce]
+    c_comm = cols["comm"][ce].astype(np.int64)
     n_comms = len(comms)
     bad = np.flatnonzero((c_comm < 0) | (c_comm >= n_comms))
     if bad.size:
@@ -747,7 +822,7 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
             f"{name}: collective call {int(ordinal[j])} on communicator {c_comm[j]} is "
             f"{OPS[op[e]]} on rank {rank[e]} (seq {seq[e]}) but {OPS[op[other]]} on rank "
             f"{rank[other]} (seq {seq[other]}): members must call collectives in the same order")
-    root_w = cols["root"][ce]
+    root_w = cols["root"][ce].astype(np.int64)
     root_l = np.where(root_w >= 0, local_of(c_comm, np.maximum(root_w, 0)), -1)
     root = np.zeros(I, np.int64)
     np.maximum.at(root, inst, root_l)

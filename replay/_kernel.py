@@ -1,0 +1,100 @@
+"""The replay's compiled step kernel (``_kernel.c``): built on first use, loaded with ctypes.
+
+Why C and not numba: the kernel is ~200 lines of scalar loops over numpy arrays that
+every supported machine can compile with the ``cc`` it already has (the tracer is
+built the same way, with ``mpicc``); numba would add numba and llvmlite (~60 MB of
+wheels, pinned to the numpy and Python versions) to the dependencies for the same
+loop. The build takes about a second, once per machine: the library is cached under
+``$SIGEX_CACHE_DIR`` (default ``~/.cache/sigex``) keyed by the source's hash and the
+compiler, written to a temporary name and renamed (concurrent first uses are safe),
+and the first build prints one line on stderr.
+
+:func:`kernel` returns the loaded library, or None when no C compiler works (the
+replay then uses its numpy engine, which gives the same times, and a RuntimeWarning
+says why once); ``SIGEX_REPLAY_KERNEL=numpy`` forces the numpy engine.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+__all__ = ["kernel", "kernel_error", "SOURCE"]
+
+SOURCE = Path(__file__).with_name("_kernel.c")
+_FLAGS = ("-O2", "-fPIC", "-shared", "-fno-fast-math", "-ffp-contract=off")
+_state: dict = {}
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("SIGEX_CACHE_DIR") or Path.home() / ".cache" / "sigex")
+
+
+def _compiler() -> str | None:
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def _build(cc: str) -> Path:
+    src = SOURCE.read_bytes()
+    # keyed by the source, the compiler, the flags and the machine type (a home directory
+    # shared by several kinds of node keeps one library per kind)
+    tag = " ".join([cc, *_FLAGS, platform.machine(), sys.platform]).encode()
+    key = hashlib.sha256(src + tag).hexdigest()[:16]
+    lib = _cache_dir() / "replay" / f"libsigex_replay_{key}.so"
+    if lib.exists():
+        return lib
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
+        out = Path(tmp) / lib.name
+        # -ffp-contract=off: no fused multiply-add, the numpy engine rounds every operation
+        res = subprocess.run([cc, *_FLAGS, "-o", str(out), str(SOURCE), "-lm"],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            raise OSError(f"{cc} failed on {SOURCE}:\n{res.stderr.strip()}")
+        os.replace(out, lib)
+    print(f"sigex: built the replay kernel (first use, kept in {lib.parent}) in "
+          f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    return lib
+
+
+def kernel():
+    """The loaded kernel library (functions ``sigex_replay_run32``/``run64``), or None if it
+    cannot be built here (see :func:`kernel_error`) or ``SIGEX_REPLAY_KERNEL=numpy``."""
+    if os.environ.get("SIGEX_REPLAY_KERNEL", "").lower() == "numpy":
+        return None
+    if "lib" not in _state:
+        lib, err = None, None
+        cc = _compiler()
+        if cc is None:
+            err = "no C compiler (cc) on PATH"
+        else:
+            try:
+                lib = ctypes.CDLL(str(_build(cc)))
+                for name in ("sigex_replay_run32", "sigex_replay_run64"):
+                    fn = getattr(lib, name)
+                    fn.restype = ctypes.c_int64
+                    fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
+                                   ctypes.POINTER(ctypes.c_int64)]
+            except OSError as e:
+                lib, err = None, str(e)
+        if err is not None:
+            warnings.warn(f"sigex: the replay's compiled kernel is not available ({err}); the "
+                          "numpy engine replays instead (same times, slower on traces with few "
+                          "ranks)", RuntimeWarning, stacklevel=3)
+        _state["lib"], _state["error"] = lib, err
+    return _state["lib"]
+
+
+def kernel_error() -> str | None:
+    """Why :func:`kernel` returned None (None if it did not, or was not asked yet)."""
+    return _state.get("error")
