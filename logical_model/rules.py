@@ -10,8 +10,11 @@ slot no rule fits is reported, never guessed (Panadero et al. §2.2.1).
 Families, tried from the most specific to the most general:
 
 ``cart``   neighbour at a fixed coordinate displacement on the process grid
-           MPI_Dims_create(P, ndims) gives (periodic or not, as the recorded
-           Cartesian communicator says);
+           (its dims rule, rank order and periods: the recorded Cartesian
+           communicator's, or, for a program that computes its neighbours by
+           rank arithmetic, a grid inferred from the peers themselves: every
+           dims rule of :mod:`~logical_model.topology`, row- or column-major,
+           periodic or not per dimension);
 ``shift``  rank + k(P), modulo P (a ring) or only where it stays in 0..P-1,
            with k a constant or a*P^e + b for e in {1/2, 1} (strides that
            grow with the grid: +-sqrt(P), P/2);
@@ -25,25 +28,46 @@ Every rule evaluates vectorised over a rank array and serialises to JSON.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from fractions import Fraction
 from typing import Any, Sequence
 
 import numpy as np
 
-from .topology import coords, dims_create, neighbour
+from .topology import DimsRule, candidate_rules, coords, dims_create, neighbour
 
-__all__ = ["Grid", "PeerRule", "Observation", "infer_peer", "infer_root"]
+__all__ = ["Grid", "PeerRule", "Observation", "infer_peer", "infer_root", "inferred_grids"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Grid:
-    """A Cartesian process grid shape rule: dims from MPI_Dims_create(P, ndims)."""
+    """A process grid as a function of P: its dims rule (MPI_Dims_create unless
+    another rule is given), periods and rank order."""
 
     ndims: int
     periods: tuple[bool, ...]
+    rule: DimsRule | None = None
+    order: str = "row"
 
     def dims(self, P: int) -> tuple[int, ...]:
+        if self.rule is not None:
+            return self.rule.dims(P)
         return dims_create(P, self.ndims)
+
+    def describe(self) -> str:
+        rule = self.rule.describe() if self.rule else f"MPI_Dims_create(P, {self.ndims})"
+        per = "".join("p" if x else "-" for x in self.periods)
+        return (f"{self.ndims}-D grid, dims {rule}, periods {per}"
+                + (", column-major ranks" if self.order == "col" else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ndims": self.ndims, "periods": list(self.periods),
+                "rule": self.rule.to_dict() if self.rule else None, "order": self.order}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Grid":
+        return cls(int(d["ndims"]), tuple(bool(x) for x in d["periods"]),
+                   DimsRule.from_dict(d["rule"]) if d.get("rule") else None, d.get("order", "row"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,9 +101,10 @@ class PeerRule:
         rank = np.asarray(rank, np.int64)
         f, p = self.family, self.params
         if f == "cart":
+            grid = p.get("grid") or grid  # an inferred grid travels with its rule
             if grid is None:
                 raise ValueError("a cart rule needs the process grid")
-            return neighbour(rank, grid.dims(P), grid.periods, tuple(p["disp"]))
+            return neighbour(rank, grid.dims(P), grid.periods, tuple(p["disp"]), grid.order)
         if f == "shift":
             q = rank + self._k(P)
             if p["periodic"]:
@@ -113,7 +138,8 @@ class PeerRule:
         f, p = self.family, self.params
         if f == "cart":
             disp = ",".join(f"{d:+d}" for d in p["disp"])
-            return f"grid neighbour ({disp})"
+            return f"grid neighbour ({disp})" + (f" on the inferred {p['grid'].describe()}"
+                                                 if p.get("grid") else "")
         if f == "shift":
             k = self._k_text()
             k = k if k.startswith("-") else "+" + k
@@ -125,13 +151,18 @@ class PeerRule:
         return f
 
     def to_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "params": dict(self.params)}
+        params = dict(self.params)
+        if params.get("grid") is not None:
+            params["grid"] = params["grid"].to_dict()
+        return {"family": self.family, "params": params}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PeerRule":
         params = dict(d["params"])
         if "disp" in params:
             params["disp"] = tuple(params["disp"])
+        if params.get("grid") is not None:
+            params["grid"] = Grid.from_dict(params["grid"])
         return cls(d["family"], params)
 
 
@@ -179,41 +210,75 @@ def _k_candidates(values: dict[int, list[int]]) -> list[dict[str, float]]:
 
 
 def _product(options):
-    import itertools
     return [tuple(int(x) for x in c) for c in itertools.product(*options)]
 
 
-def infer_peer(obs: Sequence[Observation], grid: Grid | None = None) -> PeerRule | None:
+def _cart_candidates(seen: Sequence[Observation], grid: Grid, inferred: bool) -> list[PeerRule]:
+    """Displacements on ``grid`` that one rank's peer gives at each traced P: on a
+    periodic dimension of size n, +d and d - n are the same neighbour (size 2: +1
+    and -1), so a small P can be ambiguous."""
+    disps: dict[tuple[int, ...], None] = {}
+    for o in seen:
+        try:
+            dims = grid.dims(o.P)
+        except ValueError:
+            return []
+        if np.prod(dims) != o.P:
+            return []
+        disp = coords(o.peers[:1], dims, grid.order)[0] - coords(o.ranks[:1], dims, grid.order)[0]
+        options = []
+        for d, n in enumerate(dims):
+            x = int(disp[d])
+            alts = {x}
+            if grid.periods[d] and n > 1:
+                alts |= {x % n, x % n - n}
+            options.append(sorted(alts, key=abs))
+        for combo in _product(options):
+            disps.setdefault(combo, None)
+    extra = {"grid": grid} if inferred else {}
+    return [PeerRule("cart", {"disp": d, **extra}) for d in
+            sorted(disps, key=lambda d: sum(abs(x) for x in d))]
+
+
+def inferred_grids() -> list[Grid]:
+    """Grids tried for a program that computes neighbours by rank arithmetic: 2-D and
+    3-D, every dims rule but the box-dependent one, row- or column-major, each
+    dimension periodic or not."""
+    out = []
+    for nd in (2, 3):
+        for rule in candidate_rules(nd)[:5]:
+            for order in ("row", "col"):
+                for periods in itertools.product((False, True), repeat=nd):
+                    out.append(Grid(nd, periods, rule, order))
+    return out
+
+
+def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
+               alternatives: list | None = None) -> PeerRule | None:
     """The simplest rule reproducing every observation exactly, or None.
 
     ``obs`` holds one :class:`Observation` per traced P (ranks without the
-    event are those not listed). ``grid`` is the application's process grid
-    when its trace recorded a Cartesian communicator.
+    event are those not listed; several per P when the slot runs on several
+    communicators, in their own ranks). ``grid`` is the application's process grid
+    when its trace recorded a Cartesian communicator; without one, grid
+    neighbours are also sought on :func:`inferred_grids` after the rank-arithmetic
+    families. Where several grid rules reproduce every P (two displacements on a
+    periodic dimension 1 or 2 wide at every fit P; several inferred grids), the
+    first is returned and the others are appended to ``alternatives``: the caller
+    checks whether they part at the target and, if so, refuses it naming both.
     """
     obs = [o for o in sorted(obs, key=lambda o: o.P)]
     seen = [o for o in obs if len(o.ranks)]
     if not seen:
         return None
-    cands: list[PeerRule] = []
     if grid is not None:
-        # a displacement from each traced P: on a periodic dimension of size n, +d and
-        # d - n are the same neighbour (size 2: +1 and -1), so a small P can be ambiguous
-        disps: dict[tuple[int, ...], None] = {}
-        for o in seen:
-            dims = grid.dims(o.P)
-            disp = coords(o.peers[:1], dims)[0] - coords(o.ranks[:1], dims)[0]
-            options = []
-            for d, n in enumerate(dims):
-                x = int(disp[d])
-                alts = {x}
-                if grid.periods[d] and n > 1:
-                    alts |= {x % n, x % n - n}
-                options.append(sorted(alts, key=abs))
-            for combo in _product(options):
-                disps.setdefault(combo, None)
-        cands.extend(PeerRule("cart", {"disp": d}) for d in
-                     sorted(disps, key=lambda d: sum(abs(x) for x in d)))
+        found = [r for r in _cart_candidates(seen, grid, False) if _reproduces(r, obs, grid)]
+        if found:  # several: the fit P cannot tell them apart; the target may
+            if alternatives is not None:
+                alternatives.extend(found[1:])
+            return found[0]
     # per P, the candidate shift offsets, xor masks and fixed peers (one rank's view)
+    cands: list[PeerRule] = []
     off = {o.P: [int(o.peers[0] - o.ranks[0]), int((o.peers[0] - o.ranks[0]) % o.P),
                  int((o.peers[0] - o.ranks[0]) % o.P - o.P)] for o in seen}
     msk = {o.P: [int(o.peers[0] ^ o.ranks[0])] for o in seen}
@@ -226,11 +291,20 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None) -> PeerRule
             cands.append(PeerRule("fixed", {**params, "not_self": not_self}))
     cands += [PeerRule("xor", p) for p in _k_candidates(msk)]
     # constant rules first (they extrapolate safely), then P-dependent ones
-    cands.sort(key=lambda r: (r.family != "cart", r.params.get("e", 0.0) != 0.0))
+    cands.sort(key=lambda r: r.params.get("e", 0.0) != 0.0)
     for rule in cands:
-        if _reproduces(rule, obs, grid):
+        if _reproduces(rule, obs, None):
             return rule
-    return None
+    if grid is not None:
+        return None
+    found = []
+    for g in inferred_grids():
+        found += [r for r in _cart_candidates(seen, g, True) if _reproduces(r, obs, None)]
+    if not found:
+        return None
+    if alternatives is not None:
+        alternatives.extend(found[1:])
+    return found[0]
 
 
 def infer_root(roots: dict[int, int]) -> PeerRule | None:
