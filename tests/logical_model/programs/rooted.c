@@ -1,5 +1,5 @@
 /* Rooted collectives whose bytes differ between the root and the other ranks:
- * each iteration Scatters N ints from rank 0 (N / P to each rank), Gathers them
+ * each iteration Scatters N = 80640 ints from rank 0 (N / P to each rank), Gathers them
  * back to the last rank, Reduces 32 doubles to rank 0 and Bcasts 8 doubles from
  * rank 0.   rooted ITERS */
 #include <mpi.h>
@@ -10,7 +10,7 @@ int main(int argc, char **argv) {
   int r, P, iters = argc > 1 ? atoi(argv[1]) : 10;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
-  enum { N = 1 << 16 };
+  enum { N = 80640 }; /* divisible by every P up to 10 and by 12, 14, 16, 18, 20, 24 */
   int *all = malloc(N * sizeof(int)), *mine = malloc(N * sizeof(int));
   double v[32] = {0}, s[32];
   for (int it = 0; it < iters; it++) {

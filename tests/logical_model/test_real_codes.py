@@ -1,0 +1,134 @@
+"""The logical model on C programs shaped like real codes, traced at P = 4, 8, 16 and
+compared event for event with a real traced run at an unseen P = 24: a non-periodic 1-D
+halo with MPI_PROC_NULL ends (and its even/odd ordered variant), traffic on a duplicate
+of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, and rooted
+collectives whose root sends or receives what the others do not."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import signature
+from conftest import needs_mpi
+from logical_model import from_traces
+from signature import load_trace, trace_run
+from sigex.cli import main
+
+PROGRAMS = Path(__file__).parent / "programs"
+FIT, UNSEEN = (4, 8, 16), 24
+CASES = {
+    "halo": ("halo1d.c", ["4", "sendrecv"]),
+    "evenodd": ("halo1d.c", ["4", "evenodd"]),
+    "dup": ("halo1d.c", ["4", "sendrecv", "dup"]),
+    "split": ("split2d.c", ["4"]),
+    "rooted": ("rooted.c", ["4"]),
+}
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """Every case traced at the fit P and at the unseen P: {case: folder of fit traces}."""
+    root = tmp_path_factory.mktemp("real")
+    exes = {}
+    for src in {c[0] for c in CASES.values()}:
+        exe = root / "bin" / Path(src).stem
+        exe.parent.mkdir(exist_ok=True)
+        subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe), str(PROGRAMS / src)],
+                       check=True)
+        exes[src] = exe
+    out = {}
+    for case, (src, args) in CASES.items():
+        for P in (*FIT, UNSEEN):
+            where = root / case / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5")
+            res = trace_run([str(exes[src]), *args], P, where)
+            assert res.ok, f"{case} at P={P}: {res.trace.meta.get('incomplete_reason')}"
+        out[case] = root / case
+    return out
+
+
+def assert_same_events(model, real_path: Path) -> None:
+    """The logical trace at the real run's P has its weights and each rank's events (op,
+    peer, receive peer, root, bytes, receive bytes, tag) in order, phase by phase."""
+    real = signature.extract(load_trace(real_path))
+    P = real.nprocs
+    model.check_target(P)
+    assert model.weights(P) == [ph.weight for ph in real.phases]
+    ev = model.events(P)
+    for k, ph in enumerate(real.phases):
+        sel = ev["phase"] == k
+        assert np.array_equal(np.searchsorted(ev["rank"][sel], np.arange(P + 1)), ph.template_offsets), \
+            f"phase {k}: events per rank differ"
+        for c in ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "tag"):
+            want, got = np.asarray(ph.template[c], np.int64), np.asarray(ev[c][sel], np.int64)
+            bad = np.flatnonzero(want != got)
+            assert not bad.size, (f"phase {k} column {c}: rank "
+                                  f"{np.searchsorted(ph.template_offsets, bad[0], 'right') - 1}: real "
+                                  f"{want[bad[0]]}, model {got[bad[0]]}")
+
+
+@needs_mpi
+@pytest.mark.parametrize("case", list(CASES))
+def test_extrapolated_exactly_to_an_unseen_p(traced, case):
+    """From P = 4, 8, 16 every phase is extrapolable and the logical trace at P = 24 equals
+    the real run there, event for event on every rank."""
+    model = from_traces(traced[case])
+    assert all(ph.extrapolable for ph in model.phases), model.describe()
+    assert_same_events(model, traced[case] / "unseen" / f"P{UNSEEN}.h5")
+
+
+@needs_mpi
+def test_what_the_models_say(traced):
+    """The halo's ends call with PROC_NULL; the even/odd variant orders its events by rank
+    parity; the duplicate of the world is the world; row and column communicators are
+    modelled as layouts of MPI_Dims_create's grid; a Scatter's root sends N/P bytes per
+    destination and the other ranks nothing."""
+    halo = from_traces(traced["halo"]).describe()
+    assert "rank + 1 (if in range) or PROC_NULL" in halo
+    evenodd = from_traces(traced["evenodd"])
+    assert [ph.classes for ph in evenodd.phases if ph.kind == "loop"] == ["rank parity"]
+    split = from_traces(traced["split"])
+    roles = split.comm_roles()
+    assert {r.keep for r in roles} == {(False, True), (True, False)}
+    assert all(r.rule.name == "dims_create" for r in roles)
+    scatter = [s for ph in from_traces(traced["rooted"]).phases for s in ph.slots
+               if s.op == signature.OP_CODE["Scatter"]][0]
+    assert scatter.bytes is None and scatter.root_bytes.predict([64])[0] == pytest.approx(4 * 80640 / 64)
+
+
+@needs_mpi
+def test_the_logical_trace_of_sub_communicators_replays(traced, tmp_path):
+    """The written trace declares every row and column communicator with its members, so
+    that the replay runs its collectives: `sigex extrapolate` then load_trace."""
+    out = tmp_path / "split-P64.h5"
+    assert main(["extrapolate", str(traced["split"]), "--target", "64", "-o", str(out), "-q"]) == 0
+    t = load_trace(out)
+    from replay import Program
+    Program.from_trace(t)  # checks that every collective's caller is a member
+    # MPI_Dims_create(64, 2) = 8 x 8: world, 8 rows, 8 columns
+    assert len(t.comms) == 17 and sorted(set(t.comms.size.tolist())) == [8, 64]
+
+
+@needs_mpi
+def test_per_rank_bytes_that_follow_no_rule_are_refused(traced):
+    """A rooted collective's bytes are exact per rank; if a rank other than the root sent
+    something else, the phase would be refused rather than fitted on the mean."""
+    import dataclasses
+    sigs = [signature.extract(load_trace(traced["rooted"] / f"P{P}.h5")) for P in FIT]
+    loop = next(i for i, ph in enumerate(sigs[-1].phases) if ph.kind == "loop")
+    ph = sigs[-1].phases[loop]
+    T = {c: v.copy() for c, v in ph.template.items()}
+    e = int(ph.template_offsets[3])  # rank 3's first event: its Scatter
+    T["recv_bytes"][e] += 8
+    phases = list(sigs[-1].phases)
+    phases[loop] = dataclasses.replace(ph, template=T)
+    sigs[-1] = dataclasses.replace(sigs[-1], phases=tuple(phases))
+    from logical_model import build
+    model = build(sigs)
+    problems = model.phases[loop].problems
+    assert len(problems) == 1 and "recv_bytes differ between ranks at P=16" in problems[0] \
+        and "rank 3" in problems[0]
