@@ -1,7 +1,12 @@
 """End-to-end validation against SimGrid's SMPI as the target machine.
 
 SMPI runs real C MPI programs on a simulated cluster at any P. For each of the
-C versions of the examples in ``bench/smpi/`` (stencil, cg, sweep, fft2d):
+C versions of the examples in ``bench/smpi/`` (stencil, cg, sweep, fft2d) and
+the twins of real codes' shapes in ``bench/c/`` (halo1d: the plainest
+non-periodic 1-D halo, MPI_PROC_NULL at both ends; lammps_like: a periodic 3-D
+grid whose dims minimise the sub-domains' surface for a 2:1:1 box, declared with
+MPI_Cart_create; cg_like: a power-of-two row/column split computed by rank
+arithmetic, no declared grid):
 
 1. the program is built with ``smpicc`` and run under ``smpirun`` at the
    signature P (4, 8, 16) with ``-trace-ti``; each time-independent trace is
@@ -76,12 +81,19 @@ APPS = {
     "sweep": {"n": 2048, "args": ["--iters", "10", "--planes", "8", "--kblocks", "4"], "grid": 2,
               "p_rule": None},
     "fft2d": {"n": 4096, "args": ["--iters", "3"], "grid": None, "p_rule": "powers_of_two"},
+    "halo1d": {"n": 1 << 24, "args": ["--iters", "100", "--halo", "16", "--check-every", "10", "--nonblocking", "1"],
+               "grid": None,
+               "p_rule": None, "src": "c/halo1d.c"},
+    "lammps_like": {"n": 64, "args": ["--bx", "2", "--by", "1", "--bz", "1", "--steps", "50", "--thermo", "10"],
+                    "grid": 3, "periods": True, "p_rule": None, "src": "c/lammps_like.c"},
+    "cg_like": {"n": 8192, "args": ["--iters", "30"], "grid": None, "p_rule": "powers_of_two",
+                "src": "c/cg_like.c"},
 }
 
 
 def build(app: str) -> Path:
     exe = CACHE / "bin" / app
-    src = SRC / f"{app}.c"
+    src = ROOT / "bench" / APPS[app]["src"] if "src" in APPS[app] else SRC / f"{app}.c"
     if exe.exists() and exe.stat().st_mtime >= max(src.stat().st_mtime, (SRC / "common.h").stat().st_mtime):
         return exe
     exe.parent.mkdir(parents=True, exist_ok=True)
@@ -108,6 +120,7 @@ def traced_run(app: str, P: int, out: Path, machine, say, *, trace: bool = True)
     args = ["--n", str(cfg["n"]), *cfg["args"]]
     say(f"{app}: smpirun -np {P} {' '.join(args)}" + ("" if trace else " (not traced)"))
     t0 = time.perf_counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"sigex-{app}-{P}-") as tmp:
         ti = Path(tmp) / "ti" if trace else None
         sim, stdout = run_program(build(app), args, machine, P, trace_ti=ti)
@@ -116,12 +129,12 @@ def traced_run(app: str, P: int, out: Path, machine, say, *, trace: bool = True)
         out.parent.mkdir(parents=True, exist_ok=True)
         if trace:
             grid = None
-            if cfg["grid"]:  # the grid the program built (SMPI's MPI_Dims_create is not MPICH's)
+            if cfg["grid"]:  # the grid the program built and declared
                 dims = program_grid(stdout)
                 if dims != dims_create(P, cfg["grid"]):
-                    say(f"{app}: SMPI's MPI_Dims_create gave {dims} at P={P}, not the standard "
-                        f"{dims_create(P, cfg['grid'])}: the model will refuse this run's grid")
-                grid = (dims, (False,) * len(dims))
+                    say(f"{app}: the program's grid at P={P} is {dims}, not MPI_Dims_create's "
+                        f"{dims_create(P, cfg['grid'])}: the model must find the program's dims rule")
+                grid = (dims, (bool(cfg.get("periods")),) * len(dims))
             t = import_ti(ti / "ti.txt", grid=grid, clock=machine, app=app, workload=("n", str(cfg["n"])))
             t.meta["command"] = json.dumps(["smpirun", "-np", str(P), f"bench/smpi/{app}", *args])
             t.meta["smpi_time"] = sim

@@ -42,6 +42,7 @@ learns, per phase:
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -104,11 +105,11 @@ def _volume(model, P: int) -> int:
 # ---- volume models -------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class GridPower:
-    """bytes = c * dims_k(P)^e: a volume that follows one process-grid dimension."""
+    """bytes = c * prod_k dims_k(P)^e_k: a volume that follows the process-grid dimensions
+    (a halo row is n / dims_1 values, a 3-D sub-domain's face n^2 / (dims_1 dims_2))."""
 
     c: float
-    k: int
-    e: int
+    exps: tuple[int, ...]
     grid: Grid
     name: str = "bytes"
 
@@ -116,12 +117,13 @@ class GridPower:
 
     def predict(self, P):
         P = np.atleast_1d(np.asarray(P, np.int64))
-        d = np.array([self.grid.dims(int(p))[self.k] for p in P], float)
-        return self.c * d ** self.e
+        d = np.array([self.grid.dims(int(p)) for p in P], float).reshape(len(P), -1)
+        return self.c * np.prod(d ** np.asarray(self.exps, float)[None, :], axis=1)
 
     def formula(self) -> str:
         rule = self.grid.rule.describe() if self.grid.rule else f"MPI_Dims_create(P, {self.grid.ndims})"
-        return f"{self.c:.6g} * dims{self.k}(P)^{self.e}  (dims = {rule})"
+        terms = " * ".join(f"dims{k}(P)^{e}" for k, e in enumerate(self.exps) if e)
+        return f"{self.c:.6g} * {terms}  (dims = {rule})"
 
     @property
     def stats(self) -> dict[str, float]:
@@ -131,7 +133,7 @@ class GridPower:
         return f"{self.formula()}  [exact on every traced P]"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "grid", "c": self.c, "k": self.k, "e": self.e, "grid": self.grid.to_dict(),
+        return {"kind": "grid", "c": self.c, "exps": list(self.exps), "grid": self.grid.to_dict(),
                 "name": self.name}
 
 
@@ -146,8 +148,17 @@ def _load_quantity(d: dict[str, Any] | None):
         return None
     if d.get("kind") == "grid":
         grid = Grid.from_dict(d["grid"]) if "grid" in d else Grid(int(d["ndims"]), (False,) * int(d["ndims"]))
-        return GridPower(c=d["c"], k=d["k"], e=d["e"], grid=grid, name=d.get("name", "bytes"))
+        exps = (tuple(int(e) for e in d["exps"]) if "exps" in d else
+                tuple(int(d["e"]) if k == d["k"] else 0 for k in range(grid.ndims)))
+        return GridPower(c=d["c"], exps=exps, grid=grid, name=d.get("name", "bytes"))
     return search.load_model(d)
+
+
+#: exponent vectors tried for a volume on a grid of 1-3 dims: one dimension first, then
+#: products of two, then of three; -1 before -2 before +1 before +2
+_GRID_EXPONENTS = {nd: sorted((e for e in itertools.product((0, -1, -2, 1, 2), repeat=nd) if any(e)),
+                              key=lambda e: (sum(x != 0 for x in e), [(-1, -2, 1, 2, 0).index(x) for x in e]))
+                   for nd in (1, 2, 3)}
 
 
 def _fit_volume(Ps: np.ndarray, y: np.ndarray, grid: Grid | None, name: str):
@@ -156,12 +167,11 @@ def _fit_volume(Ps: np.ndarray, y: np.ndarray, grid: Grid | None, name: str):
     if np.all(y == y[0]):
         return search.fit(Ps, y, name=name)
     if grid is not None and np.all(y > 0):
-        for k in range(grid.ndims):
-            d = np.array([grid.dims(int(p))[k] for p in Ps], float)
-            for e in (-1, -2, 1, 2):
-                c = y * d ** (-e)
-                if np.all(np.abs(c - c[0]) <= 1e-9 * abs(c[0])):
-                    return GridPower(c=float(c[0]), k=k, e=e, grid=grid, name=name)
+        d = np.array([grid.dims(int(p)) for p in Ps], float)
+        for exps in _GRID_EXPONENTS[grid.ndims]:
+            c = y / np.prod(d ** np.asarray(exps, float)[None, :], axis=1)
+            if np.all(np.abs(c - c[0]) <= 1e-9 * abs(c[0])):
+                return GridPower(c=float(c[0]), exps=exps, grid=grid, name=name)
     return search.fit(Ps, y, name=name, positive=True)
 
 
@@ -193,6 +203,9 @@ class SlotModel:
     #: MPI_PROC_NULL (a non-periodic halo's ends) instead of skipping the call
     null_ends: bool = False
     recv_null_ends: bool = False
+    #: the tag a receive from MPI_PROC_NULL records, when not the slot's (MPICH's status
+    #: reports MPI_ANY_TAG, -1; a posted receive keeps its own)
+    null_tag: int | None = None
     #: a rooted collective's bytes at its root, when they differ from the other ranks'
     root_bytes: Any = None
     root_recv_bytes: Any = None
@@ -227,6 +240,7 @@ class SlotModel:
                 "work_share": self.work_share, "problem": self.problem,
                 "comm_role": self.comm_role.to_dict() if self.comm_role else None,
                 "null_ends": self.null_ends, "recv_null_ends": self.recv_null_ends,
+                "null_tag": self.null_tag,
                 "root_bytes": self.root_bytes.to_dict() if self.root_bytes is not None else None,
                 "root_recv_bytes": (self.root_recv_bytes.to_dict() if self.root_recv_bytes is not None
                                     else None),
@@ -245,7 +259,7 @@ class SlotModel:
                    work_share=float(d["work_share"]), problem=d.get("problem"),
                    comm_role=SubGrid.from_dict(d["comm_role"]) if d.get("comm_role") else None,
                    null_ends=bool(d.get("null_ends", False)),
-                   recv_null_ends=bool(d.get("recv_null_ends", False)),
+                   recv_null_ends=bool(d.get("recv_null_ends", False)), null_tag=d.get("null_tag"),
                    root_bytes=_load_quantity(d.get("root_bytes")),
                    root_recv_bytes=_load_quantity(d.get("root_recv_bytes")), alternatives=alts)
 
@@ -284,9 +298,10 @@ class SlotModel:
         if self.recv_peer is not None and self.recv_null_ends:
             out["recv_bytes"] = np.where(out["recv_peer"] == PROC_NULL, 0, out["recv_bytes"])
         if self.peer is not None and self.null_ends and self.op in RECV_OPS:
-            # a receive from PROC_NULL completes at once: no bytes, no tag (MPI_ANY_TAG)
+            # a receive from PROC_NULL completes at once: no bytes (and MPI_ANY_TAG in its status)
             out["recv_bytes"] = np.where(out["peer"] == PROC_NULL, 0, out["recv_bytes"])
-            out["tag"] = np.where(out["peer"] == PROC_NULL, -1, out["tag"])
+            if self.null_tag is not None:
+                out["tag"] = np.where(out["peer"] == PROC_NULL, self.null_tag, out["tag"])
         return out
 
 
@@ -951,6 +966,10 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             return slot
         slot.peer = rule
         slot.null_ends = null_ends(rule, nulls, "to")
+        if slot.null_ends and op in RECV_OPS:
+            tags = np.unique(np.concatenate([col(o, "tag")[col(o, "peer") == PROC_NULL] for o in o_list]))
+            if len(tags) == 1 and int(tags[0]) != tag:
+                slot.null_tag = int(tags[0])
         if key[4][0] not in ("null", "-"):
             ob, nulls = observations(4)
             rrule = infer_peer(ob, cart, alternatives=slot.alternatives)
