@@ -161,17 +161,23 @@ _GRID_EXPONENTS = {nd: sorted((e for e in itertools.product((0, -1, -2, 1, 2), r
                    for nd in (1, 2, 3)}
 
 
-def _fit_volume(Ps: np.ndarray, y: np.ndarray, grid: Grid | None, name: str):
-    """Exact grid-dimension power when there is one, else the model search."""
+def _fit_volume(Ps: np.ndarray, y: np.ndarray, grid: Grid | None, name: str, alternatives: list | None = None):
+    """Exact grid-dimension power when there is one (the others that are exact on every
+    traced P go to ``alternatives``), else the model search."""
     Ps, y = np.asarray(Ps, np.int64), np.asarray(y, float)
     if np.all(y == y[0]):
         return search.fit(Ps, y, name=name)
     if grid is not None and np.all(y > 0):
         d = np.array([grid.dims(int(p)) for p in Ps], float)
+        found = []
         for exps in _GRID_EXPONENTS[grid.ndims]:
             c = y / np.prod(d ** np.asarray(exps, float)[None, :], axis=1)
             if np.all(np.abs(c - c[0]) <= 1e-9 * abs(c[0])):
-                return GridPower(c=float(c[0]), exps=exps, grid=grid, name=name)
+                found.append(GridPower(c=float(c[0]), exps=exps, grid=grid, name=name))
+        if found:
+            if alternatives is not None:
+                alternatives.extend(found[1:])
+            return found[0]
     return search.fit(Ps, y, name=name, positive=True)
 
 
@@ -209,8 +215,9 @@ class SlotModel:
     #: a rooted collective's bytes at its root, when they differ from the other ranks'
     root_bytes: Any = None
     root_recv_bytes: Any = None
-    #: rules (PeerRule) or communicator layouts (SubGrid) that fit every traced P as
-    #: well: the target is checked for where they part
+    #: (field, value) pairs that fit every traced P as well as the slot's own: another
+    #: peer or receive-peer rule, communicator layout, or volume; the target is checked
+    #: for where they part (:meth:`LogicalModel.undecided`)
     alternatives: list = dataclasses.field(default_factory=list)
 
     def describe(self) -> str:
@@ -244,14 +251,13 @@ class SlotModel:
                 "root_bytes": self.root_bytes.to_dict() if self.root_bytes is not None else None,
                 "root_recv_bytes": (self.root_recv_bytes.to_dict() if self.root_recv_bytes is not None
                                     else None),
-                "alternatives": [{"kind": "comm" if isinstance(a, SubGrid) else "peer", **a.to_dict()}
-                                 for a in self.alternatives]}
+                "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
         rule = lambda x: PeerRule.from_dict(x) if x else None  # noqa: E731
-        alts = [SubGrid.from_dict(a) if a["kind"] == "comm" else PeerRule.from_dict(a)
-                for a in d.get("alternatives", ())]
+        load = {"peer": PeerRule.from_dict, "recv_peer": PeerRule.from_dict, "comm_role": SubGrid.from_dict}
+        alts = [(a["field"], load.get(a["field"], _load_quantity)(a["value"])) for a in d.get("alternatives", ())]
         return cls(key=d["key"], op=OP_CODE[d["op"]], tag=int(d["tag"]), comm=int(d["comm"]),
                    everywhere=bool(d["everywhere"]), peer=rule(d["peer"]),
                    recv_peer=rule(d["recv_peer"]), root=rule(d["root"]),
@@ -478,28 +484,28 @@ class LogicalModel:
         ranks = np.arange(P)
         for ph in self.phases:
             for i, s in enumerate(ph.slots):
-                for alt in s.alternatives:
-                    if isinstance(alt, SubGrid):
-                        try:
-                            a, b = alt.layout(ranks, P), s.comm_role.layout(ranks, P)
-                        except ValueError:
-                            continue
-                        if a[2] != b[2] or not np.array_equal(a[1], b[1]) or len(
-                                np.unique(a[0] * P + b[0])) != len(np.unique(a[0])):
-                            out.setdefault(ph.id, []).append(
-                                f"slot {i} ({OPS[s.op]}): its communicators are {s.comm_role.describe()} "
-                                f"or {alt.describe()} at every traced P, which part at P={P}")
-                            break
-                    else:
-                        try:
-                            same = np.array_equal(alt(ranks, P), s.peer(ranks, P, self.grid))
-                        except ValueError:
-                            continue
-                        if not same:
-                            out.setdefault(ph.id, []).append(
-                                f"slot {i} ({OPS[s.op]}): the peers are {s.peer.describe()} or "
-                                f"{alt.describe()} at every traced P, which part at P={P}")
-                            break
+                if not s.alternatives:
+                    continue
+                try:
+                    mine = s.place(ranks, P, self.grid)
+                except ValueError:
+                    continue
+                for field, value in s.alternatives:
+                    try:
+                        other = dataclasses.replace(s, **{field: value}).place(ranks, P, self.grid)
+                    except ValueError:
+                        continue  # the alternative has no grid at P: it does not apply there
+                    if not all(np.array_equal(mine[c], other[c]) for c in mine):
+                        what = {"comm_role": "its communicators are", "bytes": "its bytes are",
+                                "recv_bytes": "its received bytes are", "peer": "its peers are",
+                                "recv_peer": "its receive peers are"}.get(field, field)
+                        have = getattr(s, field)
+                        text = lambda v: v.describe() if hasattr(v, "describe") and not hasattr(v, "formula") \
+                            else v.formula()  # noqa: E731
+                        out.setdefault(ph.id, []).append(
+                            f"slot {i} ({OPS[s.op]}): {what} {text(have)} or {text(value)} at every "
+                            f"traced P, which part at P={P}")
+                        break
         return out
 
     def check_target(self, P: int) -> None:
@@ -704,8 +710,9 @@ def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalMod
             comm_role=(dataclasses.replace(s.comm_role, rule=rule(s.comm_role.rule, s.comm_role.rule.ndims))
                        if s.comm_role else None)) for s in ph.slots]
         for s in slots:
-            s.alternatives = [peer(a) if isinstance(a, PeerRule) else
-                              dataclasses.replace(a, rule=rule(a.rule, a.rule.ndims)) for a in s.alternatives]
+            s.alternatives = [(f, peer(a) if isinstance(a, PeerRule) else volume(a) if f.endswith("bytes")
+                               else dataclasses.replace(a, rule=rule(a.rule, a.rule.ndims)))
+                              for f, a in s.alternatives]
         phases.append(dataclasses.replace(ph, slots=slots))
     return dataclasses.replace(model, grid=grid(model.grid) if model.grid else None, phases=phases)
 
@@ -789,9 +796,13 @@ def _slot_keys(op, peer, rpeer, tag, comm, lrank, lsize, rank, grid_dims, grid_p
         if c == COMM_CART and grid_dims is not None:
             a = np.unravel_index(rank, grid_dims)
             b = np.unravel_index(q, grid_dims)
-            disp = [int(y - x) for x, y in zip(a, b)]
+            disp: list = [int(y - x) for x, y in zip(a, b)]
             for d, m in enumerate(grid_dims):
-                if grid_periods[d] and abs(disp[d]) > m // 2:
+                if grid_periods[d] and m == 1:
+                    disp[d] = "?"  # on a periodic ring of 1, every displacement is the rank itself
+                elif grid_periods[d] and m == 2 and disp[d]:
+                    disp[d] = "+-"  # on a periodic ring of 2, +1 and -1 are one neighbour
+                elif grid_periods[d] and abs(disp[d]) > m // 2:
                     disp[d] -= int(np.sign(disp[d])) * m
             return ("grid", *disp)
         d = (q - r) % n
@@ -810,7 +821,7 @@ def _slot_keys(op, peer, rpeer, tag, comm, lrank, lsize, rank, grid_dims, grid_p
 
 
 def _open_side(w: tuple) -> bool:
-    return w[0] == "null" or w == ("near", "+-1")
+    return w[0] == "null" or w == ("near", "+-1") or (w[0] == "grid" and ("?" in w or "+-" in w))
 
 
 def _fits_side(w: tuple, c: tuple) -> bool:
@@ -818,31 +829,61 @@ def _fits_side(w: tuple, c: tuple) -> bool:
         return c[0] != "null"
     if w == ("near", "+-1"):
         return c[0] == "near" and c[1] in (1, -1)
+    if w[0] == "grid" and ("?" in w or "+-" in w):
+        return c[0] == "grid" and len(c) == len(w) and all(
+            x == "?" or x == y or (x == "+-" and y in (1, -1)) for x, y in zip(w[1:], c[1:]))
     return w == c
 
 
 def _merge_open_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
     """Keys a small P leaves open join the slot they stand for. A call to MPI_PROC_NULL
-    (the end of a non-periodic chain) belongs to the slot of the ranks that have a
-    real peer there; on a communicator of 2 ranks the next and the previous rank are
-    one. The slot: same operation, communicator and occurrence, the other side equal
-    (a receive from PROC_NULL reports no tag, so any tag), one the rank does not
-    already have, and the only such one. Keys are rewritten in place; one with no
-    single such slot stays as it is."""
-    real = {key for ks in keys_per_p.values() for seq in ks for key in seq
-            if not _open_side(key[3]) and not _open_side(key[4])}
+    (the end of a non-periodic chain) belongs to the slot of the ranks that have a real
+    peer there; on a communicator of 2 ranks, or along a periodic grid dimension 1 or 2
+    wide, the next and the previous rank are one. A rank's sequence with open keys
+    takes, position by position, the keys of the sequences (of any rank at any P) that
+    have the same length and fit it everywhere (same operation, communicator, tag or
+    none, and the decided sides equal), the most decided ones, when they all agree.
+    Otherwise each open key joins the only slot with the same operation, communicator
+    and occurrence that fits it and the rank does not already have. Keys are rewritten
+    in place; one with no single such slot stays as it is."""
+    def is_open(key):
+        return _open_side(key[3]) or _open_side(key[4])
+
+    def fits(key, c):
+        return (key[0] == c[0] and key[2] == c[2] and (key[1] == c[1] or key[1] < 0)
+                and all(_fits_side(key[x], c[x]) or key[x] == c[x] for x in (3, 4)))
+
+    def openness(seq):
+        return sum(_open_side(k[3]) + _open_side(k[4]) for k in seq)
+
+    seqs = {tuple(seq): openness(seq) for ks in keys_per_p.values() for seq in ks}
+    by_len: dict[int, list[tuple]] = {}
+    for seq in seqs:
+        by_len.setdefault(len(seq), []).append(seq)
+    mapped: dict[tuple, tuple] = {}
+    for seq, n_open in seqs.items():
+        if not n_open:
+            continue
+        refs = [r for r in by_len[len(seq)] if seqs[r] < n_open and all(map(fits, seq, r))]
+        if refs:
+            least = min(seqs[r] for r in refs)
+            best = {r for r in refs if seqs[r] == least}
+            if len(best) == 1:
+                mapped[seq] = best.pop()
+    real = {key for seq in seqs for key in seq if not is_open(key)}
     by_base: dict[tuple, list[tuple]] = {}
     for key in real:
         by_base.setdefault((key[0], key[2], key[5]), []).append(key)
     for ks in keys_per_p.values():
-        for seq in ks:
+        for n, seq in enumerate(ks):
+            if tuple(seq) in mapped:
+                ks[n] = list(mapped[tuple(seq)])
+                continue
             have = set(seq)
             for j, key in enumerate(seq):
-                if not _open_side(key[3]) and not _open_side(key[4]):
+                if not is_open(key):
                     continue
-                cands = [c for c in by_base.get((key[0], key[2], key[5]), ())
-                         if c not in have and (key[1] == c[1] or key[1] < 0)
-                         and all(_fits_side(key[x], c[x]) for x in (3, 4))]
+                cands = [c for c in by_base.get((key[0], key[2], key[5]), ()) if c not in have and fits(key, c)]
                 if len(cands) == 1:
                     seq[j] = cands[0]
                     have.add(cands[0])
@@ -918,7 +959,7 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             slot.problem = ("its communicators follow no row, column or plane layout of a process grid "
                             "(Comm_split/Cart_sub) at every P")
             return slot
-        slot.comm_role, slot.alternatives = roles[0], list(roles[1:])
+        slot.comm_role, slot.alternatives = roles[0], [("comm_role", r) for r in roles[1:]]
         nd = roles[0].rule.ndims
         vol_grid = Grid(nd, (False,) * nd, roles[0].rule, roles[0].order)
 
@@ -960,7 +1001,7 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         ob, nulls = observations(3)
         alts: list = []
         rule = infer_peer(ob, cart, alternatives=alts)
-        slot.alternatives += alts
+        slot.alternatives += [("peer", a) for a in alts]
         if rule is None:
             slot.problem = "no communication rule reproduces the peers at every P"
             return slot
@@ -972,7 +1013,9 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 slot.null_tag = int(tags[0])
         if key[4][0] not in ("null", "-"):
             ob, nulls = observations(4)
-            rrule = infer_peer(ob, cart, alternatives=slot.alternatives)
+            alts = []
+            rrule = infer_peer(ob, cart, alternatives=alts)
+            slot.alternatives += [("recv_peer", a) for a in alts]
             if rrule is None:
                 slot.problem = "no rule reproduces the receive peers at every P"
                 return slot
@@ -1045,7 +1088,9 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
             if attr == root_attr and (not y_ or (len(Pv) == len(Pr) and yv == yr)):
                 continue  # the root sends what the others do
             if len(set(P_)) >= 2 and any(y_):
-                setattr(slot, attr, _fit_volume(np.array(P_), np.array(y_), grid, f"{name} {attr}"))
+                alts: list = []
+                setattr(slot, attr, _fit_volume(np.array(P_), np.array(y_), grid, f"{name} {attr}", alts))
+                slot.alternatives += [(attr, a) for a in alts]
             elif len(set(P_)) == 1 and any(y_):
                 slot.problem = "seen at one P only; its volume cannot be fitted"
                 return

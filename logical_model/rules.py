@@ -214,9 +214,10 @@ def _product(options):
 
 
 def _cart_candidates(seen: Sequence[Observation], grid: Grid, inferred: bool) -> list[PeerRule]:
-    """Displacements on ``grid`` that one rank's peer gives at each traced P: on a
-    periodic dimension of size n, +d and d - n are the same neighbour (size 2: +1
-    and -1), so a small P can be ambiguous."""
+    """Displacements on ``grid`` that one rank's peer gives at each traced P, the
+    nearest way round a periodic dimension (a program that reaches its +1 neighbour
+    as -3 on a ring of 4 is not considered); half-way round (+1 and -1 on a ring of
+    2) both ways, so a small P can leave the direction open."""
     disps: dict[tuple[int, ...], None] = {}
     for o in seen:
         try:
@@ -230,8 +231,9 @@ def _cart_candidates(seen: Sequence[Observation], grid: Grid, inferred: bool) ->
         for d, n in enumerate(dims):
             x = int(disp[d])
             alts = {x}
-            if grid.periods[d] and n > 1:
-                alts |= {x % n, x % n - n}
+            if grid.periods[d] and n > 1:  # the nearest way round the ring (both, half-way)
+                x = x % n if x % n <= n // 2 else x % n - n
+                alts = {x, -x} if 2 * abs(x) == n else {x}
             options.append(sorted(alts, key=abs))
         for combo in _product(options):
             disps.setdefault(combo, None)
