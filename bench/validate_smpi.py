@@ -47,6 +47,7 @@ takes a few minutes. The last line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import shutil
@@ -65,6 +66,7 @@ from logical_model.topology import dims_create  # noqa: E402
 from replay import Program, load, replay  # noqa: E402
 from replay.simgrid import import_ti, run_program  # noqa: E402
 from signature import extract, load_trace  # noqa: E402
+from signature.errors import ExtrapolationError  # noqa: E402
 from signature._text import table  # noqa: E402
 from sigex.pipeline import load_models, predict  # noqa: E402
 
@@ -84,8 +86,8 @@ APPS = {
     "halo1d": {"n": 1 << 24, "args": ["--iters", "100", "--halo", "16", "--check-every", "10", "--nonblocking", "1"],
                "grid": None,
                "p_rule": None, "src": "c/halo1d.c"},
-    "lammps_like": {"n": 64, "args": ["--bx", "2", "--by", "1", "--bz", "1", "--steps", "50", "--thermo", "10"],
-                    "grid": 3, "periods": True, "p_rule": None, "src": "c/lammps_like.c"},
+    "lammps_like": {"n": 72, "args": ["--bx", "2", "--by", "1", "--bz", "1", "--steps", "50", "--thermo", "10"],
+                    "grid": 3, "periods": True, "p_rule": None, "src": "c/lammps_like.c", "user_grid": True},
     "cg_like": {"n": 8192, "args": ["--iters", "30"], "grid": None, "p_rule": "powers_of_two",
                 "src": "c/cg_like.c"},
 }
@@ -108,6 +110,12 @@ def program_grid(stdout: str) -> tuple[int, ...]:
     if m is None:
         raise SystemExit(f"the program did not report its process grid: {stdout.strip()}")
     return tuple(int(x) for x in m.group(1).split("x"))
+
+
+def run_grid(out: Path) -> tuple[int, ...] | None:
+    """The process grid the program reported in the run cached at ``out`` (None: none)."""
+    grid = json.loads(out.with_suffix(".json").read_text()).get("grid")
+    return tuple(grid) if grid else None
 
 
 def traced_run(app: str, P: int, out: Path, machine, say, *, trace: bool = True) -> tuple[Path | None, float]:
@@ -139,7 +147,9 @@ def traced_run(app: str, P: int, out: Path, machine, say, *, trace: bool = True)
             t.meta["command"] = json.dumps(["smpirun", "-np", str(P), f"bench/smpi/{app}", *args])
             t.meta["smpi_time"] = sim
             t.to_hdf5(out, overwrite=True)
-    meta.write_text(json.dumps({"smpi_time": sim, "wall": time.perf_counter() - t0}))
+    reported = re.search(r"grid (\d+(?:x\d+)+)", stdout)
+    meta.write_text(json.dumps({"smpi_time": sim, "wall": time.perf_counter() - t0,
+                                "grid": [int(x) for x in reported.group(1).split("x")] if reported else None}))
     return (out if trace else None), sim
 
 
@@ -200,8 +210,24 @@ def main() -> None:
             tpath, truth = traced_run(app, P, CACHE / app / "truth" / f"P{P}.h5", machine, say,
                                       trace=P <= opts.trace_max)
             say(f"{app}: predicting P = {P}")
+            at_p, given = models, None
+            if models.logical.undecided(P) and APPS[app].get("user_grid"):
+                # the fit P leave the grid open at P: the user gives it (--grid), here the one
+                # the program itself reported at P
+                given = run_grid(CACHE / app / "truth" / f"P{P}.h5")
+                say(f"{app}: the traced P cannot decide the grid at P={P}; given {given} (--grid)")
+                logical = models.logical.with_grid(P, given)
+                at_p = dataclasses.replace(models, logical=logical,
+                                           compute=dataclasses.replace(models.compute, logical=logical))
             t0 = time.perf_counter()
-            pred = predict(models, P, machine, full=True)
+            try:
+                pred = predict(at_p, P, machine, full=True)
+            except ExtrapolationError as err:  # the model refuses P: say why, count it as a miss
+                say(f"{app}: P = {P} refused")
+                results.append({"app": app, "P": P, "x": P // Pmax, "smpi": truth, "replay_real": None,
+                                "predicted": None, "steady": None, "pet": None, "error": None,
+                                "replay_error": None, "refused": str(err), "warnings": []})
+                continue
             t_pred = time.perf_counter() - t0
             real = None
             if tpath is not None:
@@ -213,7 +239,8 @@ def main() -> None:
                             "predicted": pred.runtime, "steady": pred.steady, "pet": pred.pet,
                             "error": pred.runtime / truth - 1,
                             "replay_error": None if real is None else real / truth - 1,
-                            "predict_s": t_pred, "warnings": pred.warnings})
+                            "predict_s": t_pred, "warnings": pred.warnings,
+                            "grid_given": "x".join(map(str, given)) if given else None})
 
     print("Runtime: SMPI's simulated time of the real C program (truth), sigex's replay of that run's "
           f"own trace, and sigex's prediction from the P = {', '.join(map(str, sorted(opts.signature)))} "
@@ -223,8 +250,16 @@ def main() -> None:
                 [(r["app"], r["P"], f"{r['x']}x" if r["x"] > 1 else "traced", f"{r['smpi']:.5f}",
                   "-" if r["replay_real"] is None else f"{r['replay_real']:.5f}",
                   "-" if r["replay_error"] is None else f"{100 * r['replay_error']:+.2f}%",
-                  f"{r['predicted']:.5f}", f"{100 * r['error']:+.2f}%", f"{r['steady']:.5f}",
-                  f"{r['pet']:.5f}") for r in results], align="rrrrrrrrrr"))
+                  *((f"{r['predicted']:.5f}", f"{100 * r['error']:+.2f}%", f"{r['steady']:.5f}",
+                     f"{r['pet']:.5f}") if r["predicted"] is not None else ("refused", "-", "-", "-")))
+                 for r in results], align="rrrrrrrrrr"))
+    for r in results:
+        if r.get("refused"):
+            print(f"  {r['app']} P={r['P']} refused: {r['refused'][:600]}")
+    for r in results:
+        if r.get("grid_given"):
+            print(f"  {r['app']} P={r['P']}: the signature P cannot decide the process grid there; "
+                  f"predicted with --grid {r['grid_given']} (the grid the program reports at that P)")
     print()
     print("Per phase at the traced targets: weight, computation per process and repetition (max over "
           "ranks), and PET's term TE x W (truth: the real large trace, timed by sigex's replay). A "
@@ -239,10 +274,11 @@ def main() -> None:
                   f"{100 * (r['time'] / r['time_true'] - 1):+.2f}%" if r["time_true"] > 0 else "-")
                  for r in phase_rows], align="rrrlrrrrrrrr"))
     far = [r for r in results if r["x"] >= 64]
-    ok = [r for r in far if abs(r["error"]) <= 0.10]
+    ok = [r for r in far if r["error"] is not None and abs(r["error"]) <= 0.10]
     print()
     print(f"within 10% at 64x the largest signature P: {len(ok)}/{len(far)} "
-          + ", ".join(f"{r['app']} {100 * r['error']:+.1f}%" for r in far))
+          + ", ".join(f"{r['app']} " + (f"{100 * r['error']:+.1f}%" if r["error"] is not None else "refused")
+                      for r in far))
     for r in results:
         for w in r.get("warnings", []):
             print(f"  warning ({r['app']} P={r['P']}): {w}")

@@ -933,6 +933,77 @@ def _order(keys_per_p: dict[int, list[list[tuple]]]):
     return None, None, []
 
 
+def _position_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict | None:
+    """Slot keys by position ((operation, tag, communicator) and occurrence, whether a
+    peer is named), or None unless every rank at every P has the same sequence of them."""
+    def coarse(w):
+        return ("pos",) if w[0] != "-" else ("-",)
+
+    out, shape = {}, None
+    for P, ks in keys_per_p.items():
+        rows = []
+        for seq in ks:
+            count: dict[tuple, int] = {}
+            row = []
+            for key in seq:
+                base = (key[0], key[1], key[2], coarse(key[3]), coarse(key[4]))
+                n = count.get(base, 0)
+                count[base] = n + 1
+                row.append(base + (n,))
+            if shape is None:
+                shape = row
+            if row != shape:
+                return None
+            rows.append(row)
+        out[P] = rows
+    return out
+
+
+def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid, cost_col: str):
+    """The slots of phase k from its keys: (order, class name, per-class positions,
+    problems, slots)."""
+    problems = []
+    order, class_name, positions = _order(keys_per_p)
+    if order is None:
+        problems.append("ranks order the phase's events differently and no rank class ("
+                        + ", ".join(ORDER_CLASSES) + ") has one order; its events cannot be "
+                        "placed at a new P")
+        order = list({key: None for ks in keys_per_p.values() for seq in ks for key in seq})
+    index = {key: i for i, key in enumerate(order)}
+    n_slots = len(order)
+    obs = {i: [] for i in range(n_slots)}  # (P, ranks, event indices into template, phase)
+    share_sum = np.zeros(n_slots)
+    share_n = np.zeros(n_slots)
+    for s in sigs:
+        ph = s.phases[k]
+        P = s.nprocs
+        offs = ph.template_offsets
+        cost = ph.template_cost.get(cost_col)
+        rank_ev = {i: ([], []) for i in range(n_slots)}
+        for r in range(P):
+            a = int(offs[r])
+            if cost is not None:
+                tot = cost[a:int(offs[r + 1])].sum()
+            for j, key in enumerate(keys_per_p[P][r]):
+                i = index[key]
+                rank_ev[i][0].append(r)
+                rank_ev[i][1].append(a + j)
+                if cost is not None and tot > 0:
+                    share_sum[i] += cost[a + j] / tot
+                    share_n[i] += 1
+        for i in range(n_slots):
+            obs[i].append((P, np.array(rank_ev[i][0], np.int64), np.array(rank_ev[i][1], np.int64), ph))
+    slots = [_slot_model(key, obs[i], local, comms, grid, share_sum[i] / share_n[i] if share_n[i] else 0.0,
+                         f"phase {k} slot {i}") for i, key in enumerate(order)]
+    by_problem: dict[str, list[str]] = {}
+    for i, slot in enumerate(slots):
+        if slot.problem:
+            by_problem.setdefault(slot.problem, []).append(f"{i} ({OPS[slot.op]})")
+    for text, where in by_problem.items():
+        problems.append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {text}")
+    return order, class_name, positions, problems, slots
+
+
 def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid | None,
                 share: float, name: str) -> SlotModel:
     """One slot's rules from its events at every traced P (``o_list``: (P, ranks, template
@@ -1006,6 +1077,8 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             slot.problem = "no communication rule reproduces the peers at every P"
             return slot
         slot.peer = rule
+        if vol_grid is None and rule.params.get("grid") is not None:
+            vol_grid = rule.params["grid"]  # volumes may follow the inferred grid's dims
         slot.null_ends = null_ends(rule, nulls, "to")
         if slot.null_ends and op in RECV_OPS:
             tags = np.unique(np.concatenate([col(o, "tag")[col(o, "peer") == PROC_NULL] for o in o_list]))
@@ -1276,50 +1349,20 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                                            r, gd[0] if gd else None, gd[1] if gd else None))
             keys_per_p[P] = keys_all
             local[P] = (kind, lrank, lsize, lpeer, lrpeer, lroot)
-        _merge_open_keys(keys_per_p)
-        order, class_name, positions = _order(keys_per_p)
-        if order is None:
-            problems.append("ranks order the phase's events differently and no rank class ("
-                            + ", ".join(ORDER_CLASSES) + ") has one order; its events cannot be "
-                            "placed at a new P")
-            order = list({key: None for ks in keys_per_p.values() for seq in ks for key in seq})
-        index = {key: i for i, key in enumerate(order)}
-
-        # ---- per slot: observations at every P -----------------------------------------
-        n_slots = len(order)
-        obs = {i: [] for i in range(n_slots)}  # (P, ranks, event indices into template, phase)
-        share_sum = np.zeros(n_slots)
-        share_n = np.zeros(n_slots)
-        for s in sigs:
-            ph = s.phases[k]
-            P = s.nprocs
-            offs = ph.template_offsets
-            cost = ph.template_cost.get(cost_col)
-            rank_ev = {i: ([], []) for i in range(n_slots)}
-            for r in range(P):
-                a = int(offs[r])
-                if cost is not None:
-                    tot = cost[a:int(offs[r + 1])].sum()
-                for j, key in enumerate(keys_per_p[P][r]):
-                    i = index[key]
-                    rank_ev[i][0].append(r)
-                    rank_ev[i][1].append(a + j)
-                    if cost is not None and tot > 0:
-                        share_sum[i] += cost[a + j] / tot
-                        share_n[i] += 1
-            for i in range(n_slots):
-                obs[i].append((P, np.array(rank_ev[i][0], np.int64), np.array(rank_ev[i][1], np.int64), ph))
-        slots = []
-        for i, key in enumerate(order):
-            slot = _slot_model(key, obs[i], local, comms, grid, share_sum[i] / share_n[i] if share_n[i] else 0.0,
-                               f"phase {k} slot {i}")
-            slots.append(slot)
-        by_problem: dict[str, list[str]] = {}
-        for i, slot in enumerate(slots):
-            if slot.problem:
-                by_problem.setdefault(slot.problem, []).append(f"{i} ({OPS[slot.op]})")
-        for text, where in by_problem.items():
-            problems.append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {text}")
+        # the slots by position when every rank calls the same operations in the same order
+        # (peers are the rules' business), else by where the peer lies (ranks that skip a
+        # call at a boundary keep their other calls in the right slots); the first that
+        # models every slot is kept
+        attempts = []
+        for keys in (_position_keys(keys_per_p), keys_per_p):
+            if keys is None:
+                continue
+            _merge_open_keys(keys)
+            attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
+            if not attempts[-1][3]:
+                break
+        order, class_name, positions, slot_problems, slots = min(attempts, key=lambda a: len(a[3]))
+        problems += slot_problems
 
         # ---- weight and work ------------------------------------------------------------
         weights = {s.nprocs: s.phases[k].weight for s in sigs}

@@ -264,7 +264,8 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
     communicators, in their own ranks). ``grid`` is the application's process grid
     when its trace recorded a Cartesian communicator; without one, grid
     neighbours are also sought on :func:`inferred_grids` after the rank-arithmetic
-    families. Where several grid rules reproduce every P (two displacements on a
+    families (2-D grids before 3-D ones: a 3-D grid is tried only when no 2-D one
+    fits). Where several grid rules reproduce every P (two displacements on a
     periodic dimension 1 or 2 wide at every fit P; several inferred grids), the
     first is returned and the others are appended to ``alternatives``: the caller
     checks whether they part at the target and, if so, refuses it naming both.
@@ -300,7 +301,9 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
     if grid is not None:
         return None
     found = []
-    for g in inferred_grids():
+    for g in inferred_grids():  # 2-D grids first; 3-D ones only when no 2-D one fits
+        if found and g.ndims > found[0].params["grid"].ndims:
+            break
         found += [r for r in _cart_candidates(seen, g, True) if _reproduces(r, obs, None)]
     if not found:
         return None
