@@ -460,27 +460,33 @@ class LogicalModel:
     grid_rules: list[DimsRule] = dataclasses.field(default_factory=list)
 
     # ---- use ---------------------------------------------------------------------
+    def grid_problem(self, P: int) -> str | None:
+        """Why the declared grid's dims at P are not known: the dims rules that fit every
+        traced P give different grids there, or the rule has none (dims fixed at P with
+        :meth:`with_grid` decide)."""
+        if self.grid is None or (self.grid.rule and any(p == P for p, _ in self.grid.rule.fixed)):
+            return None
+        mine = _dims_or_none(self.grid, P)
+        grids: dict[tuple, str] = {} if mine is None else {mine: self.grid.rule.describe() if self.grid.rule
+                                                           else "MPI_Dims_create"}
+        for r in self.grid_rules:
+            d = _dims_or_none(r, P)
+            if d is not None:
+                grids.setdefault(d, r.describe())
+        if mine is not None and len(grids) == 1:
+            return None
+        if not grids:
+            return f"no dims rule that fits the traced P has a grid for P={P}: give one (--grid AxBxC)"
+        return (f"the traced P cannot decide the process grid at P={P} ("
+                + "; ".join(f"{'x'.join(map(str, d))} by {how}" for d, how in grids.items())
+                + f"): give it (--grid {'x'.join(map(str, next(iter(grids))))} or another)")
+
     def undecided(self, P: int) -> dict[int, list[str]]:
-        """Per phase id, what the traced P leave open at P: a dims rule, a communicator
-        layout or a grid neighbour that fit every traced P as well as the one chosen
-        but give another grid, other communicators or other peers at P. Dims fixed
-        at P (:meth:`with_grid`) decide the grid."""
+        """Per phase id, what the traced P leave open at P besides the grid
+        (:meth:`grid_problem`): a communicator layout, a grid neighbour or a volume
+        that fit every traced P as well as the one chosen but give other communicators,
+        peers or bytes at P."""
         out: dict[int, list[str]] = {}
-        if self.grid is not None and not (self.grid.rule and any(p == P for p, _ in self.grid.rule.fixed)):
-            mine = _dims_or_none(self.grid.rule, P) if self.grid.rule else self.grid.dims(P)
-            others = {}
-            for r in self.grid_rules:
-                d = _dims_or_none(r, P)
-                if d is not None and d != mine:
-                    others.setdefault(d, r.describe())
-            if others:
-                text = (f"the traced P cannot decide the process grid at P={P}: "
-                        f"{self.grid.rule.describe() if self.grid.rule else 'MPI_Dims_create'} gives "
-                        f"{'x'.join(map(str, mine)) if mine else 'no grid'}, "
-                        + ", ".join(f"{how} gives {'x'.join(map(str, d))}" for d, how in others.items())
-                        + f"; give the grid at P={P} (--grid {'x'.join(map(str, next(iter(others))))})")
-                for ph in self.phases:
-                    out.setdefault(ph.id, []).append(text)
         ranks = np.arange(P)
         for ph in self.phases:
             for i, s in enumerate(ph.slots):
@@ -511,12 +517,13 @@ class LogicalModel:
     def check_target(self, P: int) -> None:
         if not isinstance(P, (int, np.integer)) or P < 1:
             raise ExtrapolationError(f"target P must be a positive integer, got {P!r}")
+        grid = self.grid_problem(P)
+        if grid is not None:
+            err = ExtrapolationError(f"{self.app}: cannot write a logical trace: {grid}")
+            err.detail = grid
+            raise err
         open_ = self.undecided(P)
         problems = {ph.id: ph.problems + open_.get(ph.id, []) for ph in self.phases}
-        if self.grid is not None and _dims_or_none(self.grid, P) is None:
-            for ph in self.phases:
-                problems[ph.id].append(f"the grid rule ({self.grid.describe()}) has no grid for P={P}; "
-                                       "give one with --grid")
         bad = [(pid, pr) for pid, pr in problems.items() if pr]
         if bad:
             err = ExtrapolationError(

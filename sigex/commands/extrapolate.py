@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from signature.errors import ExtrapolationError
+from signature.errors import ExtrapolationError, UsageError
 
 from ._common import (P_RULE_CHOICES, app_of, enough_runs, explain, formatter, output_file,
                       writable_folder, whole)
@@ -87,7 +87,10 @@ def run(opts: argparse.Namespace) -> int:
     output_file(opts.explain, opts.force, "--explain")
     model = from_traces(opts.traces, p_rule=opts.p_rule, progress=say)
     if opts.grid:
-        model = model.with_grid(opts.target, opts.grid)
+        try:
+            model = model.with_grid(opts.target, opts.grid)
+        except ExtrapolationError as err:  # a grid that does not fit the target or the model
+            raise UsageError(str(err)) from err
     if opts.explain:
         Path(opts.explain).write_text(model.describe(opts.target) + "\n")
         say(f"wrote the whole model to {opts.explain}")

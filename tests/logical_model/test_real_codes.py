@@ -132,3 +132,61 @@ def test_per_rank_bytes_that_follow_no_rule_are_refused(traced):
     problems = model.phases[loop].problems
     assert len(problems) == 1 and "recv_bytes differ between ranks at P=16" in problems[0] \
         and "rank 3" in problems[0]
+
+
+@pytest.fixture(scope="module")
+def lammps_like(tmp_path_factory):
+    """bench/c/lammps_like.c (a 2:1:1 periodic box on LAMMPS's least-surface grid, declared
+    with MPI_Cart_create) traced at P = 4, 6, 8, 16, 27, 32, 36 and 48, in folders of fit
+    sets: small (4, 8, 16), fit (8, 27, 32), fit2 (4, 6, 27), unseen (36, 48)."""
+    root = tmp_path_factory.mktemp("lammps_like")
+    bench = Path(__file__).parents[2] / "bench"
+    exe = root / "lammps_like"
+    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-I", str(bench / "smpi"), "-o", str(exe),
+                    str(bench / "c" / "lammps_like.c")], check=True)
+    sets = {"small": (4, 8, 16), "fit": (8, 27, 32), "fit2": (4, 6, 27), "unseen": (36, 48)}
+    for P in sorted({P for ps in sets.values() for P in ps}):
+        res = trace_run([str(exe), "--n", "48", "--steps", "3", "--thermo", "3"], P, root / "all" / f"P{P}.h5")
+        assert res.ok, f"lammps_like at P={P}: {res.trace.meta.get('incomplete_reason')}"
+    for name, ps in sets.items():
+        (root / name).mkdir()
+        for P in ps:
+            (root / name / f"P{P}.h5").symlink_to(root / "all" / f"P{P}.h5")
+    return root
+
+
+@needs_mpi
+def test_a_hand_chosen_grid_is_modelled_and_the_user_decides_what_the_fit_p_cannot(lammps_like, tmp_path,
+                                                                                     capsys):
+    """LAMMPS's grid (4x2x4 at P=32, not MPI_Dims_create's 4x4x2) is no longer refused: from
+    P = 8, 27, 32 the least-surface rule explains it and the logical trace at P = 48 equals
+    the real run event for event. From P = 4, 6, 27 several box shapes explain the runs and
+    part at P = 36 (6x2x3 or 4x3x3): that target is refused naming --grid; with --grid 4x3x3
+    the logical trace equals the real P = 36 run."""
+    model = from_traces(lammps_like / "fit")
+    assert model.grid.rule.name == "surface" and model.grid.periods == (True, True, True)
+    assert_same_events(model, lammps_like / "unseen" / "P48.h5")
+    model = from_traces(lammps_like / "fit2")
+    with pytest.raises(signature.errors.ExtrapolationError, match=r"cannot decide the process grid at P=36.*--grid"):
+        model.check_target(36)
+    assert_same_events(model.with_grid(36, (4, 3, 3)), lammps_like / "unseen" / "P36.h5")
+    out = tmp_path / "l36.h5"
+    assert main(["extrapolate", str(lammps_like / "fit2"), "--target", "36", "--grid", "4x3x3", "-o", str(out),
+                 "-q"]) == 0
+    assert load_trace(out).comms.cartesian(1) == ((4, 3, 3), (True, True, True))
+    assert main(["extrapolate", str(lammps_like / "fit2"), "--target", "36", "--grid", "6x6", "-o",
+                 str(tmp_path / "x.h5"), "-q"]) == 2
+    assert "2 dimensions" in capsys.readouterr().err
+
+
+@needs_mpi
+def test_what_the_fit_p_cannot_tell_is_refused_at_the_target(lammps_like):
+    """From P = 4, 8, 16 the y and z dimensions are 1 or 2 wide in every run, where the +1 and
+    -1 neighbours are one rank, and x's faces may or may not shrink with dims_0 (dims_2 is 2
+    at every run): the model keeps both readings, and at P = 48 (4x3x4), where they part,
+    refuses the target naming them instead of picking one."""
+    model = from_traces(lammps_like / "small")
+    with pytest.raises(signature.errors.ExtrapolationError) as err:
+        model.check_target(48)
+    assert "grid neighbour (+0,+1,+0) or grid neighbour (+0,-1,+0)" in err.value.detail
+    assert "dims1(P)^-1 * dims2(P)^-1" in err.value.detail
