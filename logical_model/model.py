@@ -1074,33 +1074,34 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 return False
         return True
 
-    if op in P2P_OPS and key[3][0] not in ("null", "-"):
-        slot.everywhere = False
-        ob, nulls = observations(3)
+    def side(j: int, field: str, what: str):
+        """The rule of one side (3: peer, 4: receive peer), the alternatives that fit as
+        well, and whether the ranks it leaves out call with PROC_NULL."""
+        ob, nulls = observations(j)
         alts: list = []
         rule = infer_peer(ob, cart, alternatives=alts)
-        slot.alternatives += [("peer", a) for a in alts]
+        slot.alternatives += [(field, a) for a in alts]
+        return (rule, False, ob) if rule is None else (rule, null_ends(rule, nulls, what), ob)
+
+    if op in P2P_OPS and key[3][0] not in ("null", "-"):
+        slot.everywhere = False
+        rule, slot.null_ends, ob = side(3, "peer", "to")
         if rule is None:
             slot.problem = "no communication rule reproduces the peers at every P"
             return slot
         slot.peer = rule
         if vol_grid is None and rule.params.get("grid") is not None:
             vol_grid = rule.params["grid"]  # volumes may follow the inferred grid's dims
-        slot.null_ends = null_ends(rule, nulls, "to")
         if slot.null_ends and op in RECV_OPS:
             tags = np.unique(np.concatenate([col(o, "tag")[col(o, "peer") == PROC_NULL] for o in o_list]))
             if len(tags) == 1 and int(tags[0]) != tag:
                 slot.null_tag = int(tags[0])
         if key[4][0] not in ("null", "-"):
-            ob, nulls = observations(4)
-            alts = []
-            rrule = infer_peer(ob, cart, alternatives=alts)
-            slot.alternatives += [("recv_peer", a) for a in alts]
+            rrule, slot.recv_null_ends, ob = side(4, "recv_peer", "from")
             if rrule is None:
                 slot.problem = "no rule reproduces the receive peers at every P"
                 return slot
             slot.recv_peer = rrule
-            slot.recv_null_ends = null_ends(rrule, nulls, "from")
 
             def present(r, ends, P):
                 return np.ones(P, bool) if ends else r(np.arange(P), P, cart) >= 0

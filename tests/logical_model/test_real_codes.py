@@ -190,3 +190,26 @@ def test_what_the_fit_p_cannot_tell_is_refused_at_the_target(lammps_like):
         model.check_target(48)
     assert "grid neighbour (+0,+1,+0) or grid neighbour (+0,-1,+0)" in err.value.detail
     assert "dims1(P)^-1 * dims2(P)^-1" in err.value.detail
+
+
+@needs_mpi
+def test_a_refusal_names_each_phase_once_with_its_slots_together(traced):
+    """Slots that fail for the same reason share one problem line, and the refusal names each
+    phase once: two Sendrecvs whose peers at P=16 follow no rule give one line for both."""
+    import dataclasses
+    from logical_model import build
+    sigs = [signature.extract(load_trace(traced["halo"] / f"P{P}.h5")) for P in FIT]
+    loop = next(i for i, ph in enumerate(sigs[-1].phases) if ph.kind == "loop")
+    ph = sigs[-1].phases[loop]
+    T = {c: v.copy() for c, v in ph.template.items()}
+    sendrecv = np.flatnonzero(T["op"] == signature.OP_CODE["Sendrecv"])
+    T["peer"][sendrecv] = np.random.default_rng(1).permutation(16)[np.arange(len(sendrecv)) % 16]
+    phases = list(sigs[-1].phases)
+    phases[loop] = dataclasses.replace(ph, template=T)
+    sigs[-1] = dataclasses.replace(sigs[-1], phases=tuple(phases))
+    model = build(sigs)
+    assert model.phases[loop].problems == [
+        "slots 0 (Sendrecv), 1 (Sendrecv): no communication rule reproduces the peers at every P"]
+    with pytest.raises(signature.errors.ExtrapolationError) as err:
+        model.check_target(64)
+    assert str(err.value).count(f"phase {model.phases[loop].id}:") == 1 and "\n" not in str(err.value)
