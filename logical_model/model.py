@@ -7,21 +7,37 @@ learns, per phase:
   phase sequences must have the same length, kinds and op structure, or
   :class:`ModelError` says where they part.
 * **Event slots.** Each rank's events of one repetition are keyed by
-  (operation, tag, communicator, where the peer is, occurrence): the peer
-  as a displacement on the process grid when the events use a Cartesian
-  communicator, as +-1 when it is a next-door rank, else "far" (a rule
-  decides). The slots of all ranks and all P are merged into one order
-  (a topological sort of the orders the ranks use: networkx), so a rank's
-  events at any P are the slots it has, in that order.
+  position ((operation, tag, communicator) and occurrence) when every rank
+  calls the same operations in order, else by (operation, tag,
+  communicator, where the peer is, occurrence): the peer as a displacement
+  on the process grid when the events use a Cartesian communicator, as +-1
+  when it is a next-door rank (in the communicator's own ranks), else
+  "far" (a rule decides). Keys a small P leaves open (MPI_PROC_NULL, rings
+  of 2) join the slot they stand for. The slots of all ranks and all P are
+  merged into one order (a topological sort of the orders the ranks use:
+  networkx), or one per rank class (:data:`ORDER_CLASSES`: parity, the
+  ends) when the ranks share none.
+* **Communicators.** Duplicates of MPI_COMM_WORLD are the world; row,
+  column and plane communicators are :class:`~logical_model.topology.SubGrid`
+  layouts learned from their members at every P, and their slots' rules are
+  in the communicator's ranks.
 * **Communication rules.** Per slot, the peer (and a Sendrecv's source) as
   a :class:`~logical_model.rules.PeerRule` reproducing every rank at every
-  traced P, which ranks have the event included; a collective's root as a
-  rule of P. A slot no rule fits makes the phase not extrapolable, with the
-  reason; nothing is guessed.
-* **Volumes.** Bytes per slot as a function of P: an exact power of one
-  process-grid dimension when the bytes follow the grid (a halo row is
-  n / dims[1] values, which is no smooth function of P), else the shared
-  model search (:mod:`logical_model.search`).
+  traced P, which ranks have the event included (or call it with
+  MPI_PROC_NULL); a collective's root as a rule of P. A declared grid's dims
+  follow the first dims rule (:func:`~logical_model.topology.fit_dims_rules`)
+  that gives them at every P. A slot no rule fits makes the phase not
+  extrapolable, with the reason; nothing is guessed: rules, layouts, grids
+  and volumes that fit every traced P as well as the chosen one are kept,
+  and a target where they part is refused (:meth:`LogicalModel.undecided`,
+  :meth:`LogicalModel.grid_problem`) unless ``--grid`` fixes the grid there
+  (:meth:`LogicalModel.with_grid`).
+* **Volumes.** Bytes per slot as a function of P, exact per rank: one model
+  for every rank, or one for a rooted collective's root and one for the
+  others; any other difference between ranks is refused. A volume is an
+  exact product of process-grid dimension powers when the bytes follow the
+  grid (a halo row is n / dims[1] values, which is no smooth function of P),
+  else the shared model search (:mod:`logical_model.modelsearch`).
 * **Weights.** The phase's repetitions as a function of P (model search;
   the displacement-index fit of the paper when ``p_rule`` says the P grid
   is squares or cubes).
@@ -37,6 +53,7 @@ learns, per phase:
   share of the rank's work it had in the traces.
 
 ``model.logical_trace(P, path)`` writes the trace (:mod:`logical_model.writer`).
+``docs/logical-model.md`` describes all of it for users.
 """
 
 from __future__ import annotations
@@ -61,7 +78,7 @@ from .rules import Grid, Observation, PeerRule, infer_peer, infer_root
 from .topology import DimsRule, SubGrid, fit_dims_rules, infer_subgrid
 
 __all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel",
-           "WorkGroup", "ModelError", "GridPower"]
+           "WorkGroup", "ModelError", "GridPower", "ORDER_CLASSES", "Topologies"]
 
 
 class ModelError(SigexError):
@@ -593,7 +610,8 @@ class LogicalModel:
             grid += " (also fit: " + "; ".join(r.describe() for r in self.grid_rules[:4]) + (
                 f" and {len(self.grid_rules) - 4} more" if len(self.grid_rules) > 4 else "") + ")"
         out = [f"logical model of {self.app or '?'} from P = {', '.join(map(str, self.Ps))} "
-               f"({self.workload_label}={self.workload_value}); {mode}; {grid}"]
+               + (f"({self.workload_label}={self.workload_value})" if self.workload_label else "(no workload label)")
+               + f"; {mode}; {grid}"]
         for ph in self.phases:
             out.append("")
             status = "OK" if ph.extrapolable else "NOT EXTRAPOLABLE"
