@@ -229,6 +229,9 @@ class SlotModel:
     #: the tag a receive from MPI_PROC_NULL records, when not the slot's (MPICH's status
     #: reports MPI_ANY_TAG, -1; a posted receive keeps its own)
     null_tag: int | None = None
+    #: a receive from MPI_PROC_NULL records no bytes (a blocking one's status), rather
+    #: than the count it posted (a nonblocking one, as MPICH's tracer sees it)
+    null_no_bytes: bool = False
     #: a rooted collective's bytes at its root, when they differ from the other ranks'
     root_bytes: Any = None
     root_recv_bytes: Any = None
@@ -264,7 +267,7 @@ class SlotModel:
                 "work_share": self.work_share, "problem": self.problem,
                 "comm_role": self.comm_role.to_dict() if self.comm_role else None,
                 "null_ends": self.null_ends, "recv_null_ends": self.recv_null_ends,
-                "null_tag": self.null_tag,
+                "null_tag": self.null_tag, "null_no_bytes": self.null_no_bytes,
                 "root_bytes": self.root_bytes.to_dict() if self.root_bytes is not None else None,
                 "root_recv_bytes": (self.root_recv_bytes.to_dict() if self.root_recv_bytes is not None
                                     else None),
@@ -283,6 +286,7 @@ class SlotModel:
                    comm_role=SubGrid.from_dict(d["comm_role"]) if d.get("comm_role") else None,
                    null_ends=bool(d.get("null_ends", False)),
                    recv_null_ends=bool(d.get("recv_null_ends", False)), null_tag=d.get("null_tag"),
+                   null_no_bytes=bool(d.get("null_no_bytes", False)),
                    root_bytes=_load_quantity(d.get("root_bytes")),
                    root_recv_bytes=_load_quantity(d.get("root_recv_bytes")), alternatives=alts)
 
@@ -318,11 +322,12 @@ class SlotModel:
             if at_root is not None:
                 v = np.where(ranks == out["root"], _volume(at_root, P), v)
             out[col] = v
-        if self.recv_peer is not None and self.recv_null_ends:
+        if self.recv_peer is not None and self.recv_null_ends and self.null_no_bytes:
             out["recv_bytes"] = np.where(out["recv_peer"] == PROC_NULL, 0, out["recv_bytes"])
         if self.peer is not None and self.null_ends and self.op in RECV_OPS:
-            # a receive from PROC_NULL completes at once: no bytes (and MPI_ANY_TAG in its status)
-            out["recv_bytes"] = np.where(out["peer"] == PROC_NULL, 0, out["recv_bytes"])
+            # a receive from PROC_NULL completes at once: no bytes (and MPI_ANY_TAG) in its status
+            if self.null_no_bytes:
+                out["recv_bytes"] = np.where(out["peer"] == PROC_NULL, 0, out["recv_bytes"])
             if self.null_tag is not None:
                 out["tag"] = np.where(out["peer"] == PROC_NULL, self.null_tag, out["tag"])
         return out
@@ -1157,7 +1162,12 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
 def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: str) -> None:
     """Bytes per rank, exact or refused: one model for every rank, or for a rooted
     collective one for its root and one for the others; a receive from MPI_PROC_NULL
-    gets no bytes. Values that differ between ranks otherwise make the slot a problem."""
+    gets no bytes where the runs recorded none. Values that differ between ranks
+    otherwise make the slot a problem."""
+    side = "peer" if slot.op in RECV_OPS else "recv_peer"
+    if slot.null_ends if slot.op in RECV_OPS else slot.recv_null_ends:
+        null_v = np.concatenate([col(o, "recv_bytes")[col(o, side) == PROC_NULL] for o in o_list])
+        slot.null_no_bytes = bool(len(null_v) and np.all(null_v == 0))
     for column, root_attr in (("bytes", "root_bytes"), ("recv_bytes", "root_recv_bytes")):
         Pv, yv, Pr, yr = [], [], [], []
         for o in o_list:
@@ -1165,8 +1175,7 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
                 continue
             v = col(o, column)
             keep = np.ones(len(v), bool)
-            side = "peer" if slot.op in RECV_OPS else "recv_peer"
-            if column == "recv_bytes":
+            if column == "recv_bytes" and slot.null_no_bytes:
                 keep &= col(o, side) != PROC_NULL
             at_root = np.zeros(len(v), bool)
             if slot.root is not None:

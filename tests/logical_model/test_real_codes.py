@@ -1,6 +1,7 @@
 """The logical model on C programs shaped like real codes, traced at P = 4, 8, 16 and
 compared event for event with a real traced run at an unseen P = 24: a non-periodic 1-D
-halo with MPI_PROC_NULL ends (and its even/odd ordered variant), traffic on a duplicate
+halo with MPI_PROC_NULL ends (with Sendrecv, Isend/Irecv, and an even/odd ordered
+variant), traffic on a duplicate
 of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, and rooted
 collectives whose root sends or receives what the others do not."""
 
@@ -20,9 +21,13 @@ from signature import load_trace, trace_run
 from sigex.cli import main
 
 PROGRAMS = Path(__file__).parent / "programs"
+BENCH_C = Path(__file__).parents[2] / "bench" / "c"
 FIT, UNSEEN = (4, 8, 16), 24
 CASES = {
     "halo": ("halo1d.c", ["4", "sendrecv"]),
+    # the SMPI twin's form: Irecv/Isend with MPI_PROC_NULL at the ends, one Waitall
+    "halo_nonblocking": (str(BENCH_C / "halo1d.c"), ["--n", "4800", "--iters", "4", "--check-every", "2",
+                                                      "--nonblocking", "1"]),
     "evenodd": ("halo1d.c", ["4", "evenodd"]),
     "dup": ("halo1d.c", ["4", "sendrecv", "dup"]),
     "split": ("split2d.c", ["4"]),
@@ -36,10 +41,10 @@ def traced(tmp_path_factory):
     root = tmp_path_factory.mktemp("real")
     exes = {}
     for src in {c[0] for c in CASES.values()}:
-        exe = root / "bin" / Path(src).stem
+        exe = root / "bin" / (Path(src).stem + ("-bench" if Path(src).is_absolute() else ""))
         exe.parent.mkdir(exist_ok=True)
-        subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe), str(PROGRAMS / src)],
-                       check=True)
+        subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-I", str(BENCH_C.parent / "smpi"), "-o",
+                        str(exe), str(PROGRAMS / src), "-lm"], check=True)
         exes[src] = exe
     out = {}
     for case, (src, args) in CASES.items():
