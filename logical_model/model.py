@@ -7,9 +7,9 @@ learns, per phase:
   phase sequences must have the same length, kinds and op structure, or
   :class:`ModelError` says where they part.
 * **Event slots.** Each rank's events of one repetition are keyed by
-  position ((operation, tag, communicator) and occurrence) when every rank
-  calls the same operations in order, else by (operation, tag,
-  communicator, where the peer is, occurrence): the peer as a displacement
+  (operation, tag, communicator) and occurrence, or, when the rules do not
+  model every slot so, by (operation, tag, communicator, where the peer is,
+  occurrence): the peer as a displacement
   on the process grid when the events use a Cartesian communicator, as +-1
   when it is a next-door rank (in the communicator's own ranks), else
   "far" (a rule decides). Keys a small P leaves open (MPI_PROC_NULL, rings
@@ -963,13 +963,13 @@ def _order(keys_per_p: dict[int, list[list[tuple]]]):
     return None, None, []
 
 
-def _position_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict | None:
-    """Slot keys by position ((operation, tag, communicator) and occurrence, whether a
-    peer is named), or None unless every rank at every P has the same sequence of them."""
+def _tag_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict:
+    """Slot keys by (operation, tag, communicator, whether a peer is named) and occurrence:
+    where the peer lies is left to the rules."""
     def coarse(w):
         return ("pos",) if w[0] != "-" else ("-",)
 
-    out, shape = {}, None
+    out = {}
     for P, ks in keys_per_p.items():
         rows = []
         for seq in ks:
@@ -980,10 +980,6 @@ def _position_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict | None:
                 n = count.get(base, 0)
                 count[base] = n + 1
                 row.append(base + (n,))
-            if shape is None:
-                shape = row
-            if row != shape:
-                return None
             rows.append(row)
         out[P] = rows
     return out
@@ -1384,14 +1380,12 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                                            r, gd[0] if gd else None, gd[1] if gd else None))
             keys_per_p[P] = keys_all
             local[P] = (kind, lrank, lsize, lpeer, lrpeer, lroot)
-        # the slots by position when every rank calls the same operations in the same order
-        # (peers are the rules' business), else by where the peer lies (ranks that skip a
-        # call at a boundary keep their other calls in the right slots); the first that
-        # models every slot is kept
+        # the slots by (operation, tag, communicator) and occurrence, where the peer lies
+        # being the rules' business (every rank calling the same operations in order; ranks
+        # that skip a call at a boundary when tags tell the calls apart), else by where the
+        # peer lies as well; the first that models every slot is kept
         attempts = []
-        for keys in (_position_keys(keys_per_p), keys_per_p):
-            if keys is None:
-                continue
+        for keys in (_tag_keys(keys_per_p), keys_per_p):
             _merge_open_keys(keys)
             attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
             if not attempts[-1][3]:
