@@ -74,7 +74,7 @@ from signature.model import Signature
 from signature.trace import OP_CODE, OPS
 
 from . import modelsearch as search
-from .rules import Grid, Observation, PeerRule, infer_peer, infer_root
+from .rules import Grid, Observation, PeerRule, infer_members, infer_peer, infer_root
 from .topology import DimsRule, SubGrid, fit_dims_rules, infer_subgrid
 
 __all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel",
@@ -235,6 +235,9 @@ class SlotModel:
     #: a rooted collective's bytes at its root, when they differ from the other ranks'
     root_bytes: Any = None
     root_recv_bytes: Any = None
+    #: the class of ranks that have the event (PeerRule family "member"), when not
+    #: every rank does and no peer rule says which
+    members: PeerRule | None = None
     #: (field, value) pairs that fit every traced P as well as the slot's own: another
     #: peer or receive-peer rule, communicator layout, or volume; the target is checked
     #: for where they part (:meth:`LogicalModel.undecided`)
@@ -250,6 +253,8 @@ class SlotModel:
                          + (" or PROC_NULL" if self.recv_null_ends else ""))
         if self.root is not None:
             parts.append("root " + self.root.describe())
+        if self.members is not None:
+            parts.append("on " + self.members.describe())
         if self.tag >= 0:
             parts.append(f"tag {self.tag}")
         if self.comm_role is not None:
@@ -266,6 +271,7 @@ class SlotModel:
                 "recv_bytes": self.recv_bytes.to_dict() if self.recv_bytes is not None else None,
                 "work_share": self.work_share, "problem": self.problem,
                 "comm_role": self.comm_role.to_dict() if self.comm_role else None,
+                "members": self.members.to_dict() if self.members else None,
                 "null_ends": self.null_ends, "recv_null_ends": self.recv_null_ends,
                 "null_tag": self.null_tag, "null_no_bytes": self.null_no_bytes,
                 "root_bytes": self.root_bytes.to_dict() if self.root_bytes is not None else None,
@@ -284,6 +290,7 @@ class SlotModel:
                    bytes=_load_quantity(d["bytes"]), recv_bytes=_load_quantity(d["recv_bytes"]),
                    work_share=float(d["work_share"]), problem=d.get("problem"),
                    comm_role=SubGrid.from_dict(d["comm_role"]) if d.get("comm_role") else None,
+                   members=rule(d.get("members")),
                    null_ends=bool(d.get("null_ends", False)),
                    recv_null_ends=bool(d.get("recv_null_ends", False)), null_tag=d.get("null_tag"),
                    null_no_bytes=bool(d.get("null_no_bytes", False)),
@@ -307,6 +314,8 @@ class SlotModel:
         out = {"present": np.ones(n, bool), "peer": np.full(n, -1, np.int64),
                "recv_peer": np.full(n, -1, np.int64), "root": np.full(n, -1, np.int64),
                "tag": np.full(n, self.tag, np.int64)}
+        if self.members is not None:
+            out["present"] = self.members(ranks, P) >= 0
         if self.peer is not None:
             q = self.peer(local, size, g)
             out["present"] = np.ones(n, bool) if self.null_ends else q >= 0
@@ -1131,9 +1140,17 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 return slot
     else:
         missing = [o[0] for o in o_list if len(o[1]) != o[0]]
-        if missing:
+        if missing and (ck != COMM_NONE or not all(len(o[1]) for o in o_list)):
             slot.problem = f"only some ranks call {OPS[op]} (at P={missing[0]}) and no rule says which"
             return slot
+        if missing:  # a wait or test a rank class has: one rank, all but one, every m-th
+            slot.everywhere = False
+            slot.members = infer_members({o[0]: o[1] for o in o_list})
+            if slot.members is None:
+                slot.problem = (f"only some ranks call {OPS[op]} (at P={missing[0]}: ranks "
+                                f"{_ranks_text(next(o[1] for o in o_list if o[0] == missing[0]))}) and no "
+                                "class of ranks (one rank, all but one, every m-th) says which")
+                return slot
         if op in ROOTED:
             roots = {}
             for o in o_list:
@@ -1153,6 +1170,11 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
     if slot.problem is None:
         _verify(slot, o_list, grid)
     return slot
+
+
+def _ranks_text(ranks: np.ndarray, n: int = 8) -> str:
+    r = [int(x) for x in np.sort(ranks)[:n]]
+    return ", ".join(map(str, r)) + (", ..." if len(ranks) > n else "")
 
 
 def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: str) -> None:

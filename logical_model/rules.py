@@ -20,7 +20,9 @@ Families, tried from the most specific to the most general:
            grow with the grid: +-sqrt(P), P/2);
 ``xor``    rank XOR s(P), s = 2^i or P / 2^i (hypercube, butterfly);
 ``fixed``  one peer for every rank: a constant or a*P + b (a root, the last
-           rank), optionally absent on the peer itself.
+           rank), optionally absent on the peer itself;
+``member`` not a peer but a class of ranks that have an event (one rank,
+           every rank but one, every m-th rank): :func:`infer_members`.
 
 Every rule evaluates vectorised over a rank array and serialises to JSON.
 """
@@ -36,7 +38,7 @@ import numpy as np
 
 from .topology import DimsRule, candidate_rules, coords, dims_create, neighbour
 
-__all__ = ["Grid", "PeerRule", "Observation", "infer_peer", "infer_root", "inferred_grids"]
+__all__ = ["Grid", "PeerRule", "Observation", "infer_peer", "infer_root", "infer_members", "inferred_grids"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +121,12 @@ class PeerRule:
             if p.get("not_self"):
                 out[rank == c] = -1
             return out
+        if f == "member":  # the rank itself where it belongs to the class, else -1
+            if p["kind"] == "mod":
+                keep = rank % int(p["m"]) == int(p["j"])
+            else:  # "is" / "not": the rank k(P)
+                keep = (rank == self._k(P)) == (p["kind"] == "is")
+            return np.where(keep, rank, -1)
         raise ValueError(f"unknown rule family {f!r}")
 
     # ---- text and JSON -----------------------------------------------------------
@@ -148,6 +156,10 @@ class PeerRule:
             return f"rank xor {self._k_text()}"
         if f == "fixed":
             return f"rank {self._k_text()}" + (" (not itself)" if p.get("not_self") else "")
+        if f == "member":
+            if p["kind"] == "mod":
+                return f"ranks r with r mod {int(p['m'])} = {int(p['j'])}"
+            return f"rank {self._k_text()}" if p["kind"] == "is" else f"every rank but {self._k_text()}"
         return f
 
     def to_dict(self) -> dict[str, Any]:
@@ -310,6 +322,25 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
     if alternatives is not None:
         alternatives.extend(found[1:])
     return found[0]
+
+
+def infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
+    """The ranks that have an event, as a class of rank: one rank (0, the last, a*P + b),
+    every rank but one, or every m-th rank (m <= 8); None when no class fits every P."""
+    cands = [PeerRule("member", {"kind": "mod", "m": m, "j": j}) for m in range(2, 9) for j in range(m)]
+    for kind in ("is", "not"):
+        one = {}
+        for P, ranks in members.items():
+            pick = ranks if kind == "is" else np.setdiff1d(np.arange(P), ranks)
+            if len(pick) != 1:
+                break
+            one[P] = [int(pick[0])]
+        else:
+            cands += [PeerRule("member", {"kind": kind, **k}) for k in _k_candidates(one)]
+    for rule in cands:
+        if all(np.array_equal(np.flatnonzero(rule(np.arange(P), P) >= 0), np.sort(r)) for P, r in members.items()):
+            return rule
+    return None
 
 
 def infer_root(roots: dict[int, int]) -> PeerRule | None:

@@ -127,3 +127,40 @@ def test_a_rank_order_the_fit_p_decide_is_not_refused():
 
 if __name__ == "__main__":
     pytest.main([__file__])
+
+
+def chain_signature(P):
+    """Every rank but the last: Isend to the next rank, then Wait; every rank: Allreduce."""
+    rows = {c: [] for c in COLUMNS}
+    counts = np.zeros(P, np.int64)
+    for r in range(P):
+        evs = ([("Isend", r + 1, 64, 5), ("Wait", -1, 0, -1)] if r < P - 1 else []) + [("Allreduce", -1, 8, -1)]
+        for op, peer, nbytes, tag in evs:
+            rows["op"].append(OP_CODE[op])
+            rows["peer"].append(peer)
+            rows["recv_peer"].append(-1)
+            rows["root"].append(-1)
+            rows["bytes"].append(nbytes)
+            rows["recv_bytes"].append(nbytes if op == "Allreduce" else 0)
+            rows["comm"].append(-1 if op == "Wait" else 0)
+            rows["tag"].append(tag)
+        counts[r] = len(evs)
+    T = {c: np.asarray(v, np.int64) for c, v in rows.items()}
+    stats = {"cpu_mean": np.full(P, 1e-3), "comp_mean": np.full(P, 1e-3), "comm_mean": np.full(P, 1e-4)}
+    ph = Phase(id=0, kind="loop", weight=10, ops=("Isend", "Wait", "Allreduce"), pattern="chain", te=1e-3,
+               share=1.0, stats=stats, template_offsets=np.concatenate([[0], np.cumsum(counts)]), template=T)
+    return Signature(source=f"synthetic P={P}", app="chain", nprocs=P, workload_label=None, workload_value=None,
+                     work_mode="cpu-time", runtime=1.0, pet=1.0, coverage=1.0, phases=(ph,),
+                     sequence=np.zeros(10, np.int64))
+
+
+def test_a_wait_only_some_ranks_call_is_a_rank_class():
+    """`if (right != MPI_PROC_NULL) { Isend; Wait }`: the Wait is on every rank but the last,
+    a class the model finds, so the phase is exact at an unseen P instead of refused."""
+    model = build([chain_signature(P) for P in (4, 8, 16)])
+    wait = [s for s in model.phases[0].slots if s.op == OP_CODE["Wait"]][0]
+    assert wait.members is not None and wait.members.describe() == "every rank but P - 1"
+    truth = chain_signature(100).phases[0]
+    ev = model.events(100)
+    for c in ("op", "peer", "bytes"):
+        np.testing.assert_array_equal(np.asarray(ev[c], np.int64), truth.template[c], err_msg=c)
