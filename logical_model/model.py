@@ -626,6 +626,13 @@ class LogicalModel:
         out = [f"logical model of {self.app or '?'} from P = {', '.join(map(str, self.Ps))} "
                + (f"({self.workload_label}={self.workload_value})" if self.workload_label else "(no workload label)")
                + f"; {mode}; {grid}"]
+        open_: dict[int, list[str]] = {}
+        if target:  # what the traced P leave open at the target, where it matters
+            grid_open = self.grid_problem(target)
+            if grid_open:
+                out.append(f"open at P={target}: {grid_open}")
+            else:
+                open_ = self.undecided(target)
         for ph in self.phases:
             out.append("")
             status = "OK" if ph.extrapolable else "NOT EXTRAPOLABLE"
@@ -674,6 +681,8 @@ class LogicalModel:
                 out.append(f"  problem: {pr}")
             if len(probs) < len(ph.problems):
                 out.append(f"  ... and {len(ph.problems) - len(probs)} more problems")
+            for text in open_.get(ph.id, []):
+                out.append(f"  open at P={target}: {text}")
             for note in ph.notes:
                 out.append(f"  note: {note}")
         if self.notes:
