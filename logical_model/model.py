@@ -240,7 +240,8 @@ class SlotModel:
     members: PeerRule | None = None
     #: (field, value) pairs that fit every traced P as well as the slot's own: another
     #: peer or receive-peer rule, communicator layout, or volume; the target is checked
-    #: for where they part (:meth:`LogicalModel.undecided`)
+    #: for where they part (:meth:`LogicalModel.undecided`). A field ending in "~" marks
+    #: a less likely reading (a 3-D grid where a 2-D one fits), reported, not refused.
     alternatives: list = dataclasses.field(default_factory=list)
 
     def describe(self) -> str:
@@ -283,7 +284,8 @@ class SlotModel:
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
         rule = lambda x: PeerRule.from_dict(x) if x else None  # noqa: E731
         load = {"peer": PeerRule.from_dict, "recv_peer": PeerRule.from_dict, "comm_role": SubGrid.from_dict}
-        alts = [(a["field"], load.get(a["field"], _load_quantity)(a["value"])) for a in d.get("alternatives", ())]
+        alts = [(a["field"], load.get(a["field"].rstrip("~"), _load_quantity)(a["value"]))
+                for a in d.get("alternatives", ())]
         return cls(key=d["key"], op=OP_CODE[d["op"]], tag=int(d["tag"]), comm=int(d["comm"]),
                    everywhere=bool(d["everywhere"]), peer=rule(d["peer"]),
                    recv_peer=rule(d["recv_peer"]), root=rule(d["root"]),
@@ -512,11 +514,12 @@ class LogicalModel:
                 + "; ".join(f"{'x'.join(map(str, d))} by {how}" for d, how in grids.items())
                 + f"): give it (--grid {'x'.join(map(str, next(iter(grids))))} or another)")
 
-    def undecided(self, P: int) -> dict[int, list[str]]:
+    def undecided(self, P: int, *, weaker: bool = False) -> dict[int, list[str]]:
         """Per phase id, what the traced P leave open at P besides the grid
         (:meth:`grid_problem`): a communicator layout, a grid neighbour or a volume
         that fit every traced P as well as the one chosen but give other communicators,
-        peers or bytes at P."""
+        peers or bytes at P. ``weaker=True``: the less likely readings (3-D grids where a
+        2-D one fits) that part at P instead, which do not refuse it."""
         out: dict[int, list[str]] = {}
         ranks = np.arange(P)
         for ph in self.phases:
@@ -528,6 +531,9 @@ class LogicalModel:
                 except ValueError:
                     continue
                 for field, value in s.alternatives:
+                    if field.endswith("~") != weaker:
+                        continue
+                    field = field.rstrip("~")
                     try:
                         other = dataclasses.replace(s, **{field: value}).place(ranks, P, self.grid)
                     except ValueError:
@@ -633,6 +639,8 @@ class LogicalModel:
                 out.append(f"open at P={target}: {grid_open}")
             else:
                 open_ = self.undecided(target)
+                for pid, texts in self.undecided(target, weaker=True).items():
+                    open_.setdefault(pid, []).extend(f"(less likely, not refused) {t}" for t in texts)
         for ph in self.phases:
             out.append("")
             status = "OK" if ph.extrapolable else "NOT EXTRAPOLABLE"
@@ -758,7 +766,7 @@ def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalMod
             comm_role=(dataclasses.replace(s.comm_role, rule=rule(s.comm_role.rule, s.comm_role.rule.ndims))
                        if s.comm_role else None)) for s in ph.slots]
         for s in slots:
-            s.alternatives = [(f, peer(a) if isinstance(a, PeerRule) else volume(a) if f.endswith("bytes")
+            s.alternatives = [(f, peer(a) if isinstance(a, PeerRule) else volume(a) if f.rstrip("~").endswith("bytes")
                                else dataclasses.replace(a, rule=rule(a.rule, a.rule.ndims)))
                               for f, a in s.alternatives]
         phases.append(dataclasses.replace(ph, slots=slots))
@@ -1116,8 +1124,9 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         well, and whether the ranks it leaves out call with PROC_NULL."""
         ob, nulls = observations(j)
         alts: list = []
-        rule = infer_peer(ob, cart, alternatives=alts)
-        slot.alternatives += [(field, a) for a in alts]
+        weaker: list = []
+        rule = infer_peer(ob, cart, alternatives=alts, weaker=weaker)
+        slot.alternatives += [(field, a) for a in alts] + [(field + "~", a) for a in weaker]
         return (rule, False, ob) if rule is None else (rule, null_ends(rule, nulls, what), ob)
 
     if op in P2P_OPS and key[3][0] not in ("null", "-"):

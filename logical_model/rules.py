@@ -268,7 +268,7 @@ def inferred_grids() -> list[Grid]:
 
 
 def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
-               alternatives: list | None = None) -> PeerRule | None:
+               alternatives: list | None = None, weaker: list | None = None) -> PeerRule | None:
     """The simplest rule reproducing every observation exactly, or None.
 
     ``obs`` holds one :class:`Observation` per traced P (ranks without the
@@ -277,10 +277,14 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
     when its trace recorded a Cartesian communicator; without one, grid
     neighbours are also sought on :func:`inferred_grids` after the rank-arithmetic
     families (2-D grids before 3-D ones: a 3-D grid is tried only when no 2-D one
-    fits). Where several grid rules reproduce every P (two displacements on a
+    fits; grids are also tried when the family found has a stride growing with P,
+    which a grid may explain as well). Where several grid rules reproduce every P (two displacements on a
     periodic dimension 1 or 2 wide at every fit P; several inferred grids), the
     first is returned and the others are appended to ``alternatives``: the caller
     checks whether they part at the target and, if so, refuses it naming both.
+    The 3-D grid rules that also reproduce every P when a 2-D one does are appended
+    to ``weaker``: less likely readings the caller reports where they part, without
+    refusing.
     """
     obs = [o for o in sorted(obs, key=lambda o: o.P)]
     seen = [o for o in obs if len(o.ranks)]
@@ -305,20 +309,26 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
         for not_self in (False, True):
             cands.append(PeerRule("fixed", {**params, "not_self": not_self}))
     cands += [PeerRule("xor", p) for p in _k_candidates(msk)]
-    # constant rules first (they extrapolate safely), then P-dependent ones
+    # constant rules first (they extrapolate safely), then P-dependent ones; a P-dependent
+    # stride is one reading among the grids that may also reproduce every P
     cands.sort(key=lambda r: r.params.get("e", 0.0) != 0.0)
-    for rule in cands:
-        if _reproduces(rule, obs, None):
-            return rule
+    chosen = next((rule for rule in cands if _reproduces(rule, obs, None)), None)
+    if chosen is not None and (grid is not None or chosen.params.get("e", 0.0) == 0.0):
+        return chosen
     if grid is not None:
         return None
-    found = []
+    found, more = ([chosen], []) if chosen is not None else ([], [])
     for g in inferred_grids():  # 2-D grids first; 3-D ones only when no 2-D one fits
-        if found and g.ndims > found[0].params["grid"].ndims:
-            break
+        if found and g.ndims > (found[0].params["grid"].ndims if found[0].family == "cart" else 2):
+            if weaker is None:
+                break
+            more += [r for r in _cart_candidates(seen, g, True) if _reproduces(r, obs, None)]
+            continue
         found += [r for r in _cart_candidates(seen, g, True) if _reproduces(r, obs, None)]
     if not found:
         return None
+    if weaker is not None:
+        weaker.extend(more)
     if alternatives is not None:
         alternatives.extend(found[1:])
     return found[0]

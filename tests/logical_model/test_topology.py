@@ -113,3 +113,33 @@ def test_candidate_rules_cover_the_issue():
     """Every rule real codes use is a candidate in 2-D and 3-D."""
     names = {r.name for r in candidate_rules(3)}
     assert names == {"dims_create", "pencil", "pow2_rows", "pow2_cols", "square", "surface"}
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(name=st.sampled_from(["dims_create", "pencil", "pow2_rows", "pow2_cols"]),
+       order=st.sampled_from(["row", "col"]), periods=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+       axis=st.integers(0, 2), sign=st.sampled_from([1, -1]), unseen=st.sampled_from([64, 512]))
+def test_undeclared_3d_neighbours_are_recovered_or_reported(name, order, periods, axis, sign, unseen):
+    """A neighbour on an undeclared 3-D grid along a dimension over 2 wide at some fit P, from
+    P = 8, 16, 32: the truth is among the rules
+    kept (the chosen one, the equally likely ones that refuse a target where they part, and
+    the 3-D readings kept as less likely when a 2-D grid fits), and if the chosen one is wrong
+    at the unseen P, one of the others parts from it there, so the model says so."""
+    grid = Grid(3, periods, DimsRule(name, 3), order)
+    disp = [0, 0, 0]
+    disp[axis] = sign
+    truth = PeerRule("cart", {"disp": tuple(disp), "grid": grid})
+    obs = [observe(truth, P) for P in (8, 16, 32)]
+    assume(all(len(o.ranks) for o in obs))
+    # a dimension never over 2 wide at the fit P makes the neighbour a pairing (rank xor 1,
+    # rank + P/2) the fit P cannot tell from it: a known limit (docs/logical-model.md)
+    assume(max(grid.dims(P)[axis] for P in (8, 16, 32)) > 2)
+    alternatives, weaker = [], []
+    rule = infer_peer(obs, alternatives=alternatives, weaker=weaker)
+    assert rule is not None
+    ranks = np.arange(unseen)
+    want = truth(ranks, unseen)
+    kept = [rule, *alternatives, *weaker]
+    assert any(np.array_equal(c(ranks, unseen), want) for c in kept)
+    if not np.array_equal(rule(ranks, unseen), want):
+        assert any(not np.array_equal(c(ranks, unseen), rule(ranks, unseen)) for c in kept[1:])
