@@ -236,7 +236,8 @@ class SlotModel:
     root_bytes: Any = None
     root_recv_bytes: Any = None
     #: the class of ranks that have the event (PeerRule family "member"), when not
-    #: every rank does and no peer rule says which
+    #: every rank does and no peer rule says which; on sub-communicators, the class of
+    #: communicators (colours, out of how many there are) whose members all have it
     members: PeerRule | None = None
     #: (field, value) pairs that fit every traced P as well as the slot's own: another
     #: peer or receive-peer rule, communicator layout, or volume; the target is checked
@@ -316,8 +317,12 @@ class SlotModel:
         out = {"present": np.ones(n, bool), "peer": np.full(n, -1, np.int64),
                "recv_peer": np.full(n, -1, np.int64), "root": np.full(n, -1, np.int64),
                "tag": np.full(n, self.tag, np.int64)}
-        if self.members is not None:
-            out["present"] = self.members(ranks, P) >= 0
+        if self.members is not None:  # a class of ranks, or of communicators (colours)
+            if self.comm_role is not None:
+                colour = self.comm_role.layout(ranks, P)[0]
+                out["present"] = self.members(colour, self.comm_role.n_comms(P)) >= 0
+            else:
+                out["present"] = self.members(ranks, P) >= 0
         if self.peer is not None:
             q = self.peer(local, size, g)
             out["present"] = np.ones(n, bool) if self.null_ends else q >= 0
@@ -1158,6 +1163,24 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 return slot
     else:
         missing = [o[0] for o in o_list if len(o[1]) != o[0]]
+        if missing and sub and all(len(o[1]) for o in o_list):
+            # a collective some of the communicators call (the first row, the last column):
+            # every member of those, and a class of colours found like a rule
+            colours = {}
+            for o in o_list:
+                colour, _, size = slot.comm_role.layout(np.arange(o[0]), o[0])
+                used = np.unique(colour[o[1]])
+                if not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))):
+                    colours = None
+                    break
+                colours[slot.comm_role.n_comms(o[0])] = used
+            slot.members = infer_members(colours) if colours else None
+            if slot.members is None:
+                slot.problem = (f"only some members of its communicators call {OPS[op]} (at P={missing[0]}), "
+                                "or only some communicators and no class of them says which")
+                return slot
+            slot.everywhere = False
+            missing = []
         if missing and (ck != COMM_NONE or not all(len(o[1]) for o in o_list)):
             slot.problem = f"only some ranks call {OPS[op]} (at P={missing[0]}) and no rule says which"
             return slot

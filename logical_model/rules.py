@@ -336,8 +336,9 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
 
 def infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
     """The ranks that have an event, as a class of rank: one rank (0, the last, a*P + b),
-    every rank but one, or every m-th rank (m <= 8); None when no class fits every P."""
-    cands = [PeerRule("member", {"kind": "mod", "m": m, "j": j}) for m in range(2, 9) for j in range(m)]
+    every rank but one, or every m-th rank (m <= 8, when some P has two of them); None
+    when no class fits every P."""
+    cands = []
     for kind in ("is", "not"):
         one = {}
         for P, ranks in members.items():
@@ -347,6 +348,9 @@ def infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
             one[P] = [int(pick[0])]
         else:
             cands += [PeerRule("member", {"kind": kind, **k}) for k in _k_candidates(one)]
+    # every m-th rank, where some P shows two of them (else it is one rank, above)
+    cands += [PeerRule("member", {"kind": "mod", "m": m, "j": j}) for m in range(2, 9) for j in range(m)
+              if any(P > m + j for P in members)]
     for rule in cands:
         if all(np.array_equal(np.flatnonzero(rule(np.arange(P), P) >= 0), np.sort(r)) for P, r in members.items()):
             return rule

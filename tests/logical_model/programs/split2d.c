@@ -5,7 +5,8 @@
  *   Allreduce of 8 doubles along the row,
  *   Sendrecv of n / nrows doubles to the next rank of the column (a ring in the
  *     column communicator's ranks), receiving from the previous,
- *   Bcast of 16 doubles from row rank 0, Reduce of 4 doubles to column rank 0.
+ *   Bcast of 16 doubles from row rank 0, Reduce of 4 doubles to column rank 0,
+ *   and on the first row only a Bcast of 2 doubles from its row rank 1.
  *   split2d ITERS */
 #include <mpi.h>
 #include <stdlib.h>
@@ -34,6 +35,7 @@ int main(int argc, char **argv) {
                  col, MPI_STATUS_IGNORE);
     MPI_Bcast(v, 16, MPI_DOUBLE, 0, row);
     MPI_Reduce(v, s, 4, MPI_DOUBLE, MPI_SUM, 0, col);
+    if (r / ncols == 0) MPI_Bcast(s, 2, MPI_DOUBLE, 1 % ncols, row); /* the first row only */
   }
   MPI_Comm_free(&row);
   MPI_Comm_free(&col);
