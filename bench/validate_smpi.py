@@ -1,7 +1,12 @@
 """End-to-end validation against SimGrid's SMPI as the target machine.
 
 SMPI runs real C MPI programs on a simulated cluster at any P. For each of the
-C versions of the examples in ``bench/smpi/`` (stencil, cg, sweep, fft2d):
+C versions of the examples in ``bench/smpi/`` (stencil, cg, sweep, fft2d) and
+the twins of real codes' shapes in ``bench/c/`` (halo1d: the plainest
+non-periodic 1-D halo, MPI_PROC_NULL at both ends; lammps_like: a periodic 3-D
+grid whose dims minimise the sub-domains' surface for a 2:1:1 box, declared with
+MPI_Cart_create; cg_like: a power-of-two row/column split computed by rank
+arithmetic, no declared grid):
 
 1. the program is built with ``smpicc`` and run under ``smpirun`` at the
    signature P (4, 8, 16) with ``-trace-ti``; each time-independent trace is
@@ -42,6 +47,7 @@ takes a few minutes. The last line is one JSON object.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import shutil
@@ -60,6 +66,7 @@ from logical_model.topology import dims_create  # noqa: E402
 from replay import Program, load, replay  # noqa: E402
 from replay.simgrid import import_ti, run_program  # noqa: E402
 from signature import extract, load_trace  # noqa: E402
+from signature.errors import ExtrapolationError  # noqa: E402
 from signature._text import table  # noqa: E402
 from sigex.pipeline import load_models, predict  # noqa: E402
 
@@ -76,12 +83,23 @@ APPS = {
     "sweep": {"n": 2048, "args": ["--iters", "10", "--planes", "8", "--kblocks", "4"], "grid": 2,
               "p_rule": None},
     "fft2d": {"n": 4096, "args": ["--iters", "3"], "grid": None, "p_rule": "powers_of_two"},
+    "halo1d": {"n": 1 << 24, "args": ["--iters", "100", "--halo", "16", "--check-every", "10", "--nonblocking", "1"],
+               "grid": None,
+               "p_rule": None, "src": "c/halo1d.c"},
+    # from P = 4, 8, 16 the y and z dimensions are never over 2 wide (the direction of their
+    # exchanges is undecidable) and x's faces could follow dims_0 or not: the model refuses
+    # 256 and 1024 (run with --signature 4 8 16 to see it). P = 8, 27, 32 decide all of it.
+    "lammps_like": {"n": 48, "args": ["--bx", "2", "--by", "1", "--bz", "1", "--steps", "50", "--thermo", "10"],
+                    "grid": 3, "periods": True, "p_rule": None, "src": "c/lammps_like.c", "user_grid": True,
+                    "signature": (8, 27, 32), "targets": (512, 2048)},
+    "cg_like": {"n": 8192, "args": ["--iters", "30"], "grid": None, "p_rule": "powers_of_two",
+                "src": "c/cg_like.c"},
 }
 
 
 def build(app: str) -> Path:
     exe = CACHE / "bin" / app
-    src = SRC / f"{app}.c"
+    src = ROOT / "bench" / APPS[app]["src"] if "src" in APPS[app] else SRC / f"{app}.c"
     if exe.exists() and exe.stat().st_mtime >= max(src.stat().st_mtime, (SRC / "common.h").stat().st_mtime):
         return exe
     exe.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +116,12 @@ def program_grid(stdout: str) -> tuple[int, ...]:
     return tuple(int(x) for x in m.group(1).split("x"))
 
 
+def run_grid(out: Path) -> tuple[int, ...] | None:
+    """The process grid the program reported in the run cached at ``out`` (None: none)."""
+    grid = json.loads(out.with_suffix(".json").read_text()).get("grid")
+    return tuple(grid) if grid else None
+
+
 def traced_run(app: str, P: int, out: Path, machine, say, *, trace: bool = True) -> tuple[Path | None, float]:
     """The SMPI run of ``app`` at P, as a sigex trace at ``out`` (cached) and SMPI's time;
     with ``trace=False`` only the time (path None)."""
@@ -108,6 +132,7 @@ def traced_run(app: str, P: int, out: Path, machine, say, *, trace: bool = True)
     args = ["--n", str(cfg["n"]), *cfg["args"]]
     say(f"{app}: smpirun -np {P} {' '.join(args)}" + ("" if trace else " (not traced)"))
     t0 = time.perf_counter()
+    out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"sigex-{app}-{P}-") as tmp:
         ti = Path(tmp) / "ti" if trace else None
         sim, stdout = run_program(build(app), args, machine, P, trace_ti=ti)
@@ -116,17 +141,19 @@ def traced_run(app: str, P: int, out: Path, machine, say, *, trace: bool = True)
         out.parent.mkdir(parents=True, exist_ok=True)
         if trace:
             grid = None
-            if cfg["grid"]:  # the grid the program built (SMPI's MPI_Dims_create is not MPICH's)
+            if cfg["grid"]:  # the grid the program built and declared
                 dims = program_grid(stdout)
                 if dims != dims_create(P, cfg["grid"]):
-                    say(f"{app}: SMPI's MPI_Dims_create gave {dims} at P={P}, not the standard "
-                        f"{dims_create(P, cfg['grid'])}: the model will refuse this run's grid")
-                grid = (dims, (False,) * len(dims))
+                    say(f"{app}: the program's grid at P={P} is {dims}, not MPI_Dims_create's "
+                        f"{dims_create(P, cfg['grid'])}: the model must find the program's dims rule")
+                grid = (dims, (bool(cfg.get("periods")),) * len(dims))
             t = import_ti(ti / "ti.txt", grid=grid, clock=machine, app=app, workload=("n", str(cfg["n"])))
             t.meta["command"] = json.dumps(["smpirun", "-np", str(P), f"bench/smpi/{app}", *args])
             t.meta["smpi_time"] = sim
             t.to_hdf5(out, overwrite=True)
-    meta.write_text(json.dumps({"smpi_time": sim, "wall": time.perf_counter() - t0}))
+    reported = re.search(r"grid (\d+(?:x\d+)+)", stdout)
+    meta.write_text(json.dumps({"smpi_time": sim, "wall": time.perf_counter() - t0,
+                                "grid": [int(x) for x in reported.group(1).split("x")] if reported else None}))
     return (out if trace else None), sim
 
 
@@ -149,10 +176,11 @@ def per_phase(pred, truth_sig) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--apps", nargs="+", default=list(APPS), choices=list(APPS))
-    ap.add_argument("--targets", nargs="+", type=int, default=[256, 1024])
-    ap.add_argument("--signature", nargs="+", type=int, default=list(SIGNATURE_P),
-                    help="signature P values (default 4 8 16; e.g. 2 4 8 --targets 32 128 for the "
-                         "compute model's 16x check)")
+    ap.add_argument("--targets", nargs="+", type=int,
+                    help="target P values (default 256 1024, or the app's own: lammps_like 512 2048)")
+    ap.add_argument("--signature", nargs="+", type=int,
+                    help="signature P values (default 4 8 16, or the app's own: lammps_like 8 27 32; "
+                         "e.g. 2 4 8 --targets 32 128 for the compute model's 16x check)")
     ap.add_argument("--fresh", action="store_true", help="redo the cached SMPI runs")
     ap.add_argument("--trace-max", type=int, default=256,
                     help="trace the target runs up to this P (per-phase truth); larger ones give "
@@ -167,9 +195,10 @@ def main() -> None:
     def say(msg):
         print(f"  .. {msg}", file=sys.stderr, flush=True)
 
-    results, phase_rows = [], []
+    results, phase_rows, sig_of = [], [], {}
     for app in opts.apps:
-        sig_p = tuple(sorted(opts.signature))
+        sig_p = tuple(sorted(opts.signature or APPS[app].get("signature", SIGNATURE_P)))
+        sig_of[app] = sig_p
         sig_dir = CACHE / app / ("signature" if sig_p == SIGNATURE_P else
                                  "signature-" + "-".join(map(str, sig_p)))
         measured = {}
@@ -183,12 +212,28 @@ def main() -> None:
         results.append({"app": app, "P": Pmax, "x": 1, "smpi": measured[Pmax], "replay_real": None,
                         "predicted": at_traced.runtime, "steady": at_traced.steady, "pet": at_traced.pet,
                         "error": at_traced.runtime / measured[Pmax] - 1, "replay_error": None})
-        for P in opts.targets:
+        for P in opts.targets or APPS[app].get("targets", (256, 1024)):
             tpath, truth = traced_run(app, P, CACHE / app / "truth" / f"P{P}.h5", machine, say,
                                       trace=P <= opts.trace_max)
             say(f"{app}: predicting P = {P}")
+            at_p, given = models, None
+            if models.logical.grid_problem(P) and APPS[app].get("user_grid"):
+                # the fit P leave the grid open at P: the user gives it (--grid), here the one
+                # the program itself reported at P
+                given = run_grid(CACHE / app / "truth" / f"P{P}.h5")
+                say(f"{app}: the traced P cannot decide the grid at P={P}; given {given} (--grid)")
+                logical = models.logical.with_grid(P, given)
+                at_p = dataclasses.replace(models, logical=logical,
+                                           compute=dataclasses.replace(models.compute, logical=logical))
             t0 = time.perf_counter()
-            pred = predict(models, P, machine, full=True)
+            try:
+                pred = predict(at_p, P, machine, full=True)
+            except ExtrapolationError as err:  # the model refuses P: say why, count it as a miss
+                say(f"{app}: P = {P} refused")
+                results.append({"app": app, "P": P, "x": P // Pmax, "smpi": truth, "replay_real": None,
+                                "predicted": None, "steady": None, "pet": None, "error": None,
+                                "replay_error": None, "refused": str(err), "warnings": []})
+                continue
             t_pred = time.perf_counter() - t0
             real = None
             if tpath is not None:
@@ -200,18 +245,27 @@ def main() -> None:
                             "predicted": pred.runtime, "steady": pred.steady, "pet": pred.pet,
                             "error": pred.runtime / truth - 1,
                             "replay_error": None if real is None else real / truth - 1,
-                            "predict_s": t_pred, "warnings": pred.warnings})
+                            "predict_s": t_pred, "warnings": pred.warnings,
+                            "grid_given": "x".join(map(str, given)) if given else None})
 
     print("Runtime: SMPI's simulated time of the real C program (truth), sigex's replay of that run's "
-          f"own trace, and sigex's prediction from the P = {', '.join(map(str, sorted(opts.signature)))} "
-          "runs (full replay).")
+          "own trace, and sigex's prediction from the signature runs (full replay; P = "
+          + "; ".join(f"{a}: {', '.join(map(str, p))}" for a, p in sig_of.items()) + ").")
     print(table(("app", "P", "x sig", "SMPI (s)", "replay of real trace", "err", "predicted (s)", "err",
                  "steady (s)", "PET (s)"),
                 [(r["app"], r["P"], f"{r['x']}x" if r["x"] > 1 else "traced", f"{r['smpi']:.5f}",
                   "-" if r["replay_real"] is None else f"{r['replay_real']:.5f}",
                   "-" if r["replay_error"] is None else f"{100 * r['replay_error']:+.2f}%",
-                  f"{r['predicted']:.5f}", f"{100 * r['error']:+.2f}%", f"{r['steady']:.5f}",
-                  f"{r['pet']:.5f}") for r in results], align="rrrrrrrrrr"))
+                  *((f"{r['predicted']:.5f}", f"{100 * r['error']:+.2f}%", f"{r['steady']:.5f}",
+                     f"{r['pet']:.5f}") if r["predicted"] is not None else ("refused", "-", "-", "-")))
+                 for r in results], align="rrrrrrrrrr"))
+    for r in results:
+        if r.get("refused"):
+            print(f"  {r['app']} P={r['P']} refused: {r['refused'][:600]}")
+    for r in results:
+        if r.get("grid_given"):
+            print(f"  {r['app']} P={r['P']}: the signature P cannot decide the process grid there; "
+                  f"predicted with --grid {r['grid_given']} (the grid the program reports at that P)")
     print()
     print("Per phase at the traced targets: weight, computation per process and repetition (max over "
           "ranks), and PET's term TE x W (truth: the real large trace, timed by sigex's replay). A "
@@ -226,14 +280,15 @@ def main() -> None:
                   f"{100 * (r['time'] / r['time_true'] - 1):+.2f}%" if r["time_true"] > 0 else "-")
                  for r in phase_rows], align="rrrlrrrrrrrr"))
     far = [r for r in results if r["x"] >= 64]
-    ok = [r for r in far if abs(r["error"]) <= 0.10]
+    ok = [r for r in far if r["error"] is not None and abs(r["error"]) <= 0.10]
     print()
     print(f"within 10% at 64x the largest signature P: {len(ok)}/{len(far)} "
-          + ", ".join(f"{r['app']} {100 * r['error']:+.1f}%" for r in far))
+          + ", ".join(f"{r['app']} " + (f"{100 * r['error']:+.1f}%" if r["error"] is not None else "refused")
+                      for r in far))
     for r in results:
         for w in r.get("warnings", []):
             print(f"  warning ({r['app']} P={r['P']}): {w}")
-    print(json.dumps({"bench": "validate_smpi", "machine": machine.name, "signature_P": list(sorted(opts.signature)),
+    print(json.dumps({"bench": "validate_smpi", "machine": machine.name, "signature_P": {a: list(p) for a, p in sig_of.items()},
                       "runtime": [{k: v for k, v in r.items() if k != "warnings"} for r in results],
                       "phases": phase_rows, "within_10pct_at_64x": f"{len(ok)}/{len(far)}",
                       "goal": "predicted runtime within 10% of SMPI's at 64x the largest signature P"}))

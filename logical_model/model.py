@@ -7,21 +7,37 @@ learns, per phase:
   phase sequences must have the same length, kinds and op structure, or
   :class:`ModelError` says where they part.
 * **Event slots.** Each rank's events of one repetition are keyed by
-  (operation, tag, communicator, where the peer is, occurrence): the peer
-  as a displacement on the process grid when the events use a Cartesian
-  communicator, as +-1 when it is a next-door rank, else "far" (a rule
-  decides). The slots of all ranks and all P are merged into one order
-  (a topological sort of the orders the ranks use: networkx), so a rank's
-  events at any P are the slots it has, in that order.
+  (operation, tag, communicator) and occurrence, or, when the rules do not
+  model every slot so, by (operation, tag, communicator, where the peer is,
+  occurrence): the peer as a displacement
+  on the process grid when the events use a Cartesian communicator, as +-1
+  when it is a next-door rank (in the communicator's own ranks), else
+  "far" (a rule decides). Keys a small P leaves open (MPI_PROC_NULL, rings
+  of 2) join the slot they stand for. The slots of all ranks and all P are
+  merged into one order (a topological sort of the orders the ranks use:
+  networkx), or one per rank class (:data:`ORDER_CLASSES`: parity, the
+  ends) when the ranks share none.
+* **Communicators.** Duplicates of MPI_COMM_WORLD are the world; row,
+  column and plane communicators are :class:`~logical_model.topology.SubGrid`
+  layouts learned from their members at every P, and their slots' rules are
+  in the communicator's ranks.
 * **Communication rules.** Per slot, the peer (and a Sendrecv's source) as
   a :class:`~logical_model.rules.PeerRule` reproducing every rank at every
-  traced P, which ranks have the event included; a collective's root as a
-  rule of P. A slot no rule fits makes the phase not extrapolable, with the
-  reason; nothing is guessed.
-* **Volumes.** Bytes per slot as a function of P: an exact power of one
-  process-grid dimension when the bytes follow the grid (a halo row is
-  n / dims[1] values, which is no smooth function of P), else the shared
-  model search (:mod:`logical_model.search`).
+  traced P, which ranks have the event included (or call it with
+  MPI_PROC_NULL); a collective's root as a rule of P. A declared grid's dims
+  follow the first dims rule (:func:`~logical_model.topology.fit_dims_rules`)
+  that gives them at every P. A slot no rule fits makes the phase not
+  extrapolable, with the reason; nothing is guessed: rules, layouts, grids
+  and volumes that fit every traced P as well as the chosen one are kept,
+  and a target where they part is refused (:meth:`LogicalModel.undecided`,
+  :meth:`LogicalModel.grid_problem`) unless ``--grid`` fixes the grid there
+  (:meth:`LogicalModel.with_grid`).
+* **Volumes.** Bytes per slot as a function of P, exact per rank: one model
+  for every rank, or one for a rooted collective's root and one for the
+  others; any other difference between ranks is refused. A volume is an
+  exact product of process-grid dimension powers when the bytes follow the
+  grid (a halo row is n / dims[1] values, which is no smooth function of P),
+  else the shared model search (:mod:`logical_model.modelsearch`).
 * **Weights.** The phase's repetitions as a function of P (model search;
   the displacement-index fit of the paper when ``p_rule`` says the P grid
   is squares or cubes).
@@ -37,11 +53,13 @@ learns, per phase:
   share of the rank's work it had in the traces.
 
 ``model.logical_trace(P, path)`` writes the trace (:mod:`logical_model.writer`).
+``docs/logical-model.md`` describes all of it for users.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 from typing import Any, Sequence
@@ -56,11 +74,11 @@ from signature.model import Signature
 from signature.trace import OP_CODE, OPS
 
 from . import modelsearch as search
-from .rules import Grid, Observation, PeerRule, infer_peer, infer_root
-from .topology import dims_create
+from .rules import Grid, Observation, PeerRule, infer_members, infer_peer, infer_root
+from .topology import DimsRule, SubGrid, fit_dims_rules, infer_subgrid
 
 __all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel",
-           "WorkGroup", "ModelError", "GridPower"]
+           "WorkGroup", "ModelError", "GridPower", "ORDER_CLASSES", "Topologies"]
 
 
 class ModelError(SigexError):
@@ -91,29 +109,38 @@ _NOT_EXTRAPOLATED = (
 ROOTED = frozenset(OP_CODE[n] for n in ("Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scatterv",
                                         "Ibcast", "Ireduce", "Igather", "Igatherv", "Iscatter",
                                         "Iscatterv"))
-COMM_NONE, COMM_WORLD, COMM_CART = -1, 0, 1
+COMM_NONE, COMM_WORLD, COMM_CART, COMM_SUB = -1, 0, 1, 2
+#: MPI_PROC_NULL as the tracer records it
+PROC_NULL = -3
+RECV_OPS = frozenset(OP_CODE[n] for n in ("Recv", "Irecv"))
+
+
+def _volume(model, P: int) -> int:
+    return max(0, int(round(_predict_scalar(model, P)))) if model is not None else 0
 
 
 # ---- volume models -------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class GridPower:
-    """bytes = c * dims_k(P)^e: a volume that follows one process-grid dimension."""
+    """bytes = c * prod_k dims_k(P)^e_k: a volume that follows the process-grid dimensions
+    (a halo row is n / dims_1 values, a 3-D sub-domain's face n^2 / (dims_1 dims_2))."""
 
     c: float
-    k: int
-    e: int
-    ndims: int
+    exps: tuple[int, ...]
+    grid: Grid
     name: str = "bytes"
 
     kind = "grid"
 
     def predict(self, P):
         P = np.atleast_1d(np.asarray(P, np.int64))
-        d = np.array([dims_create(int(p), self.ndims)[self.k] for p in P], float)
-        return self.c * d ** self.e
+        d = np.array([self.grid.dims(int(p)) for p in P], float).reshape(len(P), -1)
+        return self.c * np.prod(d ** np.asarray(self.exps, float)[None, :], axis=1)
 
     def formula(self) -> str:
-        return f"{self.c:.6g} * dims{self.k}(P)^{self.e}  (dims = MPI_Dims_create(P, {self.ndims}))"
+        rule = self.grid.rule.describe() if self.grid.rule else f"MPI_Dims_create(P, {self.grid.ndims})"
+        terms = " * ".join(f"dims{k}(P)^{e}" for k, e in enumerate(self.exps) if e)
+        return f"{self.c:.6g} * {terms}  (dims = {rule})"
 
     @property
     def stats(self) -> dict[str, float]:
@@ -123,7 +150,7 @@ class GridPower:
         return f"{self.formula()}  [exact on every traced P]"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": "grid", "c": self.c, "k": self.k, "e": self.e, "ndims": self.ndims,
+        return {"kind": "grid", "c": self.c, "exps": list(self.exps), "grid": self.grid.to_dict(),
                 "name": self.name}
 
 
@@ -137,22 +164,37 @@ def _load_quantity(d: dict[str, Any] | None):
     if d is None:
         return None
     if d.get("kind") == "grid":
-        return GridPower(c=d["c"], k=d["k"], e=d["e"], ndims=d["ndims"], name=d.get("name", "bytes"))
+        grid = Grid.from_dict(d["grid"]) if "grid" in d else Grid(int(d["ndims"]), (False,) * int(d["ndims"]))
+        exps = (tuple(int(e) for e in d["exps"]) if "exps" in d else
+                tuple(int(d["e"]) if k == d["k"] else 0 for k in range(grid.ndims)))
+        return GridPower(c=d["c"], exps=exps, grid=grid, name=d.get("name", "bytes"))
     return search.load_model(d)
 
 
-def _fit_volume(Ps: np.ndarray, y: np.ndarray, grid: Grid | None, name: str):
-    """Exact grid-dimension power when there is one, else the model search."""
+#: exponent vectors tried for a volume on a grid of 1-3 dims: one dimension first, then
+#: products of two, then of three; -1 before -2 before +1 before +2
+_GRID_EXPONENTS = {nd: sorted((e for e in itertools.product((0, -1, -2, 1, 2), repeat=nd) if any(e)),
+                              key=lambda e: (sum(x != 0 for x in e), [(-1, -2, 1, 2, 0).index(x) for x in e]))
+                   for nd in (1, 2, 3)}
+
+
+def _fit_volume(Ps: np.ndarray, y: np.ndarray, grid: Grid | None, name: str, alternatives: list | None = None):
+    """Exact grid-dimension power when there is one (the others that are exact on every
+    traced P go to ``alternatives``), else the model search."""
     Ps, y = np.asarray(Ps, np.int64), np.asarray(y, float)
     if np.all(y == y[0]):
         return search.fit(Ps, y, name=name)
     if grid is not None and np.all(y > 0):
-        for k in range(grid.ndims):
-            d = np.array([dims_create(int(p), grid.ndims)[k] for p in Ps], float)
-            for e in (-1, -2, 1, 2):
-                c = y * d ** (-e)
-                if np.all(np.abs(c - c[0]) <= 1e-9 * abs(c[0])):
-                    return GridPower(c=float(c[0]), k=k, e=e, ndims=grid.ndims, name=name)
+        d = np.array([grid.dims(int(p)) for p in Ps], float)
+        found = []
+        for exps in _GRID_EXPONENTS[grid.ndims]:
+            c = y / np.prod(d ** np.asarray(exps, float)[None, :], axis=1)
+            if np.all(np.abs(c - c[0]) <= 1e-9 * abs(c[0])):
+                found.append(GridPower(c=float(c[0]), exps=exps, grid=grid, name=name))
+        if found:
+            if alternatives is not None:
+                alternatives.extend(found[1:])
+            return found[0]
     return search.fit(Ps, y, name=name, positive=True)
 
 
@@ -168,7 +210,7 @@ class SlotModel:
     key: str
     op: int
     tag: int
-    comm: int  # COMM_NONE, COMM_WORLD or COMM_CART
+    comm: int  # COMM_NONE, COMM_WORLD, COMM_CART or COMM_SUB
     everywhere: bool  # every rank has it (else: the ranks its peer rule reaches)
     peer: PeerRule | None = None
     recv_peer: PeerRule | None = None
@@ -177,18 +219,48 @@ class SlotModel:
     recv_bytes: Any = None
     work_share: float = 0.0
     problem: str | None = None
+    #: COMM_SUB: the communicators (rows, columns, planes) as a function of P; the
+    #: peer and root rules are then in the communicator's own ranks and sizes
+    comm_role: SubGrid | None = None
+    #: where the peer (receive peer) rule finds no rank, the rank still calls, with
+    #: MPI_PROC_NULL (a non-periodic halo's ends) instead of skipping the call
+    null_ends: bool = False
+    recv_null_ends: bool = False
+    #: the tag a receive from MPI_PROC_NULL records, when not the slot's (MPICH's status
+    #: reports MPI_ANY_TAG, -1; a posted receive keeps its own)
+    null_tag: int | None = None
+    #: a receive from MPI_PROC_NULL records no bytes (a blocking one's status), rather
+    #: than the count it posted (a nonblocking one, as MPICH's tracer sees it)
+    null_no_bytes: bool = False
+    #: a rooted collective's bytes at its root, when they differ from the other ranks'
+    root_bytes: Any = None
+    root_recv_bytes: Any = None
+    #: the class of ranks that have the event (PeerRule family "member"), when not
+    #: every rank does and no peer rule says which; on sub-communicators, the class of
+    #: communicators (colours, out of how many there are) whose members all have it
+    members: PeerRule | None = None
+    #: (field, value) pairs that fit every traced P as well as the slot's own: another
+    #: peer or receive-peer rule, communicator layout, or volume; the target is checked
+    #: for where they part (:meth:`LogicalModel.undecided`). A field ending in "~" marks
+    #: a less likely reading (a 3-D grid where a 2-D one fits), reported, not refused.
+    alternatives: list = dataclasses.field(default_factory=list)
 
     def describe(self) -> str:
         parts = [OPS[self.op]]
         if self.peer is not None:
             parts.append(("to " if self.op not in (OP_CODE["Recv"], OP_CODE["Irecv"]) else "from ")
-                         + self.peer.describe())
+                         + self.peer.describe() + (" or PROC_NULL" if self.null_ends else ""))
         if self.recv_peer is not None:
-            parts.append("from " + self.recv_peer.describe())
+            parts.append("from " + self.recv_peer.describe()
+                         + (" or PROC_NULL" if self.recv_null_ends else ""))
         if self.root is not None:
             parts.append("root " + self.root.describe())
+        if self.members is not None:
+            parts.append("on " + self.members.describe())
         if self.tag >= 0:
             parts.append(f"tag {self.tag}")
+        if self.comm_role is not None:
+            parts.append(f"on communicators {self.comm_role.describe()} (ranks and P of the communicator)")
         return ", ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,16 +271,82 @@ class SlotModel:
                 "root": self.root.to_dict() if self.root else None,
                 "bytes": self.bytes.to_dict() if self.bytes is not None else None,
                 "recv_bytes": self.recv_bytes.to_dict() if self.recv_bytes is not None else None,
-                "work_share": self.work_share, "problem": self.problem}
+                "work_share": self.work_share, "problem": self.problem,
+                "comm_role": self.comm_role.to_dict() if self.comm_role else None,
+                "members": self.members.to_dict() if self.members else None,
+                "null_ends": self.null_ends, "recv_null_ends": self.recv_null_ends,
+                "null_tag": self.null_tag, "null_no_bytes": self.null_no_bytes,
+                "root_bytes": self.root_bytes.to_dict() if self.root_bytes is not None else None,
+                "root_recv_bytes": (self.root_recv_bytes.to_dict() if self.root_recv_bytes is not None
+                                    else None),
+                "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
         rule = lambda x: PeerRule.from_dict(x) if x else None  # noqa: E731
+        load = {"peer": PeerRule.from_dict, "recv_peer": PeerRule.from_dict, "comm_role": SubGrid.from_dict}
+        alts = [(a["field"], load.get(a["field"].rstrip("~"), _load_quantity)(a["value"]))
+                for a in d.get("alternatives", ())]
         return cls(key=d["key"], op=OP_CODE[d["op"]], tag=int(d["tag"]), comm=int(d["comm"]),
                    everywhere=bool(d["everywhere"]), peer=rule(d["peer"]),
                    recv_peer=rule(d["recv_peer"]), root=rule(d["root"]),
                    bytes=_load_quantity(d["bytes"]), recv_bytes=_load_quantity(d["recv_bytes"]),
-                   work_share=float(d["work_share"]), problem=d.get("problem"))
+                   work_share=float(d["work_share"]), problem=d.get("problem"),
+                   comm_role=SubGrid.from_dict(d["comm_role"]) if d.get("comm_role") else None,
+                   members=rule(d.get("members")),
+                   null_ends=bool(d.get("null_ends", False)),
+                   recv_null_ends=bool(d.get("recv_null_ends", False)), null_tag=d.get("null_tag"),
+                   null_no_bytes=bool(d.get("null_no_bytes", False)),
+                   root_bytes=_load_quantity(d.get("root_bytes")),
+                   root_recv_bytes=_load_quantity(d.get("root_recv_bytes")), alternatives=alts)
+
+    def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
+        """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
+        ``to_world(local)`` maps the rules' results back to world ranks (-1 stays)."""
+        if self.comm_role is None:
+            return ranks, P, lambda q: q
+        colour, local, size = self.comm_role.layout(ranks, P)
+        return local, size, lambda q: self.comm_role.world(colour, q, P)
+
+    def place(self, ranks: np.ndarray, P: int, grid: Grid | None) -> dict[str, np.ndarray]:
+        """This slot's events for ``ranks`` at P: present, peer, recv_peer, root (world
+        ranks; MPI_PROC_NULL -3), bytes and recv_bytes, each (len(ranks),)."""
+        g = grid if self.comm == COMM_CART else None
+        local, size, world = self.layout(ranks, P, grid)
+        n = len(ranks)
+        out = {"present": np.ones(n, bool), "peer": np.full(n, -1, np.int64),
+               "recv_peer": np.full(n, -1, np.int64), "root": np.full(n, -1, np.int64),
+               "tag": np.full(n, self.tag, np.int64)}
+        if self.members is not None:  # a class of ranks, or of communicators (colours)
+            if self.comm_role is not None:
+                colour = self.comm_role.layout(ranks, P)[0]
+                out["present"] = self.members(colour, self.comm_role.n_comms(P)) >= 0
+            else:
+                out["present"] = self.members(ranks, P) >= 0
+        if self.peer is not None:
+            q = self.peer(local, size, g)
+            out["present"] = np.ones(n, bool) if self.null_ends else q >= 0
+            out["peer"] = np.where(q >= 0, world(q), PROC_NULL if self.null_ends else -1)
+        if self.recv_peer is not None:
+            q = self.recv_peer(local, size, g)
+            out["recv_peer"] = np.where(q >= 0, world(q), PROC_NULL if self.recv_null_ends else -1)
+        if self.root is not None:
+            out["root"] = world(np.full(n, self.root._k(size), np.int64))
+        for col, root_col in (("bytes", "root_bytes"), ("recv_bytes", "root_recv_bytes")):
+            model, at_root = getattr(self, col), getattr(self, root_col)
+            v = np.full(n, _volume(model, P), np.int64)
+            if at_root is not None:
+                v = np.where(ranks == out["root"], _volume(at_root, P), v)
+            out[col] = v
+        if self.recv_peer is not None and self.recv_null_ends and self.null_no_bytes:
+            out["recv_bytes"] = np.where(out["recv_peer"] == PROC_NULL, 0, out["recv_bytes"])
+        if self.peer is not None and self.null_ends and self.op in RECV_OPS:
+            # a receive from PROC_NULL completes at once: no bytes (and MPI_ANY_TAG) in its status
+            if self.null_no_bytes:
+                out["recv_bytes"] = np.where(out["peer"] == PROC_NULL, 0, out["recv_bytes"])
+            if self.null_tag is not None:
+                out["tag"] = np.where(out["peer"] == PROC_NULL, self.null_tag, out["tag"])
+        return out
 
 
 @dataclasses.dataclass
@@ -254,6 +392,17 @@ def _spread(values: dict[int, float]) -> float:
     return float((v.max() - v.min()) / v.mean()) if v.size and v.mean() > 0 else 0.0
 
 
+#: Rank classes whose events may come in different orders (an even/odd ordered
+#: exchange, the ends of a chain): name -> class index of each rank at P. Tried in
+#: this order when the ranks of a phase share no common event order.
+ORDER_CLASSES = {
+    "rank parity": lambda r, P: r % 2,
+    "first rank, last rank, the others": lambda r, P: np.where(r == 0, 0, np.where(r == P - 1, 1, 2)),
+    "first rank, last rank, even and odd others": lambda r, P: np.where(
+        r == 0, 0, np.where(r == P - 1, 1, 2 + r % 2)),
+}
+
+
 @dataclasses.dataclass
 class PhaseModel:
     """Phase k at every P: its slots, weight model and work groups."""
@@ -267,6 +416,18 @@ class PhaseModel:
     measured_weights: dict[int, int]
     problems: list[str]  # reasons the phase cannot be extrapolated
     notes: list[str] = dataclasses.field(default_factory=list)  # doubts that do not block it
+    #: rank classes that order the phase's events differently (a name of
+    #: :data:`ORDER_CLASSES`), and per class the position of each slot in its order
+    classes: str | None = None
+    orders: list[list[int]] = dataclasses.field(default_factory=list)
+
+    def slot_position(self, ranks: np.ndarray, P: int) -> np.ndarray | None:
+        """(n_slots, len(ranks)) position of each slot in each rank's order, or None
+        when every rank uses the slots' own order."""
+        if self.classes is None:
+            return None
+        cls = ORDER_CLASSES[self.classes](np.asarray(ranks, np.int64), P)
+        return np.asarray(self.orders, np.int64)[cls].T
 
     @property
     def extrapolable(self) -> bool:
@@ -301,7 +462,8 @@ class PhaseModel:
                 "weight": self.weight.to_dict(), "slots": [s.to_dict() for s in self.slots],
                 "groups": [g.to_dict() for g in self.groups],
                 "measured_weights": {str(k): v for k, v in self.measured_weights.items()},
-                "problems": list(self.problems), "notes": list(self.notes)}
+                "problems": list(self.problems), "notes": list(self.notes),
+                "classes": self.classes, "orders": self.orders}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PhaseModel":
@@ -310,7 +472,8 @@ class PhaseModel:
                    slots=[SlotModel.from_dict(s) for s in d["slots"]],
                    groups=[WorkGroup.from_dict(g) for g in d["groups"]],
                    measured_weights={int(k): int(v) for k, v in d["measured_weights"].items()},
-                   problems=list(d["problems"]), notes=list(d.get("notes", [])))
+                   problems=list(d["problems"]), notes=list(d.get("notes", [])),
+                   classes=d.get("classes"), orders=[list(map(int, o)) for o in d.get("orders", [])])
 
 
 # ---- the model -----------------------------------------------------------------------
@@ -331,23 +494,119 @@ class LogicalModel:
     #: ("P=16: MPI_File_write_all called 240 times ..."): they follow the model into
     #: every report.
     notes: list[str] = dataclasses.field(default_factory=list)
+    #: dims rules other than ``grid.rule`` that give the declared grid at every traced P
+    grid_rules: list[DimsRule] = dataclasses.field(default_factory=list)
 
     # ---- use ---------------------------------------------------------------------
+    def grid_problem(self, P: int) -> str | None:
+        """Why the declared grid's dims at P are not known: the dims rules that fit every
+        traced P give different grids there, or the rule has none (dims fixed at P with
+        :meth:`with_grid` decide)."""
+        if self.grid is None or (self.grid.rule and any(p == P for p, _ in self.grid.rule.fixed)):
+            return None
+        mine = _dims_or_none(self.grid, P)
+        grids: dict[tuple, str] = {} if mine is None else {mine: self.grid.rule.describe() if self.grid.rule
+                                                           else "MPI_Dims_create"}
+        for r in self.grid_rules:
+            d = _dims_or_none(r, P)
+            if d is not None:
+                grids.setdefault(d, r.describe())
+        if mine is not None and len(grids) == 1:
+            return None
+        if not grids:
+            return f"no dims rule that fits the traced P has a grid for P={P}: give one (--grid AxBxC)"
+        return (f"the traced P cannot decide the process grid at P={P} ("
+                + "; ".join(f"{'x'.join(map(str, d))} by {how}" for d, how in grids.items())
+                + f"): give it (--grid {'x'.join(map(str, next(iter(grids))))} or another)")
+
+    def undecided(self, P: int, *, weaker: bool = False) -> dict[int, list[str]]:
+        """Per phase id, what the traced P leave open at P besides the grid
+        (:meth:`grid_problem`): a communicator layout, a grid neighbour or a volume
+        that fit every traced P as well as the one chosen but give other communicators,
+        peers or bytes at P. ``weaker=True``: the less likely readings (3-D grids where a
+        2-D one fits) that part at P instead, which do not refuse it."""
+        out: dict[int, list[str]] = {}
+        ranks = np.arange(P)
+        for ph in self.phases:
+            for i, s in enumerate(ph.slots):
+                if not s.alternatives:
+                    continue
+                try:
+                    mine = s.place(ranks, P, self.grid)
+                except ValueError:
+                    continue
+                for field, value in s.alternatives:
+                    if field.endswith("~") != weaker:
+                        continue
+                    field = field.rstrip("~")
+                    try:
+                        other = dataclasses.replace(s, **{field: value}).place(ranks, P, self.grid)
+                    except ValueError:
+                        continue  # the alternative has no grid at P: it does not apply there
+                    if not all(np.array_equal(mine[c], other[c]) for c in mine):
+                        what = {"comm_role": "its communicators are", "bytes": "its bytes are",
+                                "recv_bytes": "its received bytes are", "peer": "its peers are",
+                                "recv_peer": "its receive peers are"}.get(field, field)
+                        have = getattr(s, field)
+                        text = lambda v: v.describe() if hasattr(v, "describe") and not hasattr(v, "formula") \
+                            else v.formula()  # noqa: E731
+                        out.setdefault(ph.id, []).append(
+                            f"slot {i} ({OPS[s.op]}): {what} {text(have)} or {text(value)} at every "
+                            f"traced P, which part at P={P}")
+                        break
+        return out
+
     def check_target(self, P: int) -> None:
         if not isinstance(P, (int, np.integer)) or P < 1:
             raise ExtrapolationError(f"target P must be a positive integer, got {P!r}")
-        bad = [ph for ph in self.phases if ph.problems]
+        grid = self.grid_problem(P)
+        if grid is not None:
+            err = ExtrapolationError(f"{self.app}: cannot write a logical trace: {grid}")
+            err.detail = grid
+            raise err
+        open_ = self.undecided(P)
+        problems = {ph.id: ph.problems + open_.get(ph.id, []) for ph in self.phases}
+        bad = [(pid, pr) for pid, pr in problems.items() if pr]
         if bad:
             err = ExtrapolationError(
                 f"{self.app}: cannot write a logical trace, {len(bad)} phase(s) not extrapolable: "
-                + "; ".join(f"phase {ph.id}: {_short(ph.problems)}" for ph in bad[:5])
+                + "; ".join(f"phase {pid}: {_short(pr)}" for pid, pr in bad[:5])
                 + (f"; and {len(bad) - 5} more phases" if len(bad) > 5 else ""))
             # every problem of every phase, for a file the caller names (sigex: --explain)
-            err.detail = "\n".join(f"phase {ph.id}: {pr}" for ph in bad for pr in ph.problems)
+            err.detail = "\n".join(f"phase {pid}: {p}" for pid, pr in bad for p in pr)
             raise err
+
+    def with_grid(self, P: int, dims: Sequence[int]) -> "LogicalModel":
+        """This model with the process grid fixed to ``dims`` at P (``--grid``): for the
+        declared grid and for every grid a slot's rule or communicators were inferred on."""
+        dims = tuple(int(d) for d in dims)
+        if int(np.prod(dims)) != P:
+            raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {int(np.prod(dims))} "
+                                     f"processes, not the target's {P}")
+        grids = ([self.grid] if self.grid else []) + [
+            s.comm_role.rule for ph in self.phases for s in ph.slots if s.comm_role is not None] + [
+            r.params["grid"] for ph in self.phases for s in ph.slots for r in (s.peer, s.recv_peer)
+            if r is not None and r.params.get("grid") is not None]
+        if not grids:
+            raise ExtrapolationError(f"{self.app}: --grid given, but the model has no process grid "
+                                     "(no Cartesian communicator, sub-communicators or grid neighbours)")
+        nds = {g.ndims for g in grids}
+        if nds != {len(dims)}:
+            raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {len(dims)} dimensions; "
+                                     f"the model's grids have {sorted(nds)}")
+        return _fix_grids(self, P, dims)
 
     def weights(self, P: int) -> list[int]:
         return [ph.weight_at(P) for ph in self.phases]
+
+    def comm_roles(self) -> list[SubGrid]:
+        """The sub-communicator layouts the slots use, each once, in order of first use."""
+        out: list[SubGrid] = []
+        for ph in self.phases:
+            for s in ph.slots:
+                if s.comm_role is not None and s.comm_role not in out:
+                    out.append(s.comm_role)
+        return out
 
     def events(self, P: int, ranks: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Every event of ``ranks`` (default: all) at P, phase by phase: columns rank,
@@ -371,15 +630,31 @@ class LogicalModel:
         mode = {"counters": "counters mode (work = instructions)",
                 "flops": "flops mode (work = flops charged in a SimGrid trace, as seconds at the host speed)"
                 }.get(self.work_mode, "CPU-time mode (work = thread CPU time)")
-        grid = (f"{self.grid.ndims}-D process grid from MPI_Dims_create, periods "
-                f"{list(self.grid.periods)}" if self.grid else "no Cartesian grid")
+        grid = (f"declared {self.grid.describe()}" if self.grid else "no Cartesian grid")
+        if self.grid_rules:
+            grid += " (also fit: " + "; ".join(r.describe() for r in self.grid_rules[:4]) + (
+                f" and {len(self.grid_rules) - 4} more" if len(self.grid_rules) > 4 else "") + ")"
         out = [f"logical model of {self.app or '?'} from P = {', '.join(map(str, self.Ps))} "
-               f"({self.workload_label}={self.workload_value}); {mode}; {grid}"]
+               + (f"({self.workload_label}={self.workload_value})" if self.workload_label else "(no workload label)")
+               + f"; {mode}; {grid}"]
+        open_: dict[int, list[str]] = {}
+        if target:  # what the traced P leave open at the target, where it matters
+            grid_open = self.grid_problem(target)
+            if grid_open:
+                out.append(f"open at P={target}: {grid_open}")
+            else:
+                open_ = self.undecided(target)
+                for pid, texts in self.undecided(target, weaker=True).items():
+                    open_.setdefault(pid, []).extend(f"(less likely, not refused) {t}" for t in texts)
         for ph in self.phases:
             out.append("")
             status = "OK" if ph.extrapolable else "NOT EXTRAPOLABLE"
             w_meas = ", ".join(f"{w}@{p}" for p, w in sorted(ph.measured_weights.items()))
             out.append(f"phase {ph.id} ({ph.kind}) {ph.pattern}   [{status}]")
+            if ph.classes:
+                out.append(f"  rank classes ({ph.classes}) order the events differently: "
+                           + "; ".join(f"class {c}: slots {[i for _, i in sorted(zip(o, range(len(o))))]}"
+                                       for c, o in enumerate(ph.orders)))
             out.append(f"  weight   {ph.weight.formula()}   measured {w_meas}"
                        + (f"   -> {ph.weight_at(target)} at P={target}" if target else ""))
             rows = []
@@ -388,6 +663,9 @@ class LogicalModel:
                 vol = s.bytes.formula() if s.bytes is not None else "-"
                 if s.recv_bytes is not None and s.bytes is None:
                     vol = s.recv_bytes.formula()
+                for what, v in (("sent", s.root_bytes), ("received", s.root_recv_bytes)):
+                    if v is not None:
+                        vol += f"; {what} at the root: {v.formula()}"
                 rows.append((i, s.describe(), vol, f"{100 * s.work_share:.0f}%",
                              s.problem or ""))
             out.append("  " + table(("slot", "event and rule", "bytes", "work", "problem"), rows,
@@ -416,6 +694,8 @@ class LogicalModel:
                 out.append(f"  problem: {pr}")
             if len(probs) < len(ph.problems):
                 out.append(f"  ... and {len(ph.problems) - len(probs)} more problems")
+            for text in open_.get(ph.id, []):
+                out.append(f"  open at P={target}: {text}")
             for note in ph.notes:
                 out.append(f"  note: {note}")
         if self.notes:
@@ -428,8 +708,8 @@ class LogicalModel:
         return {"format": 1, "kind": "sigex-logical-model", "app": self.app,
                 "work_mode": self.work_mode, "work_unit": self.work_unit, "Ps": self.Ps,
                 "workload_label": self.workload_label, "workload_value": self.workload_value,
-                "grid": ({"ndims": self.grid.ndims, "periods": list(self.grid.periods)}
-                         if self.grid else None),
+                "grid": self.grid.to_dict() if self.grid else None,
+                "grid_rules": [r.to_dict() for r in self.grid_rules],
                 "phases": [p.to_dict() for p in self.phases], "sources": self.sources,
                 "notes": self.notes}
 
@@ -441,9 +721,10 @@ class LogicalModel:
         return cls(app=d["app"], work_mode=d["work_mode"], work_unit=d["work_unit"],
                    Ps=[int(p) for p in d["Ps"]], workload_label=d["workload_label"],
                    workload_value=d["workload_value"],
-                   grid=Grid(int(g["ndims"]), tuple(bool(x) for x in g["periods"])) if g else None,
+                   grid=Grid.from_dict(g) if g else None,
                    phases=[PhaseModel.from_dict(p) for p in d["phases"]], sources=list(d["sources"]),
-                   notes=list(d.get("notes", ())))
+                   notes=list(d.get("notes", ())),
+                   grid_rules=[DimsRule.from_dict(r) for r in d.get("grid_rules", ())])
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         return write_text_atomic(path, json.dumps(self.to_dict(), indent=1), overwrite=overwrite)
@@ -457,42 +738,553 @@ class LogicalModel:
             raise TraceFormatError(f"{path}: cannot read the logical model ({err})") from err
 
 
+def _dims_or_none(rule, P: int):
+    try:
+        return tuple(rule.dims(P))
+    except ValueError:
+        return None
+
+
+def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalModel:
+    """A copy of ``model`` whose every dims rule gives ``dims`` at P."""
+    def rule(r: DimsRule | None, nd: int) -> DimsRule:
+        r = r or DimsRule("dims_create", nd)
+        return dataclasses.replace(r, fixed=tuple((p, d) for p, d in r.fixed if p != P) + ((P, dims),))
+
+    def grid(g: Grid) -> Grid:
+        return dataclasses.replace(g, rule=rule(g.rule, g.ndims))
+
+    def peer(r: PeerRule | None) -> PeerRule | None:
+        if r is None or r.params.get("grid") is None:
+            return r
+        return PeerRule(r.family, {**r.params, "grid": grid(r.params["grid"])})
+
+    def volume(v):
+        return dataclasses.replace(v, grid=grid(v.grid)) if isinstance(v, GridPower) else v
+
+    phases = []
+    for ph in model.phases:
+        slots = [dataclasses.replace(
+            s, peer=peer(s.peer), recv_peer=peer(s.recv_peer), bytes=volume(s.bytes),
+            recv_bytes=volume(s.recv_bytes), root_bytes=volume(s.root_bytes),
+            root_recv_bytes=volume(s.root_recv_bytes),
+            comm_role=(dataclasses.replace(s.comm_role, rule=rule(s.comm_role.rule, s.comm_role.rule.ndims))
+                       if s.comm_role else None)) for s in ph.slots]
+        for s in slots:
+            s.alternatives = [(f, peer(a) if isinstance(a, PeerRule) else volume(a) if f.rstrip("~").endswith("bytes")
+                               else dataclasses.replace(a, rule=rule(a.rule, a.rule.ndims)))
+                              for f, a in s.alternatives]
+        phases.append(dataclasses.replace(ph, slots=slots))
+    return dataclasses.replace(model, grid=grid(model.grid) if model.grid else None, phases=phases)
+
+
 # ---- building ------------------------------------------------------------------------
-def _comm_kind(comm_ids: np.ndarray, cart_id: int | None) -> np.ndarray:
-    out = np.full(len(comm_ids), 99, np.int64)  # other communicators: not modelled
-    out[comm_ids < 0] = COMM_NONE
-    out[comm_ids == 0] = COMM_WORLD
+#: communicator kinds of template events besides COMM_NONE/WORLD/CART: sub-communicators
+#: (rows, columns, planes) by their member pattern, and those not modelled
+_SUB_BASE, _NOT_MODELLED = 100, 99
+
+
+def _comm_classes(comms, P: int, cart_id: int | None) -> dict[int, int]:
+    """Kind of each communicator of a run: MPI_COMM_WORLD and its duplicates (same members
+    in the same order) are the world; the Cartesian grid; a sub-communicator keyed by
+    its member pattern (consecutive ranks, a constant stride, other); intercommunicators
+    and single-rank communicators are not modelled."""
+    out = {0: COMM_WORLD}
     if cart_id is not None:
-        out[comm_ids == cart_id] = COMM_CART
+        out[cart_id] = COMM_CART
+    if comms is None:
+        return out
+    for c in range(1, len(comms)):
+        if c in out:
+            continue
+        m = np.asarray(comms.members_of(c), np.int64)
+        if bool(comms.inter[c]) or len(m) < 2:
+            out[c] = _NOT_MODELLED
+        elif len(m) == P and np.array_equal(m, np.arange(P)) and comms.cartesian(c) is None:
+            out[c] = COMM_WORLD
+        else:
+            d = np.diff(m)
+            out[c] = _SUB_BASE + (0 if np.all(d == 1) else 1 if np.all(d == d[0]) and d[0] > 0 else 2)
     return out
 
 
-def _slot_keys(op, peer, rpeer, tag, comm, rank, P, grid_dims, grid_periods) -> list[tuple]:
-    """One rank's events of a repetition -> slot keys (occurrence-numbered)."""
+def _localise(T, P: int, classes: dict[int, int], comms):
+    """Per template event: its communicator kind, and the rank, size, peer and receive
+    peer in that communicator's own ranks (world ones outside sub-communicators)."""
+    cid = np.asarray(T["comm"], np.int64)
+    kind = np.array([COMM_NONE if c < 0 else classes.get(int(c), _NOT_MODELLED) for c in cid], np.int64)
+    lpeer, lrpeer = np.asarray(T["peer"], np.int64).copy(), np.asarray(T["recv_peer"], np.int64).copy()
+    lroot = np.asarray(T["root"], np.int64).copy()
+    lsize = np.full(len(cid), P, np.int64)
+    sub = np.flatnonzero(kind >= _SUB_BASE)
+    local_of = {}
+    for c in np.unique(cid[sub]):
+        m = np.asarray(comms.members_of(int(c)), np.int64)
+        lut = np.full(P, -1, np.int64)
+        lut[m] = np.arange(len(m))
+        local_of[int(c)] = (lut, len(m))
+    for e in sub:
+        lut, n = local_of[int(cid[e])]
+        lsize[e] = n
+        for a in (lpeer, lrpeer, lroot):
+            if a[e] >= 0:
+                a[e] = lut[a[e]]
+    return kind, lsize, lpeer, lrpeer, lroot
+
+
+def _local_ranks(T, offs, P: int, kind: np.ndarray, comms) -> np.ndarray:
+    """Each template event's rank in its own communicator."""
+    rank = np.repeat(np.arange(P), np.diff(offs))
+    out = rank.copy()
+    cid = np.asarray(T["comm"], np.int64)
+    for c in np.unique(cid[kind >= _SUB_BASE]):
+        m = np.asarray(comms.members_of(int(c)), np.int64)
+        lut = np.full(P, -1, np.int64)
+        lut[m] = np.arange(len(m))
+        sel = cid == c
+        out[sel] = lut[rank[sel]]
+    return out
+
+
+def _slot_keys(op, peer, rpeer, tag, comm, lrank, lsize, rank, grid_dims, grid_periods) -> list[tuple]:
+    """One rank's events of a repetition -> slot keys (occurrence-numbered); peers
+    and ranks of sub-communicator events are the communicator's own."""
     keys, count = [], {}
 
-    def where(q: int, c: int) -> tuple:
+    def where(q: int, c: int, r: int, n: int) -> tuple:
         if q < 0:
-            return ("null",) if q == -3 else ("-",)
+            return ("null",) if q == PROC_NULL else ("-",)
         if c == COMM_CART and grid_dims is not None:
             a = np.unravel_index(rank, grid_dims)
             b = np.unravel_index(q, grid_dims)
-            disp = [int(y - x) for x, y in zip(a, b)]
-            for d, n in enumerate(grid_dims):
-                if grid_periods[d] and abs(disp[d]) > n // 2:
-                    disp[d] -= int(np.sign(disp[d])) * n
+            disp: list = [int(y - x) for x, y in zip(a, b)]
+            for d, m in enumerate(grid_dims):
+                if grid_periods[d] and m == 1:
+                    disp[d] = "?"  # on a periodic ring of 1, every displacement is the rank itself
+                elif grid_periods[d] and m == 2 and disp[d]:
+                    disp[d] = "+-"  # on a periodic ring of 2, +1 and -1 are one neighbour
+                elif grid_periods[d] and abs(disp[d]) > m // 2:
+                    disp[d] -= int(np.sign(disp[d])) * m
             return ("grid", *disp)
-        d = (q - rank) % P
-        d = d - P if d > P // 2 else d
-        return ("near", d) if abs(d) == 1 and P > 2 else ("far",)
+        d = (q - r) % n
+        d = d - n if d > n // 2 else d
+        if n == 2:  # the next and the previous rank are one: decided by the other P
+            return ("near", "+-1")
+        return ("near", d) if abs(d) == 1 else ("far",)
 
     for i in range(len(op)):
-        base = (int(op[i]), int(tag[i]), int(comm[i]), where(int(peer[i]), int(comm[i])),
-                where(int(rpeer[i]), int(comm[i])))
-        n = count.get(base, 0)
-        count[base] = n + 1
-        keys.append(base + (n,))
+        c, r, n = int(comm[i]), int(lrank[i]), int(lsize[i])
+        base = (int(op[i]), int(tag[i]), c, where(int(peer[i]), c, r, n), where(int(rpeer[i]), c, r, n))
+        k = count.get(base, 0)
+        count[base] = k + 1
+        keys.append(base + (k,))
     return keys
+
+
+def _open_side(w: tuple) -> bool:
+    return w[0] == "null" or w == ("near", "+-1") or (w[0] == "grid" and ("?" in w or "+-" in w))
+
+
+def _fits_side(w: tuple, c: tuple) -> bool:
+    if w[0] == "null":
+        return c[0] != "null"
+    if w == ("near", "+-1"):
+        return c[0] == "near" and c[1] in (1, -1)
+    if w[0] == "grid" and ("?" in w or "+-" in w):
+        return c[0] == "grid" and len(c) == len(w) and all(
+            x == "?" or x == y or (x == "+-" and y in (1, -1)) for x, y in zip(w[1:], c[1:]))
+    return w == c
+
+
+def _merge_open_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
+    """Keys a small P leaves open join the slot they stand for. A call to MPI_PROC_NULL
+    (the end of a non-periodic chain) belongs to the slot of the ranks that have a real
+    peer there; on a communicator of 2 ranks, or along a periodic grid dimension 1 or 2
+    wide, the next and the previous rank are one. A rank's sequence with open keys
+    takes, position by position, the keys of the sequences (of any rank at any P) that
+    have the same length and fit it everywhere (same operation, communicator, tag or
+    none, and the decided sides equal), the most decided ones, when they all agree.
+    Otherwise each open key joins the only slot with the same operation, communicator
+    and occurrence that fits it and the rank does not already have. Keys are rewritten
+    in place; one with no single such slot stays as it is."""
+    def is_open(key):
+        return _open_side(key[3]) or _open_side(key[4])
+
+    def fits(key, c):
+        return (key[0] == c[0] and key[2] == c[2] and (key[1] == c[1] or key[1] < 0)
+                and all(_fits_side(key[x], c[x]) or key[x] == c[x] for x in (3, 4)))
+
+    def openness(seq):
+        return sum(_open_side(k[3]) + _open_side(k[4]) for k in seq)
+
+    seqs = {tuple(seq): openness(seq) for ks in keys_per_p.values() for seq in ks}
+    by_len: dict[int, list[tuple]] = {}
+    for seq in seqs:
+        by_len.setdefault(len(seq), []).append(seq)
+    mapped: dict[tuple, tuple] = {}
+    for seq, n_open in seqs.items():
+        if not n_open:
+            continue
+        refs = [r for r in by_len[len(seq)] if seqs[r] < n_open and all(map(fits, seq, r))]
+        if refs:
+            least = min(seqs[r] for r in refs)
+            best = {r for r in refs if seqs[r] == least}
+            if len(best) == 1:
+                mapped[seq] = best.pop()
+    real = {key for seq in seqs for key in seq if not is_open(key)}
+    by_base: dict[tuple, list[tuple]] = {}
+    for key in real:
+        by_base.setdefault((key[0], key[2], key[5]), []).append(key)
+    for ks in keys_per_p.values():
+        for n, seq in enumerate(ks):
+            if tuple(seq) in mapped:
+                ks[n] = list(mapped[tuple(seq)])
+                continue
+            have = set(seq)
+            for j, key in enumerate(seq):
+                if not is_open(key):
+                    continue
+                cands = [c for c in by_base.get((key[0], key[2], key[5]), ()) if c not in have and fits(key, c)]
+                if len(cands) == 1:
+                    seq[j] = cands[0]
+                    have.add(cands[0])
+
+
+def _common_order(seqs) -> list | None:
+    g = nx.DiGraph()
+    first_seen: dict[tuple, int] = {}
+    for seq in seqs:
+        for key in seq:
+            first_seen.setdefault(key, len(first_seen))
+            g.add_node(key)
+        g.add_edges_from(zip(seq[:-1], seq[1:]))
+    try:
+        return list(nx.lexicographical_topological_sort(g, key=lambda n: first_seen[n]))
+    except nx.NetworkXUnfeasible:
+        return None
+
+
+def _order(keys_per_p: dict[int, list[list[tuple]]]):
+    """The phase's slots in one order, or per rank class (:data:`ORDER_CLASSES`) when the
+    ranks share none: (order, class name or None, per-class positions)."""
+    all_seqs = list({tuple(seq): None for ks in keys_per_p.values() for seq in ks})
+    order = _common_order(all_seqs)
+    if order is not None:
+        return order, None, []
+    for name, fn in ORDER_CLASSES.items():
+        per_class: dict[int, dict[tuple, None]] = {}
+        for P, ks in keys_per_p.items():
+            cls = fn(np.arange(P), P)
+            for r, seq in enumerate(ks):
+                per_class.setdefault(int(cls[r]), {})[tuple(seq)] = None
+        orders = {c: _common_order(list(v)) for c, v in per_class.items()}
+        if any(o is None for o in orders.values()):
+            continue
+        union: dict[tuple, None] = {}
+        for c in sorted(orders):
+            union.update(dict.fromkeys(orders[c]))
+        slots = list(union)
+        n_cls = max(orders) + 1
+        pos = []
+        for c in range(n_cls):
+            o = orders.get(c, [])
+            at = {key: i for i, key in enumerate(o)}
+            pos.append([at.get(key, len(o) + j) for j, key in enumerate(slots)])
+        return slots, name, pos
+    return None, None, []
+
+
+def _tag_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict:
+    """Slot keys by (operation, tag, communicator, whether a peer is named) and occurrence:
+    where the peer lies is left to the rules."""
+    def coarse(w):
+        return ("pos",) if w[0] != "-" else ("-",)
+
+    out = {}
+    for P, ks in keys_per_p.items():
+        rows = []
+        for seq in ks:
+            count: dict[tuple, int] = {}
+            row = []
+            for key in seq:
+                base = (key[0], key[1], key[2], coarse(key[3]), coarse(key[4]))
+                n = count.get(base, 0)
+                count[base] = n + 1
+                row.append(base + (n,))
+            rows.append(row)
+        out[P] = rows
+    return out
+
+
+def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid, cost_col: str):
+    """The slots of phase k from its keys: (order, class name, per-class positions,
+    problems, slots)."""
+    problems = []
+    order, class_name, positions = _order(keys_per_p)
+    if order is None:
+        problems.append("ranks order the phase's events differently and no rank class ("
+                        + ", ".join(ORDER_CLASSES) + ") has one order; its events cannot be "
+                        "placed at a new P")
+        order = list({key: None for ks in keys_per_p.values() for seq in ks for key in seq})
+    index = {key: i for i, key in enumerate(order)}
+    n_slots = len(order)
+    obs = {i: [] for i in range(n_slots)}  # (P, ranks, event indices into template, phase)
+    share_sum = np.zeros(n_slots)
+    share_n = np.zeros(n_slots)
+    for s in sigs:
+        ph = s.phases[k]
+        P = s.nprocs
+        offs = ph.template_offsets
+        cost = ph.template_cost.get(cost_col)
+        rank_ev = {i: ([], []) for i in range(n_slots)}
+        for r in range(P):
+            a = int(offs[r])
+            if cost is not None:
+                tot = cost[a:int(offs[r + 1])].sum()
+            for j, key in enumerate(keys_per_p[P][r]):
+                i = index[key]
+                rank_ev[i][0].append(r)
+                rank_ev[i][1].append(a + j)
+                if cost is not None and tot > 0:
+                    share_sum[i] += cost[a + j] / tot
+                    share_n[i] += 1
+        for i in range(n_slots):
+            obs[i].append((P, np.array(rank_ev[i][0], np.int64), np.array(rank_ev[i][1], np.int64), ph))
+    slots = [_slot_model(key, obs[i], local, comms, grid, share_sum[i] / share_n[i] if share_n[i] else 0.0,
+                         f"phase {k} slot {i}") for i, key in enumerate(order)]
+    by_problem: dict[str, list[str]] = {}
+    for i, slot in enumerate(slots):
+        if slot.problem:
+            by_problem.setdefault(slot.problem, []).append(f"{i} ({OPS[slot.op]})")
+    for text, where in by_problem.items():
+        problems.append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {text}")
+    return order, class_name, positions, problems, slots
+
+
+def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid | None,
+                share: float, name: str) -> SlotModel:
+    """One slot's rules from its events at every traced P (``o_list``: (P, ranks, template
+    event indices, phase) per P); ``slot.problem`` says why it cannot be modelled."""
+    op, tag, ck = key[0], key[1], key[2]
+    sub = ck >= _SUB_BASE
+    slot = SlotModel(key=_key_text(key), op=op, tag=tag,
+                     comm=COMM_SUB if sub else ck if ck in (COMM_NONE, COMM_WORLD, COMM_CART) else COMM_WORLD,
+                     everywhere=True, work_share=float(share))
+    cart = grid if ck == COMM_CART else None
+
+    def col(o, c):
+        return np.asarray(o[3].template[c], np.int64)[o[2]]
+
+    def loc(o, j):  # kind, lrank, lsize, lpeer, lrpeer, lroot of the slot's events
+        return local[o[0]][j][o[2]]
+
+    vol_grid = cart
+    if sub:
+        observed = {o[0]: [comms[o[0]].members_of(int(c)) for c in np.unique(col(o, "comm"))]
+                    for o in o_list if len(o[1])}
+        roles = infer_subgrid(observed)
+        if not roles:
+            slot.problem = ("its communicators follow no row, column or plane layout of a process grid "
+                            "(Comm_split/Cart_sub) at every P")
+            return slot
+        slot.comm_role, slot.alternatives = roles[0], [("comm_role", r) for r in roles[1:]]
+        nd = roles[0].rule.ndims
+        vol_grid = Grid(nd, (False,) * nd, roles[0].rule, roles[0].order)
+
+    def observations(j):
+        """Per P (per communicator on sub-communicators): ranks with a real peer on side j
+        (3: peer, 4: receive peer), and those calling with MPI_PROC_NULL there."""
+        out, nulls = [], []
+        for o in o_list:
+            P = o[0]
+            q = loc(o, j)
+            if sub:
+                cid = col(o, "comm")
+                lr, size = loc(o, 1), loc(o, 2)
+                for c in np.unique(cid):
+                    m = cid == c
+                    real = m & (q >= 0)
+                    out.append(Observation(int(size[m][0]), lr[real], q[real]))
+                    nulls.append((int(size[m][0]), lr[m & (q == PROC_NULL)], lr[m]))
+            else:
+                real = q >= 0
+                out.append(Observation(P, o[1][real], q[real]))
+                nulls.append((P, o[1][q == PROC_NULL], o[1]))
+        return out, nulls
+
+    def null_ends(rule, nulls, what):
+        """True when the ranks the rule leaves without a peer call with PROC_NULL."""
+        if not any(len(n[1]) for n in nulls):
+            return False
+        for P, nr, allr in nulls:
+            q = rule(np.arange(P), P, cart)
+            if len(allr) != P or not np.array_equal(np.sort(nr), np.flatnonzero(q < 0)):
+                slot.problem = (f"at P={P} some ranks call {what} MPI_PROC_NULL where others skip the "
+                                "call, or the PROC_NULL ranks are not those the rule leaves out")
+                return False
+        return True
+
+    def side(j: int, field: str, what: str):
+        """The rule of one side (3: peer, 4: receive peer), the alternatives that fit as
+        well, and whether the ranks it leaves out call with PROC_NULL."""
+        ob, nulls = observations(j)
+        alts: list = []
+        weaker: list = []
+        rule = infer_peer(ob, cart, alternatives=alts, weaker=weaker)
+        slot.alternatives += [(field, a) for a in alts] + [(field + "~", a) for a in weaker]
+        return (rule, False, ob) if rule is None else (rule, null_ends(rule, nulls, what), ob)
+
+    if op in P2P_OPS and key[3][0] not in ("null", "-"):
+        slot.everywhere = False
+        rule, slot.null_ends, ob = side(3, "peer", "to")
+        if rule is None:
+            slot.problem = "no communication rule reproduces the peers at every P"
+            return slot
+        slot.peer = rule
+        if vol_grid is None and rule.params.get("grid") is not None:
+            vol_grid = rule.params["grid"]  # volumes may follow the inferred grid's dims
+        if slot.null_ends and op in RECV_OPS:
+            tags = np.unique(np.concatenate([col(o, "tag")[col(o, "peer") == PROC_NULL] for o in o_list]))
+            if len(tags) == 1 and int(tags[0]) != tag:
+                slot.null_tag = int(tags[0])
+        if key[4][0] not in ("null", "-"):
+            rrule, slot.recv_null_ends, ob = side(4, "recv_peer", "from")
+            if rrule is None:
+                slot.problem = "no rule reproduces the receive peers at every P"
+                return slot
+            slot.recv_peer = rrule
+
+            def present(r, ends, P):
+                return np.ones(P, bool) if ends else r(np.arange(P), P, cart) >= 0
+            if not all(np.array_equal(present(rrule, slot.recv_null_ends, size),
+                                      present(rule, slot.null_ends, size))
+                       for size in {x.P for x in ob}):
+                slot.problem = "send and receive sides exist on different ranks"
+                return slot
+    else:
+        missing = [o[0] for o in o_list if len(o[1]) != o[0]]
+        if missing and sub and all(len(o[1]) for o in o_list):
+            # a collective some of the communicators call (the first row, the last column):
+            # every member of those, and a class of colours found like a rule
+            colours = {}
+            for o in o_list:
+                colour, _, size = slot.comm_role.layout(np.arange(o[0]), o[0])
+                used = np.unique(colour[o[1]])
+                if not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))):
+                    colours = None
+                    break
+                colours[slot.comm_role.n_comms(o[0])] = used
+            slot.members = infer_members(colours) if colours else None
+            if slot.members is None:
+                slot.problem = (f"only some members of its communicators call {OPS[op]} (at P={missing[0]}), "
+                                "or only some communicators and no class of them says which")
+                return slot
+            slot.everywhere = False
+            missing = []
+        if missing and (ck != COMM_NONE or not all(len(o[1]) for o in o_list)):
+            slot.problem = f"only some ranks call {OPS[op]} (at P={missing[0]}) and no rule says which"
+            return slot
+        if missing:  # a wait or test a rank class has: one rank, all but one, every m-th
+            slot.everywhere = False
+            slot.members = infer_members({o[0]: o[1] for o in o_list})
+            if slot.members is None:
+                slot.problem = (f"only some ranks call {OPS[op]} (at P={missing[0]}: ranks "
+                                f"{_ranks_text(next(o[1] for o in o_list if o[0] == missing[0]))}) and no "
+                                "class of ranks (one rank, all but one, every m-th) says which")
+                return slot
+        if op in ROOTED:
+            roots = {}
+            for o in o_list:
+                lroot = loc(o, 5)
+                sizes = loc(o, 2)
+                for size in np.unique(sizes):
+                    rv = np.unique(lroot[sizes == size])
+                    if len(rv) != 1 or roots.get(int(size), int(rv[0])) != int(rv[0]):
+                        slot.problem = f"ranks disagree on the root at P={o[0]}"
+                        return slot
+                    roots[int(size)] = int(rv[0])
+            slot.root = infer_root(roots)
+            if slot.root is None:
+                slot.problem = f"no rule gives the root from P ({roots})"
+                return slot
+    _slot_volumes(slot, o_list, col, vol_grid, name)
+    if slot.problem is None:
+        _verify(slot, o_list, grid)
+    return slot
+
+
+def _ranks_text(ranks: np.ndarray, n: int = 8) -> str:
+    r = [int(x) for x in np.sort(ranks)[:n]]
+    return ", ".join(map(str, r)) + (", ..." if len(ranks) > n else "")
+
+
+def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: str) -> None:
+    """Bytes per rank, exact or refused: one model for every rank, or for a rooted
+    collective one for its root and one for the others; a receive from MPI_PROC_NULL
+    gets no bytes where the runs recorded none. Values that differ between ranks
+    otherwise make the slot a problem."""
+    side = "peer" if slot.op in RECV_OPS else "recv_peer"
+    if slot.null_ends if slot.op in RECV_OPS else slot.recv_null_ends:
+        null_v = np.concatenate([col(o, "recv_bytes")[col(o, side) == PROC_NULL] for o in o_list])
+        slot.null_no_bytes = bool(len(null_v) and np.all(null_v == 0))
+    for column, root_attr in (("bytes", "root_bytes"), ("recv_bytes", "root_recv_bytes")):
+        Pv, yv, Pr, yr = [], [], [], []
+        for o in o_list:
+            if not len(o[1]):
+                continue
+            v = col(o, column)
+            keep = np.ones(len(v), bool)
+            if column == "recv_bytes" and slot.null_no_bytes:
+                keep &= col(o, side) != PROC_NULL
+            at_root = np.zeros(len(v), bool)
+            if slot.root is not None:
+                at_root = o[1] == col(o, "root")
+            rest = v[keep & ~at_root]
+            if len(rest) and np.any(rest != rest[0]):
+                r = o[1][keep & ~at_root][np.flatnonzero(rest != rest[0])[0]]
+                slot.problem = (f"{column} differ between ranks at P={o[0]} ({int(rest[0])} on most, "
+                                f"{int(v[o[1] == r][0])} on rank {int(r)}) and no rule gives each rank's")
+                return
+            if len(rest):
+                Pv.append(o[0])
+                yv.append(float(rest[0]))
+            if at_root.any():
+                Pr.append(o[0])
+                yr.append(float(v[at_root][0]))
+        for P_, y_, attr in ((Pv, yv, column), (Pr, yr, root_attr)):
+            if attr == root_attr and (not y_ or (len(Pv) == len(Pr) and yv == yr)):
+                continue  # the root sends what the others do
+            if len(set(P_)) >= 2 and any(y_):
+                alts: list = []
+                setattr(slot, attr, _fit_volume(np.array(P_), np.array(y_), grid, f"{name} {attr}", alts))
+                slot.alternatives += [(attr, a) for a in alts]
+            elif len(set(P_)) == 1 and any(y_):
+                slot.problem = "seen at one P only; its volume cannot be fitted"
+                return
+
+
+def _verify(slot: SlotModel, o_list: list, grid: Grid | None) -> None:
+    """The slot's rules placed at every traced P give back each rank's event: present on
+    the same ranks, with the same peers, receive peers and root."""
+    for o in o_list:
+        P = o[0]
+        got = slot.place(np.arange(P), P, grid)
+        ranks = np.flatnonzero(got["present"])
+        if not np.array_equal(ranks, np.sort(o[1])):
+            diff = np.setxor1d(ranks, o[1])
+            slot.problem = f"its rules place the event on other ranks than the run at P={P} (rank {int(diff[0])})"
+            return
+        order = np.argsort(o[1])
+        for c in ("peer", "recv_peer", "root", "tag"):
+            want = np.asarray(o[3].template[c], np.int64)[o[2][order]]
+            have = got[c][ranks]
+            if c != "tag" and getattr(slot, c) is None:
+                continue
+            bad = np.flatnonzero(want != have)
+            if bad.size:
+                slot.problem = (f"its rules give rank {int(ranks[bad[0]])} {c} {int(have[bad[0]])} at P={P}, "
+                                f"the run {int(want[bad[0]])}")
+                return
 
 
 def _key_text(key: tuple) -> str:
@@ -555,7 +1347,8 @@ def _groups(per_p: dict[int, np.ndarray], weights: dict[int, int]) -> tuple[list
 
 
 def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
-          grids: dict[int, tuple[tuple[int, ...], tuple[bool, ...], int]] | None = None) -> LogicalModel:
+          grids: dict[int, tuple[tuple[int, ...], tuple[bool, ...], int]] | None = None,
+          comms: dict | None = None) -> LogicalModel:
     """Learn the logical model of one application from its signatures at several P.
 
     Parameters
@@ -568,8 +1361,15 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         lets weights use the paper's displacement-index fit.
     grids : dict, optional
         Per P: (dims, periods, communicator id) of the Cartesian communicator the
-        run used (:func:`grid_of` reads it from a trace). Without it, events on
-        other communicators than MPI_COMM_WORLD are not modelled.
+        run used (:func:`grid_of` reads it from a trace). Its dims rule is the first
+        of :func:`~logical_model.topology.fit_dims_rules` that gives every P's dims;
+        the others that do are kept to check the target.
+    comms : dict, optional
+        Per P: the run's communicator table (``trace.comms``); default: ``grids.comms``
+        when :func:`read_signatures` made ``grids``. Duplicates of MPI_COMM_WORLD are
+        the world; row, column and plane communicators are modelled as
+        :class:`~logical_model.topology.SubGrid` layouts. Without it, events on other
+        communicators than MPI_COMM_WORLD and the Cartesian grid are not modelled.
     """
     sigs = sorted(signatures, key=lambda s: s.nprocs)
     if len(sigs) < 2:
@@ -589,8 +1389,12 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                          "of one kind")
     mode = modes.pop()
     _relate(sigs)
+    if comms is None:
+        comms = getattr(grids, "comms", None)
+    comms = comms or {}
     grids = grids or {}
     grid = None
+    grid_rules: list[DimsRule] = []
     if grids:
         if set(grids) != set(Ps):
             raise ModelError("a Cartesian grid is recorded at some P only: "
@@ -599,12 +1403,13 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         per = {g[1] for g in grids.values()}
         if len(nd) != 1 or len(per) != 1:
             raise ModelError(f"the process grid changes shape across P: {grids}")
-        for P, (dims, _, _) in grids.items():
-            if tuple(dims) != dims_create(P, len(dims)):
-                raise ModelError(f"P={P}: the Cartesian grid {dims} is not MPI_Dims_create's "
-                                 f"{dims_create(P, len(dims))}; sigex cannot extrapolate a "
-                                 "hand-chosen grid")
-        grid = Grid(nd.pop(), per.pop())
+        rules = fit_dims_rules({P: tuple(g[0]) for P, g in grids.items()})
+        if not rules:
+            raise ModelError("the Cartesian grids " + ", ".join(
+                f"{'x'.join(map(str, g[0]))} at P={P}" for P, g in sorted(grids.items()))
+                + " follow none of the dims rules sigex knows (MPI_Dims_create, pencils, powers of two "
+                "split either way, q x q, least surface for a box of edge ratios up to 4)")
+        grid, grid_rules = Grid(nd.pop(), per.pop(), rules[0]), rules[1:]
     work_col, unit = ("instr_mean", "instructions") if mode == "counters" else ("cpu_mean", "s")
     cost_col = "instr" if mode == "counters" else "cpu"
 
@@ -613,18 +1418,19 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         problems: list[str] = []
         notes: list[str] = []
         # ---- slots of every rank at every P, merged into one order ------------------
-        seqs: dict[tuple, None] = {}
-        per_p_events = {}
+        keys_per_p, local = {}, {}
         for s in sigs:
             ph = s.phases[k]
             T, offs = ph.template, ph.template_offsets
             P = s.nprocs
             gd = grids.get(P)
-            comm = _comm_kind(T["comm"], gd[2] if gd else None)
-            if np.any(comm == 99):
-                bad = int(np.flatnonzero(comm == 99)[0])
-                problems.append(f"P={P}: events on a communicator other than MPI_COMM_WORLD or "
-                                f"the Cartesian grid (template event {bad}) are not modelled")
+            classes = _comm_classes(comms.get(P), P, gd[2] if gd else None)
+            kind, lsize, lpeer, lrpeer, lroot = _localise(T, P, classes, comms.get(P))
+            lrank = _local_ranks(T, offs, P, kind, comms.get(P))
+            if np.any(kind == _NOT_MODELLED):
+                bad = int(np.flatnonzero(kind == _NOT_MODELLED)[0])
+                problems.append(f"P={P}: events on an intercommunicator or a one-rank communicator "
+                                f"(template event {bad}) are not modelled")
             for ops, what in _NOT_EXTRAPOLATED:
                 hit = np.flatnonzero(np.isin(T["op"], ops))
                 if hit.size and not any(what in p for p in problems):
@@ -632,114 +1438,23 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             keys_all = []
             for r in range(P):
                 a, b = int(offs[r]), int(offs[r + 1])
-                keys = _slot_keys(T["op"][a:b], T["peer"][a:b], T["recv_peer"][a:b], T["tag"][a:b],
-                                  comm[a:b], r, P, gd[0] if gd else None, gd[1] if gd else None)
-                keys_all.append(keys)
-                seqs[tuple(keys)] = None
-            per_p_events[P] = (keys_all, comm)
-        g = nx.DiGraph()
-        first_seen: dict[tuple, int] = {}
-        for seq in seqs:
-            for key in seq:
-                first_seen.setdefault(key, len(first_seen))
-                g.add_node(key)
-            g.add_edges_from(zip(seq[:-1], seq[1:]))
-        try:
-            order = list(nx.lexicographical_topological_sort(g, key=lambda n: first_seen[n]))
-        except nx.NetworkXUnfeasible:
-            problems.append("ranks order the phase's events differently (no common order); "
-                            "its events cannot be placed at a new P")
-            order = sorted(first_seen, key=first_seen.get)
-        index = {key: i for i, key in enumerate(order)}
-
-        # ---- per slot: observations at every P -----------------------------------------
-        n_slots = len(order)
-        obs = {i: [] for i in range(n_slots)}  # (P, ranks, event indices into template)
-        share_sum = np.zeros(n_slots)
-        share_n = np.zeros(n_slots)
-        for s in sigs:
-            ph = s.phases[k]
-            P = s.nprocs
-            keys_all, comm = per_p_events[P]
-            offs = ph.template_offsets
-            cost = ph.template_cost.get(cost_col)
-            rank_ev = {i: ([], []) for i in range(n_slots)}
-            for r in range(P):
-                a = int(offs[r])
-                if cost is not None:
-                    tot = cost[a:int(offs[r + 1])].sum()
-                for j, key in enumerate(keys_all[r]):
-                    i = index[key]
-                    rank_ev[i][0].append(r)
-                    rank_ev[i][1].append(a + j)
-                    if cost is not None and tot > 0:
-                        share_sum[i] += cost[a + j] / tot
-                        share_n[i] += 1
-            for i in range(n_slots):
-                obs[i].append((P, np.array(rank_ev[i][0], np.int64), np.array(rank_ev[i][1], np.int64),
-                               ph, comm))
-        slots = []
-        for i, key in enumerate(order):
-            op, tag, ck = key[0], key[1], key[2]
-            slot = SlotModel(key=_key_text(key), op=op, tag=tag,
-                             comm=ck if ck in (COMM_NONE, COMM_WORLD, COMM_CART) else COMM_WORLD,
-                             everywhere=True,
-                             work_share=float(share_sum[i] / share_n[i]) if share_n[i] else 0.0)
-            o_list = obs[i]
-
-            def column(name, o):
-                return o[3].template[name][o[2]]
-
-            if op in P2P_OPS and key[3][0] not in ("null", "-"):
-                slot.everywhere = False
-                rule = infer_peer([Observation(o[0], o[1], column("peer", o)) for o in o_list],
-                                  grid if ck == COMM_CART else None)
-                if rule is None:
-                    slot.problem = "no communication rule reproduces the peers at every P"
-                slot.peer = rule
-                if key[4][0] not in ("null", "-"):
-                    rrule = infer_peer([Observation(o[0], o[1], column("recv_peer", o)) for o in o_list],
-                                       grid if ck == COMM_CART else None)
-                    if rrule is None:
-                        slot.problem = "no rule reproduces the receive peers at every P"
-                    elif rule is not None and not all(
-                            np.array_equal(rrule(np.arange(o[0]), o[0], grid) >= 0,
-                                           rule(np.arange(o[0]), o[0], grid) >= 0) for o in o_list):
-                        slot.problem = "send and receive sides exist on different ranks"
-                    slot.recv_peer = rrule
-            else:
-                missing = [o[0] for o in o_list if len(o[1]) != o[0]]
-                if missing:
-                    slot.problem = (f"only some ranks call {OPS[op]} (at P={missing[0]}) and no rule "
-                                    "says which")
-                if op in ROOTED:
-                    roots = {}
-                    for o in o_list:
-                        rv = np.unique(column("root", o))
-                        if len(rv) != 1:
-                            slot.problem = f"ranks disagree on the root at P={o[0]}"
-                            break
-                        roots[o[0]] = int(rv[0])
-                    else:
-                        slot.root = infer_root(roots)
-                        if slot.root is None:
-                            slot.problem = f"no rule gives the root from P ({roots})"
-            if slot.problem:
-                problems.append(f"slot {i} ({OPS[op]}): {slot.problem}")
-            # ---- volumes ------------------------------------------------------------------
-            for col, attr in (("bytes", "bytes"), ("recv_bytes", "recv_bytes")):
-                Pv, yv = [], []
-                for o in o_list:
-                    if len(o[1]):
-                        Pv.append(o[0])
-                        yv.append(float(column(col, o).mean()))
-                if len(set(Pv)) >= 2 and any(yv):
-                    setattr(slot, attr, _fit_volume(np.array(Pv), np.array(yv),
-                                                    grid if ck == COMM_CART else None,
-                                                    f"phase {k} slot {i} {col}"))
-                elif len(set(Pv)) == 1 and any(yv):
-                    problems.append(f"slot {i} ({OPS[op]}): seen at one P only; its volume cannot be fitted")
-            slots.append(slot)
+                keys_all.append(_slot_keys(T["op"][a:b], lpeer[a:b], lrpeer[a:b], T["tag"][a:b],
+                                           np.minimum(kind[a:b], _SUB_BASE + 2), lrank[a:b], lsize[a:b],
+                                           r, gd[0] if gd else None, gd[1] if gd else None))
+            keys_per_p[P] = keys_all
+            local[P] = (kind, lrank, lsize, lpeer, lrpeer, lroot)
+        # the slots by (operation, tag, communicator) and occurrence, where the peer lies
+        # being the rules' business (every rank calling the same operations in order; ranks
+        # that skip a call at a boundary when tags tell the calls apart), else by where the
+        # peer lies as well; the first that models every slot is kept
+        attempts = []
+        for keys in (_tag_keys(keys_per_p), keys_per_p):
+            _merge_open_keys(keys)
+            attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
+            if not attempts[-1][3]:
+                break
+        order, class_name, positions, slot_problems, slots = min(attempts, key=lambda a: len(a[3]))
+        problems += slot_problems
 
         # ---- weight and work ------------------------------------------------------------
         weights = {s.nprocs: s.phases[k].weight for s in sigs}
@@ -760,11 +1475,13 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 notes.append(note)
         phases.append(PhaseModel(id=ref.id, kind=ref.kind, pattern=ref.pattern, weight=wmodel,
                                  slots=slots, groups=groups, measured_weights=weights,
-                                 problems=problems, notes=notes))
+                                 problems=problems, notes=notes, classes=class_name,
+                                 orders=positions))
     return LogicalModel(app=sigs[0].app, work_mode=mode, work_unit=unit, Ps=Ps,
                         workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,
                         grid=grid, phases=phases, sources=[s.source or "?" for s in sigs],
-                        notes=[f"P={s.nprocs}: {n}" for s in sigs for n in s.unmodelled])
+                        notes=[f"P={s.nprocs}: {n}" for s in sigs for n in s.unmodelled],
+                        grid_rules=grid_rules)
 
 
 def grid_of(trace) -> tuple[tuple[int, ...], tuple[bool, ...], int] | None:
@@ -807,11 +1524,12 @@ def trace_files(source: str | Path | Sequence[str | Path]) -> list[Path]:
 def read_signatures(source: str | Path | Sequence[str | Path], *, progress=None):
     """Load the signature traces named by ``source`` (see :func:`trace_files`) and extract
     their signatures, checking that they are runs of one program: (signatures, grids),
-    ``grids`` as :func:`build` takes them (None without a Cartesian grid)."""
+    ``grids`` as :func:`build` takes them (a :class:`Topologies`: the Cartesian grids, empty
+    without one, and the communicator tables)."""
     from signature import extract, load_trace
 
     files = trace_files(source)
-    sigs, grids = [], {}
+    sigs, grids = [], Topologies()
     for i, f in enumerate(files):
         if progress:
             progress(f"reading {f} ({i + 1}/{len(files)})")
@@ -823,6 +1541,7 @@ def read_signatures(source: str | Path | Sequence[str | Path], *, progress=None)
         g = grid_of(trace)
         if g is not None:
             grids[trace.nprocs] = g
+        grids.comms[trace.nprocs] = trace.comms
     apps = {(s.app, s.workload_label, s.workload_value) for s in sigs}
     if len(apps) > 1:
         raise ModelError("these traces are of different programs or workloads: "
@@ -832,7 +1551,16 @@ def read_signatures(source: str | Path | Sequence[str | Path], *, progress=None)
         missing = [s.source for s in sigs if s.nprocs not in grids]
         raise ModelError(f"some runs use a Cartesian grid and some do not ({', '.join(map(str, missing))} "
                          "do not): are these traces of one program?")
-    return sigs, grids or None
+    return sigs, grids
+
+
+class Topologies(dict):
+    """Per P, the Cartesian grid a run declared ((dims, periods, communicator id), the
+    :func:`build` argument ``grids``), with every run's communicator table in ``comms``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.comms: dict[int, Any] = {}
 
 
 def from_traces(source: str | Path | Sequence[str | Path], *, p_rule: str | None = None,

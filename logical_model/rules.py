@@ -10,14 +10,19 @@ slot no rule fits is reported, never guessed (Panadero et al. §2.2.1).
 Families, tried from the most specific to the most general:
 
 ``cart``   neighbour at a fixed coordinate displacement on the process grid
-           MPI_Dims_create(P, ndims) gives (periodic or not, as the recorded
-           Cartesian communicator says);
+           (its dims rule, rank order and periods: the recorded Cartesian
+           communicator's, or, for a program that computes its neighbours by
+           rank arithmetic, a grid inferred from the peers themselves: every
+           dims rule of :mod:`~logical_model.topology`, row- or column-major,
+           periodic or not per dimension);
 ``shift``  rank + k(P), modulo P (a ring) or only where it stays in 0..P-1,
            with k a constant or a*P^e + b for e in {1/2, 1} (strides that
            grow with the grid: +-sqrt(P), P/2);
 ``xor``    rank XOR s(P), s = 2^i or P / 2^i (hypercube, butterfly);
 ``fixed``  one peer for every rank: a constant or a*P + b (a root, the last
-           rank), optionally absent on the peer itself.
+           rank), optionally absent on the peer itself;
+``member`` not a peer but a class of ranks that have an event (one rank,
+           every rank but one, every m-th rank): :func:`infer_members`.
 
 Every rule evaluates vectorised over a rank array and serialises to JSON.
 """
@@ -25,25 +30,46 @@ Every rule evaluates vectorised over a rank array and serialises to JSON.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from fractions import Fraction
 from typing import Any, Sequence
 
 import numpy as np
 
-from .topology import coords, dims_create, neighbour
+from .topology import DimsRule, candidate_rules, coords, dims_create, neighbour
 
-__all__ = ["Grid", "PeerRule", "Observation", "infer_peer", "infer_root"]
+__all__ = ["Grid", "PeerRule", "Observation", "infer_peer", "infer_root", "infer_members", "inferred_grids"]
 
 
 @dataclasses.dataclass(frozen=True)
 class Grid:
-    """A Cartesian process grid shape rule: dims from MPI_Dims_create(P, ndims)."""
+    """A process grid as a function of P: its dims rule (MPI_Dims_create unless
+    another rule is given), periods and rank order."""
 
     ndims: int
     periods: tuple[bool, ...]
+    rule: DimsRule | None = None
+    order: str = "row"
 
     def dims(self, P: int) -> tuple[int, ...]:
+        if self.rule is not None:
+            return self.rule.dims(P)
         return dims_create(P, self.ndims)
+
+    def describe(self) -> str:
+        rule = self.rule.describe() if self.rule else f"MPI_Dims_create(P, {self.ndims})"
+        per = "".join("p" if x else "-" for x in self.periods)
+        return (f"{self.ndims}-D grid, dims {rule}, periods {per}"
+                + (", column-major ranks" if self.order == "col" else ""))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ndims": self.ndims, "periods": list(self.periods),
+                "rule": self.rule.to_dict() if self.rule else None, "order": self.order}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Grid":
+        return cls(int(d["ndims"]), tuple(bool(x) for x in d["periods"]),
+                   DimsRule.from_dict(d["rule"]) if d.get("rule") else None, d.get("order", "row"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,9 +103,10 @@ class PeerRule:
         rank = np.asarray(rank, np.int64)
         f, p = self.family, self.params
         if f == "cart":
+            grid = p.get("grid") or grid  # an inferred grid travels with its rule
             if grid is None:
                 raise ValueError("a cart rule needs the process grid")
-            return neighbour(rank, grid.dims(P), grid.periods, tuple(p["disp"]))
+            return neighbour(rank, grid.dims(P), grid.periods, tuple(p["disp"]), grid.order)
         if f == "shift":
             q = rank + self._k(P)
             if p["periodic"]:
@@ -94,6 +121,12 @@ class PeerRule:
             if p.get("not_self"):
                 out[rank == c] = -1
             return out
+        if f == "member":  # the rank itself where it belongs to the class, else -1
+            if p["kind"] == "mod":
+                keep = rank % int(p["m"]) == int(p["j"])
+            else:  # "is" / "not": the rank k(P)
+                keep = (rank == self._k(P)) == (p["kind"] == "is")
+            return np.where(keep, rank, -1)
         raise ValueError(f"unknown rule family {f!r}")
 
     # ---- text and JSON -----------------------------------------------------------
@@ -113,7 +146,8 @@ class PeerRule:
         f, p = self.family, self.params
         if f == "cart":
             disp = ",".join(f"{d:+d}" for d in p["disp"])
-            return f"grid neighbour ({disp})"
+            return f"grid neighbour ({disp})" + (f" on the inferred {p['grid'].describe()}"
+                                                 if p.get("grid") else "")
         if f == "shift":
             k = self._k_text()
             k = k if k.startswith("-") else "+" + k
@@ -122,16 +156,25 @@ class PeerRule:
             return f"rank xor {self._k_text()}"
         if f == "fixed":
             return f"rank {self._k_text()}" + (" (not itself)" if p.get("not_self") else "")
+        if f == "member":
+            if p["kind"] == "mod":
+                return f"ranks r with r mod {int(p['m'])} = {int(p['j'])}"
+            return f"rank {self._k_text()}" if p["kind"] == "is" else f"every rank but {self._k_text()}"
         return f
 
     def to_dict(self) -> dict[str, Any]:
-        return {"family": self.family, "params": dict(self.params)}
+        params = dict(self.params)
+        if params.get("grid") is not None:
+            params["grid"] = params["grid"].to_dict()
+        return {"family": self.family, "params": params}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PeerRule":
         params = dict(d["params"])
         if "disp" in params:
             params["disp"] = tuple(params["disp"])
+        if params.get("grid") is not None:
+            params["grid"] = Grid.from_dict(params["grid"])
         return cls(d["family"], params)
 
 
@@ -179,41 +222,82 @@ def _k_candidates(values: dict[int, list[int]]) -> list[dict[str, float]]:
 
 
 def _product(options):
-    import itertools
     return [tuple(int(x) for x in c) for c in itertools.product(*options)]
 
 
-def infer_peer(obs: Sequence[Observation], grid: Grid | None = None) -> PeerRule | None:
+def _cart_candidates(seen: Sequence[Observation], grid: Grid, inferred: bool) -> list[PeerRule]:
+    """Displacements on ``grid`` that one rank's peer gives at each traced P, the
+    nearest way round a periodic dimension (a program that reaches its +1 neighbour
+    as -3 on a ring of 4 is not considered); half-way round (+1 and -1 on a ring of
+    2) both ways, so a small P can leave the direction open."""
+    disps: dict[tuple[int, ...], None] = {}
+    for o in seen:
+        try:
+            dims = grid.dims(o.P)
+        except ValueError:
+            return []
+        if np.prod(dims) != o.P:
+            return []
+        disp = coords(o.peers[:1], dims, grid.order)[0] - coords(o.ranks[:1], dims, grid.order)[0]
+        options = []
+        for d, n in enumerate(dims):
+            x = int(disp[d])
+            alts = {x}
+            if grid.periods[d] and n > 1:  # the nearest way round the ring (both, half-way)
+                x = x % n if x % n <= n // 2 else x % n - n
+                alts = {x, -x} if 2 * abs(x) == n else {x}
+            options.append(sorted(alts, key=abs))
+        for combo in _product(options):
+            disps.setdefault(combo, None)
+    extra = {"grid": grid} if inferred else {}
+    return [PeerRule("cart", {"disp": d, **extra}) for d in
+            sorted(disps, key=lambda d: sum(abs(x) for x in d))]
+
+
+def inferred_grids() -> list[Grid]:
+    """Grids tried for a program that computes neighbours by rank arithmetic: 2-D and
+    3-D, every dims rule but the box-dependent one, row- or column-major, each
+    dimension periodic or not."""
+    out = []
+    for nd in (2, 3):
+        for rule in candidate_rules(nd)[:5]:
+            for order in ("row", "col"):
+                for periods in itertools.product((False, True), repeat=nd):
+                    out.append(Grid(nd, periods, rule, order))
+    return out
+
+
+def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
+               alternatives: list | None = None, weaker: list | None = None) -> PeerRule | None:
     """The simplest rule reproducing every observation exactly, or None.
 
     ``obs`` holds one :class:`Observation` per traced P (ranks without the
-    event are those not listed). ``grid`` is the application's process grid
-    when its trace recorded a Cartesian communicator.
+    event are those not listed; several per P when the slot runs on several
+    communicators, in their own ranks). ``grid`` is the application's process grid
+    when its trace recorded a Cartesian communicator; without one, grid
+    neighbours are also sought on :func:`inferred_grids` after the rank-arithmetic
+    families (2-D grids before 3-D ones: a 3-D grid is tried only when no 2-D one
+    fits; grids are also tried when the family found has a stride growing with P,
+    which a grid may explain as well). Where several grid rules reproduce every P (two displacements on a
+    periodic dimension 1 or 2 wide at every fit P; several inferred grids), the
+    first is returned and the others are appended to ``alternatives``: the caller
+    checks whether they part at the target and, if so, refuses it naming both.
+    The 3-D grid rules that also reproduce every P when a 2-D one does are appended
+    to ``weaker``: less likely readings the caller reports where they part, without
+    refusing.
     """
     obs = [o for o in sorted(obs, key=lambda o: o.P)]
     seen = [o for o in obs if len(o.ranks)]
     if not seen:
         return None
-    cands: list[PeerRule] = []
     if grid is not None:
-        # a displacement from each traced P: on a periodic dimension of size n, +d and
-        # d - n are the same neighbour (size 2: +1 and -1), so a small P can be ambiguous
-        disps: dict[tuple[int, ...], None] = {}
-        for o in seen:
-            dims = grid.dims(o.P)
-            disp = coords(o.peers[:1], dims)[0] - coords(o.ranks[:1], dims)[0]
-            options = []
-            for d, n in enumerate(dims):
-                x = int(disp[d])
-                alts = {x}
-                if grid.periods[d] and n > 1:
-                    alts |= {x % n, x % n - n}
-                options.append(sorted(alts, key=abs))
-            for combo in _product(options):
-                disps.setdefault(combo, None)
-        cands.extend(PeerRule("cart", {"disp": d}) for d in
-                     sorted(disps, key=lambda d: sum(abs(x) for x in d)))
+        found = [r for r in _cart_candidates(seen, grid, False) if _reproduces(r, obs, grid)]
+        if found:  # several: the fit P cannot tell them apart; the target may
+            if alternatives is not None:
+                alternatives.extend(found[1:])
+            return found[0]
     # per P, the candidate shift offsets, xor masks and fixed peers (one rank's view)
+    cands: list[PeerRule] = []
     off = {o.P: [int(o.peers[0] - o.ranks[0]), int((o.peers[0] - o.ranks[0]) % o.P),
                  int((o.peers[0] - o.ranks[0]) % o.P - o.P)] for o in seen}
     msk = {o.P: [int(o.peers[0] ^ o.ranks[0])] for o in seen}
@@ -225,10 +309,50 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None) -> PeerRule
         for not_self in (False, True):
             cands.append(PeerRule("fixed", {**params, "not_self": not_self}))
     cands += [PeerRule("xor", p) for p in _k_candidates(msk)]
-    # constant rules first (they extrapolate safely), then P-dependent ones
-    cands.sort(key=lambda r: (r.family != "cart", r.params.get("e", 0.0) != 0.0))
+    # constant rules first (they extrapolate safely), then P-dependent ones; a P-dependent
+    # stride is one reading among the grids that may also reproduce every P
+    cands.sort(key=lambda r: r.params.get("e", 0.0) != 0.0)
+    chosen = next((rule for rule in cands if _reproduces(rule, obs, None)), None)
+    if chosen is not None and (grid is not None or chosen.params.get("e", 0.0) == 0.0):
+        return chosen
+    if grid is not None:
+        return None
+    found, more = ([chosen], []) if chosen is not None else ([], [])
+    for g in inferred_grids():  # 2-D grids first; 3-D ones only when no 2-D one fits
+        if found and g.ndims > (found[0].params["grid"].ndims if found[0].family == "cart" else 2):
+            if weaker is None:
+                break
+            more += [r for r in _cart_candidates(seen, g, True) if _reproduces(r, obs, None)]
+            continue
+        found += [r for r in _cart_candidates(seen, g, True) if _reproduces(r, obs, None)]
+    if not found:
+        return None
+    if weaker is not None:
+        weaker.extend(more)
+    if alternatives is not None:
+        alternatives.extend(found[1:])
+    return found[0]
+
+
+def infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
+    """The ranks that have an event, as a class of rank: one rank (0, the last, a*P + b),
+    every rank but one, or every m-th rank (m <= 8, when some P has two of them); None
+    when no class fits every P."""
+    cands = []
+    for kind in ("is", "not"):
+        one = {}
+        for P, ranks in members.items():
+            pick = ranks if kind == "is" else np.setdiff1d(np.arange(P), ranks)
+            if len(pick) != 1:
+                break
+            one[P] = [int(pick[0])]
+        else:
+            cands += [PeerRule("member", {"kind": kind, **k}) for k in _k_candidates(one)]
+    # every m-th rank, where some P shows two of them (else it is one rank, above)
+    cands += [PeerRule("member", {"kind": "mod", "m": m, "j": j}) for m in range(2, 9) for j in range(m)
+              if any(P > m + j for P in members)]
     for rule in cands:
-        if _reproduces(rule, obs, grid):
+        if all(np.array_equal(np.flatnonzero(rule(np.arange(P), P) >= 0), np.sort(r)) for P, r in members.items()):
             return rule
     return None
 

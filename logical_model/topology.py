@@ -1,19 +1,30 @@
-"""Process grids as MPI builds them: ``MPI_Dims_create`` and row-major coordinates.
+"""Process grids as programs build them: dims rules, rank orders, sub-grid communicators.
 
 The logical model predicts Cartesian neighbours at a P nobody has run, so it
-must build the grid the application will get there: the dims
-``MPI_Dims_create(P, ndims)`` returns (as balanced as possible,
-non-increasing), and the row-major rank <-> coordinate map of
-``MPI_Cart_create`` without reordering. Everything is vectorised over ranks.
+must build the grid the application will get there. Programs choose their
+dims by one of a few rules (:data:`DIMS_RULES`): ``MPI_Dims_create(P, ndims)``
+(as balanced as possible, non-increasing), its ascending twin (2-D pencils of
+mpi4py-fft and P3DFFT), powers of two split with the larger factor in rows or
+in columns (NPB CG and LU), q x q (NPB BT and SP), or the least sub-domain
+surface for the simulation box (LAMMPS). :func:`fit_dims_rules` keeps the
+rules that give the dims seen at every fit P; where several do and they part
+at the target, the caller says which and takes the user's ``--grid``. Ranks
+map to coordinates row-major (``MPI_Cart_create`` without reordering) or
+column-major. :class:`SubGrid` describes the row, column and plane
+communicators of ``MPI_Comm_split``/``MPI_Cart_sub`` as a function of P.
+Everything is vectorised over ranks.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["dims_create", "coords", "rank_of", "neighbour"]
+__all__ = ["dims_create", "coords", "rank_of", "neighbour", "DimsRule", "DIMS_RULES", "candidate_rules",
+           "fit_dims_rules", "surface_dims", "parse_grid", "SubGrid", "infer_subgrid"]
 
 
 def _prime_factors(n: int) -> list[int]:
@@ -69,29 +80,32 @@ def _factorisations(n: int, k: int) -> list[tuple[int, ...]]:
     return out
 
 
-def coords(rank: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
-    """Row-major coordinates of ranks: shape (len(rank), ndims)."""
-    rank = np.asarray(rank, np.int64)
+def coords(rank: np.ndarray, dims: tuple[int, ...], order: str = "row") -> np.ndarray:
+    """Coordinates of ranks, shape (len(rank), ndims): row-major (the last dimension
+    varies fastest, as MPI_Cart_create numbers them) or column-major (the first)."""
+    rank = np.asarray(rank, np.int64).reshape(-1)
     out = np.empty((rank.size, len(dims)), np.int64)
     rest = rank.copy()
-    for d in range(len(dims) - 1, -1, -1):
+    seq = range(len(dims) - 1, -1, -1) if order == "row" else range(len(dims))
+    for d in seq:
         out[:, d] = rest % dims[d]
         rest //= dims[d]
     return out
 
 
-def rank_of(c: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
-    """Row-major rank of coordinates (shape (n, ndims))."""
+def rank_of(c: np.ndarray, dims: tuple[int, ...], order: str = "row") -> np.ndarray:
+    """Rank of coordinates (shape (n, ndims)), row- or column-major."""
     r = np.zeros(len(c), np.int64)
-    for d in range(len(dims)):
+    seq = range(len(dims)) if order == "row" else range(len(dims) - 1, -1, -1)
+    for d in seq:
         r = r * dims[d] + c[:, d]
     return r
 
 
 def neighbour(rank: np.ndarray, dims: tuple[int, ...], periods: tuple[bool, ...],
-              disp: tuple[int, ...]) -> np.ndarray:
+              disp: tuple[int, ...], order: str = "row") -> np.ndarray:
     """World rank at coordinate displacement ``disp`` from each rank, -1 off the grid."""
-    c = coords(rank, dims) + np.asarray(disp, np.int64)[None, :]
+    c = coords(rank, dims, order) + np.asarray(disp, np.int64)[None, :]
     ok = np.ones(len(c), bool)
     for d, n in enumerate(dims):
         if periods[d]:
@@ -99,5 +113,241 @@ def neighbour(rank: np.ndarray, dims: tuple[int, ...], periods: tuple[bool, ...]
         else:
             ok &= (c[:, d] >= 0) & (c[:, d] < n)
     out = np.full(len(c), -1, np.int64)
-    out[ok] = rank_of(c[ok], dims)
+    out[ok] = rank_of(c[ok], dims, order)
     return out
+
+
+# ---- dims rules: how real codes choose their process grid ----------------------------
+def _pow2_split(P: int, ndims: int, larger_first: bool) -> tuple[int, ...]:
+    e = P.bit_length() - 1
+    if P < 1 or (1 << e) != P:
+        raise ValueError(f"P={P} is not a power of two")
+    parts = [1 << (e // ndims + (1 if i < e % ndims else 0)) for i in range(ndims)]
+    return tuple(parts) if larger_first else tuple(reversed(parts))
+
+
+def _root_split(P: int, ndims: int) -> tuple[int, ...]:
+    q = int(round(P ** (1.0 / ndims)))
+    for c in (q - 1, q, q + 1):
+        if c > 0 and c ** ndims == P:
+            return (c,) * ndims
+    raise ValueError(f"P={P} is not a {'square' if ndims == 2 else 'cube'}")
+
+
+def surface_dims(P: int, box: tuple[float, ...]) -> tuple[int, ...]:
+    """The grid that minimises the sub-domains' surface for a box (LAMMPS's choice):
+    factorisations enumerated with the first dimension's factor rising, then the
+    second's, the first strict minimum of the summed face areas kept."""
+    nd = len(box)
+    best, best_s = None, np.inf
+    for dims in _ordered_factorisations(P, nd):
+        s = sum(np.prod([box[j] for j in range(nd) if j != i]) / np.prod(
+            [dims[j] for j in range(nd) if j != i]) for i in range(nd))
+        if s < best_s * (1 - 1e-12):
+            best, best_s = dims, s
+    return best
+
+
+def _ordered_factorisations(n: int, k: int) -> list[tuple[int, ...]]:
+    """All ordered factorisations of n into k factors, first factor rising, then the next."""
+    if k == 1:
+        return [(n,)]
+    return [(d, *rest) for d in range(1, n + 1) if n % d == 0
+            for rest in _ordered_factorisations(n // d, k - 1)]
+
+
+#: Named dims rules: P, ndims (and a box for "surface") -> dims.
+DIMS_RULES = {
+    "dims_create": "MPI_Dims_create (balanced, non-increasing)",
+    "pencil": "balanced, non-decreasing (2-D pencils p1 <= p2: mpi4py-fft, P3DFFT)",
+    "pow2_rows": "powers of two, the larger factor first (NPB CG/LU rows)",
+    "pow2_cols": "powers of two, the larger factor last (NPB CG/LU columns)",
+    "square": "q x q (x q): P a square or a cube (NPB BT/SP)",
+    "surface": "least sub-domain surface for a box shape (LAMMPS)",
+}
+#: Box shapes tried for the surface rule: edge ratios of 1..4.
+_BOXES = tuple(sorted({tuple(float(x) / min(b) for x in b)
+                       for b in itertools.product((1, 2, 3, 4), repeat=3)},
+                      key=lambda b: (max(b), b)))
+
+
+@dataclasses.dataclass(frozen=True)
+class DimsRule:
+    """How a program's process-grid dims follow P: one of :data:`DIMS_RULES`."""
+
+    name: str = "dims_create"
+    ndims: int = 2
+    box: tuple[float, ...] = ()  # "surface": the box's edge lengths
+    #: dims the user fixed at given P (``--grid`` at the target): ((P, dims), ...)
+    fixed: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def dims(self, P: int) -> tuple[int, ...]:
+        """The dims at P (ValueError where the rule has no grid for P)."""
+        P = int(P)
+        for p, d in self.fixed:
+            if p == P:
+                return tuple(d)
+        if self.ndims == 1:
+            return (P,)
+        if self.name == "dims_create":
+            return dims_create(P, self.ndims)
+        if self.name == "pencil":
+            return tuple(sorted(dims_create(P, self.ndims)))
+        if self.name in ("pow2_rows", "pow2_cols"):
+            return _pow2_split(P, self.ndims, self.name == "pow2_rows")
+        if self.name == "square":
+            return _root_split(P, self.ndims)
+        if self.name == "surface":
+            return surface_dims(P, self.box)
+        raise ValueError(f"unknown dims rule {self.name!r}")
+
+    def describe(self) -> str:
+        fixed = "".join(f", {'x'.join(map(str, d))} at P={p} (given)" for p, d in self.fixed)
+        return self._describe() + fixed
+
+    def _describe(self) -> str:
+        if self.name == "surface":
+            return f"least surface for a {':'.join(f'{b:g}' for b in self.box)} box"
+        return {"dims_create": f"MPI_Dims_create(P, {self.ndims})", "pencil": "pencils p1 <= p2",
+                "pow2_rows": "powers of two, larger factor first",
+                "pow2_cols": "powers of two, larger factor last",
+                "square": "q x q" + (" x q" if self.ndims == 3 else "")}[self.name]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "ndims": self.ndims, "box": list(self.box),
+                "fixed": [[p, list(d)] for p, d in self.fixed]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "DimsRule":
+        return cls(d["name"], int(d["ndims"]), tuple(float(b) for b in d.get("box", ())),
+                   tuple((int(p), tuple(int(x) for x in dd)) for p, dd in d.get("fixed", ())))
+
+
+def candidate_rules(ndims: int) -> list[DimsRule]:
+    """Every dims rule of ``ndims`` dimensions, the most common first."""
+    if ndims == 1:
+        return [DimsRule("dims_create", 1)]
+    out = [DimsRule(n, ndims) for n in ("dims_create", "pencil", "pow2_rows", "pow2_cols", "square")]
+    if ndims == 3:
+        out += [DimsRule("surface", 3, b) for b in _BOXES]
+    return out
+
+
+def fit_dims_rules(observed: dict[int, tuple[int, ...]]) -> list[DimsRule]:
+    """The dims rules that give the observed dims at every P (empty: none does)."""
+    nds = {len(d) for d in observed.values()}
+    if len(nds) != 1:
+        return []
+    out = []
+    for rule in candidate_rules(nds.pop()):
+        try:
+            if all(tuple(rule.dims(P)) == tuple(d) for P, d in observed.items()):
+                out.append(rule)
+        except ValueError:
+            continue
+    return out
+
+
+def parse_grid(text: str) -> tuple[int, ...]:
+    """``"4x4x2"`` -> (4, 4, 2)."""
+    try:
+        dims = tuple(int(x) for x in text.lower().split("x"))
+    except ValueError:
+        dims = ()
+    if not dims or any(d < 1 for d in dims):
+        raise ValueError(f"--grid {text!r}: give the dims as NxM or NxMxK (positive integers)")
+    return dims
+
+
+# ---- sub-grid communicators (Comm_split rows and columns, Cart_sub) -------------------
+@dataclasses.dataclass(frozen=True)
+class SubGrid:
+    """Communicators that each keep some dimensions of a process grid, as
+    ``MPI_Cart_sub`` builds them and ``MPI_Comm_split(colour = rank div q, key = rank
+    mod q)`` (a row) or ``(rank mod q, rank div q)`` (a column) does on a rank-ordered
+    grid: a rank's colour is its index over the dropped dimensions, its rank in the
+    communicator its row-major index over the kept ones."""
+
+    rule: DimsRule
+    keep: tuple[bool, ...]
+    order: str = "row"  # rank order of the underlying grid: "row" or "col"
+
+    def layout(self, rank: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(colour, rank in the communicator, communicator size) of each world rank."""
+        dims = self.rule.dims(P)
+        c = coords(rank, dims, self.order)
+        colour = np.zeros(len(c), np.int64)
+        local = np.zeros(len(c), np.int64)
+        size = 1
+        for d, n in enumerate(dims):
+            if self.keep[d]:
+                local = local * n + c[:, d]
+                size *= n
+            else:
+                colour = colour * n + c[:, d]
+        return colour, local, size
+
+    def world(self, colour: np.ndarray, local: np.ndarray, P: int) -> np.ndarray:
+        """World rank of communicator rank ``local`` in communicator ``colour`` (-1 stays -1)."""
+        dims = self.rule.dims(P)
+        c = np.zeros((len(colour), len(dims)), np.int64)
+        col, loc = np.asarray(colour, np.int64).copy(), np.maximum(np.asarray(local, np.int64), 0)
+        for d in range(len(dims) - 1, -1, -1):
+            if self.keep[d]:
+                c[:, d] = loc % dims[d]
+                loc //= dims[d]
+            else:
+                c[:, d] = col % dims[d]
+                col //= dims[d]
+        return np.where(np.asarray(local) >= 0, rank_of(c, dims, self.order), -1)
+
+    def n_comms(self, P: int) -> int:
+        dims = self.rule.dims(P)
+        return int(np.prod([n for n, k in zip(dims, self.keep) if not k]))
+
+    def describe(self) -> str:
+        kept = ",".join(str(d) for d, k in enumerate(self.keep) if k)
+        return (f"dims {kept} of a {self.rule.describe()} grid"
+                + (" (column-major ranks)" if self.order == "col" else ""))
+
+    def to_dict(self) -> dict:
+        return {"rule": self.rule.to_dict(), "keep": list(self.keep), "order": self.order}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "SubGrid":
+        return cls(DimsRule.from_dict(d["rule"]), tuple(bool(k) for k in d["keep"]), d.get("order", "row"))
+
+
+def infer_subgrid(observed: dict[int, list[np.ndarray]]) -> list[SubGrid]:
+    """The sub-grid layouts that give, at every P, exactly the communicators observed
+    (``observed[P]``: member lists, world ranks in communicator rank order), the
+    most common first: 2-D grids before 3-D ones, MPI_Dims_create first, row-major
+    first."""
+    out = []
+    sizes = {P: {len(m) for m in ms} for P, ms in observed.items()}
+    if any(len(s) != 1 for s in sizes.values()):
+        return out
+    for nd in (2, 3):  # a 3-D grid only when no 2-D one explains the communicators
+        for rule in candidate_rules(nd)[:5]:
+            for order in ("row", "col"):
+                for keep in itertools.product((False, True), repeat=nd):
+                    if all(keep) or not any(keep):
+                        continue
+                    sg = SubGrid(rule, keep, order)
+                    if all(_same_comms(sg, P, ms) for P, ms in observed.items()):
+                        out.append(sg)
+        if out:
+            break
+    return out
+
+
+def _same_comms(sg: SubGrid, P: int, members: list[np.ndarray]) -> bool:
+    try:
+        colour, local, size = sg.layout(np.arange(P), P)
+    except ValueError:
+        return False
+    for m in members:
+        m = np.asarray(m, np.int64)
+        if len(m) != size or np.any(colour[m] != colour[m[0]]) or np.any(local[m] != np.arange(size)):
+            return False
+    return True

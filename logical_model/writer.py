@@ -36,7 +36,7 @@ from signature._files import publish
 from signature.io import FORMAT_NAME, FORMAT_VERSION
 from signature.trace import OPS, COMPLETION_COLUMNS
 
-from .model import COMM_CART, POST_OPS, WAIT_OPS, LogicalModel, _predict_scalar
+from .model import POST_OPS, WAIT_OPS, LogicalModel
 
 __all__ = ["generate", "write_logical_trace", "LOGICAL_COLUMNS"]
 
@@ -48,28 +48,36 @@ LOGICAL_COLUMNS = {
 }
 
 
-def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, sizes: dict):
+def comm_ids(model: LogicalModel, P: int) -> tuple[dict, int]:
+    """Communicator ids of the logical trace: 0 MPI_COMM_WORLD, 1 the Cartesian grid
+    (when the model has one), then each sub-communicator layout's communicators
+    (colour order): {layout: first id}, and the number of ids."""
+    nxt = 2 if model.grid else 1
+    base = {}
+    for role in model.comm_roles():
+        base[role] = nxt
+        nxt += role.n_comms(P)
+    return base, nxt
+
+
+def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases: dict):
     """One phase's events for a block of ranks: dict of (n_events,) arrays, rank-major."""
     ph = model.phases[k]
     nr, ns = len(ranks), len(ph.slots)
     grid = model.grid
+    cols = {c: np.zeros((ns, nr), np.int64) for c in ("peer", "recv_peer", "root", "bytes", "recv_bytes",
+                                                       "comm", "tag")}
     present = np.zeros((ns, nr), bool)
-    peer = np.full((ns, nr), -1, np.int64)
-    rpeer = np.full((ns, nr), -1, np.int64)
     for i, s in enumerate(ph.slots):
-        g = grid if s.comm == COMM_CART else None
-        if s.peer is not None:
-            peer[i] = s.peer(ranks, P, g)
-            present[i] = peer[i] >= 0
+        placed = s.place(ranks, P, grid)
+        present[i] = placed["present"]
+        for c in ("peer", "recv_peer", "root", "bytes", "recv_bytes", "tag"):
+            cols[c][i] = placed[c]
+        if s.comm_role is not None:
+            cols["comm"][i] = bases[s.comm_role] + s.comm_role.layout(ranks, P)[0]
         else:
-            present[i] = True
-        if s.recv_peer is not None:
-            rpeer[i] = s.recv_peer(ranks, P, g)
+            cols["comm"][i] = s.comm
     op = np.array([s.op for s in ph.slots], np.int64)
-    tag = np.array([s.tag for s in ph.slots], np.int64)
-    comm = np.array([s.comm for s in ph.slots], np.int64)
-    root = np.array([s.root._k(P) if s.root is not None else -1 for s in ph.slots], np.int64)
-    nbytes, rbytes = sizes[k]
     share = np.array([s.work_share for s in ph.slots], float)
     # work after each slot: the rank's work split by the slots' shares (renormalised
     # over the slots the rank has)
@@ -79,9 +87,12 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, sizes:
     after = np.where(norm > 0, sh / np.where(norm > 0, norm, 1.0), present / np.maximum(present.sum(0), 1))
     after = after * w_rank[None, :]
     ri, si = np.nonzero(present.T)  # rank-major, slot order within a rank
-    ev = {"rank": ranks[ri], "op": op[si], "peer": peer[si, ri], "recv_peer": rpeer[si, ri],
-          "root": root[si], "tag": tag[si], "comm": comm[si], "bytes": nbytes[si],
-          "recv_bytes": rbytes[si], "slot": si}
+    pos = ph.slot_position(ranks, P)
+    if pos is not None:  # rank classes with their own event order
+        o = np.lexsort((pos[si, ri], ri))
+        ri, si = ri[o], si[o]
+    ev = {"rank": ranks[ri], "op": op[si], "slot": si,
+          **{c: v[si, ri] for c, v in cols.items()}}
     a = after[si, ri]
     # the burst before each event; a repetition's trailing burst goes before its first event
     first = np.concatenate([[True], ri[1:] != ri[:-1]]) if len(ri) else np.zeros(0, bool)
@@ -105,17 +116,6 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, sizes:
     return ev
 
 
-def _sizes(model: LogicalModel, P: int) -> dict:
-    out = {}
-    for k, ph in enumerate(model.phases):
-        nb = np.array([max(0, int(round(_predict_scalar(s.bytes, P)))) if s.bytes is not None else 0
-                       for s in ph.slots], np.int64)
-        rb = np.array([max(0, int(round(_predict_scalar(s.recv_bytes, P)))) if s.recv_bytes is not None
-                       else 0 for s in ph.slots], np.int64)
-        out[k] = (nb, rb)
-    return out
-
-
 def generate(model: LogicalModel, P: int, ranks: np.ndarray, *, _sizes_cache=None) -> dict[str, np.ndarray]:
     """Events of ``ranks`` at P (all phases, rank-major): see :meth:`LogicalModel.events`.
 
@@ -124,8 +124,8 @@ def generate(model: LogicalModel, P: int, ranks: np.ndarray, *, _sizes_cache=Non
     """
     model.check_target(P)
     ranks = np.asarray(ranks, np.int64)
-    sizes = _sizes_cache or _sizes(model, P)
-    parts = [_phase_tables(model, k, P, ranks, sizes) for k in range(len(model.phases))]
+    bases = _sizes_cache or comm_ids(model, P)[0]
+    parts = [_phase_tables(model, k, P, ranks, bases) for k in range(len(model.phases))]
     ev = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
     order = np.argsort(ev["rank"], kind="stable")
     ev = {c: v[order] for c, v in ev.items()}
@@ -181,7 +181,7 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
     cols[work_col] = np.int64 if work_col == "instr" else np.float64
     for c in extra or {}:
         cols[c] = np.float64
-    sizes = _sizes(model, P)
+    bases, n_comm = comm_ids(model, P)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
@@ -216,7 +216,7 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
             nc_written = 0
             for r0 in range(0, P, block):
                 ranks = np.arange(r0, min(P, r0 + block))
-                ev = generate(model, P, ranks, _sizes_cache=sizes)
+                ev = generate(model, P, ranks, _sizes_cache=bases)
                 for c, column in (extra or {}).items():
                     ev[c] = column(ev)
                 ev[work_col] = ev.pop("work")
@@ -239,26 +239,37 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
             lists = f.create_group("lists")
             for c in ("rank", "seq", "kind", "start", "length", "values"):
                 lists.create_dataset(c, data=np.zeros(0, np.int64 if c != "rank" else np.int32))
-            comms = f.create_group("comms")
-            cart = model.grid
-            n_comm = 2 if cart else 1
-            # members are implicit (every rank, in order) and stored once per communicator
-            members = np.tile(np.arange(P, dtype=np.int32), n_comm)
-            comms.create_dataset("size", data=np.full(n_comm, P, np.int32))
-            comms.create_dataset("inter", data=np.zeros(n_comm, bool))
-            comms.create_dataset("member_offsets", data=np.arange(n_comm + 1, dtype=np.int64) * P)
-            comms.create_dataset("members", data=members, compression="lzf", chunks=True)
-            if cart:
-                dims = model.grid.dims(P)
-                comms.create_dataset("cart_offsets", data=np.array([0, 0, len(dims)], np.int64))
-                comms.create_dataset("cart_dims", data=np.array(dims, np.int32))
-                comms.create_dataset("cart_periods", data=np.array(cart.periods, bool))
-            else:
-                comms.create_dataset("cart_offsets", data=np.zeros(2, np.int64))
-                comms.create_dataset("cart_dims", data=np.zeros(0, np.int32))
-                comms.create_dataset("cart_periods", data=np.zeros(0, bool))
+            _write_comms(f.create_group("comms"), model, P, n_comm)
         publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _write_comms(comms, model: LogicalModel, P: int, n_comm: int) -> None:
+    """/comms: MPI_COMM_WORLD, the Cartesian grid (every rank in order, dims of its rule
+    at P), then each sub-communicator layout's communicators with their members."""
+    sizes, members = [P], [np.arange(P, dtype=np.int32)]
+    if model.grid:
+        sizes.append(P)
+        members.append(np.arange(P, dtype=np.int32))
+    for role in model.comm_roles():
+        colour, local, size = role.layout(np.arange(P), P)
+        order = np.lexsort((local, colour))
+        sizes += [size] * role.n_comms(P)
+        members.append(order.astype(np.int32))
+    comms.create_dataset("size", data=np.array(sizes, np.int32))
+    comms.create_dataset("inter", data=np.zeros(n_comm, bool))
+    comms.create_dataset("member_offsets", data=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64))
+    comms.create_dataset("members", data=np.concatenate(members), compression="lzf", chunks=True)
+    cart_len = np.zeros(n_comm, np.int64)
+    if model.grid:
+        dims = model.grid.dims(P)
+        cart_len[1] = len(dims)
+        comms.create_dataset("cart_dims", data=np.array(dims, np.int32))
+        comms.create_dataset("cart_periods", data=np.array(model.grid.periods, bool))
+    else:
+        comms.create_dataset("cart_dims", data=np.zeros(0, np.int32))
+        comms.create_dataset("cart_periods", data=np.zeros(0, bool))
+    comms.create_dataset("cart_offsets", data=np.concatenate([[0], np.cumsum(cart_len)]).astype(np.int64))

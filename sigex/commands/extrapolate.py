@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from signature.errors import ExtrapolationError
+from signature.errors import ExtrapolationError, UsageError
 
 from ._common import (P_RULE_CHOICES, app_of, enough_runs, explain, formatter, output_file,
                       writable_folder, whole)
@@ -29,6 +29,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                "  sigex extrapolate traces/cg/P4.h5 traces/cg/P8.h5 traces/cg/P16.h5 --target 256 "
                "-o /tmp/cg-256.h5\n"
                "  sigex extrapolate traces/stencil/ --target 4096 --no-trace --save-model /tmp/stencil.json\n"
+               "  sigex extrapolate traces/stencil/ --target 4096 --grid 32x128 -o /tmp/\n"
                "A folder contributes its *.h5 files (not its subfolders); give 3 or more P (fewer are "
                "refused).")
     x.add_argument("traces", nargs="+", help="folder of signature traces, or the trace files")
@@ -39,6 +40,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
     x.add_argument("--p-rule", choices=P_RULE_CHOICES,
                    help="the P values the application accepts: lets weights use the paper's "
                         "displacement fit")
+    x.add_argument("--grid", metavar="DIMS", type=_grid,
+                   help="the process grid at the target (e.g. 4x4x2), overriding the dims rule the "
+                        "traced P suggest; needed where several rules fit them and part at the target")
     x.add_argument("--save-model", metavar="FILE", help="also save the model as JSON")
     x.add_argument("--no-trace", action="store_true", help="print the model only")
     x.add_argument("--json", action="store_true", help="print the model as JSON")
@@ -48,6 +52,14 @@ def add_parser(sub) -> argparse.ArgumentParser:
     x.add_argument("--force", action="store_true", help="replace existing output files")
     x.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return x
+
+
+def _grid(text: str) -> tuple[int, ...]:
+    from logical_model.topology import parse_grid
+    try:
+        return parse_grid(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def output_of(opts) -> Path | None:
@@ -74,6 +86,11 @@ def run(opts: argparse.Namespace) -> int:
     output_file(opts.save_model, opts.force, "--save-model")
     output_file(opts.explain, opts.force, "--explain")
     model = from_traces(opts.traces, p_rule=opts.p_rule, progress=say)
+    if opts.grid:
+        try:
+            model = model.with_grid(opts.target, opts.grid)
+        except ExtrapolationError as err:  # a grid that does not fit the target or the model
+            raise UsageError(str(err)) from err
     if opts.explain:
         Path(opts.explain).write_text(model.describe(opts.target) + "\n")
         say(f"wrote the whole model to {opts.explain}")

@@ -1,0 +1,239 @@
+"""The logical model on C programs shaped like real codes, traced at P = 4, 8, 16 and
+compared event for event with a real traced run at an unseen P = 24: a non-periodic 1-D
+halo with MPI_PROC_NULL ends (with Sendrecv, Isend/Irecv, and an even/odd ordered
+variant), traffic on a duplicate
+of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, and rooted
+collectives whose root sends or receives what the others do not."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import signature
+from conftest import needs_mpi
+from logical_model import from_traces
+from signature import load_trace, trace_run
+from sigex.cli import main
+
+PROGRAMS = Path(__file__).parent / "programs"
+BENCH_C = Path(__file__).parents[2] / "bench" / "c"
+FIT, UNSEEN = (4, 8, 16), 24
+CASES = {
+    "halo": ("halo1d.c", ["4", "sendrecv"]),
+    # the SMPI twin's form: Irecv/Isend with MPI_PROC_NULL at the ends, one Waitall
+    "halo_nonblocking": (str(BENCH_C / "halo1d.c"), ["--n", "4800", "--iters", "4", "--check-every", "2",
+                                                      "--nonblocking", "1"]),
+    "evenodd": ("halo1d.c", ["4", "evenodd"]),
+    "dup": ("halo1d.c", ["4", "sendrecv", "dup"]),
+    "split": ("split2d.c", ["4"]),
+    "rooted": ("rooted.c", ["4"]),
+}
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """Every case traced at the fit P and at the unseen P: {case: folder of fit traces}."""
+    root = tmp_path_factory.mktemp("real")
+    exes = {}
+    for src in {c[0] for c in CASES.values()}:
+        exe = root / "bin" / (Path(src).stem + ("-bench" if Path(src).is_absolute() else ""))
+        exe.parent.mkdir(exist_ok=True)
+        subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-I", str(BENCH_C.parent / "smpi"), "-o",
+                        str(exe), str(PROGRAMS / src), "-lm"], check=True)
+        exes[src] = exe
+    out = {}
+    for case, (src, args) in CASES.items():
+        for P in (*FIT, UNSEEN):
+            where = root / case / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5")
+            res = trace_run([str(exes[src]), *args], P, where)
+            assert res.ok, f"{case} at P={P}: {res.trace.meta.get('incomplete_reason')}"
+        out[case] = root / case
+    return out
+
+
+def assert_same_events(model, real_path: Path) -> None:
+    """The logical trace at the real run's P has its weights and each rank's events (op,
+    peer, receive peer, root, bytes, receive bytes, tag) in order, phase by phase."""
+    real = signature.extract(load_trace(real_path))
+    P = real.nprocs
+    model.check_target(P)
+    assert model.weights(P) == [ph.weight for ph in real.phases]
+    ev = model.events(P)
+    for k, ph in enumerate(real.phases):
+        sel = ev["phase"] == k
+        assert np.array_equal(np.searchsorted(ev["rank"][sel], np.arange(P + 1)), ph.template_offsets), \
+            f"phase {k}: events per rank differ"
+        for c in ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "tag"):
+            want, got = np.asarray(ph.template[c], np.int64), np.asarray(ev[c][sel], np.int64)
+            bad = np.flatnonzero(want != got)
+            assert not bad.size, (f"phase {k} column {c}: rank "
+                                  f"{np.searchsorted(ph.template_offsets, bad[0], 'right') - 1}: real "
+                                  f"{want[bad[0]]}, model {got[bad[0]]}")
+
+
+@needs_mpi
+@pytest.mark.parametrize("case", list(CASES))
+def test_extrapolated_exactly_to_an_unseen_p(traced, case):
+    """From P = 4, 8, 16 every phase is extrapolable and the logical trace at P = 24 equals
+    the real run there, event for event on every rank."""
+    model = from_traces(traced[case])
+    assert all(ph.extrapolable for ph in model.phases), model.describe()
+    assert_same_events(model, traced[case] / "unseen" / f"P{UNSEEN}.h5")
+
+
+@needs_mpi
+def test_what_the_models_say(traced):
+    """The halo's ends call with PROC_NULL; the even/odd variant orders its events by rank
+    parity; the duplicate of the world is the world; row and column communicators are
+    modelled as layouts of MPI_Dims_create's grid; a Scatter's root sends N/P bytes per
+    destination and the other ranks nothing."""
+    halo = from_traces(traced["halo"]).describe()
+    assert "rank + 1 (if in range) or PROC_NULL" in halo
+    evenodd = from_traces(traced["evenodd"])
+    assert [ph.classes for ph in evenodd.phases if ph.kind == "loop"] == ["rank parity"]
+    split = from_traces(traced["split"])
+    roles = split.comm_roles()
+    assert {r.keep for r in roles} == {(False, True), (True, False)}
+    assert all(r.rule.name == "dims_create" for r in roles)
+    scatter = [s for ph in from_traces(traced["rooted"]).phases for s in ph.slots
+               if s.op == signature.OP_CODE["Scatter"]][0]
+    assert scatter.bytes is None and scatter.root_bytes.predict([64])[0] == pytest.approx(4 * 80640 / 64)
+
+
+@needs_mpi
+def test_the_logical_trace_of_sub_communicators_replays(traced, tmp_path):
+    """The written trace declares every row and column communicator with its members, so
+    that the replay runs its collectives: `sigex extrapolate` then load_trace."""
+    out = tmp_path / "split-P64.h5"
+    assert main(["extrapolate", str(traced["split"]), "--target", "64", "-o", str(out), "-q"]) == 0
+    t = load_trace(out)
+    from replay import Program
+    Program.from_trace(t)  # checks that every collective's caller is a member
+    # MPI_Dims_create(64, 2) = 8 x 8: world, 8 rows, 8 columns
+    assert len(t.comms) == 17 and sorted(set(t.comms.size.tolist())) == [8, 64]
+
+
+@needs_mpi
+def test_per_rank_bytes_that_follow_no_rule_are_refused(traced):
+    """A rooted collective's bytes are exact per rank; if a rank other than the root sent
+    something else, the phase would be refused rather than fitted on the mean."""
+    import dataclasses
+    sigs = [signature.extract(load_trace(traced["rooted"] / f"P{P}.h5")) for P in FIT]
+    loop = next(i for i, ph in enumerate(sigs[-1].phases) if ph.kind == "loop")
+    ph = sigs[-1].phases[loop]
+    T = {c: v.copy() for c, v in ph.template.items()}
+    e = int(ph.template_offsets[3])  # rank 3's first event: its Scatter
+    T["recv_bytes"][e] += 8
+    phases = list(sigs[-1].phases)
+    phases[loop] = dataclasses.replace(ph, template=T)
+    sigs[-1] = dataclasses.replace(sigs[-1], phases=tuple(phases))
+    from logical_model import build
+    model = build(sigs)
+    problems = model.phases[loop].problems
+    assert len(problems) == 1 and "recv_bytes differ between ranks at P=16" in problems[0] \
+        and "rank 3" in problems[0]
+
+
+@pytest.fixture(scope="module")
+def lammps_like(tmp_path_factory):
+    """bench/c/lammps_like.c (a 2:1:1 periodic box on LAMMPS's least-surface grid, declared
+    with MPI_Cart_create) traced at P = 4, 6, 8, 16, 27, 32, 36 and 48, in folders of fit
+    sets: small (4, 8, 16), fit (8, 27, 32), fit2 (4, 6, 27), unseen (36, 48)."""
+    root = tmp_path_factory.mktemp("lammps_like")
+    bench = Path(__file__).parents[2] / "bench"
+    exe = root / "lammps_like"
+    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-I", str(bench / "smpi"), "-o", str(exe),
+                    str(bench / "c" / "lammps_like.c")], check=True)
+    sets = {"small": (4, 8, 16), "fit": (8, 27, 32), "fit2": (4, 6, 27), "unseen": (36, 48)}
+    for P in sorted({P for ps in sets.values() for P in ps}):
+        res = trace_run([str(exe), "--n", "48", "--steps", "3", "--thermo", "3"], P, root / "all" / f"P{P}.h5")
+        assert res.ok, f"lammps_like at P={P}: {res.trace.meta.get('incomplete_reason')}"
+    for name, ps in sets.items():
+        (root / name).mkdir()
+        for P in ps:
+            (root / name / f"P{P}.h5").symlink_to(root / "all" / f"P{P}.h5")
+    return root
+
+
+@needs_mpi
+def test_a_hand_chosen_grid_is_modelled_and_the_user_decides_what_the_fit_p_cannot(lammps_like, tmp_path,
+                                                                                     capsys):
+    """LAMMPS's grid (4x2x4 at P=32, not MPI_Dims_create's 4x4x2) is no longer refused: from
+    P = 8, 27, 32 the least-surface rule explains it and the logical trace at P = 48 equals
+    the real run event for event. From P = 4, 6, 27 several box shapes explain the runs and
+    part at P = 36 (6x2x3 or 4x3x3): that target is refused naming --grid; with --grid 4x3x3
+    the logical trace equals the real P = 36 run."""
+    model = from_traces(lammps_like / "fit")
+    assert model.grid.rule.name == "surface" and model.grid.periods == (True, True, True)
+    assert_same_events(model, lammps_like / "unseen" / "P48.h5")
+    model = from_traces(lammps_like / "fit2")
+    with pytest.raises(signature.errors.ExtrapolationError, match=r"cannot decide the process grid at P=36.*--grid"):
+        model.check_target(36)
+    assert_same_events(model.with_grid(36, (4, 3, 3)), lammps_like / "unseen" / "P36.h5")
+    out = tmp_path / "l36.h5"
+    assert main(["extrapolate", str(lammps_like / "fit2"), "--target", "36", "--grid", "4x3x3", "-o", str(out),
+                 "-q"]) == 0
+    assert load_trace(out).comms.cartesian(1) == ((4, 3, 3), (True, True, True))
+    assert main(["extrapolate", str(lammps_like / "fit2"), "--target", "36", "--grid", "6x6", "-o",
+                 str(tmp_path / "x.h5"), "-q"]) == 2
+    assert "2 dimensions" in capsys.readouterr().err
+
+
+@needs_mpi
+def test_what_the_fit_p_cannot_tell_is_refused_at_the_target(lammps_like):
+    """From P = 4, 8, 16 the y and z dimensions are 1 or 2 wide in every run, where the +1 and
+    -1 neighbours are one rank, and x's faces may or may not shrink with dims_0 (dims_2 is 2
+    at every run): the model keeps both readings, and at P = 48 (4x3x4), where they part,
+    refuses the target naming them instead of picking one."""
+    model = from_traces(lammps_like / "small")
+    with pytest.raises(signature.errors.ExtrapolationError) as err:
+        model.check_target(48)
+    assert "grid neighbour (+0,+1,+0) or grid neighbour (+0,-1,+0)" in err.value.detail
+    assert "dims1(P)^-1 * dims2(P)^-1" in err.value.detail
+
+
+@needs_mpi
+def test_a_refusal_names_each_phase_once_with_its_slots_together(traced):
+    """Slots that fail for the same reason share one problem line, and the refusal names each
+    phase once: two Sendrecvs whose peers at P=16 follow no rule give one line for both."""
+    import dataclasses
+    from logical_model import build
+    sigs = [signature.extract(load_trace(traced["halo"] / f"P{P}.h5")) for P in FIT]
+    loop = next(i for i, ph in enumerate(sigs[-1].phases) if ph.kind == "loop")
+    ph = sigs[-1].phases[loop]
+    T = {c: v.copy() for c, v in ph.template.items()}
+    sendrecv = np.flatnonzero(T["op"] == signature.OP_CODE["Sendrecv"])
+    T["peer"][sendrecv] = np.random.default_rng(1).permutation(16)[np.arange(len(sendrecv)) % 16]
+    phases = list(sigs[-1].phases)
+    phases[loop] = dataclasses.replace(ph, template=T)
+    sigs[-1] = dataclasses.replace(sigs[-1], phases=tuple(phases))
+    model = build(sigs)
+    assert model.phases[loop].problems == [
+        "slots 0 (Sendrecv), 1 (Sendrecv): no communication rule reproduces the peers at every P"]
+    with pytest.raises(signature.errors.ExtrapolationError) as err:
+        model.check_target(64)
+    assert str(err.value).count(f"phase {model.phases[loop].id}:") == 1 and "\n" not in str(err.value)
+
+
+@needs_mpi
+def test_models_with_communicators_classes_and_alternatives_round_trip(traced, lammps_like, tmp_path):
+    """save -> load keeps sub-communicator layouts, PROC_NULL ends, parity classes, rooted
+    bytes, grid rules and the alternatives checked at the target: same text, same events."""
+    from logical_model import LogicalModel
+    for name, folder, P in [("split", traced["split"], 64), ("evenodd", traced["evenodd"], 64),
+                            ("halo", traced["halo_nonblocking"], 64), ("rooted", traced["rooted"], 64),
+                            ("lammps", lammps_like / "small", 48)]:
+        model = from_traces(folder)
+        back = LogicalModel.load(model.save(tmp_path / f"{name}.json"))
+        assert back.describe(P) == model.describe(P), name
+        if name == "lammps":
+            assert back.undecided(P) == model.undecided(P) and back.undecided(P)
+            continue
+        a, b = model.events(P), back.events(P)
+        for c in a:
+            np.testing.assert_array_equal(a[c], b[c], err_msg=f"{name} {c}")
