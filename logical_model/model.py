@@ -219,6 +219,9 @@ class SlotModel:
     recv_bytes: Any = None
     work_share: float = 0.0
     problem: str | None = None
+    #: set where the slot's sizes depend on the data (they change between repetitions
+    #: and differ between ranks with no rule): they are modelled by their mean over ranks
+    data_note: str | None = None
     #: COMM_SUB: the communicators (rows, columns, planes) as a function of P; the
     #: peer and root rules are then in the communicator's own ranks and sizes
     comm_role: SubGrid | None = None
@@ -1240,6 +1243,16 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
             if slot.root is not None:
                 at_root = o[1] == col(o, "root")
             rest = v[keep & ~at_root]
+            if len(rest) and np.any(rest != rest[0]) and _data_dependent(o, column, keep & ~at_root):
+                # sizes that change from one repetition to the next (atoms that move) and
+                # differ between ranks: the data's, not a rule's; their mean is modelled
+                lo, hi, mean = int(rest.min()), int(rest.max()), float(rest.mean())
+                spread = (hi - lo) / mean if mean > 0 else 0.0
+                slot.data_note = (f"{column} depend on the data ({lo}-{hi} across ranks at P={o[0]}, "
+                                  f"{100 * spread:.0f}% apart)")
+                Pv.append(o[0])
+                yv.append(mean)
+                rest = rest[:0]
             if len(rest) and np.any(rest != rest[0]):
                 r = o[1][keep & ~at_root][np.flatnonzero(rest != rest[0])[0]]
                 slot.problem = (f"{column} differ between ranks at P={o[0]} ({int(rest[0])} on most, "
@@ -1261,6 +1274,17 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
             elif len(set(P_)) == 1 and any(y_):
                 slot.problem = "seen at one P only; its volume cannot be fitted"
                 return
+
+
+def _data_dependent(o: tuple, column: str, keep: np.ndarray) -> bool:
+    """Whether a slot's sizes changed between the phase's repetitions on some rank (the
+    signature keeps each template event's largest size beside its mean)."""
+    big = o[3].template_cost.get(f"{column}_max")
+    if big is None:
+        return False
+    idx = np.asarray(o[2])[keep]
+    mean = np.asarray(o[3].template[column], float)[idx]
+    return bool(np.any(np.asarray(big, float)[idx] > mean + 0.5))
 
 
 def _verify(slot: SlotModel, o_list: list, grid: Grid | None) -> None:
@@ -1455,6 +1479,13 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 break
         order, class_name, positions, slot_problems, slots = min(attempts, key=lambda a: len(a[3]))
         problems += slot_problems
+        data = [f"{i} ({OPS[sl.op]})" for i, sl in enumerate(slots) if sl.data_note]
+        if data:
+            first = next(sl.data_note for sl in slots if sl.data_note)
+            notes.append(f"slot{'s' if len(data) > 1 else ''} {', '.join(data[:8])}"
+                         f"{' ...' if len(data) > 8 else ''}: message sizes depend on the data "
+                         f"(they change between repetitions; e.g. {first}); modelled by their "
+                         "mean over ranks")
 
         # ---- weight and work ------------------------------------------------------------
         weights = {s.nprocs: s.phases[k].weight for s in sigs}

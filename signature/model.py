@@ -50,7 +50,8 @@ class Phase:
     template: dict[str, np.ndarray]
     regions: tuple[str, ...] = ()  # user regions (signature.region) entered in the phase
     #: per template event, the burst that follows it, averaged over repetitions:
-    #: "cpu" (thread CPU s), "comp" (wall s), and "instr"/"cycles" where counted
+    #: "cpu" (thread CPU s), "comp" (wall s), and "instr"/"cycles" where counted; and the
+    #: largest message sizes over the repetitions, "bytes_max" and "recv_bytes_max"
     template_cost: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     @property

@@ -39,7 +39,8 @@ Algorithm
    either end of a loop join the part beside them; what lies before, between and
    after the loops are weight-1 parts (``initial``, ``between``, ``final``).
    Template message sizes are the mean over the repetitions of the same
-   structure (``template_cost["bytes_max"]`` their largest).
+   structure (``template_cost["bytes_max"]``, ``["recv_bytes_max"]`` their largest:
+   above the mean where the sizes depend on the data).
 4. **Time.** An event's *span* runs from its start to the next event's start on
    the same rank: its call plus the burst after it, so an iteration owns the
    computation that follows its communication. Spans add up to the rank's
@@ -457,6 +458,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         template_aux = ev["aux"][sel]
         cost = {name: v[slot_key[sel]] for name, v in slot_mean.items()}
         cost["bytes_max"] = size_max["bytes"][slot_key[sel]]
+        cost["recv_bytes_max"] = size_max["recv_bytes"][slot_key[sel]]
         per_rank_ops = [o[~np.isin(o, _REGION_OPS)] for o in
                         (template["op"][offs[r]:offs[r + 1]] for r in range(P))]
         names = tuple(dict.fromkeys(trace.regions[i] for i in

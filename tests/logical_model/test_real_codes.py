@@ -139,6 +139,32 @@ def test_per_rank_bytes_that_follow_no_rule_are_refused(traced):
         and "rank 3" in problems[0]
 
 
+@needs_mpi
+def test_sizes_that_depend_on_the_data_are_modelled_by_their_mean(traced):
+    """Where a slot's sizes change between repetitions (the signature's largest size is
+    above its mean: atoms that move) and differ between ranks, they are the data's: the
+    mean over ranks is modelled and the phase says so, instead of a refusal."""
+    import dataclasses
+    sigs = [signature.extract(load_trace(traced["rooted"] / f"P{P}.h5")) for P in FIT]
+    loop = next(i for i, ph in enumerate(sigs[-1].phases) if ph.kind == "loop")
+    ph = sigs[-1].phases[loop]
+    T = {c: v.copy() for c, v in ph.template.items()}
+    e = int(ph.template_offsets[3])  # rank 3's Scatter receives 8 bytes more
+    T["recv_bytes"][e] += 8
+    cost = dict(ph.template_cost)
+    cost["recv_bytes_max"] = T["recv_bytes"].astype(float) + 16  # and sizes vary over repetitions
+    phases = list(sigs[-1].phases)
+    phases[loop] = dataclasses.replace(ph, template=T, template_cost=cost)
+    sigs[-1] = dataclasses.replace(sigs[-1], phases=tuple(phases))
+    from logical_model import build
+    model = build(sigs)
+    pm = model.phases[loop]
+    assert not pm.problems
+    assert any("message sizes depend on the data" in n and "P=16" in n for n in pm.notes)
+    slot = next(sl for sl in pm.slots if sl.data_note)
+    assert slot.op == signature.OP_CODE["Scatter"]
+
+
 @pytest.fixture(scope="module")
 def lammps_like(tmp_path_factory):
     """bench/c/lammps_like.c (a 2:1:1 periodic box on LAMMPS's least-surface grid, declared
