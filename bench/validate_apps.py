@@ -18,15 +18,17 @@ bench runs the app untraced and traced with the same launcher and environment, a
 reports: the trace complete, its events, the calls sigex does not model (MPI
 functions that communicate and that sigex only counted; goal 0), the tracing
 overhead (traced / untraced launcher wall time - 1, best of ``--reps`` alternating runs,
-after one untraced warm-up run that fills the page cache; goal <= 5%)
-and the application's own account of itself beside the trace's (LAMMPS steps and
+after one untraced warm-up run that fills the page cache; goal <= 5%), how the tracer
+sampled burst CPU times (lazily by default, with the share of bursts estimated; see
+docs/trace-format.md) and the application's own account of itself beside the trace's (LAMMPS steps and
 neighbour-list builds; GROMACS domain-decomposition grid and PME ranks; hpcc P x Q).
 
-Runs and traces are cached in ``bench/_apps/`` (``--force`` redoes them). As every
-bench: a table, then one JSON line with the figures and the goals.
+Runs and traces are cached in ``bench/_apps/`` (``--force`` redoes them; ``--out`` caches
+elsewhere). As every bench: a table, then one JSON line with the figures and the goals.
 
     python bench/validate_apps.py                      # everything (about 15 minutes here)
     python bench/validate_apps.py --apps melt --p 4 8  # a part
+    SIGEX_CPU_SAMPLE_MIN_US=0 python bench/validate_apps.py --out /tmp/always  # sampling always
 """
 
 from __future__ import annotations
@@ -223,8 +225,8 @@ def _timed(argv, env, folder: Path, log: Path) -> tuple[int, float]:
     return rc, time.perf_counter() - t0
 
 
-def measure(app: App, P: int, reps: int, force: bool) -> dict:
-    folder = OUT / app.name / f"P{P}"
+def measure(app: App, P: int, reps: int, force: bool, out: Path = OUT) -> dict:
+    folder = out / app.name / f"P{P}"
     record = folder / "result.json"
     if record.exists() and not force:
         return json.loads(record.read_text())
@@ -271,6 +273,9 @@ def measure(app: App, P: int, reps: int, force: bool) -> dict:
         "overhead": min(traced) / min(untraced) - 1,
         "own_account": app.account(folder, out_text),
         "trace_grid": cart, "mpi": t.meta.get("mpi_library", "")[:40],
+        "cpu_sampling": t.meta.get("cpu_sampling", "always"),
+        "cpu_bursts_estimated_share": t.meta.get("cpu_bursts_estimated_share", 0.0),
+        "untraced_all_s": untraced, "traced_all_s": traced,
     }
     record.write_text(json.dumps(result, indent=1))
     return result
@@ -287,6 +292,12 @@ def _trace_grid(t) -> str | None:
     return best[1] if best else None
 
 
+def _sampling(r: dict) -> str:
+    """'lazy, 91% est.' or 'always' (rows cached before lazy sampling have neither key)."""
+    mode = r.get("cpu_sampling", "always")
+    return f"lazy, {100 * r['cpu_bursts_estimated_share']:.0f}% est." if mode == "lazy" else mode
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -296,6 +307,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=2,
                     help="runs of each kind, untraced and traced alternating; the best is kept")
     ap.add_argument("--force", action="store_true", help="redo cached runs")
+    ap.add_argument("--out", type=Path, default=OUT,
+                    help=f"where runs and traces are cached (default {OUT.relative_to(ROOT)}); "
+                         "e.g. another folder for SIGEX_CPU_SAMPLE_MIN_US=0 runs")
     opts = ap.parse_args(argv)
     rows, skipped = [], {}
     for name in opts.apps:
@@ -307,18 +321,18 @@ def main(argv=None) -> int:
             continue
         for P in opts.p:
             print(f"{name} P={P} ...", file=sys.stderr, flush=True)
-            rows.append(measure(app, P, opts.reps, opts.force))
+            rows.append(measure(app, P, opts.reps, opts.force, opts.out))
     print(f"capture of real applications on {os.cpu_count()} cores "
           f"(P > {os.cpu_count()} is oversubscribed)\n")
     head = ("app", "P", "complete", "events", "not modelled", "untraced s", "traced s", "overhead",
-            "app's own account", "trace")
+            "CPU sampling", "app's own account", "trace")
     table = [head]
     for r in rows:
         acc = ", ".join(f"{k}={v}" for k, v in r["own_account"].items() if v is not None)
         table.append((r["app"], str(r["P"]), "yes" if r["complete"] else "NO", f"{r['events']:,}",
                       str(r["unmodelled_calls"]) + (f" ({'; '.join(r['unmodelled'])})" if r["unmodelled"] else ""),
                       f"{r['untraced_s']:.2f}", f"{r['traced_s']:.2f}", f"{100 * r['overhead']:+.1f}%",
-                      acc, f"grid {r['trace_grid']}" if r["trace_grid"] else "-"))
+                      _sampling(r), acc, f"grid {r['trace_grid']}" if r["trace_grid"] else "-"))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for k, row in enumerate(table):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
@@ -335,7 +349,8 @@ def main(argv=None) -> int:
         "met": {"captured": bool(rows) and all(r["complete"] for r in rows),
                 "unmodelled_calls": all(r["unmodelled_calls"] == 0 for r in rows),
                 "overhead_max": bool(rows) and over <= GOAL_OVERHEAD},
-        "rows": [{k: r[k] for k in ("app", "P", "complete", "events", "unmodelled_calls", "overhead")}
+        "rows": [{**{k: r[k] for k in ("app", "P", "complete", "events", "unmodelled_calls",
+                                        "overhead")}, "cpu_sampling": r.get("cpu_sampling", "always")}
                  for r in rows],
     }
     print()
