@@ -243,6 +243,8 @@ static struct {
   int64_t n_bursts, n_bursts_est, n_samples;
   double t_bursts, t_bursts_est;
   int check;          /* SIGEX_CPU_SAMPLE_CHECK: also sample always, write rank<r>.cpucheck */
+  int64_t ctx_known;  /* context switches so far while rseq watches them, else -1 */
+  int switch_seen;    /* rseq saw a switch since getrusage was last read */
   sample_t ref;       /* the always-sampling tracer's last sample (check mode) */
   mstream m_check;
   /* communicators */
@@ -256,7 +258,7 @@ static struct {
   MPI_Request *scratch_req;
   MPI_Status *scratch_st;
   int scratch_n;
-} g = {.sw_fd = -1, .sw_fd2 = -1, .hw_fd = -1, .m_events = {.fd = -1}, .m_compl = {.fd = -1},
+} g = {.sw_fd = -1, .sw_fd2 = -1, .hw_fd = -1, .ctx_known = -1, .m_events = {.fd = -1}, .m_compl = {.fd = -1},
        .m_lists = {.fd = -1}, .m_check = {.fd = -1}};
 
 static inline double wall_now(void) {
@@ -399,8 +401,14 @@ static void sample(sample_t *s) {
     struct rusage ru;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     s->cpu = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    getrusage(RUSAGE_THREAD, &ru);
-    s->ctx = ru.ru_nvcsw + ru.ru_nivcsw;
+    if (g.ctx_known >= 0 && !g.switch_seen) {
+      s->ctx = g.ctx_known; /* rseq saw no switch since the count was read */
+    } else {
+      getrusage(RUSAGE_THREAD, &ru);
+      s->ctx = ru.ru_nvcsw + ru.ru_nivcsw;
+      if (g.ctx_known >= 0) g.ctx_known = s->ctx;
+      g.switch_seen = 0;
+    }
   }
   if (g.hw_ok && read(g.hw_fd, buf, sizeof(uint64_t) * (1 + g.n_hw)) > 0) {
     s->instr = (int64_t)buf[1];
@@ -699,6 +707,11 @@ static const char *rseq_setup(void) {
   rseq_desc.abort_ip = (uintptr_t)sigex_rseq_cs_abort;
   rseq_area = (volatile struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
   rseq_area->rseq_cs = (uintptr_t)&rseq_desc;
+  if (!g.sw_ok) { /* count switches with getrusage only after rseq saw one */
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    g.ctx_known = ru.ru_nvcsw + ru.ru_nivcsw;
+  }
   return "rseq";
 }
 
@@ -706,6 +719,7 @@ static const char *rseq_setup(void) {
 static inline int cpu_switched(void) {
   if (!rseq_area || rseq_area->rseq_cs == (uintptr_t)&rseq_desc) return 0;
   rseq_area->rseq_cs = (uintptr_t)&rseq_desc;
+  g.switch_seen = 1;
   return 1;
 }
 #else
@@ -771,8 +785,9 @@ static inline void cpu_take(void) {
 
 /* A call ended now after dt s: the next burst starts here. */
 static inline void cpu_call_end(double dt) {
+  int must = cpu_must_sample(dt); /* first: it notes a switch before any reading */
   if (g.check) sample(&g.ref);
-  if (cpu_must_sample(dt)) cpu_take();
+  if (must) cpu_take();
   else g.est += dt;
 }
 
@@ -835,9 +850,9 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
 static inline void poll_again(double now) {
   if (now - poll.sampled > POLL_SAMPLE_S) {
     poll.sampled = now;
+    (void)cpu_switched(); /* re-arm, noting a switch before the reading */
     if (g.check) sample(&g.ref);
     cpu_take();
-    (void)cpu_switched(); /* re-arm */
   } else if (g.cpu_min_s > 0) {
     g.est += now - g.last_end;
   }
