@@ -1057,7 +1057,8 @@ static void tracer_start(double t_call, int thread_level) {
     /* A thread with perf events open pays for them at every context switch
      * (~0.5 us here: an oversubscribed MPI that yields while it waits
      * switches at every poll), while the lazy sampler reads the clocks only
-     * now and then: it reads CLOCK_THREAD_CPUTIME_ID and getrusage. */
+     * now and then: it reads CLOCK_THREAD_CPUTIME_ID, and getrusage where
+     * rseq saw a switch (rseq_setup). */
     close(g.sw_fd2);
     close(g.sw_fd);
     g.sw_fd = g.sw_fd2 = -1;
