@@ -13,10 +13,12 @@ off.
 The per-call cost is measured with ``bench/c/call_cost.c`` at P = 1, with and
 without the tracer preloaded, best of 5: N sends to MPI_PROC_NULL (which return
 at once in any MPI; every one is an event) and N MPI_Test polls of a receive
-that never matches (a polling loop, held as one event). Each is traced two
-ways: sampling the thread's CPU time at every call's entry and exit
-(``SIGEX_CPU_SAMPLE_MIN_US=0``, the tracer before lazy sampling) and lazily
-(the default; see docs/trace-format.md).
+that never matches (a polling loop, held as one event). Each is traced three
+ways: sampling the thread's CPU time at every call's entry and exit through
+perf_event_open (``SIGEX_CPU_SAMPLE_MIN_US=0``, the tracer before lazy
+sampling), the same through CLOCK_THREAD_CPUTIME_ID and getrusage
+(``SIGEX_NO_PERF=1``: half the difference to lazy is what one lazy clock reading
+costs at most), and lazily (the default; see docs/trace-format.md).
 
 The accuracy part traces programs with ``SIGEX_CPU_SAMPLE_CHECK=1``, which keeps
 beside every lazily sampled burst the always-sampled figure of the same run,
@@ -88,21 +90,28 @@ def run_traced(cmd: list[str], nprocs: int, tmp: Path, k: int) -> tuple[float, f
     return app_time(log.read_text(), " ".join(cmd)), float(np.median(bursts))
 
 
-def call_cost(n: int, best_of: int = 5) -> dict[str, float]:
-    """ns per call of ``call_cost`` untraced, traced sampling always, traced lazily; for
-    sends (``send_*``) and polls (``test_*``)."""
+#: call_cost configurations: name -> (traced, SIGEX_CPU_SAMPLE_MIN_US, SIGEX_NO_PERF)
+COST_CONFIGS = {"untraced": (False, "", ""), "always": (True, "0", ""), "lazy": (True, "", ""),
+                "always_clock": (True, "0", "1")}
+
+
+def call_cost(n: int, best_of: int = 5, configs=("untraced", "always", "lazy")) -> dict[str, float]:
+    """ns per call of ``call_cost``, for sends (``send_<config>``) and polls (``test_<config>``):
+    untraced, traced sampling always (perf events), lazily, and always with the clocks
+    (``always_clock``: CLOCK_THREAD_CPUTIME_ID and getrusage, what a lazy reading costs at most)."""
     exe = Path(tempfile.mkdtemp()) / "call_cost"
     subprocess.run(["mpicc", "-O2", "-o", str(exe), str(ROOT / "bench/c/call_cost.c")], check=True)
     lib = str(tracer_library())
     out: dict[str, float] = {}
     for mode in ("send", "test"):
-        for how, extra in (("untraced", None), ("always", "0"), ("lazy", "")):
+        for how in configs:
+            traced, min_us, no_perf = COST_CONFIGS[how]
             best = float("inf")
             for _ in range(best_of):
                 raw = tempfile.mkdtemp()
-                env = [] if extra is None else [
+                env = [] if not traced else [
                     "-genv", "LD_PRELOAD", lib, "-genv", "SIGEX_TRACE_DIR", raw,
-                    "-genv", "SIGEX_CPU_SAMPLE_MIN_US", extra]
+                    "-genv", "SIGEX_CPU_SAMPLE_MIN_US", min_us, "-genv", "SIGEX_NO_PERF", no_perf]
                 res = subprocess.run(["mpiexec", "-n", "1", *env, str(exe), str(n), mode],
                                      capture_output=True, text=True, check=True)
                 best = min(best, float(res.stdout.split()[-1]))
@@ -110,6 +119,15 @@ def call_cost(n: int, best_of: int = 5) -> dict[str, float]:
             out[f"{mode}_{how}"] = best
     shutil.rmtree(exe.parent, ignore_errors=True)
     return out
+
+
+def unit_costs(n: int = 300_000) -> dict[str, float]:
+    """Seconds the lazily sampling tracer adds per event, per extra poll of a held loop and
+    per clock reading (at most: CLOCK_THREAD_CPUTIME_ID plus getrusage), from ``call_cost``."""
+    c = call_cost(n, configs=("untraced", "lazy", "always_clock"))
+    return {"event_s": 1e-9 * (c["send_lazy"] - c["send_untraced"]),
+            "poll_s": 1e-9 * (c["test_lazy"] - c["test_untraced"]),
+            "sample_s": 1e-9 * (c["send_always_clock"] - c["send_lazy"]) / 2}
 
 
 #: burst length classes of the accuracy table (seconds)
@@ -209,7 +227,7 @@ def main() -> None:
         if not opts.skip_accuracy:
             for case in accuracy_cases(opts.nprocs, tmp):
                 acc += accuracy(*case)
-    cost = call_cost(opts.calls)
+    cost = call_cost(opts.calls, configs=("untraced", "always", "lazy", "always_clock"))
     if rows:
         print(f"{'example':10s} {'P':>3s} {'untraced (s)':>13s} {'traced (s)':>11s} {'ratio':>7s} "
               f"{'median burst (ms)':>18s}")
@@ -218,12 +236,14 @@ def main() -> None:
                   f"{r['ratio']:7.3f} {r['median_burst_ms']:18.3f}")
         print()
     print("one intercepted call at P=1, ns (best of 5):")
-    print(f"{'call':34s} {'untraced':>9s} {'always':>9s} {'lazy':>9s} {'tracer always':>14s} "
-          f"{'tracer lazy':>12s}")
+    print(f"{'call':34s} {'untraced':>9s} {'always':>9s} {'clocks':>9s} {'lazy':>9s} "
+          f"{'tracer always':>14s} {'tracer lazy':>12s}")
     for mode, what in (("send", "MPI_Send to MPI_PROC_NULL (event)"),
                        ("test", "MPI_Test, nothing arrives (poll)")):
-        u, a, z = (cost[f"{mode}_{h}"] for h in ("untraced", "always", "lazy"))
-        print(f"{what:34s} {u:9.0f} {a:9.0f} {z:9.0f} {a - u:14.0f} {z - u:12.0f}")
+        u, a, k, z = (cost[f"{mode}_{h}"] for h in ("untraced", "always", "always_clock", "lazy"))
+        print(f"{what:34s} {u:9.0f} {a:9.0f} {k:9.0f} {z:9.0f} {a - u:14.0f} {z - u:12.0f}")
+    print("(always: both ends of every call read through perf_event_open, the tracer before lazy "
+          "sampling; clocks: the same through CLOCK_THREAD_CPUTIME_ID and getrusage)")
     if acc:
         print("\nburst CPU time, lazy vs always-sampled in the same run (SIGEX_CPU_SAMPLE_CHECK=1):")
         head = ("program", "P", "bursts", "n", "estimated", "|err| median us", "p99 us", "max us",
