@@ -20,6 +20,11 @@ sampling), the same through CLOCK_THREAD_CPUTIME_ID and getrusage
 (``SIGEX_NO_PERF=1``: half the difference to lazy is what one lazy clock reading
 costs at most), and lazily (the default; see docs/trace-format.md).
 
+A context switch costs more in a thread with perf events open: ``bench/c/switch_cost.c``
+times two processes yielding one CPU to each other (as the ranks of an oversubscribed
+MPI do while they wait) bare, with the always-sampling tracer's perf group open, and
+with the lazy tracer's rseq pointer armed.
+
 The accuracy part traces programs with ``SIGEX_CPU_SAMPLE_CHECK=1``, which keeps
 beside every lazily sampled burst the always-sampled figure of the same run,
 and prints the distribution of the difference by burst length: the examples
@@ -130,6 +135,22 @@ def unit_costs(n: int = 300_000) -> dict[str, float]:
             "sample_s": 1e-9 * (c["send_always_clock"] - c["send_lazy"]) / 2}
 
 
+def switch_cost(n: int = 200_000, best_of: int = 5) -> dict[str, float]:
+    """ns per context switch of two processes yielding one CPU to each other
+    (``bench/c/switch_cost.c``): bare, with the tracer's perf_event_open group open (the
+    always-sampling tracer), and with its rseq critical-section pointer armed (lazy)."""
+    exe = Path(tempfile.mkdtemp()) / "switch_cost"
+    subprocess.run(["cc", "-O2", "-o", str(exe), str(ROOT / "bench/c/switch_cost.c")], check=True)
+    out = {}
+    for mode in ("none", "perf", "rseq"):
+        runs = [subprocess.run([str(exe), mode, str(n)], capture_output=True, text=True)
+                for _ in range(best_of)]
+        ok = [float(r.stdout.split()[-1]) for r in runs if r.returncode == 0]
+        out[mode] = min(ok) if ok else float("nan")
+    shutil.rmtree(exe.parent, ignore_errors=True)
+    return out
+
+
 #: burst length classes of the accuracy table (seconds)
 CLASSES = [(0, 20e-6), (20e-6, 200e-6), (200e-6, 2e-3), (2e-3, float("inf"))]
 
@@ -228,6 +249,7 @@ def main() -> None:
             for case in accuracy_cases(opts.nprocs, tmp):
                 acc += accuracy(*case)
     cost = call_cost(opts.calls, configs=("untraced", "always", "lazy", "always_clock"))
+    switch = switch_cost()
     if rows:
         print(f"{'example':10s} {'P':>3s} {'untraced (s)':>13s} {'traced (s)':>11s} {'ratio':>7s} "
               f"{'median burst (ms)':>18s}")
@@ -244,6 +266,9 @@ def main() -> None:
         print(f"{what:34s} {u:9.0f} {a:9.0f} {k:9.0f} {z:9.0f} {a - u:14.0f} {z - u:12.0f}")
     print("(always: both ends of every call read through perf_event_open, the tracer before lazy "
           "sampling; clocks: the same through CLOCK_THREAD_CPUTIME_ID and getrusage)")
+    print(f"\none context switch (two processes yielding one CPU, best of 5): bare "
+          f"{switch['none']:.0f} ns, with the perf group open {switch['perf']:.0f} ns, with the "
+          f"rseq pointer armed {switch['rseq']:.0f} ns")
     if acc:
         print("\nburst CPU time, lazy vs always-sampled in the same run (SIGEX_CPU_SAMPLE_CHECK=1):")
         head = ("program", "P", "bursts", "n", "estimated", "|err| median us", "p99 us", "max us",
@@ -263,6 +288,7 @@ def main() -> None:
         "tracer_ns_per_call_always": cost["send_always"] - cost["send_untraced"],
         "tracer_ns_per_call_lazy": cost["send_lazy"] - cost["send_untraced"],
         "tracer_ns_per_poll_lazy": cost["test_lazy"] - cost["test_untraced"],
+        "switch_ns": switch,
         "accuracy": acc,
         "goal": {"ratio_max_where_bursts_ge_1ms": 1.05},
         "goal_met": all(r["ratio"] < 1.05 for r in long_bursts) if long_bursts else None,
