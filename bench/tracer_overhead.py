@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 
 from signature import load_trace, trace_run, tracer_library  # noqa: E402
 from signature._raw import read_cpu_check  # noqa: E402
+from signature._text import table  # noqa: E402
 from signature.capture import PINNED_THREADS_ENV  # noqa: E402
 
 # (name, script, args) at the bundled traces' original workloads
@@ -273,13 +274,11 @@ def main() -> None:
         print("\nburst CPU time, lazy vs always-sampled in the same run (SIGEX_CPU_SAMPLE_CHECK=1):")
         head = ("program", "P", "bursts", "n", "estimated", "|err| median us", "p99 us", "max us",
                 "CPU always s", "CPU lazy s", "ctx always", "ctx lazy")
-        print("  ".join(head))
-        for r in acc:
-            print("  ".join([r["program"], str(r["P"]), r["bursts"], str(r["n"]),
-                             f"{100 * r['estimated_share']:.1f}%", f"{r['err_median_us']:.3f}",
-                             f"{r['err_p99_us']:.2f}", f"{r['err_max_us']:.1f}",
-                             f"{r['cpu_always_s']:.4f}", f"{r['cpu_lazy_s']:.4f}",
-                             str(r["ctx_always"]), str(r["ctx_lazy"])]))
+        print(table(list(head), [
+            (r["program"], str(r["P"]), r["bursts"], str(r["n"]), f"{100 * r['estimated_share']:.1f}%",
+             f"{r['err_median_us']:.3f}", f"{r['err_p99_us']:.2f}", f"{r['err_max_us']:.1f}",
+             f"{r['cpu_always_s']:.4f}", f"{r['cpu_lazy_s']:.4f}", str(r["ctx_always"]),
+             str(r["ctx_lazy"])) for r in acc]))
     long_bursts = [r for r in rows if r["median_burst_ms"] >= 1.0]
     print(json.dumps({
         "bench": "tracer_overhead",
