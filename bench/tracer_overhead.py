@@ -1,4 +1,5 @@
-"""Tracer overhead: traced/untraced runtime of the examples, and the cost of one call.
+"""Tracer overhead: traced/untraced runtime of the examples, the cost of one call, and the
+accuracy of lazily sampled burst CPU times.
 
 For each example, the same command runs alternately without and with the
 tracer (``sigex trace``), ``--repeat`` times each; the figure compared is
@@ -9,12 +10,28 @@ is a ratio under 1.05 for programs whose bursts between MPI calls last 1 ms
 or longer; the table shows each example's median burst so that can be read
 off.
 
-The per-call cost is measured with ``bench/c/call_cost.c``: N sends to
-MPI_PROC_NULL (which return at once in any MPI) with and without the tracer
-preloaded, at P = 1. Each traced call takes two wall-clock readings, two
-reads of the perf_event_open counter group (system calls) and one record.
+The per-call cost is measured with ``bench/c/call_cost.c`` at P = 1, with and
+without the tracer preloaded, best of 5: N sends to MPI_PROC_NULL (which return
+at once in any MPI; every one is an event) and N MPI_Test polls of a receive
+that never matches (a polling loop, held as one event). Each is traced three
+ways: sampling the thread's CPU time at every call's entry and exit through
+perf_event_open (``SIGEX_CPU_SAMPLE_MIN_US=0``, the tracer before lazy
+sampling), the same through CLOCK_THREAD_CPUTIME_ID and getrusage
+(``SIGEX_NO_PERF=1``: half the difference to lazy is what one lazy clock reading
+costs at most), and lazily (the default; see docs/trace-format.md).
 
-Usage: ``python bench/tracer_overhead.py [--repeat 3] [--nprocs 4]``.
+A context switch costs more in a thread with perf events open: ``bench/c/switch_cost.c``
+times two processes yielding one CPU to each other (as the ranks of an oversubscribed
+MPI do while they wait) bare, with the always-sampling tracer's perf group open, and
+with the lazy tracer's rseq pointer armed.
+
+The accuracy part traces programs with ``SIGEX_CPU_SAMPLE_CHECK=1``, which keeps
+beside every lazily sampled burst the always-sampled figure of the same run,
+and prints the distribution of the difference by burst length: the examples
+at ``--nprocs``, and LAMMPS melt and peptide (``bench/validate_apps.py``'s
+decks) at P = 4 where LAMMPS is installed.
+
+Usage: ``python bench/tracer_overhead.py [--repeat 5] [--nprocs 2] [--skip-ratio]``.
 The last line printed is one JSON object with the figures and the goals.
 """
 
@@ -37,6 +54,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from signature import load_trace, trace_run, tracer_library  # noqa: E402
+from signature._raw import read_cpu_check  # noqa: E402
+from signature._text import table  # noqa: E402
 from signature.capture import PINNED_THREADS_ENV  # noqa: E402
 
 # (name, script, args) at the bundled traces' original workloads
@@ -77,22 +96,124 @@ def run_traced(cmd: list[str], nprocs: int, tmp: Path, k: int) -> tuple[float, f
     return app_time(log.read_text(), " ".join(cmd)), float(np.median(bursts))
 
 
-def call_cost(n: int) -> tuple[float, float]:
+#: call_cost configurations: name -> (traced, SIGEX_CPU_SAMPLE_MIN_US, SIGEX_NO_PERF)
+COST_CONFIGS = {"untraced": (False, "", ""), "always": (True, "0", ""), "lazy": (True, "", ""),
+                "always_clock": (True, "0", "1")}
+
+
+def call_cost(n: int, best_of: int = 5, configs=("untraced", "always", "lazy")) -> dict[str, float]:
+    """ns per call of ``call_cost``, for sends (``send_<config>``) and polls (``test_<config>``):
+    untraced, traced sampling always (perf events), lazily, and always with the clocks
+    (``always_clock``: CLOCK_THREAD_CPUTIME_ID and getrusage, what a lazy reading costs at most)."""
     exe = Path(tempfile.mkdtemp()) / "call_cost"
     subprocess.run(["mpicc", "-O2", "-o", str(exe), str(ROOT / "bench/c/call_cost.c")], check=True)
-
-    def ns(extra: list[str]) -> float:
-        out = subprocess.run(["mpiexec", "-n", "1", *extra, str(exe), str(n)], capture_output=True,
-                             text=True, check=True).stdout
-        return float(out.split()[-1])
-
-    plain = min(ns([]) for _ in range(3))
-    raw = tempfile.mkdtemp()
     lib = str(tracer_library())
-    traced = min(ns(["-genv", "LD_PRELOAD", lib, "-genv", "SIGEX_TRACE_DIR", raw]) for _ in range(3))
-    shutil.rmtree(raw, ignore_errors=True)
+    out: dict[str, float] = {}
+    for mode in ("send", "test"):
+        for how in configs:
+            traced, min_us, no_perf = COST_CONFIGS[how]
+            best = float("inf")
+            for _ in range(best_of):
+                raw = tempfile.mkdtemp()
+                env = [] if not traced else [
+                    "-genv", "LD_PRELOAD", lib, "-genv", "SIGEX_TRACE_DIR", raw,
+                    "-genv", "SIGEX_CPU_SAMPLE_MIN_US", min_us, "-genv", "SIGEX_NO_PERF", no_perf]
+                res = subprocess.run(["mpiexec", "-n", "1", *env, str(exe), str(n), mode],
+                                     capture_output=True, text=True, check=True)
+                best = min(best, float(res.stdout.split()[-1]))
+                shutil.rmtree(raw, ignore_errors=True)
+            out[f"{mode}_{how}"] = best
     shutil.rmtree(exe.parent, ignore_errors=True)
-    return plain, traced
+    return out
+
+
+def unit_costs(n: int = 300_000) -> dict[str, float]:
+    """Seconds the lazily sampling tracer adds per event, per extra poll of a held loop and
+    per clock reading (at most: CLOCK_THREAD_CPUTIME_ID plus getrusage), from ``call_cost``."""
+    c = call_cost(n, configs=("untraced", "lazy", "always_clock"))
+    return {"event_s": 1e-9 * (c["send_lazy"] - c["send_untraced"]),
+            "poll_s": 1e-9 * (c["test_lazy"] - c["test_untraced"]),
+            "sample_s": 1e-9 * (c["send_always_clock"] - c["send_lazy"]) / 2}
+
+
+def switch_cost(n: int = 200_000, best_of: int = 5) -> dict[str, float]:
+    """ns per context switch of two processes yielding one CPU to each other
+    (``bench/c/switch_cost.c``): bare, with the tracer's perf_event_open group open (the
+    always-sampling tracer), and with its rseq critical-section pointer armed (lazy)."""
+    exe = Path(tempfile.mkdtemp()) / "switch_cost"
+    subprocess.run(["cc", "-O2", "-o", str(exe), str(ROOT / "bench/c/switch_cost.c")], check=True)
+    out = {}
+    for mode in ("none", "perf", "rseq"):
+        runs = [subprocess.run([str(exe), mode, str(n)], capture_output=True, text=True)
+                for _ in range(best_of)]
+        ok = [float(r.stdout.split()[-1]) for r in runs if r.returncode == 0]
+        out[mode] = min(ok) if ok else float("nan")
+    shutil.rmtree(exe.parent, ignore_errors=True)
+    return out
+
+
+#: burst length classes of the accuracy table (seconds)
+CLASSES = [(0, 20e-6), (20e-6, 200e-6), (200e-6, 2e-3), (2e-3, float("inf"))]
+
+
+def accuracy(name: str, cmd: list[str], nprocs: int, folder: Path) -> list[dict]:
+    """Trace ``cmd`` in check mode; per burst-length class: bursts, share estimated,
+    |lazy - always| median, 99th percentile and max, and the class's CPU-time sums."""
+    log = folder / f"{name}.out"
+    env_keys = ("SIGEX_CPU_SAMPLE_CHECK",)
+    os.environ["SIGEX_CPU_SAMPLE_CHECK"] = "1"
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        with open(log, "w") as out:
+            res = trace_run(cmd, nprocs, folder / f"{name}-check.h5", overwrite=True, keep_raw=True,
+                            stdout=out)
+    finally:
+        os.chdir(here)
+        for k in env_keys:
+            os.environ.pop(k, None)
+    if not res.ok:
+        raise SystemExit(f"{name}: traced run failed: {res.trace.meta.get('incomplete_reason')}")
+    t = res.trace
+    check = read_cpu_check(res.path.with_name(res.path.name + ".raw"))
+    shutil.rmtree(res.path.with_name(res.path.name + ".raw"), ignore_errors=True)
+    b = t.events["seq"] > 0
+    wall, lazy, exact = t.events["t_comp"][b], t.events["t_cpu"][b], check["t_cpu"]
+    err = np.abs(lazy - exact)
+    rows = []
+    for lo, hi in CLASSES + [(0, float("inf"))]:
+        sel = (wall >= lo) & (wall < hi)
+        if not sel.any():
+            continue
+        rows.append({
+            "program": name, "P": nprocs,
+            "bursts": "all" if (lo, hi) == (0, float("inf")) else f"{lo * 1e6:g}-{hi * 1e6:g} us",
+            "n": int(sel.sum()), "estimated_share": float(np.mean(lazy[sel] == wall[sel])),
+            "err_median_us": 1e6 * float(np.median(err[sel])),
+            "err_p99_us": 1e6 * float(np.percentile(err[sel], 99)),
+            "err_max_us": 1e6 * float(err[sel].max()),
+            "cpu_always_s": float(exact[sel].sum()), "cpu_lazy_s": float(lazy[sel].sum()),
+            "ctx_always": int(check["ctx_switches"][sel].sum()),
+            "ctx_lazy": int(t.events["ctx_switches"][b][sel].sum()),
+        })
+    return rows
+
+
+def accuracy_cases(nprocs: int, folder: Path) -> list[tuple[str, list[str], int, Path]]:
+    """The examples at ``nprocs`` and, where LAMMPS is installed, melt and peptide at P = 4."""
+    cases = []
+    for name, script, args in CASES[:2]:
+        cases.append((name, [sys.executable, str(ROOT / "examples" / script), *args], nprocs, folder))
+    from validate_apps import APPS  # noqa: E402  (bench/ is on sys.path when run as a script)
+    for name in ("melt", "peptide"):
+        app = APPS[name]
+        if app.available():
+            continue
+        sub = folder / name
+        sub.mkdir()
+        app.setup(sub)
+        cases.append((name, ["lmp", "-in", f"in.{name}", "-log", "none"], 4, sub))
+    return cases
 
 
 def main() -> None:
@@ -100,12 +221,14 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--nprocs", type=int, default=2,
                     help="ranks (default 2: one per core here; oversubscribed wall times are noise)")
-    ap.add_argument("--calls", type=int, default=200_000)
+    ap.add_argument("--calls", type=int, default=1_000_000)
+    ap.add_argument("--skip-ratio", action="store_true", help="only the per-call cost and accuracy")
+    ap.add_argument("--skip-accuracy", action="store_true")
     opts = ap.parse_args()
-    rows = []
+    rows, acc = [], []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        for name, script, args in CASES:
+        for name, script, args in ([] if opts.skip_ratio else CASES):
             cmd = [sys.executable, str(ROOT / "examples" / script), *args]
             plain, traced, bursts = [], [], []
             for k in range(opts.repeat):  # interleaved, alternating which goes first
@@ -123,22 +246,51 @@ def main() -> None:
                 "ratio": statistics.median(traced) / statistics.median(plain),
                 "median_burst_ms": 1e3 * statistics.median(bursts),
             })
-    plain_ns, traced_ns = call_cost(opts.calls)
-    print(f"{'example':10s} {'P':>3s} {'untraced (s)':>13s} {'traced (s)':>11s} {'ratio':>7s} "
-          f"{'median burst (ms)':>18s}")
-    for r in rows:
-        print(f"{r['example']:10s} {r['nprocs']:3d} {r['untraced_s']:13.4f} {r['traced_s']:11.4f} "
-              f"{r['ratio']:7.3f} {r['median_burst_ms']:18.3f}")
-    print(f"\none intercepted call (MPI_Send to MPI_PROC_NULL, P=1): untraced {plain_ns:.0f} ns, "
-          f"traced {traced_ns:.0f} ns, tracer cost {traced_ns - plain_ns:.0f} ns per call")
+        if not opts.skip_accuracy:
+            for case in accuracy_cases(opts.nprocs, tmp):
+                acc += accuracy(*case)
+    cost = call_cost(opts.calls, configs=("untraced", "always", "lazy", "always_clock"))
+    switch = switch_cost()
+    if rows:
+        print(f"{'example':10s} {'P':>3s} {'untraced (s)':>13s} {'traced (s)':>11s} {'ratio':>7s} "
+              f"{'median burst (ms)':>18s}")
+        for r in rows:
+            print(f"{r['example']:10s} {r['nprocs']:3d} {r['untraced_s']:13.4f} {r['traced_s']:11.4f} "
+                  f"{r['ratio']:7.3f} {r['median_burst_ms']:18.3f}")
+        print()
+    print("one intercepted call at P=1, ns (best of 5):")
+    print(f"{'call':34s} {'untraced':>9s} {'always':>9s} {'clocks':>9s} {'lazy':>9s} "
+          f"{'tracer always':>14s} {'tracer lazy':>12s}")
+    for mode, what in (("send", "MPI_Send to MPI_PROC_NULL (event)"),
+                       ("test", "MPI_Test, nothing arrives (poll)")):
+        u, a, k, z = (cost[f"{mode}_{h}"] for h in ("untraced", "always", "always_clock", "lazy"))
+        print(f"{what:34s} {u:9.0f} {a:9.0f} {k:9.0f} {z:9.0f} {a - u:14.0f} {z - u:12.0f}")
+    print("(always: both ends of every call read through perf_event_open, the tracer before lazy "
+          "sampling; clocks: the same through CLOCK_THREAD_CPUTIME_ID and getrusage)")
+    print(f"\none context switch (two processes yielding one CPU, best of 5): bare "
+          f"{switch['none']:.0f} ns, with the perf group open {switch['perf']:.0f} ns, with the "
+          f"rseq pointer armed {switch['rseq']:.0f} ns")
+    if acc:
+        print("\nburst CPU time, lazy vs always-sampled in the same run (SIGEX_CPU_SAMPLE_CHECK=1):")
+        head = ("program", "P", "bursts", "n", "estimated", "|err| median us", "p99 us", "max us",
+                "CPU always s", "CPU lazy s", "ctx always", "ctx lazy")
+        print(table(list(head), [
+            (r["program"], str(r["P"]), r["bursts"], str(r["n"]), f"{100 * r['estimated_share']:.1f}%",
+             f"{r['err_median_us']:.3f}", f"{r['err_p99_us']:.2f}", f"{r['err_max_us']:.1f}",
+             f"{r['cpu_always_s']:.4f}", f"{r['cpu_lazy_s']:.4f}", str(r["ctx_always"]),
+             str(r["ctx_lazy"])) for r in acc]))
     long_bursts = [r for r in rows if r["median_burst_ms"] >= 1.0]
     print(json.dumps({
         "bench": "tracer_overhead",
         "examples": rows,
-        "call_ns_untraced": plain_ns, "call_ns_traced": traced_ns,
-        "tracer_ns_per_call": traced_ns - plain_ns,
+        "call_ns": cost,
+        "tracer_ns_per_call_always": cost["send_always"] - cost["send_untraced"],
+        "tracer_ns_per_call_lazy": cost["send_lazy"] - cost["send_untraced"],
+        "tracer_ns_per_poll_lazy": cost["test_lazy"] - cost["test_untraced"],
+        "switch_ns": switch,
+        "accuracy": acc,
         "goal": {"ratio_max_where_bursts_ge_1ms": 1.05},
-        "goal_met": all(r["ratio"] < 1.05 for r in long_bursts),
+        "goal_met": all(r["ratio"] < 1.05 for r in long_bursts) if long_bursts else None,
         "max_ratio_where_bursts_ge_1ms": max((r["ratio"] for r in long_bursts), default=None),
     }))
 

@@ -18,16 +18,24 @@ bench runs the app untraced and traced with the same launcher and environment, a
 reports: the trace complete, its events, the calls sigex does not model (MPI
 functions that communicate and that sigex only counted; goal 0), the tracing
 overhead (traced / untraced launcher wall time - 1, best of ``--reps`` alternating runs,
-after one untraced warm-up run that fills the page cache; goal <= 5%)
-and the application's own account of itself beside the trace's (LAMMPS steps and
+after one untraced warm-up run that fills the page cache; goal <= 5%), the same for the
+CPU time of the launcher and its ranks (less disturbed than wall time when other work
+shares the machine, though ranks that spin while they wait spend more of it when their
+peers are descheduled), the tracer's own work as a share of the untraced run's CPU time
+(its events, held polls and clock readings times their unit costs, measured with
+``bench/tracer_overhead.py``'s ``call_cost``: undisturbed by other load, but without
+start-up, write-back and cache effects), how the tracer
+sampled burst CPU times (lazily by default, with the share of bursts estimated; see
+docs/trace-format.md) and the application's own account of itself beside the trace's (LAMMPS steps and
 neighbour-list builds; GROMACS domain-decomposition grid and PME ranks; hpcc P x Q).
 
-Runs and traces are cached in ``bench/_apps/`` (``--force`` redoes them). As every
-bench: a table, then one JSON line with the figures and the goals.
+Runs and traces are cached in ``bench/_apps/`` (``--force`` redoes them; ``--out`` caches
+elsewhere). As every bench: a table, then one JSON line with the figures and the goals.
 
     python bench/validate_apps.py                      # everything (about 15 minutes here)
     python bench/validate_apps.py --apps melt --p 4 8  # a part
     python bench/validate_apps.py --part signature     # signatures of the cached traces
+    SIGEX_CPU_SAMPLE_MIN_US=0 python bench/validate_apps.py --out /tmp/always  # sampling always
 
 The signature part (``--part signature``) extracts each cached trace's signature and
 sets it beside the application's own account: coverage (the share of the run's time
@@ -44,6 +52,7 @@ import dataclasses
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -226,15 +235,22 @@ APPS = {
 }
 
 
-def _timed(argv, env, folder: Path, log: Path) -> tuple[int, float]:
-    t0 = time.perf_counter()
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of the finished child processes so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _timed(argv, env, folder: Path, log: Path) -> tuple[int, float, float]:
+    """Exit status, wall seconds and CPU seconds of the launcher and its ranks."""
+    c0, t0 = _children_cpu(), time.perf_counter()
     with open(log, "w") as f:
         rc = subprocess.run(argv, env=env, cwd=folder, stdout=f, stderr=subprocess.STDOUT).returncode
-    return rc, time.perf_counter() - t0
+    return rc, time.perf_counter() - t0, _children_cpu() - c0
 
 
-def measure(app: App, P: int, reps: int, force: bool) -> dict:
-    folder = OUT / app.name / f"P{P}"
+def measure(app: App, P: int, reps: int, force: bool, out: Path = OUT) -> dict:
+    folder = out / app.name / f"P{P}"
     record = folder / "result.json"
     if record.exists() and not force:
         return json.loads(record.read_text())
@@ -248,7 +264,7 @@ def measure(app: App, P: int, reps: int, force: bool) -> dict:
     command = app.command(folder, P)
     launch = launch_for(command)
     env = run_environment(P)
-    untraced, traced = [], []
+    untraced, traced, cpu_untraced, cpu_traced = [], [], [], []
     trace_path = folder / f"P{P}.h5"
     here = os.getcwd()
     os.chdir(folder)  # the apps read and write files where they run
@@ -256,15 +272,18 @@ def measure(app: App, P: int, reps: int, force: bool) -> dict:
         _timed(launch.argv(command, P, (), env), launch.environment(env), folder,
                folder / "warmup.out")
         for rep in range(reps):
-            rc, wall = _timed(launch.argv(command, P, (), env), launch.environment(env), folder,
-                              folder / "untraced.out")
+            rc, wall, cpu = _timed(launch.argv(command, P, (), env), launch.environment(env),
+                                   folder, folder / "untraced.out")
             if rc != 0:
                 raise SystemExit(f"{app.name} P={P}: the untraced run failed (exit {rc}); see "
                                  f"{folder / 'untraced.out'}")
             untraced.append(wall)
+            cpu_untraced.append(cpu)
+            c0 = _children_cpu()  # the launcher and its ranks (trace assembly is in this process)
             with open(folder / "traced.out", "w") as f:
                 res = trace_run(command, P, trace_path, overwrite=True, stdout=f, app=app.name)
             traced.append(res.wall_time)
+            cpu_traced.append(_children_cpu() - c0)
     finally:
         os.chdir(here)
     out_text = (folder / "traced.out").read_text(errors="replace")
@@ -279,11 +298,34 @@ def measure(app: App, P: int, reps: int, force: bool) -> dict:
         "local_calls": sum(c.calls for c in calls if c.local),
         "untraced_s": min(untraced), "traced_s": min(traced),
         "overhead": min(traced) / min(untraced) - 1,
+        "untraced_cpu_s": min(cpu_untraced), "traced_cpu_s": min(cpu_traced),
+        "cpu_overhead": min(cpu_traced) / min(cpu_untraced) - 1,
         "own_account": app.account(folder, out_text),
         "trace_grid": cart, "mpi": t.meta.get("mpi_library", "")[:40],
+        **_tracer_counts(t),
+        "cpu_sampling": t.meta.get("cpu_sampling", "always"),
+        "cpu_bursts_estimated_share": t.meta.get("cpu_bursts_estimated_share", 0.0),
+        "untraced_all_s": untraced, "traced_all_s": traced,
     }
     record.write_text(json.dumps(result, indent=1))
     return result
+
+
+def _tracer_counts(t) -> dict:
+    """What the tracer did in a run: events written, extra polls folded into held events,
+    clock readings (lazily sampled traces record them; else two per event)."""
+    polls = int(t.events["repeat"].sum()) - t.n_events if "repeat" in t.events else 0
+    return {"polls": polls,
+            "cpu_samples": int(t.meta.get("cpu_samples", 2 * t.n_events))}
+
+
+def tracer_work(r: dict, costs: dict) -> float:
+    """CPU seconds the tracer's own work took in a run (all ranks), from its counts and the
+    unit costs measured by ``tracer_overhead.unit_costs``: a figure no other load on the
+    machine disturbs, but which leaves out what the unit costs do not hold (start-up,
+    trace files written back, caches)."""
+    return (r["events"] * costs["event_s"] + r.get("polls", 0) * costs["poll_s"]
+            + r.get("cpu_samples", 0) * costs["sample_s"])
 
 
 def _trace_grid(t) -> str | None:
@@ -308,10 +350,10 @@ def _rebuild_weight(sig) -> int:
     return sum(p.weight for p in sig.loop_phases if "Sendrecv" in p.ops)
 
 
-def signature_row(app: str, P: int) -> dict:
+def signature_row(app: str, P: int, out: Path = OUT) -> dict:
     """The signature of one cached trace beside the application's own account."""
     from signature import extract
-    folder = OUT / app / f"P{P}"
+    folder = out / app / f"P{P}"
     record = json.loads((folder / "result.json").read_text())
     t0 = time.perf_counter()
     sig = extract(load_trace(folder / f"P{P}.h5"))
@@ -339,15 +381,15 @@ def signature_row(app: str, P: int) -> dict:
             "main_loop_missing": sig.main_loop_missing is not None}
 
 
-def signature_part(apps: list[str], Ps: list[int]) -> dict:
+def signature_part(apps: list[str], Ps: list[int], out: Path = OUT) -> dict:
     rows = []
     for app in apps:
         for P in Ps:
-            if not (OUT / app / f"P{P}" / "result.json").exists():
+            if not (out / app / f"P{P}" / "result.json").exists():
                 print(f"{app} P={P}: no cached run (run the capture part first)", file=sys.stderr)
                 continue
             print(f"{app} P={P} ...", file=sys.stderr, flush=True)
-            rows.append(signature_row(app, P))
+            rows.append(signature_row(app, P, out))
     head = ("app", "P", "events", "coverage", "slowest", "app's loop", "Eq. 4 error", "phases (repeated)",
             "largest weights", "app's count", "found", "M events/s")
     table = [head]
@@ -391,6 +433,12 @@ def signature_part(apps: list[str], Ps: list[int]) -> dict:
     }
 
 
+def _sampling(r: dict) -> str:
+    """'lazy, 91% est.' or 'always' (rows cached before lazy sampling have neither key)."""
+    mode = r.get("cpu_sampling", "always")
+    return f"lazy, {100 * r['cpu_bursts_estimated_share']:.0f}% est." if mode == "lazy" else mode
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -403,9 +451,12 @@ def main(argv=None) -> int:
     ap.add_argument("--part", choices=("capture", "signature"), default="capture",
                     help="capture: run and trace the apps (cached); signature: the signatures "
                          "of the cached traces against the apps' own counts")
+    ap.add_argument("--out", type=Path, default=OUT,
+                    help=f"where runs and traces are cached (default {OUT.relative_to(ROOT)}); "
+                         "e.g. another folder for SIGEX_CPU_SAMPLE_MIN_US=0 runs")
     opts = ap.parse_args(argv)
     if opts.part == "signature":
-        summary = signature_part(opts.apps, opts.p)
+        summary = signature_part(opts.apps, opts.p, opts.out)
         print()
         print(json.dumps(summary))
         return 0
@@ -419,18 +470,30 @@ def main(argv=None) -> int:
             continue
         for P in opts.p:
             print(f"{name} P={P} ...", file=sys.stderr, flush=True)
-            rows.append(measure(app, P, opts.reps, opts.force))
+            rows.append(measure(app, P, opts.reps, opts.force, opts.out))
+    costs = None
+    if rows:
+        from tracer_overhead import unit_costs  # noqa: E402  (bench/ is on sys.path)
+        costs = unit_costs()
+        for r in rows:
+            if "polls" not in r:  # cached before the counts were kept
+                r.update(_tracer_counts(load_trace(opts.out / r["app"] / f"P{r['P']}" /
+                                                   f"P{r['P']}.h5", allow_incomplete=True)))
+            r["tracer_work_s"] = tracer_work(r, costs)
+            r["tracer_work_share"] = r["tracer_work_s"] / r["untraced_cpu_s"] if r.get("untraced_cpu_s") else None
     print(f"capture of real applications on {os.cpu_count()} cores "
           f"(P > {os.cpu_count()} is oversubscribed)\n")
     head = ("app", "P", "complete", "events", "not modelled", "untraced s", "traced s", "overhead",
-            "app's own account", "trace")
+            "CPU overhead", "tracer work", "CPU sampling", "app's own account", "trace")
     table = [head]
     for r in rows:
         acc = ", ".join(f"{k}={v}" for k, v in r["own_account"].items() if v is not None)
         table.append((r["app"], str(r["P"]), "yes" if r["complete"] else "NO", f"{r['events']:,}",
                       str(r["unmodelled_calls"]) + (f" ({'; '.join(r['unmodelled'])})" if r["unmodelled"] else ""),
                       f"{r['untraced_s']:.2f}", f"{r['traced_s']:.2f}", f"{100 * r['overhead']:+.1f}%",
-                      acc, f"grid {r['trace_grid']}" if r["trace_grid"] else "-"))
+                      f"{100 * r['cpu_overhead']:+.1f}%" if "cpu_overhead" in r else "-",
+                      f"{100 * r['tracer_work_share']:.2f}%" if r.get("tracer_work_share") is not None else "-",
+                      _sampling(r), acc, f"grid {r['trace_grid']}" if r["trace_grid"] else "-"))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for k, row in enumerate(table):
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
@@ -442,12 +505,16 @@ def main(argv=None) -> int:
         "apps": sorted({r["app"] for r in rows}), "skipped": skipped, "P": opts.p,
         "captured": sum(r["complete"] for r in rows), "runs": len(rows),
         "unmodelled_calls": sum(r["unmodelled_calls"] for r in rows),
+        "unit_costs": costs,
         "overhead_max": over, "overhead_median": sorted(r["overhead"] for r in rows)[len(rows) // 2] if rows else None,
         "goal": {"captured": "every run complete", "unmodelled_calls": 0, "overhead_max": GOAL_OVERHEAD},
         "met": {"captured": bool(rows) and all(r["complete"] for r in rows),
                 "unmodelled_calls": all(r["unmodelled_calls"] == 0 for r in rows),
                 "overhead_max": bool(rows) and over <= GOAL_OVERHEAD},
-        "rows": [{k: r[k] for k in ("app", "P", "complete", "events", "unmodelled_calls", "overhead")}
+        "rows": [{**{k: r[k] for k in ("app", "P", "complete", "events", "unmodelled_calls",
+                                        "overhead")}, "cpu_overhead": r.get("cpu_overhead"),
+                  "tracer_work_share": r.get("tracer_work_share"),
+                  "cpu_sampling": r.get("cpu_sampling", "always")}
                  for r in rows],
     }
     print()

@@ -25,7 +25,8 @@ from .errors import TraceFormatError
 from .trace import (COMPLETION_COLUMNS, COUNTER_COLUMNS, EVENT_COLUMNS, OP_CODE, OPS,
                     CommTable, Trace)
 
-__all__ = ["assemble", "RAW_EVENT_DTYPE", "RAW_COMPLETION_DTYPE", "pmu_diagnosis"]
+__all__ = ["assemble", "RAW_EVENT_DTYPE", "RAW_COMPLETION_DTYPE", "RAW_CPUCHECK_DTYPE",
+           "pmu_diagnosis", "read_cpu_check"]
 
 #: struct sigex_event of the tracer, field by field.
 RAW_EVENT_DTYPE = np.dtype([
@@ -39,6 +40,9 @@ RAW_EVENT_DTYPE = np.dtype([
 RAW_COMPLETION_DTYPE = np.dtype([
     ("seq", "<i8"), ("req", "<i8"), ("bytes", "<i8"), ("peer", "<i4"), ("tag", "<i4"),
 ])
+#: struct sigex_cpucheck: what the always-sampling tracer would have recorded for the
+#: burst before event ``seq`` (written only with ``SIGEX_CPU_SAMPLE_CHECK=1``).
+RAW_CPUCHECK_DTYPE = np.dtype([("seq", "<i8"), ("t_cpu", "<f8"), ("ctx_switches", "<i8")])
 RAW_VERSION = 1
 
 
@@ -159,6 +163,56 @@ def _add_unmodelled(table: dict, path: Path, rank: int) -> None:
         row["max_rank_seconds"] = max(row["max_rank_seconds"], seconds)
 
 
+def read_cpu_check(raw_dir: str | Path) -> dict[str, np.ndarray]:
+    """The exact burst CPU times a run traced with ``SIGEX_CPU_SAMPLE_CHECK=1`` kept
+    beside its lazily sampled ones: columns ``rank``, ``seq``, ``t_cpu``,
+    ``ctx_switches``, one row per burst (every event but ``Init``), sorted by
+    (rank, seq) as the trace's events are.
+
+    Raises
+    ------
+    TraceFormatError
+        ``raw_dir`` holds no ``rank<r>.cpucheck`` (the run was not traced in check mode;
+        trace it with ``keep_raw=True`` and the variable set).
+    """
+    raw_dir = Path(raw_dir)
+    files = sorted(raw_dir.glob("rank*.cpucheck"), key=lambda p: int(p.stem[4:]))
+    if not files:
+        raise TraceFormatError(f"{raw_dir}: no rank<r>.cpucheck files; trace with "
+                               "SIGEX_CPU_SAMPLE_CHECK=1 and keep the raw files")
+    parts = []
+    for path in files:
+        rec, _ = _records(path, RAW_CPUCHECK_DTYPE)
+        rec = rec[:_used(rec["seq"] != 0)]  # zeros after the last record of a killed rank
+        parts.append((int(path.stem[4:]), np.sort(rec, order="seq")))
+    return {"rank": np.concatenate([np.full(len(r), k, np.int32) for k, r in parts]),
+            "seq": np.concatenate([r["seq"] for _, r in parts]),
+            "t_cpu": np.concatenate([r["t_cpu"] for _, r in parts]),
+            "ctx_switches": np.concatenate([r["ctx_switches"] for _, r in parts])}
+
+
+def _cpu_sampling_meta(rank_meta: list[dict[str, str]], ends: list[dict[str, str]]) -> dict[str, Any]:
+    """How the tracer sampled thread CPU time (see the tracer's lazy sampling) and how
+    many bursts it estimated, summed over the ranks that wrote their end record."""
+    m0 = next((m for m in rank_meta if m), {})
+    if "cpu_sampling" not in m0:  # a tracer from before lazy sampling sampled every boundary
+        return {"cpu_sampling": "always"}
+    n = sum(int(e.get("cpu_bursts", 0)) for e in ends)
+    n_est = sum(int(e.get("cpu_bursts_estimated", 0)) for e in ends)
+    t = sum(float(e.get("cpu_burst_seconds", 0)) for e in ends)
+    t_est = sum(float(e.get("cpu_burst_seconds_estimated", 0)) for e in ends)
+    return {
+        "cpu_sampling": m0["cpu_sampling"],
+        "cpu_sample_min_us": float(m0.get("cpu_sample_min_us", 0)),
+        "cpu_sample_chain_us": float(m0.get("cpu_sample_chain_us", 0)),
+        "cpu_switch_check": m0.get("cpu_switch_check", ""),
+        "cpu_bursts_estimated": n_est,
+        "cpu_bursts_estimated_share": n_est / n if n else 0.0,
+        "cpu_burst_time_estimated_share": t_est / t if t > 0 else 0.0,
+        "cpu_samples": sum(int(e.get("cpu_samples", 0)) for e in ends),
+    }
+
+
 def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
     """Build a :class:`Trace` from a directory of raw per-rank tracer files.
 
@@ -215,6 +269,7 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
     comm_defs: list[tuple] = []
     hosts: list[str] = []
     rank_meta = []
+    ends: list[dict[str, str]] = []
     unmodelled: dict[str, dict[str, Any]] = {}
     for r in range(P):
         mp = raw_dir / f"rank{r}.meta"
@@ -243,6 +298,7 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
         end = raw_dir / f"rank{r}.end"
         if end.exists():
             e = _read_kv(end)
+            ends.append(e)
             if int(e.get("events", -1)) != len(ev) or int(e.get("completions", -1)) != len(comp):
                 problems.append(f"rank {r}: end record says {e.get('events')} events but "
                                 f"{len(ev)} were found")
@@ -362,6 +418,7 @@ def assemble(raw_dir: str | Path, meta: dict[str, Any] | None = None) -> Trace:
         # false when the tracer was built without the library's symbol list (no nm, or
         # no libmpi found for the mpicc): calls it does not model were then not counted
         "unmodelled_counted": m0.get("unmodelled_counted") == "1",
+        **_cpu_sampling_meta(rank_meta, ends),
     }
     full_meta.update(meta or {})
     full_meta["complete"] = not problems

@@ -78,6 +78,11 @@ PEER_NULL = -3  # MPI_PROC_NULL: the call moved no data
 
 #: Columns present only when the traced machine had a hardware PMU.
 COUNTER_COLUMNS = ("instr", "cycles", "llc_misses")
+#: Metadata of how the tracer took burst CPU times (docs/trace-format.md: lazy
+#: CPU-time sampling); a captured trace without them was sampled at every boundary.
+_CPU_SAMPLING_META = ("cpu_sampling", "cpu_sample_min_us", "cpu_sample_chain_us",
+                      "cpu_switch_check", "cpu_bursts_estimated", "cpu_bursts_estimated_share",
+                      "cpu_burst_time_estimated_share", "cpu_samples")
 
 #: Event columns and their dtypes, in file order.
 EVENT_COLUMNS: dict[str, np.dtype] = {
@@ -343,6 +348,7 @@ class Trace:
             "work_mode": self.work_mode,
             "counters_available": self.has_counters,
             "counters_reason": self.meta.get("counters_reason"),
+            "cpu_sampling": {k: self.meta[k] for k in _CPU_SAMPLING_META if k in self.meta},
             "complete": self.complete,
             "incomplete_reason": self.meta.get("incomplete_reason"),
             "events": self.n_events,

@@ -58,6 +58,8 @@ def show_text(trace, all_ranks: bool) -> str:
         out.append("  work mode   CPU-time: burst work is thread CPU time "
                    f"({m.get('cpu_time_source', '?')})")
         out.append(f"              no hardware counters: {s['counters_reason'] or 'no reason recorded'}")
+    if s["trace_kind"] == "captured":
+        out.append(f"  CPU sampling {cpu_sampling_line(m)}")
     out.append(f"  complete    {'yes' if s['complete'] else 'NO: ' + str(s['incomplete_reason'])}")
     runtime = "not run" if s["runtime"] is None else f"{s['runtime']:.4f} s"
     out.append(f"  events      {s['events']:,} ({s['events'] / max(1, s['nprocs']):.0f} per rank)"
@@ -90,6 +92,19 @@ def show_text(trace, all_ranks: bool) -> str:
     if P > 16 and not all_ranks:
         out.append(f"  ({P} ranks: min/median/max by busy time shown; --ranks lists all)")
     return "\n".join(out)
+
+
+def cpu_sampling_line(meta) -> str:
+    """How the tracer took burst CPU times (docs/trace-format.md, lazy CPU-time sampling)."""
+    mode = meta.get("cpu_sampling", "always")
+    if mode != "lazy":
+        return f"{mode}: every burst's CPU time read at both ends"
+    return (f"lazy: bursts and calls shorter than {meta.get('cpu_sample_min_us', 0):g} us without a "
+            f"context switch (seen by {meta.get('cpu_switch_check') or '?'}) are not read; "
+            f"{meta.get('cpu_bursts_estimated', 0):,} bursts "
+            f"({100 * meta.get('cpu_bursts_estimated_share', 0.0):.1f}%, "
+            f"{100 * meta.get('cpu_burst_time_estimated_share', 0.0):.2f}% of burst time) "
+            "have their wall time as CPU time")
 
 
 def unmodelled_lines(meta, runtime) -> list[str]:

@@ -13,7 +13,9 @@
  * that preceded the call: wall time, thread CPU time, context switches and,
  * where the kernel has a hardware PMU, instructions, cycles and LLC misses
  * (perf_event_open on the calling thread).  Where the PMU is missing the
- * columns are not written and the kernel's reason is recorded.
+ * columns are not written and the kernel's reason is recorded, and the CPU
+ * time is read lazily: only at boundaries that end a long interval or follow
+ * a context switch (see "lazy CPU-time sampling" below).
  *
  * Output (directory $SIGEX_TRACE_DIR, one set of files per world rank r):
  *   rank<r>.meta         key=value text written at MPI_Init
@@ -23,6 +25,8 @@
  *                       started by Startall
  *   rank<r>.comms        one text line per communicator seen and per user
  *                        region name (signature.region)
+ *   rank<r>.cpucheck     with SIGEX_CPU_SAMPLE_CHECK=1 only: the always-sampled
+ *                        CPU time of every burst, to measure the lazy one
  *   rank<r>.end          written last, at MPI_Finalize: the run is complete
  * Binary streams are written through shared file mappings (see ms_write),
  * so that a rank killed by the launcher loses none of its recorded events.
@@ -231,7 +235,18 @@ static struct {
   FILE *f_comms;
   char dir[4096];
   /* counters */
-  int sw_fd, hw_fd, hw_ok, sw_ok, n_sw, n_hw;
+  int sw_fd, sw_fd2, hw_fd, hw_ok, sw_ok, n_sw, n_hw;
+  /* lazy CPU-time sampling (see cpu_burst_end) */
+  double cpu_min_s;   /* T: an interval shorter than this ends without a sample (0: always) */
+  double cpu_chain_s; /* bound on the estimated time between two real samples */
+  double est;         /* wall time of the intervals estimated since the last real sample */
+  int64_t n_bursts, n_bursts_est, n_samples;
+  double t_bursts, t_bursts_est;
+  int check;          /* SIGEX_CPU_SAMPLE_CHECK: also sample always, write rank<r>.cpucheck */
+  int64_t ctx_known;  /* context switches so far while rseq watches them, else -1 */
+  int switch_seen;    /* rseq saw a switch since getrusage was last read */
+  sample_t ref;       /* the always-sampling tracer's last sample (check mode) */
+  mstream m_check;
   /* communicators */
   comm_entry **comms;
   int ncomms, capcomms;
@@ -243,8 +258,8 @@ static struct {
   MPI_Request *scratch_req;
   MPI_Status *scratch_st;
   int scratch_n;
-} g = {.sw_fd = -1, .hw_fd = -1, .m_events = {.fd = -1}, .m_compl = {.fd = -1},
-       .m_lists = {.fd = -1}};
+} g = {.sw_fd = -1, .sw_fd2 = -1, .hw_fd = -1, .ctx_known = -1, .m_events = {.fd = -1}, .m_compl = {.fd = -1},
+       .m_lists = {.fd = -1}, .m_check = {.fd = -1}};
 
 static inline double wall_now(void) {
   struct timespec ts;
@@ -341,6 +356,7 @@ static void perf_setup(char *sw_reason, char *hw_reason, size_t n) {
     if (fd >= 0) {
       g.sw_ok = 1;
       g.n_sw = 2;
+      g.sw_fd2 = fd;
       ioctl(g.sw_fd, PERF_EVENT_IOC_ENABLE, PERF_IOC_FLAG_GROUP);
     } else {
       snprintf(sw_reason, n,
@@ -385,8 +401,14 @@ static void sample(sample_t *s) {
     struct rusage ru;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     s->cpu = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    getrusage(RUSAGE_THREAD, &ru);
-    s->ctx = ru.ru_nvcsw + ru.ru_nivcsw;
+    if (g.ctx_known >= 0 && !g.switch_seen) {
+      s->ctx = g.ctx_known; /* rseq saw no switch since the count was read */
+    } else {
+      getrusage(RUSAGE_THREAD, &ru);
+      s->ctx = ru.ru_nvcsw + ru.ru_nivcsw;
+      if (g.ctx_known >= 0) g.ctx_known = s->ctx;
+      g.switch_seen = 0;
+    }
   }
   if (g.hw_ok && read(g.hw_fd, buf, sizeof(uint64_t) * (1 + g.n_hw)) > 0) {
     s->instr = (int64_t)buf[1];
@@ -618,6 +640,157 @@ static void req_complete(MPI_Request h, const MPI_Status *st, int64_t seq) {
 /* ---- event begin/end ----------------------------------------------------- */
 typedef struct sigex_event ev_t;
 
+/* ---- lazy CPU-time sampling ----------------------------------------------
+ * Reading the thread's CPU time is a system call (a read of the
+ * perf_event_open group, ~0.2 us here, or clock_gettime(CLOCK_THREAD_
+ * CPUTIME_ID) where perf is refused; VMs without user-space rdpmc have no
+ * cheaper way), and an event has two boundaries: the call's entry ends the
+ * burst before it, its exit ends the call.  Sampled at both, that is more
+ * than half of the tracer's cost per call.  But a thread cannot be
+ * descheduled and run again inside an interval shorter than the time slice
+ * of the thread that displaces it, so over an interval shorter than T its
+ * CPU time is its wall time and it saw no context switch, up to interrupt
+ * noise.  A boundary is therefore sampled only when the interval ending
+ * there lasted T or more of wall time (CLOCK_MONOTONIC, read through the
+ * vDSO), or when the intervals estimated since the last real sample add up
+ * to cpu_chain_s (so that an error cannot accumulate).  An estimated burst
+ * gets its wall time as CPU time and 0 context switches; a sampled burst
+ * gets the CPU time since the last real sample minus the wall time of the
+ * intervals estimated in between (exact when those were on the CPU, as T
+ * makes them), and every context switch since the last real sample.
+ * T is $SIGEX_CPU_SAMPLE_MIN_US (0: sample every boundary), the bound
+ * $SIGEX_CPU_SAMPLE_CHAIN_US.  With hardware counters every boundary is
+ * sampled: instructions and cycles cannot be estimated from wall time.
+ * $SIGEX_CPU_SAMPLE_CHECK=1 samples every boundary too and writes what the
+ * always-sampling tracer would have recorded to rank<r>.cpucheck, one
+ * record per burst (see trace-format.md), so that the lazy figures can be
+ * compared with exact ones of the same run. */
+#define SIGEX_CPU_SAMPLE_MIN_US_DEFAULT 20.0
+#define SIGEX_CPU_SAMPLE_CHAIN_US_DEFAULT 1000.0
+
+/* Where the C library has registered a restartable-sequences area for the
+ * thread (glibc >= 2.35), a context switch is also seen directly, without a
+ * system call: the tracer points the area's rseq_cs at a descriptor of a
+ * critical section that never runs, and the kernel clears that pointer when
+ * it returns the thread to user space after a preemption, a block, a
+ * migration or a signal (rseq(2): a critical-section pointer whose IP range
+ * does not hold the current IP is cleared).  A boundary whose interval saw
+ * the pointer cleared is sampled, whatever its length; so an estimated
+ * interval is one the thread spent on the CPU, up to interrupts. */
+#if defined(__has_include)
+#if __has_include(<sys/rseq.h>) && (defined(__x86_64__) || defined(__aarch64__))
+#include <sys/rseq.h>
+#define SIGEX_RSEQ 1
+#endif
+#endif
+#ifdef SIGEX_RSEQ
+#define SIGEX_STR2(x) #x
+#define SIGEX_STR(x) SIGEX_STR2(x)
+/* The critical section: code that is never executed, the abort signature the
+ * kernel checks before the abort address, and the abort address. */
+__asm__(".pushsection .text\n.balign 16\n"
+        "sigex_rseq_cs_start:\n nop\n nop\n nop\n nop\n"
+        ".long " SIGEX_STR(RSEQ_SIG) "\n"
+        "sigex_rseq_cs_abort:\n nop\n nop\n"
+        ".popsection\n");
+extern char sigex_rseq_cs_start[] __attribute__((visibility("hidden")));
+extern char sigex_rseq_cs_abort[] __attribute__((visibility("hidden")));
+static struct rseq_cs rseq_desc;
+static volatile struct rseq *rseq_area;
+
+static const char *rseq_setup(void) {
+  if (__rseq_size == 0) return "none: no rseq area registered (GLIBC_TUNABLES=glibc.pthread.rseq=0?)";
+  rseq_desc.version = 0;
+  rseq_desc.flags = 0;
+  rseq_desc.start_ip = (uintptr_t)sigex_rseq_cs_start;
+  rseq_desc.post_commit_offset = 4;
+  rseq_desc.abort_ip = (uintptr_t)sigex_rseq_cs_abort;
+  rseq_area = (volatile struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+  rseq_area->rseq_cs = (uintptr_t)&rseq_desc;
+  if (!g.sw_ok) { /* count switches with getrusage only after rseq saw one */
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    g.ctx_known = ru.ru_nvcsw + ru.ru_nivcsw;
+  }
+  return "rseq";
+}
+
+/* 1 if the thread left the CPU since the last call (and re-arm). */
+static inline int cpu_switched(void) {
+  if (!rseq_area || rseq_area->rseq_cs == (uintptr_t)&rseq_desc) return 0;
+  rseq_area->rseq_cs = (uintptr_t)&rseq_desc;
+  g.switch_seen = 1;
+  return 1;
+}
+#else
+static const char *rseq_setup(void) { return "none: the C library has no rseq (glibc < 2.35)"; }
+static inline int cpu_switched(void) { return 0; }
+#endif
+
+struct sigex_cpucheck {
+  int64_t seq;          /* the event whose preceding burst this is */
+  double t_cpu;         /* its CPU time, sampled at both ends */
+  int64_t ctx_switches;
+};
+
+static inline int cpu_must_sample(double dt) {
+  if (g.cpu_min_s <= 0) return 1;
+  return cpu_switched() | (dt >= g.cpu_min_s) | (g.est + dt >= g.cpu_chain_s);
+}
+
+/* The burst before event e ended now, after dt s of wall time. */
+static inline void cpu_burst_end(ev_t *e, double dt) {
+  sample_t s;
+  int real = cpu_must_sample(dt);
+  g.n_bursts++;
+  g.t_bursts += dt;
+  if (real || g.check) sample(&s);
+  if (g.check) {
+    struct sigex_cpucheck c = {e->seq, s.cpu - g.ref.cpu, s.ctx - g.ref.ctx};
+    ms_write(&g.m_check, &c, sizeof c);
+    g.ref = s;
+  }
+  if (!real) {
+    e->t_cpu = dt;
+    e->ctx_switches = 0;
+    e->instr = e->cycles = e->llc_misses = -1; /* never: counters sample always */
+    g.est += dt;
+    g.n_bursts_est++;
+    g.t_bursts_est += dt;
+    return;
+  }
+  g.n_samples++;
+  e->t_cpu = s.cpu - g.last.cpu - g.est;
+  if (e->t_cpu < 0) e->t_cpu = 0; /* an estimated interval was off the CPU after all */
+  e->ctx_switches = s.ctx - g.last.ctx;
+  if (g.hw_ok) {
+    e->instr = s.instr - g.last.instr;
+    e->cycles = s.cycles - g.last.cycles;
+    e->llc_misses = s.llc - g.last.llc;
+  } else {
+    e->instr = e->cycles = e->llc_misses = -1;
+  }
+  g.last = s;
+  g.est = 0;
+}
+
+/* The sample that starts the next burst, taken now (in check mode g.ref was
+ * just taken: the same reading). */
+static inline void cpu_take(void) {
+  g.n_samples++;
+  if (g.check) g.last = g.ref;
+  else sample(&g.last);
+  g.est = 0;
+}
+
+/* A call ended now after dt s: the next burst starts here. */
+static inline void cpu_call_end(double dt) {
+  int must = cpu_must_sample(dt); /* first: it notes a switch before any reading */
+  if (g.check) sample(&g.ref);
+  if (must) cpu_take();
+  else g.est += dt;
+}
+
 /* Polling loops (MPI_Test*, MPI_Iprobe and MPI_Improbe called again and again
  * until something arrives: hpcc's RandomAccess makes 4 million such calls at
  * P = 4) are held, not written: a poll that finds nothing becomes one event
@@ -626,8 +799,9 @@ typedef struct sigex_event ev_t;
  * communicator) only extend it, without reading the counters.  The first
  * poll that finds something, or any other MPI call, writes the held event.
  * The CPU-time sample that starts the next burst is refreshed at most every
- * POLL_SAMPLE_S of polling, so a burst after a loop may include up to that
- * much of the loop's CPU time. */
+ * POLL_SAMPLE_S of polling (poll_again), so a burst after a loop may include
+ * up to that much of the loop's CPU time (sampling every boundary), or be
+ * short of that much where the loop's last polls lost the CPU (lazily). */
 #define POLL_SAMPLE_S 20e-6
 static struct {
   int active, op;
@@ -652,28 +826,36 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
   g.depth = 1;
   if (poll.active) poll_flush();
   double now = wall_now();
-  sample_t s;
-  sample(&s);
   memset(e, 0, sizeof *e);
   e->seq = g.seq;
   e->op = op;
   e->t_start = now - g.t0;
   e->t_comp = now - g.last_end;
-  e->t_cpu = s.cpu - g.last.cpu;
-  e->ctx_switches = s.ctx - g.last.ctx;
-  if (g.hw_ok) {
-    e->instr = s.instr - g.last.instr;
-    e->cycles = s.cycles - g.last.cycles;
-    e->llc_misses = s.llc - g.last.llc;
-  } else {
-    e->instr = e->cycles = e->llc_misses = -1;
-  }
+  cpu_burst_end(e, e->t_comp);
   e->peer = e->recv_peer = e->root = PEER_NONE;
   e->tag = -1;
   e->req = -1;
   g.cur = comm_get(comm);
   e->comm = g.cur ? g.cur->id : -1;
   return 1;
+}
+
+/* Another poll of a held loop ended now.  The sample that starts the next
+ * burst is refreshed every POLL_SAMPLE_S of polling, lazily sampled or not:
+ * a poll loop under an oversubscribed MPI yields the CPU at every poll, and
+ * sampling at each of those switches would cost more than the refresh. In
+ * between, lazily, the loop's intervals are estimated; a switch since the
+ * last refresh makes the next boundary sample (the rseq pointer stays
+ * cleared until then). */
+static inline void poll_again(double now) {
+  if (now - poll.sampled > POLL_SAMPLE_S) {
+    poll.sampled = now;
+    (void)cpu_switched(); /* re-arm, noting a switch before the reading */
+    if (g.check) sample(&g.ref);
+    cpu_take();
+  } else if (g.cpu_min_s > 0) {
+    g.est += now - g.last_end;
+  }
 }
 
 /* A poll with a held twin: no counter read; e->seq is the next seq (the held
@@ -707,10 +889,7 @@ static void poll_end(ev_t *e, int fast, int op, uintptr_t k1, int64_t k2) {
     if (fast) {
       poll.ev.t_comm = now - g.t0 - poll.ev.t_start;
       poll.ev.repeat++;
-      if (now - poll.sampled > POLL_SAMPLE_S) {
-        sample(&g.last);
-        poll.sampled = now;
-      }
+      poll_again(now);
     } else {
       poll_flush();
       e->t_comm = now - g.t0 - e->t_start;
@@ -722,7 +901,7 @@ static void poll_end(ev_t *e, int fast, int op, uintptr_t k1, int64_t k2) {
       poll.active = 1;
       g.nevents++;
       g.seq++;
-      sample(&g.last);
+      cpu_call_end(e->t_comm);
       poll.sampled = now;
     }
     g.last_end = now;
@@ -730,19 +909,9 @@ static void poll_end(ev_t *e, int fast, int op, uintptr_t k1, int64_t k2) {
     return;
   }
   if (fast) { /* the burst before this call was the loop's: wall since the last poll */
-    sample_t s;
     poll_flush();
-    sample(&s);
     e->t_comp = g.t0 + e->t_start - g.last_end;
-    e->t_cpu = s.cpu - g.last.cpu;
-    e->ctx_switches = s.ctx - g.last.ctx;
-    if (g.hw_ok) {
-      e->instr = s.instr - g.last.instr;
-      e->cycles = s.cycles - g.last.cycles;
-      e->llc_misses = s.llc - g.last.llc;
-    } else {
-      e->instr = e->cycles = e->llc_misses = -1;
-    }
+    cpu_burst_end(e, e->t_comp);
   }
   ev_end(e);
 }
@@ -753,7 +922,7 @@ static inline void ev_end(ev_t *e) {
   ms_write(&g.m_events, e, sizeof *e);
   g.nevents++;
   g.seq++;
-  sample(&g.last);
+  cpu_call_end(e->t_comm);
   g.last_end = now;
   g.depth = 0;
 }
@@ -832,6 +1001,7 @@ static FILE *open_raw(const char *suffix) {
 
 
 static void close_streams(void) {
+  ms_close(&g.m_check);
   ms_close(&g.m_events);
   ms_close(&g.m_compl);
   ms_close(&g.m_lists);
@@ -845,6 +1015,20 @@ static void at_exit_close(void) {
     g.tracing = 0;
     close_streams();
   }
+}
+
+/* A duration in microseconds from the environment, or `dflt` where unset. */
+static double env_us(const char *name, double dflt) {
+  const char *v = getenv(name);
+  if (!v || !*v) return dflt;
+  char *end;
+  double x = strtod(v, &end);
+  if (*end || x < 0 || x != x) {
+    fprintf(stderr, "sigex tracer: %s=%s is not a duration in microseconds (a number >= 0)\n",
+            name, v);
+    PMPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  return x;
 }
 
 static void tracer_start(double t_call, int thread_level) {
@@ -866,6 +1050,26 @@ static void tracer_start(double t_call, int thread_level) {
 
   char sw_reason[512], hw_reason[512];
   perf_setup(sw_reason, hw_reason, sizeof sw_reason);
+  g.cpu_min_s = 1e-6 * env_us("SIGEX_CPU_SAMPLE_MIN_US", SIGEX_CPU_SAMPLE_MIN_US_DEFAULT);
+  g.cpu_chain_s = 1e-6 * env_us("SIGEX_CPU_SAMPLE_CHAIN_US", SIGEX_CPU_SAMPLE_CHAIN_US_DEFAULT);
+  if (g.hw_ok) g.cpu_min_s = 0; /* counters cannot be estimated: sample always */
+  if (g.cpu_min_s > 0 && g.sw_ok) {
+    /* A thread with perf events open pays for them at every context switch
+     * (~0.5 us here: an oversubscribed MPI that yields while it waits
+     * switches at every poll), while the lazy sampler reads the clocks only
+     * now and then: it reads CLOCK_THREAD_CPUTIME_ID, and getrusage where
+     * rseq saw a switch (rseq_setup). */
+    close(g.sw_fd2);
+    close(g.sw_fd);
+    g.sw_fd = g.sw_fd2 = -1;
+    g.sw_ok = 0;
+    snprintf(sw_reason, sizeof sw_reason, "not used when CPU time is sampled lazily "
+             "(they add to every context switch); SIGEX_CPU_SAMPLE_MIN_US=0 uses them");
+  }
+  const char *check = getenv("SIGEX_CPU_SAMPLE_CHECK");
+  g.check = check && *check && strcmp(check, "0") != 0;
+  if (g.check) ms_open(&g.m_check, "cpucheck");
+  const char *switch_check = g.cpu_min_s > 0 ? rseq_setup() : "none: every boundary sampled";
 
   char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
   int len = 0;
@@ -887,6 +1091,11 @@ static void tracer_start(double t_call, int thread_level) {
   fprintf(m, "ctx_source=%s\n", g.sw_ok ? "perf_event_open:context-switches"
                                           : "getrusage:RUSAGE_THREAD");
   fprintf(m, "software_events=%d\nsoftware_reason=%s\n", g.sw_ok, sw_reason);
+  fprintf(m, "cpu_sampling=%s\ncpu_sample_min_us=%.3f\ncpu_sample_chain_us=%.3f\n"
+          "cpu_sample_check=%d\ncpucheck_record_size=%zu\ncpu_switch_check=%s\n",
+          g.cpu_min_s > 0 ? "lazy" : g.hw_ok ? "always (hardware counters)" : "always",
+          1e6 * g.cpu_min_s, 1e6 * g.cpu_chain_s, g.check, sizeof(struct sigex_cpucheck),
+          switch_check);
   fprintf(m, "hw_counters=%d\nhw_reason=%s\n", g.hw_ok, hw_reason);
   fprintf(m, "unmodelled_counted=%d\n", SIGEX_UNMODELLED_N > 0);
   fprintf(m, "ops=");
@@ -913,6 +1122,7 @@ static void tracer_start(double t_call, int thread_level) {
   ms_write(&g.m_events, &e, sizeof e);
   g.nevents = g.seq = 1;
   sample(&g.last);
+  g.ref = g.last;
   g.last_end = wall_now();
   g.tracing = 1;
   atexit(at_exit_close);
@@ -932,6 +1142,10 @@ static void tracer_stop(void) {
   fprintf(f, "events=%lld\ncompletions=%lld\nuntraced_calls=%lld\n",
           (long long)g.nevents, (long long)g.ncompletions,
           (long long)g.untraced_calls);
+  fprintf(f, "cpu_bursts=%lld\ncpu_bursts_estimated=%lld\ncpu_burst_seconds=%.9f\n"
+          "cpu_burst_seconds_estimated=%.9f\ncpu_samples=%lld\n",
+          (long long)g.n_bursts, (long long)g.n_bursts_est, g.t_bursts, g.t_bursts_est,
+          (long long)g.n_samples);
   fclose(f);
   rename(tmp, path);
 }
