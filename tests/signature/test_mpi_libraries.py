@@ -190,8 +190,9 @@ def test_lammps_melt_signature_counts_what_lammps_counts(tmp_path):
     """Debian's LAMMPS at P=4 (200 steps, neighbour lists rebuilt every 20, thermo output
     every 50): the signature's loop iterations are LAMMPS's steps and its rebuild phases
     (the only ones that exchange atoms, with a Sendrecv of the counts per swap) its
-    neighbour-list builds, as LAMMPS's own log reports them; 90% of the run is in
-    repeated phases and Eq. 4 holds."""
+    neighbour-list builds, as LAMMPS's own log reports them; the time in repeated phases
+    is the loop time LAMMPS measures itself (its set-up share varies with the machine's
+    load) and Eq. 4 holds."""
     import re
     from signature import extract
     deck = Path("/usr/share/lammps/examples/melt/in.melt").read_text().replace("run\t\t250", "run 200")
@@ -201,13 +202,14 @@ def test_lammps_melt_signature_counts_what_lammps_counts(tmp_path):
                         tmp_path / "t" / "P4.h5", stdout=out)
     assert res.ok, res.trace.meta.get("incomplete_reason")
     text = (tmp_path / "out.txt").read_text()
-    steps = int(re.search(r"Loop time of \S+ on \d+ procs for (\d+) steps", text).group(1))
+    loop = re.search(r"Loop time of (\S+) on \d+ procs for (\d+) steps", text)
+    loop_time, steps = float(loop.group(1)), int(loop.group(2))
     builds = int(re.search(r"Neighbor list builds = (\d+)", text).group(1))
     sig = extract(load_trace(res.path))
     assert sum(p.weight for p in sig.loop_phases) == steps == 200
     assert sum(p.weight for p in sig.loop_phases if "Sendrecv" in p.ops) == builds == 10
-    assert sig.coverage >= 0.9, sig.table()
-    assert sig.pet_error < 0.05
+    assert abs(sig.coverage - loop_time / sig.runtime) < 0.05, (loop_time, sig.table())
+    assert sig.coverage > 0.5 and sig.pet_error < 0.05
 
 
 PERSISTENT = """
