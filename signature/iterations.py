@@ -19,7 +19,9 @@ appended to the iteration before it, which becomes a variant), or a block that h
 than half of the unit's calls (a rebuild step that exchanges atoms instead of ghost
 positions: it is an iteration of its own). After the loop's last plain iteration the
 search starts again, so that loops that follow each other (the kernels of a benchmark
-suite) are each found; what lies between loops is a weight-1 part.
+suite) are each found; what lies between loops is a weight-1 part. A loop found within
+a few iterations' length of another one continues it: its plain iteration changed (a
+domain decomposition rebuilt at a neighbour search).
 
 Each iteration gets two content keys: its exact structure, and its structure with runs
 of the same call collapsed (``Send x3`` and ``Send x5`` to the same peer are one
@@ -236,8 +238,9 @@ def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_
 
     A block that repeats a variant iteration of its own (the steps after a rebuild that
     skip a check: period at least half the plain one, twice or more) is cut at each
-    repetition; every other piece is an iteration if it holds at least half of the
-    plain iteration's calls, and otherwise stays with the iteration before it."""
+    repetition; every other piece is an iteration if it holds more than half of the
+    plain iteration's calls, and otherwise stays with the iteration before it. (Blocks
+    with the same structure are cut alike: the caller keys them by it.)"""
     pieces = [0]
     if len(gap) >= 1.5 * p:
         found = find_unit(full, near=p)
