@@ -179,9 +179,8 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         r, _, pos, g = best
         todo.remove(r)
         st, en = span(r)
-        if not st.size:
-            at = out[r - 1][-1] if r and out[r - 1] is not None else int(segs[r].bounds[-1])
-            out[r] = [min(at, int(segs[r].bounds[-1]))] * (n_ref + 1)
+        if not st.size:  # a rank without this loop: its iterations are empty, at its end
+            out[r] = [int(segs[r].bounds[-1])] * (n_ref + 1)
             continue
         base = int(ro[r]) + 1
         mid = 0.5 * (t_start[np.minimum(base + st, int(ro[r + 1]) - 1)]
