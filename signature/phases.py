@@ -353,11 +353,11 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
 
     # --- label every event with its global segment: rank * S + segment ----------------
     S = G
-    local = np.zeros(len(tokens), np.int64)
-    for r in range(P):
-        a, b = int(ro[r]), int(ro[r + 1])
-        local[a + 1:b - 1] = np.searchsorted(bounds[r, 1:-1], np.arange(b - a - 2), side="right")
-        local[b - 1] = -1  # Finalize is outside the run's time
+    # every rank's inner cuts as event indices: rank-major, so one sorted array for all
+    cuts = (bounds[:, 1:-1] + (ro[:-1] + 1)[:, None]).reshape(-1)
+    ev_rank64 = ev["rank"].astype(np.int64)
+    local = np.searchsorted(cuts, np.arange(len(tokens)), side="right") - (G - 1) * ev_rank64
+    local[ro[1:] - 1] = -1  # Finalize is outside the run's time
     valid = local >= 0
     # events outside the run (Finalize) go to one extra bin, P * S, dropped after summing
     seg_id = np.where(valid, ev["rank"].astype(np.int64) * S + local, P * S)
@@ -417,9 +417,11 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     max_pos = int(pos.max()) + 1 if n_ev else 1
     ev_phase = np.where(valid, seg_phase_all[np.minimum(seg_id, P * S - 1)], n_phase)
     slot_key = (ev_phase * P + ev["rank"].astype(np.int64)) * max_pos + pos
-    _, slot_key = np.unique(slot_key, return_inverse=True)  # dense: phases x ranks x positions is sparse
-    slot_key = slot_key.reshape(-1)
-    n_keys = int(slot_key.max()) + 1 if n_ev else 1
+    n_keys = (n_phase + 1) * P * max_pos
+    if n_keys > 4 * n_ev + 1024:  # many phases of long segments: phases x ranks x positions is sparse
+        _, slot_key = np.unique(slot_key, return_inverse=True)
+        slot_key = slot_key.reshape(-1)
+        n_keys = int(slot_key.max()) + 1 if n_ev else 1
     slot_n = np.maximum(np.bincount(slot_key, minlength=n_keys), 1)
     slot_mean = {"cpu": np.bincount(slot_key, weights=cpu_next, minlength=n_keys) / slot_n,
                  "comp": np.bincount(slot_key, weights=np.where(valid, span - comm, 0.0),
@@ -499,10 +501,12 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         leave = np.full(P, np.inf)
         ev_seg = np.where(valid, local, S)
         t0 = np.maximum(t_start, 0.0)
-        into = valid & (ev_seg >= rep_cols[0]) & (ev_seg <= rep_cols[-1])
-        np.minimum.at(enter, ev["rank"][into], t0[into])
-        out = ~valid | (ev_seg > rep_cols[-1])
-        np.minimum.at(leave, ev["rank"][out], t0[out])
+        for when, mask in ((enter, valid & (ev_seg >= rep_cols[0]) & (ev_seg <= rep_cols[-1])),
+                           (leave, ~valid | (ev_seg > rep_cols[-1]))):
+            idx = np.flatnonzero(mask)  # a rank's first such event is its earliest (rank-major)
+            r = ev["rank"][idx]
+            first = np.concatenate([[True], r[1:] != r[:-1]]) if idx.size else np.zeros(0, bool)
+            when[r[first]] = t0[idx[first]]
         window = float(np.max(leave) - np.min(enter))
     sequence = renumber[seg_phase[seg_loop >= 0]]
     return Signature(source=str(trace.path) if trace.path else None, app=trace.meta.get("app"),
