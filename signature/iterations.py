@@ -36,7 +36,7 @@ import numpy as np
 
 from .trace import Trace
 
-__all__ = ["structure_tokens", "find_unit", "segment_rank", "segment_keys", "RankSegments",
+__all__ = ["structure_tokens", "relative_peers", "find_unit", "segment_rank", "segment_keys", "RankSegments",
            "prefix_hash", "segment_hash", "mix"]
 
 _MUL = np.uint64(0x9E3779B97F4A7C15)
@@ -56,7 +56,9 @@ def mix(h: np.ndarray, v: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(29))
 
 
-def _relative(trace: Trace, col: np.ndarray) -> np.ndarray:
+def relative_peers(trace: Trace, col: np.ndarray) -> np.ndarray:
+    """Peers relative to the rank, (peer - rank) mod P; negative codes (none, any,
+    PROC_NULL) kept."""
     rank = trace.events["rank"].astype(np.int64)
     col = col.astype(np.int64)
     return np.where(col >= 0, (col - rank) % max(trace.nprocs, 1), col)
@@ -84,7 +86,7 @@ def structure_tokens(trace: Trace) -> np.ndarray:
     ev = trace.events
     with np.errstate(over="ignore"):
         h = np.full(len(ev["op"]), np.uint64(0x84222325CBF29CE4))
-        for col in (ev["op"], _relative(trace, ev["peer"]), _relative(trace, ev["recv_peer"]),
+        for col in (ev["op"], relative_peers(trace, ev["peer"]), relative_peers(trace, ev["recv_peer"]),
                     ev["root"], _canonical_comms(trace)):
             h = mix(h, col)
     return h
@@ -389,6 +391,11 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0) -> tuple[np.ndarr
 #: one continues it (a neighbour-search step between two decompositions)
 NEXT_LOOP_GAP = 4
 
+#: the collapsed cut is taken when its plain iterations hold this many times the events
+#: of the plain cut's: a run whose length differs only where the loop begins or ends
+#: (CG's residual reduction beside the loop's own) is no count that depends on the data
+COLLAPSED_GAIN = 1.1
+
 #: events searched at a time for the next loop (where nothing repeats, the search
 #: slides on by half of it)
 SEARCH_WINDOW = 4096
@@ -402,7 +409,7 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegm
     The stream is cut as it is, and, if a call comes in runs of varying length (a count
     that changes with the data: messages sent only where atoms cross), also with those
     runs collapsed to one call, where only the collapsed stream repeats. The collapsed
-    cut is taken when its plain iterations hold more of the events; a run of constant
+    cut is taken when its plain iterations hold clearly more of the events; a run of constant
     length (the shifts of a ring, every step) stays an inner loop.
     """
     if struct is None:
@@ -439,7 +446,7 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegm
         cb, cloop, _ = _cut(full[kept], struct[kept])
         # counted in events of the real stream
         spans = np.diff(np.concatenate([kept, [n]])[cb])
-        if _plain_events(cloop, cb, struct[kept], spans) > plain:
+        if _plain_events(cloop, cb, struct[kept], spans) > COLLAPSED_GAIN * plain:
             b = np.concatenate([kept, [n]])[cb]
             loop = cloop
     shape, exact = segment_keys(struct, b)
