@@ -19,15 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 from .iterations import RankSegments
-from .trace import OP_CODE, OPS, Trace
+from .trace import OP_CODE, OPS, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["align_ranks", "message_links"]
 
-_SEND = [OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend",
-                              "Irsend", "Sendrecv", "Sendrecv_replace", "Isendrecv",
-                              "Isendrecv_replace")]
-_RECV = [OP_CODE[n] for n in ("Recv", "Irecv", "Mrecv", "Imrecv")]
-_SENDRECV = [OP_CODE[n] for n in ("Sendrecv", "Sendrecv_replace", "Isendrecv", "Isendrecv_replace")]
 _COLLECTIVE = [OP_CODE[n] for n in OPS if n.lstrip("I") in (
     "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
     "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Reduce_scatter",
@@ -54,8 +49,8 @@ def message_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     comm = ev["comm"].astype(np.int64) + 1
     P = trace.nprocs
     C = int(comm.max()) + 1 if len(comm) else 1
-    s_idx = np.flatnonzero(np.isin(op, _SEND) & (ev["peer"] >= 0))
-    r_src = np.where(np.isin(op, _RECV), ev["peer"], np.where(np.isin(op, _SENDRECV), ev["recv_peer"], -1))
+    s_idx = np.flatnonzero(np.isin(op, SEND_OPS) & (ev["peer"] >= 0))
+    r_src = np.where(np.isin(op, RECV_OPS), ev["peer"], np.where(np.isin(op, SENDRECV_OPS), ev["recv_peer"], -1))
     r_idx = np.flatnonzero(r_src >= 0)
     s_key = (rank[s_idx] * P + ev["peer"][s_idx]) * C + comm[s_idx]
     r_key = (r_src[r_idx].astype(np.int64) * P + rank[r_idx]) * C + comm[r_idx]

@@ -69,17 +69,13 @@ from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
 from .align import align_ranks
-from .iterations import find_unit, mix, segment_keys, segment_rank, structure_tokens
-from .trace import OP_CODE, OPS, PEER_ANY, Trace
+from .iterations import find_unit, mix, relative_peers, segment_keys, segment_rank, structure_tokens
+from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
 
 
 
-SEND_OPS = [OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend",
-                                 "Irsend", "Sendrecv", "Sendrecv_replace", "Isendrecv",
-                                 "Isendrecv_replace")]
-RECV_OPS = [OP_CODE[n] for n in ("Recv", "Irecv", "Mrecv", "Imrecv")]
 _REGION_OPS = [OP_CODE["Region_begin"], OP_CODE["Region_end"]]
 
 
@@ -87,17 +83,10 @@ def tokenize(trace: Trace) -> np.ndarray:
     """One uint64 token per event: equal tokens are the same communication, relative
     to the rank (op, relative peers, root, bytes, communicator)."""
     ev = trace.events
-    P = max(trace.nprocs, 1)
-    rank = ev["rank"].astype(np.int64)
-
-    def rel(col: np.ndarray) -> np.ndarray:
-        col = col.astype(np.int64)
-        return np.where(col >= 0, (col - rank) % P, col)
-
     with np.errstate(over="ignore"):
-        h = np.full(len(rank), np.uint64(0xCBF29CE484222325))
-        for col in (ev["op"], rel(ev["peer"]), rel(ev["recv_peer"]), ev["root"], ev["bytes"],
-                    ev["recv_bytes"], ev["comm"]):
+        h = np.full(len(ev["op"]), np.uint64(0xCBF29CE484222325))
+        for col in (ev["op"], relative_peers(trace, ev["peer"]), relative_peers(trace, ev["recv_peer"]),
+                    ev["root"], ev["bytes"], ev["recv_bytes"], ev["comm"]):
             h = mix(h, col)
     return h
 
@@ -132,8 +121,7 @@ def check_messages(trace: Trace) -> None:
     idx = np.arange(len(op))
     is_send = np.isin(op, SEND_OPS) & (ev["peer"] >= 0)
     recv_peer = np.where(np.isin(op, RECV_OPS), ev["peer"], -1).astype(np.int64)
-    sr = np.isin(op, [OP_CODE[n] for n in ("Sendrecv", "Sendrecv_replace", "Isendrecv",
-                                            "Isendrecv_replace")])
+    sr = np.isin(op, SENDRECV_OPS)
     recv_peer = np.where(sr, ev["recv_peer"], recv_peer)
     # ANY_SOURCE receives resolved through their completion (by request id)
     any_src = np.flatnonzero(recv_peer == PEER_ANY)

@@ -76,6 +76,14 @@ PEER_NONE = -1  # the operation has no peer
 PEER_ANY = -2  # MPI_ANY_SOURCE, resolved in the completion record
 PEER_NULL = -3  # MPI_PROC_NULL: the call moved no data
 
+#: Point-to-point operations that send, that receive (the peer is the source), and that
+#: do both (the receive's source is in ``recv_peer``).
+SEND_OPS = [OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend",
+                                 "Irsend", "Sendrecv", "Sendrecv_replace", "Isendrecv",
+                                 "Isendrecv_replace")]
+RECV_OPS = [OP_CODE[n] for n in ("Recv", "Irecv", "Mrecv", "Imrecv")]
+SENDRECV_OPS = [OP_CODE[n] for n in ("Sendrecv", "Sendrecv_replace", "Isendrecv", "Isendrecv_replace")]
+
 #: Columns present only when the traced machine had a hardware PMU.
 COUNTER_COLUMNS = ("instr", "cycles", "llc_misses")
 #: Metadata of how the tracer took burst CPU times (docs/trace-format.md: lazy
