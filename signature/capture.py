@@ -173,6 +173,18 @@ def run_environment(nprocs: int) -> dict[str, str]:
     return env
 
 
+#: The tracer's run-time settings (docs/trace-format.md, "Lazy CPU-time sampling"): set in
+#: our environment, they are handed to every rank with the launcher's own option, as
+#: LD_PRELOAD is, so that ranks on other hosts get them too.
+TRACER_SETTINGS = ("SIGEX_CPU_SAMPLE_MIN_US", "SIGEX_CPU_SAMPLE_CHAIN_US",
+                   "SIGEX_CPU_SAMPLE_CHECK", "SIGEX_NO_PERF")
+
+
+def tracer_settings() -> dict[str, str]:
+    """The tracer settings (:data:`TRACER_SETTINGS`) that our environment sets."""
+    return {k: os.environ[k] for k in TRACER_SETTINGS if k in os.environ}
+
+
 def _root_and_oversubscribe(flavour: str, nprocs: int, user_args: Sequence[str]) -> list[str]:
     """Open MPI refuses to start as root, and to start more ranks than slots, unless told."""
     if flavour != "openmpi":
@@ -278,6 +290,7 @@ def trace_run(command: Sequence[str], nprocs: int, output: str | Path, *,
     raw = Path(tempfile.mkdtemp(prefix=f".{path.stem}.raw-",
                                 dir=os.environ.get("SIGEX_RAW_DIR") or path.parent))
     env = run_environment(nprocs)
+    env.update(tracer_settings())
     env["SIGEX_TRACE_DIR"] = str(raw)
     preload = os.environ.get("LD_PRELOAD", "")
     env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)

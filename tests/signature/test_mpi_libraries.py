@@ -164,6 +164,36 @@ def test_loader_failure_is_recognised():
     assert _loader_failure(["lmp: symbol lookup error: libfoo.so: undefined symbol: x\n"], lib) is None
 
 
+@needs_mpi
+def test_tracer_settings_reach_the_ranks_through_the_launcher(monkeypatch, tmp_path):
+    """SIGEX_CPU_SAMPLE_* and SIGEX_NO_PERF set by the user are passed with the launcher's
+    own option (as LD_PRELOAD is), so ranks on other hosts sample as asked."""
+    import signature.capture as capture
+
+    seen = []
+
+    def launcher_run(argv, env, timeout, stdout):
+        seen.append(list(argv))
+        raise OSError("not started: the test only reads the command line")
+
+    monkeypatch.setattr(capture, "_run_teeing_stderr", launcher_run)
+    monkeypatch.setenv("SIGEX_CPU_SAMPLE_MIN_US", "0")
+    monkeypatch.setenv("SIGEX_NO_PERF", "1")
+    monkeypatch.delenv("SIGEX_CPU_SAMPLE_CHAIN_US", raising=False)
+    with pytest.raises(TracerError, match="cannot start"):
+        trace_run([sys.executable, "-c", "pass"], 2, tmp_path / "P2.h5")
+    argv = seen[0]
+    flavour = mpis.launcher_flavour(argv[0])
+    pairs = {"SIGEX_CPU_SAMPLE_MIN_US": "0", "SIGEX_NO_PERF": "1"}
+    if flavour == "hydra":
+        got = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "-genv"}
+    else:
+        assert flavour == "openmpi", flavour
+        got = dict(argv[i + 1].split("=", 1) for i, a in enumerate(argv) if a == "-x")
+    assert {k: got.get(k) for k in pairs} == pairs
+    assert "SIGEX_CPU_SAMPLE_CHAIN_US" not in got
+
+
 @pytest.mark.skipif(not shutil.which("lmp") or not os.path.exists(
     "/usr/share/lammps/examples/melt/in.melt"), reason="no LAMMPS here (apt-get install lammps "
                     "lammps-examples)")
