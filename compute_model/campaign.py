@@ -36,7 +36,8 @@ more keys say how its runs are set up, as a JUBE or Score-P campaign would::
 
 With ``files`` or ``prepare``, every workload is prepared once in
 ``<traces>/prepared/<workload>=<value>/`` (the files are copied or written,
-then the ``prepare`` shell commands run there, in order) and every run starts
+then the ``prepare`` shell commands run there, in order; as root, Open MPI
+programs among them are allowed to start, as the traced runs are) and every run starts
 in its own copy of that folder, ``<traces>/P<P>/`` beside ``<traces>/P<P>.h5``
 (``small/P<P>/`` for the small workload), through the launcher's working
 directory option. ``files`` may also be a list of paths, copied as they are.
@@ -454,13 +455,22 @@ def _recipe(c: Campaign, workload, params: dict[str, Any]) -> dict[str, Any]:
     files = []
     for f in c.files:
         key = f"[files.\"{f.name}\"]"
-        files.append({"name": f.name, "from": str(f.source) if f.source else None,
+        files.append({"name": f.name, "from": str(f.source) if f.source else None, "stamp": _stamp(f.source),
                       "text": c.fill(f.text, vals, f"{key} text") if f.text is not None else None,
                       "replace": [[old, c.fill(new, vals, f"{key} replace")] for old, new in f.replace]})
     steps = [c.fill(s, vals, f"prepare[{i}]") for i, s in enumerate(c.prepare)]
     env = {k: c.fill(str(v), vals, f"[env] {k}") for k, v in c.env.items()
            if "P" not in _fields(str(v), f"[env] {k}", c.path)}  # the ones that hold for every P
     return {"format": 1, "workload": f"{c.workload}={workload}", "files": files, "prepare": steps, "env": env}
+
+
+def _stamp(source: Path | None) -> list | None:
+    """Size and modification time of a copied file (a file changed upstream is copied again)."""
+    try:
+        st = source.stat() if source is not None else None
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns] if st is not None else None
 
 
 def _tail(text: str, n: int = TAIL_LINES) -> list[str]:
@@ -522,6 +532,9 @@ def prepare(c: Campaign, workload, params: dict[str, Any], *,
             text = text.replace(old, new)
         dest.write_text(text)
     env = {**os.environ, **recipe["env"]}
+    if hasattr(os, "geteuid") and os.geteuid() == 0:  # as the tracer's launcher: Open MPI may start as root
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
     for i, step in enumerate(recipe["prepare"]):
         say(f"prepare[{i}]: {step}")
         log = folder / f"prepare-{i}.out"

@@ -141,6 +141,22 @@ def test_bad_env_and_params(tmp_path):
         campaign.load(write(tmp_path, BASE.replace("steps = 5", "steps = 5\nn = 3")))
 
 
+def test_installed_program_examples_load():
+    """The bundled campaigns for installed programs parse (their programs are only needed to run)."""
+    from conftest import ROOT
+
+    melt = campaign.load(ROOT / "examples" / "lammps-melt.toml")
+    assert melt.uses_folders and melt.env == {"OMP_NUM_THREADS": "1"} and melt.check_p == (32,)
+    assert [campaign.emulated_p(melt, 12, P) for P in melt.small_p] == [32, 64, 128]
+    fft = campaign.load(ROOT / "examples" / "fft3d.toml")
+    assert not fft.uses_folders and fft.command_for(128, fft.params, 4)[0] == "/usr/bin/python3"
+    assert Path(fft.command_for(128, fft.params, 4)[1]).resolve() == ROOT / "bench" / "apps" / "fft3d_loop.py"
+    assert [campaign.emulated_p(fft, 64, P) for P in fft.small_p] == [32, 64, 128]
+    gmx = campaign.load(ROOT / "examples" / "gromacs-water.toml")
+    assert len(gmx.prepare) == 5 and "{L}" not in campaign._recipe(gmx, 2.5, gmx.small_params)["prepare"][0]
+    assert [campaign.emulated_p(gmx, 2.5, P) for P in gmx.small_p] == [16, 32, 64]
+
+
 def test_unknown_top_level_key_lists_the_known_ones(tmp_path):
     with pytest.raises(CampaignError, match=r"unknown key\(s\) prepare_steps; known: .*check_p.*prepare"):
         campaign.load(write(tmp_path, "prepare_steps = []\n" + BASE))
@@ -175,6 +191,9 @@ def test_prepare_copies_replaces_writes_and_runs_steps_once(tmp_path):
     assert campaign.prepare(c, 64, c.params) == folder  # same recipe: reused, steps not rerun
     assert (folder / "made.txt").read_text() == "kept\n"
     assert (folder / ".sigex-prepared.json").stat().st_mtime_ns == stamp
+    (tmp_path / "deck.in").write_text("box 10 steps 250 # edited upstream\n")
+    campaign.prepare(c, 64, c.params)  # the source changed: copied again
+    assert (folder / "copied.in").read_text() == "box 64 steps {s} # edited upstream\n"
     c2 = campaign.load(write(tmp_path, body.replace("steps = 5", "steps = 6")))
     campaign.prepare(c2, 64, c2.params)  # another recipe: prepared again
     assert (folder / "deck.txt").read_text() == "size 64\nsteps 6\n"
