@@ -30,6 +30,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", help="also write the physical trace for the target P")
     r.add_argument("--json", metavar="FILE", help="also write the runs, the CRMs and the check as JSON")
     r.add_argument("--runs-only", action="store_true", help="perform the runs, do not model")
+    r.add_argument("--dry-run", action="store_true",
+                   help="print every run, whether it is traced already and its command; run nothing")
     r.add_argument("--force", action="store_true", help="replace an existing output file")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return r
@@ -80,6 +82,11 @@ def run(opts: argparse.Namespace) -> int:
     if not opts.quiet:
         print(f"== {c.app}: runs (traces in {c.traces})")
         print(plan_table(c) + "\n", flush=True)
+    if opts.dry_run:
+        for r in campaign.plan(c):
+            where = f"  (in {r.folder})" if c.uses_folders else ""
+            print(f"{r.describe():<34} {campaign._state(r):<10} {' '.join(r.command)}{where}")
+        return 0
     campaign.run(c, progress=say)
     if opts.runs_only:
         return 0

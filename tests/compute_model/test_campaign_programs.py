@@ -327,3 +327,16 @@ def test_lammps_melt_campaign_runs_every_workload(tmp_path, monkeypatch):
         assert f"Created {4 * r.workload ** 3} atoms" in out, out[-2000:]  # fcc: 4 atoms per cell
         assert f"Loop time of" in out and "for 10 steps" in out
         assert (r.folder / "log.lammps").exists()  # LAMMPS wrote its log in the run folder
+
+
+def test_dry_run_lists_every_run_and_runs_nothing(tmp_path, capsys):
+    """`sigex run --dry-run` prints each run, its state, command and folder, and runs nothing."""
+    from sigex.cli import main
+
+    path = write(tmp_path)
+    assert main(["run", str(path), "--dry-run", "-q"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 5 and all(" missing " in ln for ln in lines)
+    assert lines[3].startswith("small run P=2 workload=16") and lines[3].endswith(
+        f"(in {(tmp_path / 'runs' / 'small' / 'P2').resolve()})")
+    assert not (tmp_path / "runs").exists()
