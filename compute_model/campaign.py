@@ -53,7 +53,7 @@ Every run's standard output is kept in ``P<P>.out`` beside its trace; its
 standard error is shown as it comes.
 
 The MPI the program runs on is found by the tracer (:func:`signature.capture.launch_for`:
-Debian's ``lmp`` runs on Open MPI, so ``mpirun.openmpi`` starts it), and the
+Debian's ``lmp`` runs on Open MPI, so Open MPI's ``mpiexec.openmpi`` starts it), and the
 working folder and ``[env]`` are passed with that launcher's own options.
 
 :func:`load` reads and checks it: every key must be known, every placeholder
@@ -590,14 +590,9 @@ class _StderrTail:
 def _launch_args(c: Campaign, command: tuple[str, ...], folder: Path | None, env: dict[str, str],
                  mpiexec: str | None, cache: dict) -> list[str]:
     """The launcher options that set the run's working folder and [env]."""
+    launch = cache[(command[0], mpiexec)]
     if folder is None and not env:
         return []
-    from signature.capture import launch_for
-
-    key = (command[0], mpiexec)
-    if key not in cache:
-        cache[key] = launch_for(command, mpiexec)
-    launch = cache[key]
     if launch.flavour == "hydra":
         args = ["-wdir", str(folder)] if folder else []
         for k, v in env.items():
@@ -645,6 +640,15 @@ def run(c: Campaign, *, progress: Callable[[str], None] | None = None, stdout=No
         _check_program(c, todo[0][0].command)
     launch_cache: dict = {}
     for i, (r, st) in enumerate(todo):
+        key = (r.command[0], mpiexec)
+        if key not in launch_cache:  # the program's own MPI and its launcher, told once
+            from signature.capture import launch_for
+
+            try:
+                launch_cache[key] = launch_for(r.command, mpiexec, say)
+            except SigexError as err:
+                raise CampaignError(f"{c.path}: cannot start {r.command[0]} under MPI: {err}") from err
+            say(f"runs start with {launch_cache[key].launcher}")
         r.path.parent.mkdir(parents=True, exist_ok=True)
         folder = None
         if c.uses_folders:

@@ -312,7 +312,10 @@ def test_lammps_melt_campaign_runs_every_workload(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     c = campaign.load(write(tmp_path, LAMMPS, "melt.toml"))
     assert campaign.emulated_p(c, 4, 2) == 16
-    runs = campaign.run(c)
+    said: list[str] = []
+    runs = campaign.run(c, progress=said.append)
+    assert any(m.startswith("lmp uses Open MPI") for m in said), said  # found by sigex itself
+    assert any(m.startswith("runs start with") and m.endswith(".openmpi") for m in said), said
     assert [(r.kind, r.P, r.workload) for r in runs] == [
         ("signature", 2, 8), ("signature", 3, 8), ("signature", 4, 8), ("small", 2, 4)]
     deck = (c.traces / "prepared" / "n=8" / "in.melt").read_text()
