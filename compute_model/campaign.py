@@ -15,6 +15,7 @@ A campaign is a small TOML file per application::
     check_p = [64]              # optional: original-workload runs the prediction is checked against
     traces = "traces/stencil"   # where traces go (default: runs/<app>), relative to the file
     timeout = 600               # optional: seconds before a run is killed
+    repeat = 3                  # optional: every run this many times; the models take medians
     [params]                    # other {placeholders} of the command
     iters = 400
     [small_params]              # their values in the small-workload runs (default: params)
@@ -96,11 +97,11 @@ from signature.errors import CampaignError, SigexError, TraceFormatError
 from .crm import accepted_p, work_function
 
 __all__ = ["Campaign", "InputFile", "Run", "load", "run", "plan", "prepare", "models", "emulated_p",
-           "check", "CheckRow"]
+           "check", "CheckRow", "median_signature"]
 
 _KEYS = {"app", "command", "workload", "original", "small", "p_rule", "signature_p", "small_p", "work",
          "target", "traces", "params", "small_params", "description", "timeout", "files", "prepare", "env",
-         "check_p"}
+         "check_p", "repeat"}
 _FILE_KEYS = {"from", "text", "replace"}
 #: Placeholders every campaign has (P only where a run is meant: command and [env]).
 _BUILTIN = ("campaign_dir", "P")
@@ -131,9 +132,11 @@ class Run:
     command: tuple[str, ...]
     path: Path
     params: dict[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+    repetition: int = 1
 
     def describe(self) -> str:
-        return f"{self.kind} run P={self.P} workload={self.workload}"
+        again = f" (repetition {self.repetition})" if self.repetition > 1 else ""
+        return f"{self.kind} run P={self.P} workload={self.workload}{again}"
 
     @property
     def log(self) -> Path:
@@ -168,6 +171,7 @@ class Campaign:
     prepare: tuple[str, ...] = ()
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     check_p: tuple[int, ...] = ()
+    repeat: int = 1
 
     @property
     def rule_name(self) -> str | None:
@@ -369,6 +373,9 @@ def load(path: str | Path) -> Campaign:
     if not isinstance(small, list):
         small = [small]
     timeout = d.get("timeout")
+    repeat = d.get("repeat", 1)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= 100:
+        raise CampaignError(f"{path}: repeat must be a whole number of runs per P from 1 to 100, got {repeat!r}")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
                                 or timeout <= 0):
         raise CampaignError(f"{path}: timeout must be a number of seconds above 0, got {timeout!r}")
@@ -382,7 +389,7 @@ def load(path: str | Path) -> Campaign:
                  traces=traces if traces.is_absolute() else (base / traces).resolve(),
                  params=params, small_params=small_params, timeout=timeout,
                  description=d.get("description", ""), files=files, prepare=tuple(prepare), env=env,
-                 check_p=_ints(d["check_p"], "check_p", path) if "check_p" in d else ())
+                 check_p=_ints(d["check_p"], "check_p", path) if "check_p" in d else (), repeat=repeat)
     for kind, ps in (("signature_p", c.signature_p), ("small_p", c.small_p if c.small else ()),
                      ("check_p", c.check_p)):
         bad_p = [p for p in ps if p < 1 or not c.accepts(p)]
@@ -403,17 +410,24 @@ def load(path: str | Path) -> Campaign:
     return c
 
 
-def plan(c: Campaign) -> list[Run]:
-    """Every run the campaign needs: signature runs, small-workload runs, check runs."""
-    runs = [Run("signature", P, c.original, c.command_for(c.original, c.params, P), c.traces / f"P{P}.h5",
-                c.params) for P in c.signature_p]
+def plan(c: Campaign, *, repetitions: bool = True) -> list[Run]:
+    """Every run the campaign needs: signature runs, small-workload runs, check runs, and
+    their repetitions (``repeat``; in ``repeat-<k>/`` beside the first, so that a folder
+    of traces still holds one run per P)."""
+    def runs_of(kind: str, folder: Path, w, params: dict[str, Any], Ps) -> list[Run]:
+        out = []
+        for P in Ps:
+            cmd = c.command_for(w, params, P)
+            for k in range(1, (c.repeat if repetitions else 1) + 1):
+                where = folder if k == 1 else folder / f"repeat-{k}"
+                out.append(Run(kind, P, w, cmd, where / f"P{P}.h5", params, k))
+        return out
+
+    runs = runs_of("signature", c.traces, c.original, c.params, c.signature_p)
     for w in c.small:
-        folder = c.traces / ("small" if len(c.small) == 1 else f"small-{w}")
-        runs += [Run("small", P, w, c.command_for(w, c.small_params, P), folder / f"P{P}.h5", c.small_params)
-                 for P in c.small_p]
-    runs += [Run("check", P, c.original, c.command_for(c.original, c.params, P),
-                 c.traces / "check" / f"P{P}.h5", c.params) for P in c.check_p]
-    return runs
+        runs += runs_of("small", c.traces / ("small" if len(c.small) == 1 else f"small-{w}"), w,
+                        c.small_params, c.small_p)
+    return runs + runs_of("check", c.traces / "check", c.original, c.params, c.check_p)
 
 
 def emulated_p(c: Campaign, workload, P: int, P_max: int = 1 << 20) -> int | None:
@@ -701,15 +715,76 @@ def _output_tail(log: Path | None, tail: _StderrTail) -> str:
 
 
 def models(c: Campaign, *, progress: Callable[[str], None] | None = None):
-    """The logical and compute models of a campaign's (complete) runs."""
-    from .physical import from_traces
+    """The logical and compute models of a campaign's (complete) runs; with ``repeat``, each
+    P's signature is the median of its repetitions (:func:`median_signature`)."""
+    from logical_model import build as build_logical
+    from logical_model import read_signatures
 
+    from .physical import build
+
+    say = progress or (lambda m: None)
     runs = plan(c)
-    small = [r.path for r in runs if r.kind == "small" and r.workload == (c.small[0] if c.small else None)]
-    compute = from_traces([r.path for r in runs if r.kind == "signature"], small=small or None,
-                          work=c.work, p_rule=c.rule_name if c.rule_name != "any" else None,
-                          P_max=max(c.target * 4, 1 << 16), progress=progress)
-    return compute.logical, compute
+    sigs, grids = read_signatures([r.path for r in runs if r.kind == "signature" and r.repetition == 1],
+                                  progress=progress)
+    sigs = _medians(sigs, [r for r in runs if r.kind == "signature"], say)
+    say(f"modelling {len(sigs)} signatures")
+    rule = c.rule_name if c.rule_name != "any" else None
+    logical = build_logical(sigs, p_rule=rule, grids=grids)
+    small_runs = [r for r in runs if r.kind == "small" and r.workload == (c.small[0] if c.small else None)]
+    small: list = []
+    if small_runs and (c.work or logical.work_mode == "counters"):
+        small, _ = read_signatures([r.path for r in small_runs if r.repetition == 1])
+        small = _medians(small, small_runs, say)
+        say(f"distant point from {len(small)} small-workload runs")
+    elif small_runs:
+        say("small-workload runs, but without the declared work per process (work = \"n*n/P\") CPU-time "
+            "mode cannot place them: no distant point")
+    compute = build(logical, sigs, small=small, work=c.work, p_rule=rule, P_max=max(c.target * 4, 1 << 16))
+    return logical, compute
+
+
+#: The per-rank figures of a phase that repetitions are combined in (by their median).
+_MEDIAN_STATS = ("duration_mean", "comp_mean", "cpu_mean", "comm_mean", "instr_mean", "cycles_mean")
+
+
+def median_signature(first, others: list, say: Callable[[str], None] = lambda m: None):
+    """``first`` with each phase's computation and communication per rank the median over
+    ``first`` and ``others`` (repetitions of the same run, as Extra-P takes the median of
+    repeated measurements). A repetition whose phases differ (count, kind, weight or
+    events) is left out, and said so."""
+    same = [first]
+    for o in others:
+        if len(o.phases) == len(first.phases) and all(
+                a.kind == b.kind and a.weight == b.weight and a.ops == b.ops
+                and len(a.stats["cpu_mean"]) == len(b.stats["cpu_mean"]) for a, b in zip(first.phases, o.phases)):
+            same.append(o)
+        else:
+            say(f"{o.source}: its phases differ from {first.source}'s; this repetition is left out")
+    if len(same) == 1:
+        return first
+    phases = []
+    for k, ph in enumerate(first.phases):
+        stats = dict(ph.stats)
+        for key in _MEDIAN_STATS:
+            if key in stats:
+                stats[key] = np.median(np.stack([np.asarray(s.phases[k].stats[key], float) for s in same]), axis=0)
+        phases.append(dataclasses.replace(ph, stats=stats))
+    return dataclasses.replace(first, phases=tuple(phases),
+                               runtime=float(np.median([s.runtime for s in same])))
+
+
+def _medians(sigs: list, runs: list[Run], say: Callable[[str], None]) -> list:
+    """Each signature combined with its repetitions' (``runs`` holds every repetition)."""
+    from logical_model import read_signatures
+
+    if not any(r.repetition > 1 for r in runs):
+        return sigs
+    out = []
+    for s in sigs:
+        more = [r.path for r in runs if r.P == s.nprocs and r.repetition > 1]
+        others, _ = read_signatures(more) if more else ([], None)
+        out.append(median_signature(s, others, say))
+    return out
 
 
 # ---- checking the compute model against measured runs --------------------------------
@@ -749,7 +824,8 @@ def check(c: Campaign, compute, *, progress: Callable[[str], None] | None = None
     runs = [r for r in plan(c) if r.kind == "check"]
     if not runs:
         return []
-    sigs, _ = read_signatures([r.path for r in runs], progress=progress)
+    sigs, _ = read_signatures([r.path for r in runs if r.repetition == 1], progress=progress)
+    sigs = _medians(sigs, runs, progress or (lambda m: None))
     mode = compute.logical.work_mode
     rows = []
     for sig in sorted(sigs, key=lambda s: s.nprocs):

@@ -18,8 +18,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
         NAME, help=HELP, **formatter(),
         description="Read a campaign file (how to run the application at P with workload W), perform "
                     "the signature, small-workload and check runs it does not have yet (complete traces "
-                    "are reused, incomplete ones rerun), then build the logical and compute models, "
-                    "print them, and compare them with the check runs (check_p).",
+                    "are reused, incomplete ones rerun; with repeat = k each k times, the models taking "
+                    "medians), then build the logical and compute models, print them, and compare them "
+                    "with the check runs (check_p).",
         epilog="example (from the repository root; the bundled traces make it instant):\n"
                "  sigex run examples/stencil.toml\n"
                "  sigex run examples/stencil.toml --target 65536 -o /tmp/stencil-65536.physical.h5\n"
@@ -104,7 +105,9 @@ def run(opts: argparse.Namespace) -> int:
     if opts.json:
         report = {"format": 1, "app": c.app, "campaign": str(c.path), "work_mode": logical.work_mode,
                   "target": c.target,
-                  "runs": [{"kind": r.kind, "P": r.P, "workload": r.workload, "trace": str(r.path),
+                  "repeat": c.repeat,
+                  "runs": [{"kind": r.kind, "P": r.P, "workload": r.workload, "repetition": r.repetition,
+                            "trace": str(r.path),
                             "emulates": campaign.emulated_p(c, r.workload, r.P) if r.kind == "small" else None}
                            for r in campaign.plan(c)],
                   "crms": [crm.to_dict() for crm in compute.crms],

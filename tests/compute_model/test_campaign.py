@@ -143,3 +143,20 @@ def test_sigex_run_checks_the_model_against_check_runs(tmp_path, monkeypatch, ca
     report = json.loads((tmp_path / "report.json").read_text())
     assert [r["emulates"] for r in report["runs"] if r["kind"] == "small"] == [16, 24]  # 512/P = 4096/P'
     assert len(report["check"]) == len(rows) and len(report["crms"]) == len(logical.phases)
+
+
+@needs_mpi
+def test_repeated_runs_are_traced_and_modelled_by_their_median(tmp_path, monkeypatch, capsys):
+    """repeat = 2: every run twice (the second in repeat-2/), and the models are built from the
+    median of the two."""
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, "repeat = 2\n" + BASE)
+    assert main(["run", str(path), "-q"]) == 0
+    assert "CRM of phase" in capsys.readouterr().out
+    c = campaign.load(path)
+    runs = campaign.plan(c)
+    assert len(runs) == 10 and all(campaign._state(r) == "complete" for r in runs)
+    assert load_trace(c.traces / "repeat-2" / "P3.h5").meta["command"] == load_trace(c.traces / "P3.h5").meta["command"]
+    assert load_trace(c.traces / "small" / "repeat-2" / "P2.h5").meta["workload_value"] == "512"
+    logical, compute = campaign.models(c)
+    assert logical.Ps == [2, 3, 4]

@@ -343,3 +343,47 @@ def test_dry_run_lists_every_run_and_runs_nothing(tmp_path, capsys):
     assert lines[3].startswith("small run P=2 workload=16") and lines[3].endswith(
         f"(in {(tmp_path / 'runs' / 'small' / 'P2').resolve()})")
     assert not (tmp_path / "runs").exists()
+
+
+def test_repeat_plans_repetitions_beside_the_first(tmp_path):
+    """repeat = 3 traces every run three times; repetitions go to repeat-<k>/ so that a folder
+    of traces still holds one run per P."""
+    c = campaign.load(write(tmp_path, "repeat = 3\n" + BASE))
+    runs = campaign.plan(c)
+    assert len(runs) == 15 and len(campaign.plan(c, repetitions=False)) == 5
+    sig4 = [r for r in runs if r.kind == "signature" and r.P == 4]
+    assert [r.path for r in sig4] == [c.traces / "P4.h5", c.traces / "repeat-2" / "P4.h5",
+                                      c.traces / "repeat-3" / "P4.h5"]
+    assert sig4[2].describe() == "signature run P=4 workload=64 (repetition 3)"
+    assert sig4[2].folder == c.traces / "repeat-3" / "P4"
+    for bad in ("repeat = 0", "repeat = 1.5", "repeat = true"):
+        with pytest.raises(CampaignError, match="repeat must be a whole number of runs per P"):
+            campaign.load(write(tmp_path, bad + "\n" + BASE))
+
+
+def test_median_signature_takes_each_ranks_median_over_repetitions():
+    """Repetitions are combined rank by rank and phase by phase by their median (an outlier
+    repetition, e.g. a run disturbed by other load, does not move it); a repetition whose phases
+    differ is left out."""
+    import dataclasses
+
+    import numpy as np
+
+    from conftest import TRACES
+    from logical_model import read_signatures
+
+    (s,), _ = read_signatures([TRACES / "stencil" / "P4.h5"])
+
+    def scaled(f):
+        return dataclasses.replace(s, phases=tuple(
+            dataclasses.replace(ph, stats={**ph.stats, "cpu_mean": ph.stats["cpu_mean"] * f}) for ph in s.phases))
+
+    m = campaign.median_signature(s, [scaled(2.0), scaled(10.0)])
+    for a, b in zip(m.phases, s.phases):
+        np.testing.assert_allclose(a.stats["cpu_mean"], 2.0 * b.stats["cpu_mean"])
+        np.testing.assert_array_equal(a.stats["comp_mean"], b.stats["comp_mean"])
+        assert a.weight == b.weight
+    said = []
+    other = dataclasses.replace(s, phases=s.phases[:-1])
+    assert campaign.median_signature(s, [other], said.append) is s
+    assert "this repetition is left out" in said[0]
