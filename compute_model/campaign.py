@@ -781,9 +781,8 @@ def _medians(sigs: list, runs: list[Run], say: Callable[[str], None]) -> list:
         return sigs
     out = []
     for s in sigs:
-        more = [r.path for r in runs if r.P == s.nprocs and r.repetition > 1]
-        others, _ = read_signatures(more) if more else ([], None)
-        out.append(median_signature(s, others, say))
+        others = [read_signatures([r.path])[0][0] for r in runs if r.P == s.nprocs and r.repetition > 1]
+        out.append(median_signature(s, others, say))  # read one by one: the grids are keyed by P
     return out
 
 
