@@ -47,13 +47,17 @@ def plan_table(c) -> str:
 
     f = work_function(c.work, c.workload) if c.work else None
     rows = []
-    for r in campaign.plan(c):
+    for r in campaign.plan(c, repetitions=False):
         em = campaign.emulated_p(c, r.workload, r.P) if r.kind == "small" else None
         rows.append((r.kind, r.P, f"{c.workload}={r.workload}", f"{f(r.workload, r.P):.6g}" if f else "-",
                      f"P={em}" if em else "", str(r.path.relative_to(c.traces))))
     head = ("run", "P", "workload", f"work/process ({c.work})" if c.work else "work/process", "emulates",
             "trace")
-    return table(head, rows, align="lrlrll")
+    text = table(head, rows, align="lrlrll")
+    if c.repeat > 1:
+        text += (f"\neach run {c.repeat} times (the others in repeat-2/ ... repeat-{c.repeat}/ beside it); "
+                 "the models take the median")
+    return text
 
 
 def check_table(rows) -> str:
