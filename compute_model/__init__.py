@@ -11,8 +11,8 @@ table (IPT), distant point, physical trace (Panadero et al. §3).
     work_function("n*n/P", "n")   a declared-work expression, parsed safely
     accepted_p(p_rule, lo, hi)    the P an application accepts
 
-Not built yet (see the compute-model issue): the campaign runner (`sigex run`)
-and the accuracy bench against real P = 64 / 128 runs.
+    campaign.load / plan / run / models / check   campaign files: runs of any MPI program
+                                  (files, prepare steps, env per run), models, check runs
 """
 
 from .crm import (CRM, IPT, DistantPoint, IPTRow, accepted_p, build_ipt, distant_point_counters,

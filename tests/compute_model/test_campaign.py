@@ -118,3 +118,45 @@ def test_sigex_run_models_a_fresh_campaign(tmp_path, monkeypatch, capsys):
     # everything traced: a second run performs nothing
     assert main(["run", str(path), "--runs-only"]) == 0
     assert "5 of 5 runs already traced; 0 to run" in capsys.readouterr().err  # 3 signature + 2 small
+
+
+@needs_mpi
+def test_sigex_run_checks_the_model_against_check_runs(tmp_path, monkeypatch, capsys):
+    """check_p runs are traced with the original workload, left out of the fit, and compared
+    phase by phase with the CRMs; --json keeps the runs (with the P each small run emulates)
+    and the comparison."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, BASE.replace("target = 64", "target = 64\ncheck_p = [5]"))
+    assert main(["run", str(path), "-q", "--json", str(tmp_path / "report.json")]) == 0
+    out = capsys.readouterr().out
+    assert "check runs (original workload, not fitted)" in out
+    c = campaign.load(path)
+    assert load_trace(c.traces / "check" / "P5.h5").meta["workload_value"] == "4096"
+    logical, compute = campaign.models(c)
+    assert logical.Ps == [2, 3, 4]  # the check run is not fitted
+    rows = campaign.check(c, compute)
+    assert {r.P for r in rows} == {5} and len(rows) == len(logical.phases)
+    loop = [r for r in rows if r.kind == "loop"]
+    assert loop and all(r.measured > 0 and r.predicted > 0 for r in loop)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [r["emulates"] for r in report["runs"] if r["kind"] == "small"] == [16, 24]  # 512/P = 4096/P'
+    assert len(report["check"]) == len(rows) and len(report["crms"]) == len(logical.phases)
+
+
+@needs_mpi
+def test_repeated_runs_are_traced_and_modelled_by_their_median(tmp_path, monkeypatch, capsys):
+    """repeat = 2: every run twice (the second in repeat-2/), and the models are built from the
+    median of the two."""
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, "repeat = 2\n" + BASE)
+    assert main(["run", str(path), "-q"]) == 0
+    assert "CRM of phase" in capsys.readouterr().out
+    c = campaign.load(path)
+    runs = campaign.plan(c)
+    assert len(runs) == 10 and all(campaign._state(r) == "complete" for r in runs)
+    assert load_trace(c.traces / "repeat-2" / "P3.h5").meta["command"] == load_trace(c.traces / "P3.h5").meta["command"]
+    assert load_trace(c.traces / "small" / "repeat-2" / "P2.h5").meta["workload_value"] == "512"
+    logical, compute = campaign.models(c)
+    assert logical.Ps == [2, 3, 4]
