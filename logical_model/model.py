@@ -618,6 +618,35 @@ class LogicalModel:
         from .writer import generate
         return generate(self, P, np.arange(P) if ranks is None else np.asarray(ranks, np.int64))
 
+    def phase_problems(self, P: int) -> dict[int, list[str]]:
+        """Per phase index, why it cannot be placed at P (its own problems and what the
+        traced P leave open there); empty lists for the phases that can. The grid's
+        problem (:meth:`grid_problem`) is every phase's that uses the declared grid."""
+        grid = self.grid_problem(P)
+        open_ = self.undecided(P)
+        out = {}
+        for k, ph in enumerate(self.phases):
+            pr = list(ph.problems) + open_.get(ph.id, [])
+            if grid and any(s.comm == COMM_CART or (s.peer is not None and s.peer.family == "cart"
+                                                     and s.peer.params.get("grid") is None)
+                            for s in ph.slots):
+                pr.insert(0, grid)
+            out[k] = pr
+        return out
+
+    def phase_events(self, k: int, P: int, ranks: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The events of phase index ``k`` alone at P (one repetition, rank-major, the
+        columns of :meth:`events` but work and completions), for a phase that can be
+        placed there even when others cannot (:meth:`phase_problems`)."""
+        from .writer import _phase_tables, comm_ids
+        pr = self.phase_problems(P)[k]
+        if pr:
+            raise ExtrapolationError(f"{self.app}: phase {self.phases[k].id} cannot be placed at P={P}: "
+                                     + _short(pr))
+        ranks = np.arange(P) if ranks is None else np.asarray(ranks, np.int64)
+        ev = _phase_tables(self, k, P, ranks, comm_ids(self, P)[0])
+        return {c: v for c, v in ev.items() if not c.startswith("_")}
+
     def logical_trace(self, P: int, path: str | Path, *, overwrite: bool = False,
                       block: int = 65536, progress=None) -> Path:
         """Write the logical trace for P (HDF5, the captured-trace schema plus phases)."""
