@@ -247,6 +247,11 @@ class SlotModel:
     #: for where they part (:meth:`LogicalModel.undecided`). A field ending in "~" marks
     #: a less likely reading (a 3-D grid where a 2-D one fits), reported, not refused.
     alternatives: list = dataclasses.field(default_factory=list)
+    #: the peers of an MPI_COMM_WORLD event are neighbours on the declared grid
+    on_grid: bool = False
+    #: a wait present exactly where the slot it follows is (the call whose request it
+    #: completes): that slot's index in the phase
+    follows: int | None = None
 
     def describe(self) -> str:
         parts = [OPS[self.op]]
@@ -282,7 +287,8 @@ class SlotModel:
                 "root_bytes": self.root_bytes.to_dict() if self.root_bytes is not None else None,
                 "root_recv_bytes": (self.root_recv_bytes.to_dict() if self.root_recv_bytes is not None
                                     else None),
-                "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives]}
+                "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives],
+                "on_grid": self.on_grid, "follows": self.follows}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
@@ -301,7 +307,8 @@ class SlotModel:
                    recv_null_ends=bool(d.get("recv_null_ends", False)), null_tag=d.get("null_tag"),
                    null_no_bytes=bool(d.get("null_no_bytes", False)),
                    root_bytes=_load_quantity(d.get("root_bytes")),
-                   root_recv_bytes=_load_quantity(d.get("root_recv_bytes")), alternatives=alts)
+                   root_recv_bytes=_load_quantity(d.get("root_recv_bytes")), alternatives=alts,
+                   on_grid=bool(d.get("on_grid", False)), follows=d.get("follows"))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -314,7 +321,7 @@ class SlotModel:
     def place(self, ranks: np.ndarray, P: int, grid: Grid | None) -> dict[str, np.ndarray]:
         """This slot's events for ``ranks`` at P: present, peer, recv_peer, root (world
         ranks; MPI_PROC_NULL -3), bytes and recv_bytes, each (len(ranks),)."""
-        g = grid if self.comm == COMM_CART else None
+        g = grid if self.comm == COMM_CART or self.on_grid else None
         local, size, world = self.layout(ranks, P, grid)
         n = len(ranks)
         out = {"present": np.ones(n, bool), "peer": np.full(n, -1, np.int64),
@@ -878,15 +885,18 @@ def _local_ranks(T, offs, P: int, kind: np.ndarray, comms) -> np.ndarray:
     return out
 
 
-def _slot_keys(op, peer, rpeer, tag, comm, lrank, lsize, rank, grid_dims, grid_periods) -> list[tuple]:
+def _slot_keys(op, peer, rpeer, tag, comm, lrank, lsize, rank, grid_dims, grid_periods,
+               on_grid: bool = False) -> list[tuple]:
     """One rank's events of a repetition -> slot keys (occurrence-numbered); peers
-    and ranks of sub-communicator events are the communicator's own."""
+    and ranks of sub-communicator events are the communicator's own. ``on_grid``: peers
+    on MPI_COMM_WORLD are placed on the declared grid as well (a program that finds its
+    neighbours with MPI_Cart_shift and talks on MPI_COMM_WORLD: LAMMPS)."""
     keys, count = [], {}
 
     def where(q: int, c: int, r: int, n: int) -> tuple:
         if q < 0:
             return ("null",) if q == PROC_NULL else ("-",)
-        if c == COMM_CART and grid_dims is not None:
+        if grid_dims is not None and (c == COMM_CART or (on_grid and c == COMM_WORLD)):
             a = np.unravel_index(rank, grid_dims)
             b = np.unravel_index(q, grid_dims)
             disp: list = [int(y - x) for x, y in zip(a, b)]
@@ -982,6 +992,67 @@ def _merge_open_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
                     have.add(cands[0])
 
 
+def _align_open_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
+    """Sequences whose keys a small P leaves open, or that lack calls a larger P has
+    (a grid dimension 1 or 2 wide: no exchange along it, or one where a wider one has
+    two), take the keys of the least open sequence (of any rank at any P) they embed
+    in, call by call in order (the earliest fitting call each time; the occurrence
+    numbers are the reference's). A sequence that embeds in several of the least open
+    ones with different keys keeps its own. Keys are rewritten in place."""
+    def fits(key, c):
+        if key[0] != c[0] or key[2] != c[2] or not (key[1] == c[1] or key[1] < 0):
+            return False
+        return all(key[x] == c[x] or _fits_side(key[x], c[x]) for x in (3, 4))
+
+    def openness(seq):
+        return sum(_open_side(k[3]) + _open_side(k[4]) for k in seq)
+
+    def embed(seq, ref):
+        out, j = [], 0
+        for key in seq:
+            while j < len(ref) and not fits(key, ref[j]):
+                j += 1
+            if j == len(ref):
+                return None
+            out.append(ref[j])
+            j += 1
+        return out
+
+    seqs = {tuple(seq): None for ks in keys_per_p.values() for seq in ks}
+    score = {seq: (openness(seq), -len(seq)) for seq in seqs}
+    best = min(score.values(), default=None)
+    refs = [seq for seq in seqs if score[seq] == best]
+    mapped: dict[tuple, list] = {}
+    for seq in seqs:
+        if score[seq] == best:
+            continue
+        found = {tuple(e) for e in (embed(seq, r) for r in refs) if e is not None}
+        if len(found) == 1:
+            mapped[seq] = list(found.pop())
+    for ks in keys_per_p.values():
+        for n, seq in enumerate(ks):
+            if tuple(seq) in mapped:
+                ks[n] = list(mapped[tuple(seq)])
+
+
+def _wait_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
+    """A wait or test is keyed by the call before it (the one whose request it
+    completes, in a post-and-wait exchange) instead of by its occurrence among waits:
+    where a larger P has more exchanges, the waits still pair with theirs."""
+    for ks in keys_per_p.values():
+        for seq in ks:
+            prev: tuple = ("-",)
+            count: dict[tuple, int] = {}
+            for j, key in enumerate(seq):
+                if key[0] in WAIT_OPS:
+                    base = (key[0], key[1], key[2], ("after", prev), key[4])
+                    n = count.get(base, 0)
+                    count[base] = n + 1
+                    seq[j] = base + (n,)
+                else:
+                    prev = key
+
+
 def _common_order(seqs) -> list | None:
     g = nx.DiGraph()
     first_seen: dict[tuple, int] = {}
@@ -1048,10 +1119,12 @@ def _tag_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict:
     return out
 
 
-def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid, cost_col: str):
+def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid, cost_col: str,
+                 on_grid: bool = False):
     """The slots of phase k from its keys: (order, class name, per-class positions,
-    problems, slots)."""
-    problems = []
+    problems, slots, notes); ``on_grid``: MPI_COMM_WORLD events' peers are sought on the
+    declared grid."""
+    problems, notes = [], []
     order, class_name, positions = _order(keys_per_p)
     if order is None:
         problems.append("ranks order the phase's events differently and no rank class ("
@@ -1083,26 +1156,176 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
         for i in range(n_slots):
             obs[i].append((P, np.array(rank_ev[i][0], np.int64), np.array(rank_ev[i][1], np.int64), ph))
     slots = [_slot_model(key, obs[i], local, comms, grid, share_sum[i] / share_n[i] if share_n[i] else 0.0,
-                         f"phase {k} slot {i}") for i, key in enumerate(order)]
+                         f"phase {k} slot {i}", on_grid) for i, key in enumerate(order)]
+    _mirror_volumes(slots, obs, grid)
+    _follow_posts(slots, obs, order, index)
+    if on_grid and class_name is None and grid is not None:
+        slots, order, note = _dimension_analogy(slots, order, grid, sorted(s.nprocs for s in sigs))
+        if note:
+            notes.append(note)
     by_problem: dict[str, list[str]] = {}
     for i, slot in enumerate(slots):
         if slot.problem:
             by_problem.setdefault(slot.problem, []).append(f"{i} ({OPS[slot.op]})")
     for text, where in by_problem.items():
         problems.append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {text}")
-    return order, class_name, positions, problems, slots
+    return order, class_name, positions, problems, slots, notes
+
+
+def _axis(rule: PeerRule | None) -> int | None:
+    """The one grid dimension a neighbour rule moves along (None: not one)."""
+    if rule is None or rule.family != "cart" or rule.params.get("grid") is not None:
+        return None
+    nz = [d for d, x in enumerate(rule.params["disp"]) if x]
+    return nz[0] if len(nz) == 1 else None
+
+
+def _moved(rule: PeerRule | None, src: int, dst: int, like: PeerRule | None = None) -> PeerRule | None:
+    """A neighbour rule's displacement along ``src`` moved to ``dst``; ``like`` gives the
+    skip (where the rank has no call) when set."""
+    if rule is None:
+        return None
+    disp = [0] * len(rule.params["disp"])
+    disp[dst] = rule.params["disp"][src]
+    params = {**rule.params, "disp": tuple(disp)}
+    if like is not None:
+        params["skip"] = like.params.get("skip") if rule.params.get("skip") != "pair" else "pair"
+        if params["skip"] is None:
+            params.pop("skip")
+    return PeerRule("cart", params)
+
+
+def _dimension_analogy(slots: list[SlotModel], order: list, grid: Grid, Ps: list[int]):
+    """The same calls along every dimension (a program that loops over the grid's
+    dimensions with one code: LAMMPS's exchange, borders and forward communication).
+    Along a periodic dimension 2 wide at every traced P, a neighbour's direction is
+    open (+1 and -1 are one rank), and calls made only where a dimension is over 2 wide
+    (the second direction of an exchange) never showed. Where the calls along such a
+    dimension are, call by call, those along a dimension that was wider (its calls
+    made only over 2 wide aside), the direction of each is that dimension's, and those
+    calls are added along it too, after the places of the calls before them: (slots,
+    order, note). Nothing changes otherwise."""
+    dims = [grid.dims(P) for P in Ps]
+    nd = grid.ndims
+    wide = [d for d in range(nd) if any(x[d] > 2 for x in dims)]
+    narrow = [d for d in range(nd) if grid.periods[d] and all(x[d] <= 2 for x in dims)]
+    if not wide or not narrow:
+        return slots, order, None
+
+    def along(d):
+        return [i for i, s in enumerate(slots) if _axis(s.peer) == d and not s.problem]
+
+    def pair(i):
+        return slots[i].peer.params.get("skip") == "pair"
+
+    def waits_after(i):  # keyed by the call before them (_wait_keys)
+        return [j for j, key in enumerate(order) if slots[j].op in WAIT_OPS and key[3][0] == "after"
+                and key[3][1] == order[i]]
+
+    done = []
+    for d in narrow:
+        mine = along(d)
+        if not mine:
+            continue
+        for D in wide:
+            plain = [i for i in along(D) if not pair(i)]
+            if len(plain) != len(mine) or any(slots[x].op != slots[y].op for x, y in zip(mine, plain)):
+                continue
+            # each call's direction: its rule or alternative that moves the way its twin does
+            chosen = {}
+            for x, y in zip(mine, plain):
+                got = {}
+                for field in ("peer", "recv_peer"):
+                    ref = getattr(slots[y], field)
+                    if ref is None:
+                        continue
+                    want = tuple(_moved(ref, D, d).params["disp"])
+                    have = [getattr(slots[x], field)] + [v for f, v in slots[x].alternatives if f == field]
+                    match = [r for r in have if r is not None and tuple(r.params["disp"]) == want]
+                    if not match:
+                        break
+                    got[field] = match[0]
+                else:
+                    chosen[x] = got
+                    continue
+                break
+            if len(chosen) != len(mine):
+                continue
+            twin = dict(zip(plain, mine))
+            for y, x in list(twin.items()):  # the waits of twin calls are twins too
+                wy, wx = waits_after(y), waits_after(x)
+                if len(wy) != len(wx):
+                    break
+                twin.update(zip(wy, wx))
+            else:
+                # the calls only a dimension over 2 wide makes, and their waits
+                inserts: dict[int, list[tuple[int, SlotModel]]] = {}
+                last, ok = None, True
+                for i, sl in enumerate(slots):
+                    if i in twin:
+                        last = twin[i]
+                        continue
+                    extra = (i in along(D) and pair(i)) or (sl.follows is not None and sl.follows in along(D)
+                                                            and pair(sl.follows))
+                    if not extra:
+                        continue
+                    if last is None:
+                        ok = False
+                        break
+                    like = slots[mine[0]].peer
+                    copy = dataclasses.replace(
+                        sl, key=f"{sl.key}/dim{d}", alternatives=[],
+                        peer=_moved(sl.peer, D, d, like) if sl.peer is not None else None,
+                        recv_peer=_moved(sl.recv_peer, D, d, like) if sl.recv_peer is not None else None)
+                    if sl.peer is not None:  # volumes: the twin of the slot it took its own from
+                        src = [j for j in plain if slots[j].op == sl.op and slots[j].bytes is sl.bytes
+                               and slots[j].recv_bytes is sl.recv_bytes]
+                        if not src:
+                            ok = False
+                            break
+                        m = slots[twin[src[0]]]
+                        copy.bytes, copy.recv_bytes, copy.data_note = m.bytes, m.recv_bytes, m.data_note
+                    inserts.setdefault(last, []).append((i, copy))
+                if not ok:
+                    continue
+                for x, got in chosen.items():
+                    for field, rule in got.items():
+                        setattr(slots[x], field, rule)
+                    slots[x].alternatives = [(f, v) for f, v in slots[x].alternatives if f not in got]
+                new_slots, new_order, where, copy_at = [], [], {}, {}
+                for i, sl in enumerate(slots):
+                    where[i] = len(new_slots)
+                    new_slots.append(sl)
+                    new_order.append(order[i])
+                    for src, c in inserts.get(i, []):
+                        copy_at[src] = len(new_slots)
+                        new_slots.append(c)
+                        new_order.append((*order[src], f"dim{d}"))
+                olds = {id(c): src for lst in inserts.values() for src, c in lst}
+                for sl in new_slots:
+                    if sl.follows is not None:
+                        sl.follows = copy_at[sl.follows] if id(sl) in olds else where[sl.follows]
+                slots, order = new_slots, new_order
+                done.append((d, D, sum(len(v) for v in inserts.values())))
+                break
+    if not done:
+        return slots, order, None
+    return slots, order, ("the calls along " + "; ".join(
+        f"dimension {d} (2 wide at every traced P) are those along dimension {D}"
+        + (f", with the {n} made only where it is over 2 wide" if n else "") for d, D, n in done))
 
 
 def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid | None,
-                share: float, name: str) -> SlotModel:
+                share: float, name: str, on_grid: bool = False) -> SlotModel:
     """One slot's rules from its events at every traced P (``o_list``: (P, ranks, template
     event indices, phase) per P); ``slot.problem`` says why it cannot be modelled."""
     op, tag, ck = key[0], key[1], key[2]
     sub = ck >= _SUB_BASE
     slot = SlotModel(key=_key_text(key), op=op, tag=tag,
                      comm=COMM_SUB if sub else ck if ck in (COMM_NONE, COMM_WORLD, COMM_CART) else COMM_WORLD,
-                     everywhere=True, work_share=float(share))
-    cart = grid if ck == COMM_CART else None
+                     everywhere=True, work_share=float(share),
+                     on_grid=bool(on_grid and grid is not None and ck == COMM_WORLD))
+    cart = grid if ck == COMM_CART or slot.on_grid else None
 
     def col(o, c):
         return np.asarray(o[3].template[c], np.int64)[o[2]]
@@ -1245,6 +1468,60 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
     return slot
 
 
+_ONE_P = "seen at one P only; its volume cannot be fitted"
+
+
+def _mirror_volumes(slots: list[SlotModel], obs: dict, grid: Grid | None) -> None:
+    """A grid exchange seen at one P only (the second direction of an exchange along a
+    dimension only the largest P has over 2 wide) takes the volumes of its mirror: the
+    slot with the same operation whose grid displacements are its own negated, where
+    the two carried the same sizes at that P (or sizes of the data both)."""
+    def disp(rule):
+        return tuple(rule.params["disp"]) if rule is not None and rule.family == "cart" else None
+
+    for i, s in enumerate(slots):
+        if s.problem != _ONE_P or disp(s.peer) is None:
+            continue
+        want = tuple(-x for x in disp(s.peer))
+        rwant = tuple(-x for x in disp(s.recv_peer)) if s.recv_peer is not None else None
+        for j, m in enumerate(slots):
+            if (j == i or m.problem or m.op != s.op or m.comm != s.comm or disp(m.peer) != want
+                    or (rwant is not None and disp(m.recv_peer) != rwant)):
+                continue
+            o = next(o for o in obs[i] if len(o[1]))
+            ok = True
+            for col in ("bytes", "recv_bytes"):
+                model = getattr(m, col)
+                v = np.asarray(o[3].template[col], float)[o[2]]
+                if model is None:
+                    ok &= not np.any(v)
+                    continue
+                if bool(m.data_note) != bool(s.data_note):
+                    ok = False
+                elif not m.data_note:  # sizes of the data: both directions carry the data's
+                    ok &= bool(np.all(np.abs(v - _predict_scalar(model, o[0])) < 0.5))
+            if ok:
+                s.bytes, s.recv_bytes, s.problem = m.bytes, m.recv_bytes, None
+                s.data_note = s.data_note or m.data_note
+                _verify(s, obs[i], grid)
+                break
+
+
+def _follow_posts(slots: list[SlotModel], obs: dict, order: list, index: dict) -> None:
+    """A wait only some ranks call, keyed by the call before it (:func:`_wait_keys`), is
+    present where that call is, when that holds at every traced P."""
+    for i, s in enumerate(slots):
+        key = order[i]
+        if s.op not in WAIT_OPS or key[3][0] != "after" or not (
+                (s.problem or "").startswith("only some ranks") or s.members is not None):
+            continue
+        j = index.get(key[3][1])
+        if j is None or j > i or slots[j].problem:
+            continue
+        if all(np.array_equal(np.sort(a[1]), np.sort(b[1])) for a, b in zip(obs[i], obs[j])):
+            s.follows, s.members, s.problem, s.everywhere = j, None, None, False
+
+
 def _ranks_text(ranks: np.ndarray, n: int = 8) -> str:
     r = [int(x) for x in np.sort(ranks)[:n]]
     return ", ".join(map(str, r)) + (", ..." if len(ranks) > n else "")
@@ -1298,10 +1575,12 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
                 continue  # the root sends what the others do
             if len(set(P_)) >= 2 and any(y_):
                 alts: list = []
-                setattr(slot, attr, _fit_volume(np.array(P_), np.array(y_), grid, f"{name} {attr}", alts))
+                # a mean of the data's sizes is no exact product of grid dimensions
+                setattr(slot, attr, _fit_volume(np.array(P_), np.array(y_), None if slot.data_note else grid,
+                                                f"{name} {attr}", alts))
                 slot.alternatives += [(attr, a) for a in alts]
             elif len(set(P_)) == 1 and any(y_):
-                slot.problem = "seen at one P only; its volume cannot be fitted"
+                slot.problem = _ONE_P
                 return
 
 
@@ -1471,7 +1750,7 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         problems: list[str] = []
         notes: list[str] = []
         # ---- slots of every rank at every P, merged into one order ------------------
-        keys_per_p, local = {}, {}
+        keys_per_p, local, key_args = {}, {}, {}
         for s in sigs:
             ph = s.phases[k]
             T, offs = ph.template, ph.template_offsets
@@ -1488,13 +1767,16 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 hit = np.flatnonzero(np.isin(T["op"], ops))
                 if hit.size and not any(what in p for p in problems):
                     problems.append(f"{OPS[int(T['op'][hit[0]])]}: {what}")
-            keys_all = []
+            keys_all, args_all = [], []
             for r in range(P):
                 a, b = int(offs[r]), int(offs[r + 1])
-                keys_all.append(_slot_keys(T["op"][a:b], lpeer[a:b], lrpeer[a:b], T["tag"][a:b],
-                                           np.minimum(kind[a:b], _SUB_BASE + 2), lrank[a:b], lsize[a:b],
-                                           r, gd[0] if gd else None, gd[1] if gd else None))
+                args = (T["op"][a:b], lpeer[a:b], lrpeer[a:b], T["tag"][a:b],
+                        np.minimum(kind[a:b], _SUB_BASE + 2), lrank[a:b], lsize[a:b],
+                        r, gd[0] if gd else None, gd[1] if gd else None)
+                keys_all.append(_slot_keys(*args))
+                args_all.append(args)
             keys_per_p[P] = keys_all
+            key_args[P] = args_all
             local[P] = (kind, lrank, lsize, lpeer, lrpeer, lroot)
         # the slots by (operation, tag, communicator) and occurrence, where the peer lies
         # being the rules' business (every rank calling the same operations in order; ranks
@@ -1506,8 +1788,17 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
             if not attempts[-1][3]:
                 break
-        order, class_name, positions, slot_problems, slots = min(attempts, key=lambda a: len(a[3]))
+        if attempts[-1][3] and grid is not None:
+            # MPI_COMM_WORLD peers as displacements on the declared grid, sequences aligned
+            # with the calls a wider grid has, waits paired with their calls
+            keys = {P: [_slot_keys(*args, on_grid=True) for args in key_args[P]] for P in key_args}
+            _merge_open_keys(keys)
+            _align_open_keys(keys)
+            _wait_keys(keys)
+            attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col, on_grid=True))
+        order, class_name, positions, slot_problems, slots, slot_notes = min(attempts, key=lambda a: len(a[3]))
         problems += slot_problems
+        notes += slot_notes
         data = [f"{i} ({OPS[sl.op]})" for i, sl in enumerate(slots) if sl.data_note]
         if data:
             first = next(sl.data_note for sl in slots if sl.data_note)

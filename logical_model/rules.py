@@ -106,7 +106,15 @@ class PeerRule:
             grid = p.get("grid") or grid  # an inferred grid travels with its rule
             if grid is None:
                 raise ValueError("a cart rule needs the process grid")
-            return neighbour(rank, grid.dims(P), grid.periods, tuple(p["disp"]), grid.order)
+            dims = grid.dims(P)
+            q = neighbour(rank, dims, grid.periods, tuple(p["disp"]), grid.order)
+            skip = p.get("skip")
+            if skip:  # no call where the neighbour is the rank itself (LAMMPS: sendproc != me)
+                q = np.where(q == rank, -1, q)
+            if skip == "pair":  # ... nor where it is also the one the other way (a ring of 2)
+                back = neighbour(rank, dims, grid.periods, tuple(-x for x in p["disp"]), grid.order)
+                q = np.where(back == q, -1, q)
+            return q
         if f == "shift":
             q = rank + self._k(P)
             if p["periodic"]:
@@ -146,8 +154,11 @@ class PeerRule:
         f, p = self.family, self.params
         if f == "cart":
             disp = ",".join(f"{d:+d}" for d in p["disp"])
-            return f"grid neighbour ({disp})" + (f" on the inferred {p['grid'].describe()}"
-                                                 if p.get("grid") else "")
+            skip = {"self": ", where not the rank itself",
+                    "pair": ", where neither the rank itself nor its neighbour the other way"
+                    }.get(p.get("skip"), "")
+            return f"grid neighbour ({disp}){skip}" + (f" on the inferred {p['grid'].describe()}"
+                                                       if p.get("grid") else "")
         if f == "shift":
             k = self._k_text()
             k = k if k.startswith("-") else "+" + k
@@ -291,11 +302,17 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
     if not seen:
         return None
     if grid is not None:
-        found = [r for r in _cart_candidates(seen, grid, False) if _reproduces(r, obs, grid)]
-        if found:  # several: the fit P cannot tell them apart; the target may
-            if alternatives is not None:
-                alternatives.extend(found[1:])
-            return found[0]
+        # a neighbour on the declared grid; where no plain one fits, one the program skips
+        # where it is the rank itself (a dimension 1 wide), or also the neighbour the other
+        # way (a dimension 2 wide, where one exchange serves both directions)
+        base = _cart_candidates(seen, grid, False)
+        for skip in (None, "self", "pair"):
+            cands = base if skip is None else [PeerRule("cart", {**r.params, "skip": skip}) for r in base]
+            found = [r for r in cands if _reproduces(r, obs, grid)]
+            if found:  # several: the fit P cannot tell them apart; the target may
+                if alternatives is not None:
+                    alternatives.extend(found[1:])
+                return found[0]
     # per P, the candidate shift offsets, xor masks and fixed peers (one rank's view)
     cands: list[PeerRule] = []
     off = {o.P: [int(o.peers[0] - o.ranks[0]), int((o.peers[0] - o.ranks[0]) % o.P),

@@ -70,7 +70,7 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases:
     present = np.zeros((ns, nr), bool)
     for i, s in enumerate(ph.slots):
         placed = s.place(ranks, P, grid)
-        present[i] = placed["present"]
+        present[i] = placed["present"] if s.follows is None else present[s.follows]
         for c in ("peer", "recv_peer", "root", "bytes", "recv_bytes", "tag"):
             cols[c][i] = placed[c]
         if s.comm_role is not None:
