@@ -252,6 +252,9 @@ class SlotModel:
     #: a wait present exactly where the slot it follows is (the call whose request it
     #: completes): that slot's index in the phase
     follows: int | None = None
+    #: ... except on ranks where that slot is their last call of the repetition (the wait
+    #: comes after the phase: the next repetition opens with it, or the next phase)
+    follows_unless_last: bool = False
 
     def describe(self) -> str:
         parts = [OPS[self.op]]
@@ -288,7 +291,8 @@ class SlotModel:
                 "root_recv_bytes": (self.root_recv_bytes.to_dict() if self.root_recv_bytes is not None
                                     else None),
                 "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives],
-                "on_grid": self.on_grid, "follows": self.follows}
+                "on_grid": self.on_grid, "follows": self.follows,
+                "follows_unless_last": self.follows_unless_last}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
@@ -308,7 +312,8 @@ class SlotModel:
                    null_no_bytes=bool(d.get("null_no_bytes", False)),
                    root_bytes=_load_quantity(d.get("root_bytes")),
                    root_recv_bytes=_load_quantity(d.get("root_recv_bytes")), alternatives=alts,
-                   on_grid=bool(d.get("on_grid", False)), follows=d.get("follows"))
+                   on_grid=bool(d.get("on_grid", False)), follows=d.get("follows"),
+                   follows_unless_last=bool(d.get("follows_unless_last", False)))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -537,6 +542,9 @@ class LogicalModel:
         2-D one fits) that part at P instead, which do not refuse it."""
         out: dict[int, list[str]] = {}
         ranks = np.arange(P)
+        if not weaker:
+            for pid, texts in self._stuck_dimensions(P).items():
+                out.setdefault(pid, []).extend(texts)
         for ph in self.phases:
             for i, s in enumerate(ph.slots):
                 if not s.alternatives:
@@ -564,6 +572,35 @@ class LogicalModel:
                             f"slot {i} ({OPS[s.op]}): {what} {text(have)} or {text(value)} at every "
                             f"traced P, which part at P={P}")
                         break
+        return out
+
+    def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
+        """Exact sizes of grid traffic that follow no product of grid dimensions (a
+        model in P) are open at a target where a grid dimension that kept one width at
+        every traced P changes: the traced P cannot tell how the sizes follow it."""
+        if self.grid is None:
+            return {}
+        try:
+            fit = np.array([self.grid.dims(p) for p in self.Ps])
+            at = np.array(self.grid.dims(P))
+        except ValueError:
+            return {}
+        stuck = [d for d in range(self.grid.ndims) if len(set(fit[:, d])) == 1 and at[d] != fit[0, d]]
+        if not stuck:
+            return {}
+        out: dict[int, list[str]] = {}
+        for ph in self.phases:
+            bad = [f"{i} ({OPS[s.op]})" for i, s in enumerate(ph.slots)
+                   if (s.on_grid or s.comm == COMM_CART) and s.data_note is None and any(
+                       v is not None and not isinstance(v, GridPower) and len(set(v.predict(
+                           np.array(self.Ps)).round(6))) > 1 for v in (s.bytes, s.recv_bytes))]
+            if bad:
+                out[ph.id] = [f"slot{'s' if len(bad) > 1 else ''} {', '.join(bad[:8])}"
+                              f"{' ...' if len(bad) > 8 else ''}: sizes that follow no product of grid "
+                              f"dimensions, and grid dimension {', '.join(map(str, stuck))} (always "
+                              f"{', '.join(str(int(fit[0, d])) for d in stuck)} wide at the traced P) is "
+                              f"{', '.join(str(int(at[d])) for d in stuck)} at P={P}: the traced P cannot "
+                              "tell how the sizes follow it"]
         return out
 
     def check_target(self, P: int) -> None:
@@ -1038,14 +1075,17 @@ def _align_open_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
 def _wait_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
     """A wait or test is keyed by the call before it (the one whose request it
     completes, in a post-and-wait exchange) instead of by its occurrence among waits:
-    where a larger P has more exchanges, the waits still pair with theirs."""
+    where a larger P has more exchanges, the waits still pair with theirs. A wait that
+    opens the repetition completes the previous repetition's last call: keyed "after
+    wrap", whichever call that is at each P."""
     for ks in keys_per_p.values():
         for seq in ks:
             prev: tuple = ("-",)
             count: dict[tuple, int] = {}
             for j, key in enumerate(seq):
                 if key[0] in WAIT_OPS:
-                    base = (key[0], key[1], key[2], ("after", prev), key[4])
+                    # a repetition that opens with a wait completes the previous one's last call
+                    base = (key[0], key[1], key[2], ("after", prev if prev != ("-",) else "wrap"), key[4])
                     n = count.get(base, 0)
                     count[base] = n + 1
                     seq[j] = base + (n,)
@@ -1157,6 +1197,8 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
             obs[i].append((P, np.array(rank_ev[i][0], np.int64), np.array(rank_ev[i][1], np.int64), ph))
     slots = [_slot_model(key, obs[i], local, comms, grid, share_sum[i] / share_n[i] if share_n[i] else 0.0,
                          f"phase {k} slot {i}", on_grid) for i, key in enumerate(order)]
+    if on_grid:
+        _face_volumes(slots)
     _mirror_volumes(slots, obs, grid)
     _follow_posts(slots, obs, order, index)
     if on_grid and class_name is None and grid is not None:
@@ -1202,9 +1244,11 @@ def _dimension_analogy(slots: list[SlotModel], order: list, grid: Grid, Ps: list
     open (+1 and -1 are one rank), and calls made only where a dimension is over 2 wide
     (the second direction of an exchange) never showed. Where the calls along such a
     dimension are, call by call, those along a dimension that was wider (its calls
-    made only over 2 wide aside), the direction of each is that dimension's, and those
-    calls are added along it too, after the places of the calls before them: (slots,
-    order, note). Nothing changes otherwise."""
+    made only over 2 wide aside), the direction of each is that dimension's, an exact
+    volume is the grid power of its twin's with the two dimensions swapped (a face
+    across y is nx/dims0 x nz/dims2 where one across x is ny/dims1 x nz/dims2), and
+    the calls made only over 2 wide are added along it too, after the places of the
+    calls before them: (slots, order, note). Nothing changes otherwise."""
     dims = [grid.dims(P) for P in Ps]
     nd = grid.ndims
     wide = [d for d in range(nd) if any(x[d] > 2 for x in dims)]
@@ -1252,67 +1296,99 @@ def _dimension_analogy(slots: list[SlotModel], order: list, grid: Grid, Ps: list
             if len(chosen) != len(mine):
                 continue
             twin = dict(zip(plain, mine))
-            for y, x in list(twin.items()):  # the waits of twin calls are twins too
+            # the waits of twin calls are twins too (not a wait the next repetition begins with)
+            for y, x in list(twin.items()):
                 wy, wx = waits_after(y), waits_after(x)
-                if len(wy) != len(wx):
+                if len(wy) == len(wx):
+                    twin.update(zip(wy, wx))
+            # the calls only a dimension over 2 wide makes, and their waits
+            inserts: dict[int, list[tuple[int, SlotModel]]] = {}
+            last, ok = None, True
+            for i, sl in enumerate(slots):
+                if i in twin:
+                    last = twin[i]
+                    continue
+                extra = (i in along(D) and pair(i)) or (sl.follows is not None and sl.follows in along(D)
+                                                        and pair(sl.follows))
+                if not extra:
+                    continue
+                if last is None:
+                    ok = False
                     break
-                twin.update(zip(wy, wx))
-            else:
-                # the calls only a dimension over 2 wide makes, and their waits
-                inserts: dict[int, list[tuple[int, SlotModel]]] = {}
-                last, ok = None, True
-                for i, sl in enumerate(slots):
-                    if i in twin:
-                        last = twin[i]
-                        continue
-                    extra = (i in along(D) and pair(i)) or (sl.follows is not None and sl.follows in along(D)
-                                                            and pair(sl.follows))
-                    if not extra:
-                        continue
-                    if last is None:
+                like = slots[mine[0]].peer
+                copy = dataclasses.replace(
+                    sl, key=f"{sl.key}/dim{d}", alternatives=[],
+                    peer=_moved(sl.peer, D, d, like) if sl.peer is not None else None,
+                    recv_peer=_moved(sl.recv_peer, D, d, like) if sl.recv_peer is not None else None)
+                if sl.peer is not None:  # volumes: the twin of the slot it took its own from
+                    src = [j for j in plain if slots[j].op == sl.op and slots[j].bytes is sl.bytes
+                           and slots[j].recv_bytes is sl.recv_bytes]
+                    if not src:
                         ok = False
                         break
-                    like = slots[mine[0]].peer
-                    copy = dataclasses.replace(
-                        sl, key=f"{sl.key}/dim{d}", alternatives=[],
-                        peer=_moved(sl.peer, D, d, like) if sl.peer is not None else None,
-                        recv_peer=_moved(sl.recv_peer, D, d, like) if sl.recv_peer is not None else None)
-                    if sl.peer is not None:  # volumes: the twin of the slot it took its own from
-                        src = [j for j in plain if slots[j].op == sl.op and slots[j].bytes is sl.bytes
-                               and slots[j].recv_bytes is sl.recv_bytes]
-                        if not src:
-                            ok = False
-                            break
-                        m = slots[twin[src[0]]]
-                        copy.bytes, copy.recv_bytes, copy.data_note = m.bytes, m.recv_bytes, m.data_note
-                    inserts.setdefault(last, []).append((i, copy))
-                if not ok:
-                    continue
-                for x, got in chosen.items():
-                    for field, rule in got.items():
-                        setattr(slots[x], field, rule)
-                    slots[x].alternatives = [(f, v) for f, v in slots[x].alternatives if f not in got]
-                new_slots, new_order, where, copy_at = [], [], {}, {}
-                for i, sl in enumerate(slots):
-                    where[i] = len(new_slots)
-                    new_slots.append(sl)
-                    new_order.append(order[i])
-                    for src, c in inserts.get(i, []):
-                        copy_at[src] = len(new_slots)
-                        new_slots.append(c)
-                        new_order.append((*order[src], f"dim{d}"))
-                olds = {id(c): src for lst in inserts.values() for src, c in lst}
-                for sl in new_slots:
-                    if sl.follows is not None:
-                        sl.follows = copy_at[sl.follows] if id(sl) in olds else where[sl.follows]
-                slots, order = new_slots, new_order
-                done.append((d, D, sum(len(v) for v in inserts.values())))
-                break
+                    m = slots[twin[src[0]]]
+                    copy.bytes, copy.recv_bytes, copy.data_note = m.bytes, m.recv_bytes, m.data_note
+                    copy.alternatives = [(f, v) for f, v in m.alternatives if f.rstrip("~").endswith("bytes")]
+                inserts.setdefault(last, []).append((i, copy))
+            if not ok:
+                continue
+            for x, got in chosen.items():
+                for field, rule in got.items():
+                    setattr(slots[x], field, rule)
+                slots[x].alternatives = [(f, v) for f, v in slots[x].alternatives if f not in got]
+            for y, x in zip(plain, mine):  # exact volumes: the twin's grid powers, d and D swapped
+                for field in ("bytes", "recv_bytes"):
+                    ref = getattr(slots[y], field)
+                    if not isinstance(ref, GridPower):
+                        continue
+                    want = list(ref.exps)
+                    want[d], want[D] = want[D], want[d]
+                    have = [getattr(slots[x], field)] + [v for f, v in slots[x].alternatives if f == field]
+                    match = [v for v in have if isinstance(v, GridPower) and list(v.exps) == want]
+                    if match:
+                        setattr(slots[x], field, match[0])
+                        slots[x].alternatives = [(f, v) for f, v in slots[x].alternatives if f != field]
+            new_slots, new_order, where, copy_at = [], [], {}, {}
+            for i, sl in enumerate(slots):
+                where[i] = len(new_slots)
+                new_slots.append(sl)
+                new_order.append(order[i])
+                for src, c in inserts.get(i, []):
+                    copy_at[src] = len(new_slots)
+                    new_slots.append(c)
+                    new_order.append((*order[src], f"dim{d}"))
+            olds = {id(c): src for lst in inserts.values() for src, c in lst}
+            for sl in new_slots:
+                if sl.follows is not None:
+                    sl.follows = copy_at[sl.follows] if id(sl) in olds else where[sl.follows]
+            slots, order = new_slots, new_order
+            done.append((d, D, sum(len(v) for v in inserts.values())))
+            break
     if not done:
         return slots, order, None
     return slots, order, ("the calls along " + "; ".join(
         f"dimension {d} (2 wide at every traced P) are those along dimension {D}"
         + (f", with the {n} made only where it is over 2 wide" if n else "") for d, D, n in done))
+
+
+def _face_volumes(slots: list[SlotModel]) -> None:
+    """A halo across grid dimension e is a face of the sub-domain: the product of its
+    other edges, each dims_k(P)^-1 (times a constant). Where a dimension did not change
+    across the traced P, several grid powers reproduce every P exactly; the one of that
+    form, when there is exactly one, is kept and the others dropped."""
+    for s in slots:
+        e = _axis(s.peer)
+        if e is None:
+            continue
+        for field in ("bytes", "recv_bytes"):
+            have = [getattr(s, field)] + [v for f, v in s.alternatives if f == field]
+            if len(have) < 2 or not all(isinstance(v, GridPower) for v in have):
+                continue
+            face = [v for v in have if v.exps[e] == 0 and len({x for k, x in enumerate(v.exps) if k != e}) == 1
+                    and all(x < 0 for k, x in enumerate(v.exps) if k != e)]
+            if len(face) == 1:
+                setattr(s, field, face[0])
+                s.alternatives = [(f, v) for f, v in s.alternatives if f != field]
 
 
 def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid | None,
@@ -1502,6 +1578,7 @@ def _mirror_volumes(slots: list[SlotModel], obs: dict, grid: Grid | None) -> Non
                     ok &= bool(np.all(np.abs(v - _predict_scalar(model, o[0])) < 0.5))
             if ok:
                 s.bytes, s.recv_bytes, s.problem = m.bytes, m.recv_bytes, None
+                s.alternatives += [(f, v) for f, v in m.alternatives if f.rstrip("~").endswith("bytes")]
                 s.data_note = s.data_note or m.data_note
                 _verify(s, obs[i], grid)
                 break
@@ -1509,7 +1586,18 @@ def _mirror_volumes(slots: list[SlotModel], obs: dict, grid: Grid | None) -> Non
 
 def _follow_posts(slots: list[SlotModel], obs: dict, order: list, index: dict) -> None:
     """A wait only some ranks call, keyed by the call before it (:func:`_wait_keys`), is
-    present where that call is, when that holds at every traced P."""
+    present where that call is, when that holds at every traced P, or where it is
+    except on the ranks whose last call of the phase it is (completed after the phase:
+    by the wait the next repetition opens with, or in the next phase)."""
+    calls = [i for i, sl in enumerate(slots) if sl.op not in WAIT_OPS]
+    last: dict[int, np.ndarray] = {}  # per P, each rank's last call of the repetition
+    if calls:
+        for n, o0 in enumerate(obs[0]):
+            P = o0[0]
+            at = np.full(P, -1, np.int64)
+            for i in calls:
+                at[obs[i][n][1]] = i
+            last[P] = at
     for i, s in enumerate(slots):
         key = order[i]
         if s.op not in WAIT_OPS or key[3][0] != "after" or not (
@@ -1518,8 +1606,17 @@ def _follow_posts(slots: list[SlotModel], obs: dict, order: list, index: dict) -
         j = index.get(key[3][1])
         if j is None or j > i or slots[j].problem:
             continue
-        if all(np.array_equal(np.sort(a[1]), np.sort(b[1])) for a, b in zip(obs[i], obs[j])):
-            s.follows, s.members, s.problem, s.everywhere = j, None, None, False
+        for unless_last in (False, True):
+            ok = True
+            for a, b in zip(obs[i], obs[j]):
+                want = np.sort(b[1])
+                if unless_last:  # a rank's last call is completed after the phase
+                    want = want[last[b[0]][want] != j]
+                ok &= np.array_equal(np.sort(a[1]), want)
+            if ok:
+                s.follows, s.members, s.problem, s.everywhere = j, None, None, False
+                s.follows_unless_last = unless_last
+                break
 
 
 def _ranks_text(ranks: np.ndarray, n: int = 8) -> str:

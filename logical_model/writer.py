@@ -70,13 +70,23 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases:
     present = np.zeros((ns, nr), bool)
     for i, s in enumerate(ph.slots):
         placed = s.place(ranks, P, grid)
-        present[i] = placed["present"] if s.follows is None else present[s.follows]
+        present[i] = placed["present"]
         for c in ("peer", "recv_peer", "root", "bytes", "recv_bytes", "tag"):
             cols[c][i] = placed[c]
         if s.comm_role is not None:
             cols["comm"][i] = bases[s.comm_role] + s.comm_role.layout(ranks, P)[0]
         else:
             cols["comm"][i] = s.comm
+    # waits present where the call they complete is (but a rank's last call, where the
+    # next repetition opens with the wait that completes it)
+    follow = [i for i, s in enumerate(ph.slots) if s.follows is not None]
+    if follow:
+        calls = np.array([s.op not in WAIT_OPS for s in ph.slots])
+        masked = present & calls[:, None]
+        last = np.where(masked.any(0), ns - 1 - np.argmax(masked[::-1], axis=0), -1)
+        for i in follow:
+            s = ph.slots[i]
+            present[i] = present[s.follows] & ((last != s.follows) if s.follows_unless_last else True)
     op = np.array([s.op for s in ph.slots], np.int64)
     share = np.array([s.work_share for s in ph.slots], float)
     # work after each slot: the rank's work split by the slots' shares (renormalised

@@ -2,8 +2,10 @@
 compared event for event with a real traced run at an unseen P = 24: a non-periodic 1-D
 halo with MPI_PROC_NULL ends (with Sendrecv, Isend/Irecv, and an even/odd ordered
 variant), traffic on a duplicate
-of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, and rooted
-collectives whose root sends or receives what the others do not."""
+of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, rooted
+collectives whose root sends or receives what the others do not, and LAMMPS's brick
+communication on a declared 3-D grid (calls that exist only where a dimension is over 1
+or over 2 wide)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,10 @@ CASES = {
     "dup": ("halo1d.c", ["4", "sendrecv", "dup"]),
     "split": ("split2d.c", ["4"]),
     "rooted": ("rooted.c", ["4"]),
+    # LAMMPS's brick communication: neighbours from a declared periodic 3-D grid, traffic on
+    # MPI_COMM_WORLD, no call where a neighbour is the rank itself, exchanges made only where a
+    # dimension is over 2 wide; dimension 1 is 2 wide at every fit P and 3 at the unseen one
+    "brick": ("brick3d.c", ["24"]),
 }
 
 
