@@ -498,12 +498,16 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
 def logical_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dict:
     """The logical model of one application fitted at ``fit`` and placed at ``held``,
     beside the real run there: per phase extrapolated (and compared) or refused."""
-    from logical_model import build, read_signatures
+    from logical_model import ModelError, build, read_signatures
     from signature import extract
     files = [out / app / f"P{P}" / f"P{P}.h5" for P in fit]
     t0 = time.process_time()
     sigs, grids = read_signatures(files)
-    model = build(sigs, grids=grids)
+    try:
+        model = build(sigs, grids=grids)
+    except ModelError as err:  # the signatures cannot be related: the whole app is refused
+        return {"app": app, "fit": list(fit), "held": held, "model_cpu_s": time.process_time() - t0,
+                "phases_same_at_held": False, "phases": [], "extrapolated": False, "refused": str(err)}
     took = time.process_time() - t0
     real = extract(load_trace(out / app / f"P{held}" / f"P{held}.h5"))
     problems = model.phase_problems(held)
@@ -536,6 +540,8 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
           f"placed at P = {held} and compared with the real run there\n")
     table = [("app", "phase", "kind", "weight model/real", "events", "result")]
     for r in rows:
+        if r.get("refused"):
+            table.append((r["app"], "-", "-", "-", "-", "refused: " + r["refused"][:200]))
         for p in r["phases"]:
             if p["refused"]:
                 res = "refused: " + p["refused"][:150] + (f" (+{p['more_problems']} more)" if p["more_problems"] else "")
@@ -575,7 +581,7 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
                 "volume_error_max": not vols or max(vols) <= GOAL_VOLUME,
                 "weights_exact": all(p["weight_exact"] for _, p in compared)},
         "rows": [{"app": r["app"], "model_cpu_s": r["model_cpu_s"], "extrapolated": r["extrapolated"],
-                  "phases": r["phases"]} for r in rows],
+                  "refused": r.get("refused"), "phases": r["phases"]} for r in rows],
     }
 
 
