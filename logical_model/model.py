@@ -74,7 +74,8 @@ from signature.model import Signature
 from signature.trace import OP_CODE, OPS
 
 from . import modelsearch as search
-from .rules import Grid, Observation, PeerRule, infer_members, infer_peer, infer_root
+from .rules import (ClassComm, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
+                    infer_within)
 from .topology import DimsRule, SubGrid, fit_dims_rules, infer_subgrid
 
 __all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel",
@@ -152,6 +153,11 @@ class GridPower:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "grid", "c": self.c, "exps": list(self.exps), "grid": self.grid.to_dict(),
                 "name": self.name}
+
+
+def _load_role(d: dict):
+    """A communicator layout from JSON: a sub-grid, or the communicator of a class of ranks."""
+    return ClassComm.from_dict(d) if d.get("kind") == "class" else SubGrid.from_dict(d)
 
 
 def _short(problems: Sequence[str], width: int = 160) -> str:
@@ -266,7 +272,10 @@ class SlotModel:
                          + (" or PROC_NULL" if self.recv_null_ends else ""))
         if self.root is not None:
             parts.append("root " + self.root.describe())
-        if self.members is not None:
+        if self.members is not None and self.comm_role is not None:  # a class of communicators
+            parts.append("only on communicators " + self.members.describe().replace("ranks r with r", "c with c")
+                         .replace("every rank but", "all but").replace("rank ", "number "))
+        elif self.members is not None and (self.peer is None or self.peer.family != "within"):
             parts.append("on " + self.members.describe())
         if self.tag >= 0:
             parts.append(f"tag {self.tag}")
@@ -297,7 +306,7 @@ class SlotModel:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
         rule = lambda x: PeerRule.from_dict(x) if x else None  # noqa: E731
-        load = {"peer": PeerRule.from_dict, "recv_peer": PeerRule.from_dict, "comm_role": SubGrid.from_dict}
+        load = {"peer": PeerRule.from_dict, "recv_peer": PeerRule.from_dict, "comm_role": _load_role}
         alts = [(a["field"], load.get(a["field"].rstrip("~"), _load_quantity)(a["value"]))
                 for a in d.get("alternatives", ())]
         return cls(key=d["key"], op=OP_CODE[d["op"]], tag=int(d["tag"]), comm=int(d["comm"]),
@@ -305,7 +314,7 @@ class SlotModel:
                    recv_peer=rule(d["recv_peer"]), root=rule(d["root"]),
                    bytes=_load_quantity(d["bytes"]), recv_bytes=_load_quantity(d["recv_bytes"]),
                    work_share=float(d["work_share"]), problem=d.get("problem"),
-                   comm_role=SubGrid.from_dict(d["comm_role"]) if d.get("comm_role") else None,
+                   comm_role=_load_role(d["comm_role"]) if d.get("comm_role") else None,
                    members=rule(d.get("members")),
                    null_ends=bool(d.get("null_ends", False)),
                    recv_null_ends=bool(d.get("recv_null_ends", False)), null_tag=d.get("null_tag"),
@@ -338,9 +347,11 @@ class SlotModel:
                 out["present"] = self.members(colour, self.comm_role.n_comms(P)) >= 0
             else:
                 out["present"] = self.members(ranks, P) >= 0
+
         if self.peer is not None:
             q = self.peer(local, size, g)
-            out["present"] = np.ones(n, bool) if self.null_ends else q >= 0
+            has = np.ones(n, bool) if self.null_ends else q >= 0
+            out["present"] = has & out["present"] if self.members is not None else has
             out["peer"] = np.where(q >= 0, world(q), PROC_NULL if self.null_ends else -1)
         if self.recv_peer is not None:
             q = self.recv_peer(local, size, g)
@@ -631,7 +642,7 @@ class LogicalModel:
             raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {int(np.prod(dims))} "
                                      f"processes, not the target's {P}")
         grids = ([self.grid] if self.grid else []) + [
-            s.comm_role.rule for ph in self.phases for s in ph.slots if s.comm_role is not None] + [
+            s.comm_role.rule for ph in self.phases for s in ph.slots if isinstance(s.comm_role, SubGrid)] + [
             r.params["grid"] for ph in self.phases for s in ph.slots for r in (s.peer, s.recv_peer)
             if r is not None and r.params.get("grid") is not None]
         if not grids:
@@ -845,7 +856,7 @@ def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalMod
             recv_bytes=volume(s.recv_bytes), root_bytes=volume(s.root_bytes),
             root_recv_bytes=volume(s.root_recv_bytes),
             comm_role=(dataclasses.replace(s.comm_role, rule=rule(s.comm_role.rule, s.comm_role.rule.ndims))
-                       if s.comm_role else None)) for s in ph.slots]
+                       if isinstance(s.comm_role, SubGrid) else s.comm_role)) for s in ph.slots]
         for s in slots:
             s.alternatives = [(f, peer(a) if isinstance(a, PeerRule) else volume(a) if f.rstrip("~").endswith("bytes")
                                else dataclasses.replace(a, rule=rule(a.rule, a.rule.ndims)))
@@ -874,7 +885,7 @@ def _comm_classes(comms, P: int, cart_id: int | None) -> dict[int, int]:
         if c in out:
             continue
         m = np.asarray(comms.members_of(c), np.int64)
-        if bool(comms.inter[c]) or len(m) < 2:
+        if bool(comms.inter[c]) or len(m) < 1:
             out[c] = _NOT_MODELLED
         elif len(m) == P and np.array_equal(m, np.arange(P)) and comms.cartesian(c) is None:
             out[c] = COMM_WORLD
@@ -1415,12 +1426,16 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                     for o in o_list if len(o[1])}
         roles = infer_subgrid(observed)
         if not roles:
+            cc = infer_class_comm(observed)
+            roles = [cc] if cc is not None else []
+        if not roles:
             slot.problem = ("its communicators follow no row, column or plane layout of a process grid "
                             "(Comm_split/Cart_sub) at every P")
             return slot
         slot.comm_role, slot.alternatives = roles[0], [("comm_role", r) for r in roles[1:]]
-        nd = roles[0].rule.ndims
-        vol_grid = Grid(nd, (False,) * nd, roles[0].rule, roles[0].order)
+        if isinstance(roles[0], SubGrid):
+            nd = roles[0].rule.ndims
+            vol_grid = Grid(nd, (False,) * nd, roles[0].rule, roles[0].order)
 
     def observations(j):
         """Per P (per communicator on sub-communicators): ranks with a real peer on side j
@@ -1444,12 +1459,14 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         return out, nulls
 
     def null_ends(rule, nulls, what):
-        """True when the ranks the rule leaves without a peer call with PROC_NULL."""
+        """True when the ranks the rule leaves without a peer call with PROC_NULL (the
+        ranks of its class, when only a class has the event)."""
         if not any(len(n[1]) for n in nulls):
             return False
         for P, nr, allr in nulls:
             q = rule(np.arange(P), P, cart)
-            if len(allr) != P or not np.array_equal(np.sort(nr), np.flatnonzero(q < 0)):
+            mine = np.ones(P, bool) if slot.members is None or sub else slot.members(np.arange(P), P) >= 0
+            if len(allr) != mine.sum() or not np.array_equal(np.sort(nr), np.flatnonzero((q < 0) & mine)):
                 slot.problem = (f"at P={P} some ranks call {what} MPI_PROC_NULL where others skip the "
                                 "call, or the PROC_NULL ranks are not those the rule leaves out")
                 return False
@@ -1462,6 +1479,14 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         alts: list = []
         weaker: list = []
         rule = infer_peer(ob, cart, alternatives=alts, weaker=weaker)
+        if rule is None and not sub:
+            # a rule only a class of ranks follows (every m-th rank: PME ranks, the ranks
+            # active at a coarse multigrid level), the class from the ranks that call
+            members = slot.members or infer_members({o[0]: o[1] for o in o_list})
+            if members is not None:
+                rule = infer_within(ob, members, cart)
+                if rule is not None:
+                    slot.members = members
         slot.alternatives += [(field, a) for a in alts] + [(field + "~", a) for a in weaker]
         return (rule, False, ob) if rule is None else (rule, null_ends(rule, nulls, what), ob)
 
@@ -1486,7 +1511,8 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             slot.recv_peer = rrule
 
             def present(r, ends, P):
-                return np.ones(P, bool) if ends else r(np.arange(P), P, cart) >= 0
+                mine = np.ones(P, bool) if slot.members is None else slot.members(np.arange(P), P) >= 0
+                return mine & (np.ones(P, bool) if ends else r(np.arange(P), P, cart) >= 0)
             if not all(np.array_equal(present(rrule, slot.recv_null_ends, size),
                                       present(rule, slot.null_ends, size))
                        for size in {x.P for x in ob}):
@@ -1538,6 +1564,20 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             if slot.root is None:
                 slot.problem = f"no rule gives the root from P ({roots})"
                 return slot
+    if sub and op in P2P_OPS and slot.members is None and all(len(o[1]) for o in o_list):
+        # point-to-point traffic on only some of the communicators (the particle ranks'
+        # of a particle/PME split): every member of those, a class of colours
+        colours: dict | None = {}
+        for o in o_list:
+            colour = slot.comm_role.layout(np.arange(o[0]), o[0])[0]
+            used = np.unique(colour[o[1]])
+            n = slot.comm_role.n_comms(o[0])
+            if len(used) == n or not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))):
+                colours = None
+                break
+            colours[n] = used
+        if colours:
+            slot.members = infer_members(colours)
     _slot_volumes(slot, o_list, col, vol_grid, name)
     if slot.problem is None:
         _verify(slot, o_list, grid)
@@ -1893,6 +1933,18 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             _align_open_keys(keys)
             _wait_keys(keys)
             attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col, on_grid=True))
+        if attempts[-1][3] and any(np.any(local[P][0] >= _SUB_BASE) for P in local):
+            # communicators whose member pattern changes with P (a class split: the PME
+            # ranks are one rank at P=4, every 4th later) are one kind of slot
+            def collapsed(args):
+                return (*args[:4], np.minimum(args[4], _SUB_BASE), *args[5:])
+            for tagged in (True, False):
+                keys = {P: [_slot_keys(*collapsed(args)) for args in key_args[P]] for P in key_args}
+                keys = _tag_keys(keys) if tagged else keys
+                _merge_open_keys(keys)
+                attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
+                if not attempts[-1][3]:
+                    break
         order, class_name, positions, slot_problems, slots, slot_notes = min(attempts, key=lambda a: len(a[3]))
         problems += slot_problems
         notes += slot_notes

@@ -267,7 +267,7 @@ def _write_comms(comms, model: LogicalModel, P: int, n_comm: int) -> None:
     for role in model.comm_roles():
         colour, local, size = role.layout(np.arange(P), P)
         order = np.lexsort((local, colour))
-        sizes += [size] * role.n_comms(P)
+        sizes += [int(np.count_nonzero(colour == c)) for c in range(role.n_comms(P))]
         members.append(order.astype(np.int32))
     comms.create_dataset("size", data=np.array(sizes, np.int32))
     comms.create_dataset("inter", data=np.zeros(n_comm, bool))

@@ -5,7 +5,8 @@ variant), traffic on a duplicate
 of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, rooted
 collectives whose root sends or receives what the others do not, and LAMMPS's brick
 communication on a declared 3-D grid (calls that exist only where a dimension is over 1
-or over 2 wide)."""
+or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
+split (every 4th rank of another class, each class on its own communicator)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,11 @@ CASES = {
     # MPI_COMM_WORLD, no call where a neighbour is the rank itself, exchanges made only where a
     # dimension is over 2 wide; dimension 1 is 2 wide at every fit P and 3 at the unseen one
     "brick": ("brick3d.c", ["24"]),
+    # a multigrid V-cycle whose coarse levels leave ranks idle (every 2nd, every 4th rank works)
+    "multigrid": (str(BENCH_C / "mg_idle.c"), ["--n", "9600", "--halo", "8", "--cycles", "6"]),
+    # GROMACS's shape: every 4th rank a PME rank, each class on its own communicator
+    "pme_split": (str(BENCH_C / "pme_split.c"), ["--n", "7200", "--grid", "24", "--halo", "50", "--steps", "10",
+                                                  "--energy", "5"]),
 }
 
 
