@@ -344,8 +344,11 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
                 return found[0]
     # per P, the candidate shift offsets, xor masks and fixed peers (one rank's view)
     cands: list[PeerRule] = []
+    # an offset, the same mod P either way round, and once more round (rank + 4 mod P is the
+    # rank itself at P = 4)
     off = {o.P: [int(o.peers[0] - o.ranks[0]), int((o.peers[0] - o.ranks[0]) % o.P),
-                 int((o.peers[0] - o.ranks[0]) % o.P - o.P)] for o in seen}
+                 int((o.peers[0] - o.ranks[0]) % o.P - o.P), int((o.peers[0] - o.ranks[0]) % o.P + o.P)]
+           for o in seen}
     msk = {o.P: [int(o.peers[0] ^ o.ranks[0])] for o in seen}
     fix = {o.P: [int(o.peers[0])] for o in seen}
     for params in _k_candidates(off):
@@ -395,7 +398,9 @@ def infer_within(obs: Sequence[Observation], members: PeerRule, grid: Grid | Non
     seen = [o for o in inner if len(o.ranks)]
     if not seen:
         return None
-    off = {o.P: [int(o.peers[0] - o.ranks[0])] for o in seen}
+    off = {o.P: [int(o.peers[0] - o.ranks[0]), int((o.peers[0] - o.ranks[0]) % o.P),
+                 int((o.peers[0] - o.ranks[0]) % o.P - o.P), int((o.peers[0] - o.ranks[0]) % o.P + o.P)]
+           for o in seen}
     cands = [PeerRule("shift", {**k, "periodic": per}) for k in _k_candidates(off) for per in (False, True)]
     cands += [PeerRule("xor", k) for k in _k_candidates({o.P: [int(o.peers[0] ^ o.ranks[0])] for o in seen})]
     cands += [PeerRule("fixed", {**k, "not_self": False}) for k in _k_candidates({o.P: [int(o.peers[0])] for o in seen})]

@@ -13,7 +13,12 @@
  * charged 5 N log2 N), and sends the forces back. Every --energy steps an Allreduce of
  * the energies on MPI_COMM_WORLD. P must be a multiple of 4.
  *
- *   pme_split --n 30000 --grid 48 --halo 200 --steps 20 --energy 5
+ * --world 1: the same without the two communicators, for SimGrid's SMPI, whose
+ * time-independent traces record no communicator: the particle ranks' halo goes to the
+ * particle ranks 4 above and below (world ranks, a ring), the PME ranks' transposes
+ * become two Sendrecv with the PME ranks 4 above and below.
+ *
+ *   pme_split --n 30000 --grid 48 --halo 200 --steps 20 --energy 5 [--world 1]
  */
 #include <math.h>
 #include "../smpi/common.h"
@@ -22,7 +27,7 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   long n = opt(argc, argv, "--n", 30000), g = opt(argc, argv, "--grid", 48);
   long halo = opt(argc, argv, "--halo", 200), steps = opt(argc, argv, "--steps", 20);
-  long every = opt(argc, argv, "--energy", 5);
+  long every = opt(argc, argv, "--energy", 5), world = opt(argc, argv, "--world", 0);
   int P, r;
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
@@ -45,10 +50,12 @@ int main(int argc, char **argv) {
       int leader = r - r % 4 + 3;
       MPI_Isend(x, (int)(3 * local), MPI_DOUBLE, leader, 7, MPI_COMM_WORLD, &req);
       int up = (s + 1) % S, down = (s + S - 1) % S;
+      MPI_Comm ring = mine;
+      if (world) up = (r + 4) % P, down = (r + P - 4) % P, ring = MPI_COMM_WORLD;
       MPI_Sendrecv(x, (int)(3 * halo), MPI_DOUBLE, up, 3, x + 3 * local, (int)(3 * halo), MPI_DOUBLE, down, 3,
-                   mine, MPI_STATUS_IGNORE);
+                   ring, MPI_STATUS_IGNORE);
       MPI_Sendrecv(x, (int)(3 * halo), MPI_DOUBLE, down, 4, x + 3 * (local + halo), (int)(3 * halo), MPI_DOUBLE,
-                   up, 4, mine, MPI_STATUS_IGNORE);
+                   up, 4, ring, MPI_STATUS_IGNORE);
       CHARGE(50.0 * local);
       energy += x[0];
       MPI_Wait(&req, MPI_STATUS_IGNORE);
@@ -59,9 +66,18 @@ int main(int argc, char **argv) {
         MPI_Irecv(f + 3 * local * k, (int)(3 * local), MPI_DOUBLE, r - 3 + k, 7, MPI_COMM_WORLD, &req[k]);
       MPI_Waitall(3, req, MPI_STATUSES_IGNORE);
       CHARGE(20.0 * mesh);
-      MPI_Alltoall(a, (int)block, MPI_DOUBLE, b, (int)block, MPI_DOUBLE, mine);
-      CHARGE(5.0 * mesh * log2((double)(g * g * g)));
-      MPI_Alltoall(b, (int)block, MPI_DOUBLE, a, (int)block, MPI_DOUBLE, mine);
+      if (world) {
+        int up = (r + 4) % P, down = (r + P - 4) % P;
+        MPI_Sendrecv(a, (int)block, MPI_DOUBLE, up, 13, b, (int)block, MPI_DOUBLE, down, 13, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        CHARGE(5.0 * mesh * log2((double)(g * g * g)));
+        MPI_Sendrecv(b, (int)block, MPI_DOUBLE, down, 14, a, (int)block, MPI_DOUBLE, up, 14, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+      } else {
+        MPI_Alltoall(a, (int)block, MPI_DOUBLE, b, (int)block, MPI_DOUBLE, mine);
+        CHARGE(5.0 * mesh * log2((double)(g * g * g)));
+        MPI_Alltoall(b, (int)block, MPI_DOUBLE, a, (int)block, MPI_DOUBLE, mine);
+      }
       energy += a[0];
       for (int k = 0; k < 3; k++)
         MPI_Send(f + 3 * local * k, (int)(3 * local), MPI_DOUBLE, r - 3 + k, 9, MPI_COMM_WORLD);

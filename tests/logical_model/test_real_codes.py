@@ -44,6 +44,9 @@ CASES = {
     # GROMACS's shape: every 4th rank a PME rank, each class on its own communicator
     "pme_split": (str(BENCH_C / "pme_split.c"), ["--n", "7200", "--grid", "24", "--halo", "50", "--steps", "10",
                                                   "--energy", "5"]),
+    # ... its SMPI twin's form: both classes on MPI_COMM_WORLD, rings of every 4th rank
+    "pme_world": (str(BENCH_C / "pme_split.c"), ["--n", "7200", "--grid", "24", "--halo", "50", "--steps", "10",
+                                                  "--energy", "5", "--world", "1"]),
 }
 
 
