@@ -244,6 +244,9 @@ class SlotModel:
     #: a rooted collective's bytes at its root, when they differ from the other ranks'
     root_bytes: Any = None
     root_recv_bytes: Any = None
+    #: the class of ranks whose bytes are ``root_bytes``/``root_recv_bytes`` when it is not
+    #: a rooted collective's root (a slot both classes of a particle/PME split share)
+    special: PeerRule | None = None
     #: the class of ranks that have the event (PeerRule family "member"), when not
     #: every rank does and no peer rule says which; on sub-communicators, the class of
     #: communicators (colours, out of how many there are) whose members all have it
@@ -297,6 +300,7 @@ class SlotModel:
                 "null_ends": self.null_ends, "recv_null_ends": self.recv_null_ends,
                 "null_tag": self.null_tag, "null_no_bytes": self.null_no_bytes,
                 "root_bytes": self.root_bytes.to_dict() if self.root_bytes is not None else None,
+                "special": self.special.to_dict() if self.special is not None else None,
                 "root_recv_bytes": (self.root_recv_bytes.to_dict() if self.root_recv_bytes is not None
                                     else None),
                 "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives],
@@ -321,6 +325,7 @@ class SlotModel:
                    null_no_bytes=bool(d.get("null_no_bytes", False)),
                    root_bytes=_load_quantity(d.get("root_bytes")),
                    root_recv_bytes=_load_quantity(d.get("root_recv_bytes")), alternatives=alts,
+                   special=rule(d.get("special")),
                    on_grid=bool(d.get("on_grid", False)), follows=d.get("follows"),
                    follows_unless_last=bool(d.get("follows_unless_last", False)))
 
@@ -362,7 +367,8 @@ class SlotModel:
             model, at_root = getattr(self, col), getattr(self, root_col)
             v = np.full(n, _volume(model, P), np.int64)
             if at_root is not None:
-                v = np.where(ranks == out["root"], _volume(at_root, P), v)
+                odd = ranks == out["root"] if self.special is None else self.special(ranks, P) >= 0
+                v = np.where(odd, _volume(at_root, P), v)
             out[col] = v
         if self.recv_peer is not None and self.recv_null_ends and self.null_no_bytes:
             out["recv_bytes"] = np.where(out["recv_peer"] == PROC_NULL, 0, out["recv_bytes"])
@@ -752,7 +758,8 @@ class LogicalModel:
                     vol = s.recv_bytes.formula()
                 for what, v in (("sent", s.root_bytes), ("received", s.root_recv_bytes)):
                     if v is not None:
-                        vol += f"; {what} at the root: {v.formula()}"
+                        where = "the root" if s.special is None else s.special.describe()
+                        vol += f"; {what} at {where}: {v.formula()}"
                 rows.append((i, s.describe(), vol, f"{100 * s.work_share:.0f}%",
                              s.problem or ""))
             out.append("  " + table(("slot", "event and rule", "bytes", "work", "problem"), rows,
@@ -1673,6 +1680,20 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
     if slot.null_ends if slot.op in RECV_OPS else slot.recv_null_ends:
         null_v = np.concatenate([col(o, "recv_bytes")[col(o, side) == PROC_NULL] for o in o_list])
         slot.null_no_bytes = bool(len(null_v) and np.all(null_v == 0))
+    if slot.root is None:  # sizes that differ by a class of ranks (the PME ranks of a split)
+        odd: dict[int, np.ndarray] = {}
+        for o in o_list:
+            if not len(o[1]):
+                continue
+            mask = np.zeros(len(o[1]), bool)
+            for column in ("bytes", "recv_bytes"):
+                v = col(o, column)
+                if len(np.unique(v)) == 2 and not _data_dependent(o, column, np.ones(len(v), bool)):
+                    vals, counts = np.unique(v, return_counts=True)
+                    mask |= v != vals[np.argmax(counts)] if counts[0] != counts[1] else v == vals.max()
+            odd[o[0]] = o[1][mask]
+        if any(len(x) for x in odd.values()):
+            slot.special = infer_members(odd)
     for column, root_attr in (("bytes", "root_bytes"), ("recv_bytes", "root_recv_bytes")):
         Pv, yv, Pr, yr = [], [], [], []
         for o in o_list:
@@ -1685,6 +1706,8 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
             at_root = np.zeros(len(v), bool)
             if slot.root is not None:
                 at_root = o[1] == col(o, "root")
+            elif slot.special is not None:
+                at_root = slot.special(o[1], o[0]) >= 0
             rest = v[keep & ~at_root]
             if len(rest) and np.any(rest != rest[0]) and _data_dependent(o, column, keep & ~at_root):
                 # sizes that change from one repetition to the next (atoms that move) and
@@ -1781,7 +1804,8 @@ def _relate(sigs: Sequence[Signature]) -> None:
 
 def _groups(per_p: dict[int, np.ndarray], weights: dict[int, int]) -> tuple[list[WorkGroup], str | None]:
     """Work groups (Eq. 1-3): ranks within 5% of each other; kept only when the split
-    follows a rule at every P (a root that works alone), else one group."""
+    follows a rule at every P (a root that works alone, a class of ranks such as every
+    4th: PME ranks), else one group."""
     note = None
     split_rules = []
     ok = True
@@ -1808,6 +1832,25 @@ def _groups(per_p: dict[int, np.ndarray], weights: dict[int, int]) -> tuple[list
             return ([WorkGroup(rule, float(np.median(list(lone.values()))), lone, share,
                                shares if share is not None else {}),
                      WorkGroup(None, float(np.median(list(rest.values()))), rest)], None)
+    # a class of ranks that works apart (the PME ranks of a particle/PME split): every rank
+    # off the median by over 5% on one side, the same class at every P, within 5% of each other
+    odd_sets: dict[int, np.ndarray] = {}
+    for P, w in per_p.items():
+        if len(w) < 3 or not np.all(np.isfinite(w)):
+            odd_sets = {}
+            break
+        med = np.median(w)
+        odd = np.flatnonzero(np.abs(w - med) > 0.05 * max(med, 1e-300))
+        if not len(odd) or np.ptp(w[odd]) > 0.05 * np.median(w[odd]) or len(odd) * 2 >= len(w):
+            odd_sets = {}
+            break
+        odd_sets[P] = odd
+    cls = infer_members(odd_sets) if odd_sets and any(len(o) > 1 for o in odd_sets.values()) else None
+    if cls is not None:
+        inside = {P: float(per_p[P][o].sum() * weights[P]) for P, o in odd_sets.items()}
+        rest = {P: float((per_p[P].sum() - per_p[P][o].sum()) * weights[P]) for P, o in odd_sets.items()}
+        return ([WorkGroup(cls, float(np.median(list(inside.values()))), inside),
+                 WorkGroup(None, float(np.median(list(rest.values()))), rest)], None)
     spread = max(float((w.max() - w.min()) / max(np.median(w), 1e-300)) for w in per_p.values())
     if spread > 0.05:
         note = f"work differs by up to {100 * spread:.0f}% across ranks with no rule; modelled as one group"
