@@ -1976,6 +1976,12 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             _align_open_keys(keys)
             _wait_keys(keys)
             attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col, on_grid=True))
+        if attempts[-1][3]:
+            # waits keyed by the call before them (ranks idle at a coarse level have fewer)
+            keys = {P: [_slot_keys(*args) for args in key_args[P]] for P in key_args}
+            _merge_open_keys(keys)
+            _wait_keys(keys)
+            attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
         if attempts[-1][3] and any(np.any(local[P][0] >= _SUB_BASE) for P in local):
             # communicators whose member pattern changes with P (a class split: the PME
             # ranks are one rank at P=4, every 4th later) are one kind of slot

@@ -41,6 +41,9 @@ CASES = {
     "brick": ("brick3d.c", ["24"]),
     # a multigrid V-cycle whose coarse levels leave ranks idle (every 2nd, every 4th rank works)
     "multigrid": (str(BENCH_C / "mg_idle.c"), ["--n", "9600", "--halo", "8", "--cycles", "6"]),
+    # ... its SMPI twin's form: Irecv/Isend with MPI_PROC_NULL at the ends, one Waitall per level
+    "multigrid_nb": (str(BENCH_C / "mg_idle.c"), ["--n", "9600", "--halo", "8", "--cycles", "6",
+                                                   "--nonblocking", "1"]),
     # GROMACS's shape: every 4th rank a PME rank, each class on its own communicator
     "pme_split": (str(BENCH_C / "pme_split.c"), ["--n", "7200", "--grid", "24", "--halo", "50", "--steps", "10",
                                                   "--energy", "5"]),
