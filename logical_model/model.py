@@ -1802,6 +1802,30 @@ def _relate(sigs: Sequence[Signature]) -> None:
                     "the same program with the same options?")
 
 
+def _work_levels(w: np.ndarray) -> list[np.ndarray]:
+    """Ranks grouped by their work: sorted, a new group where a rank's work is over 5% above
+    the previous group's smallest; groups in rising order of work."""
+    order = np.argsort(w, kind="stable")
+    out, start = [], 0
+    for k in range(1, len(order) + 1):
+        if k == len(order) or w[order[k]] > 1.05 * max(w[order[start]], 1e-300):
+            out.append(np.sort(order[start:k]))
+            start = k
+    return out
+
+
+def _classes_apart(groups: list, per_p: dict[int, np.ndarray]) -> bool:
+    """Each rank of every P falls in the group its class gives (the last takes the rest)."""
+    for P, w in per_p.items():
+        seen = np.zeros(P, bool)
+        for g in groups[:-1]:
+            mine = g.members(np.arange(P), P) >= 0
+            if np.any(seen & mine):
+                return False
+            seen |= mine
+    return True
+
+
 def _groups(per_p: dict[int, np.ndarray], weights: dict[int, int]) -> tuple[list[WorkGroup], str | None]:
     """Work groups (Eq. 1-3): ranks within 5% of each other; kept only when the split
     follows a rule at every P (a root that works alone, a class of ranks such as every
@@ -1832,25 +1856,26 @@ def _groups(per_p: dict[int, np.ndarray], weights: dict[int, int]) -> tuple[list
             return ([WorkGroup(rule, float(np.median(list(lone.values()))), lone, share,
                                shares if share is not None else {}),
                      WorkGroup(None, float(np.median(list(rest.values()))), rest)], None)
-    # a class of ranks that works apart (the PME ranks of a particle/PME split): every rank
-    # off the median by over 5% on one side, the same class at every P, within 5% of each other
-    odd_sets: dict[int, np.ndarray] = {}
-    for P, w in per_p.items():
-        if len(w) < 3 or not np.all(np.isfinite(w)):
-            odd_sets = {}
-            break
-        med = np.median(w)
-        odd = np.flatnonzero(np.abs(w - med) > 0.05 * max(med, 1e-300))
-        if not len(odd) or np.ptp(w[odd]) > 0.05 * np.median(w[odd]) or len(odd) * 2 >= len(w):
-            odd_sets = {}
-            break
-        odd_sets[P] = odd
-    cls = infer_members(odd_sets) if odd_sets and any(len(o) > 1 for o in odd_sets.values()) else None
-    if cls is not None:
-        inside = {P: float(per_p[P][o].sum() * weights[P]) for P, o in odd_sets.items()}
-        rest = {P: float((per_p[P].sum() - per_p[P][o].sum()) * weights[P]) for P, o in odd_sets.items()}
-        return ([WorkGroup(cls, float(np.median(list(inside.values()))), inside),
-                 WorkGroup(None, float(np.median(list(rest.values()))), rest)], None)
+    # classes of ranks that work apart (the PME ranks of a particle/PME split; ranks that work
+    # at 1, 2 or 3 levels of a multigrid): ranks within 5% of each other, the same number of
+    # such levels at every P, each level but the most populous one a class of ranks
+    levels = {P: _work_levels(w) for P, w in per_p.items()}
+    counts = {len(v) for v in levels.values()}
+    if len(counts) == 1 and counts.pop() >= 2 and all(np.all(np.isfinite(w)) and len(w) >= 3
+                                                      for w in per_p.values()):
+        Pmax = max(levels)
+        n_lv = len(levels[Pmax])
+        rest = max(range(n_lv), key=lambda i: len(levels[Pmax][i]))
+        groups: list[WorkGroup] = []
+        for i in [j for j in range(n_lv) if j != rest] + [rest]:
+            cls = None if i == rest else infer_members({P: lv[i] for P, lv in levels.items()})
+            if cls is None and i != rest:
+                groups = []
+                break
+            tot = {P: float(per_p[P][lv[i]].sum() * weights[P]) for P, lv in levels.items()}
+            groups.append(WorkGroup(cls, float(np.median(list(tot.values()))), tot))
+        if groups and _classes_apart(groups, per_p):
+            return groups, None
     spread = max(float((w.max() - w.min()) / max(np.median(w), 1e-300)) for w in per_p.values())
     if spread > 0.05:
         note = f"work differs by up to {100 * spread:.0f}% across ranks with no rule; modelled as one group"
