@@ -1185,9 +1185,14 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
     problems, notes = [], []
     order, class_name, positions = _order(keys_per_p)
     if order is None:
+        longest = {P: max((len(seq) for seq in ks), default=0) for P, ks in sorted(keys_per_p.items())}
+        grows = all(b > a for a, b in zip(list(longest.values()), list(longest.values())[1:]))
         problems.append("ranks order the phase's events differently and no rank class ("
                         + ", ".join(ORDER_CLASSES) + ") has one order; its events cannot be "
-                        "placed at a new P")
+                        "placed at a new P" + (
+                            " (its longest rank has " + ", ".join(f"{n} calls at P={P}" for P, n in longest.items())
+                            + ": a tree or butterfly written as point-to-point calls, whose stages grow "
+                            "with P, is not modelled)" if grows and len(longest) > 1 else ""))
         order = list({key: None for ks in keys_per_p.values() for seq in ks for key in seq})
     index = {key: i for i, key in enumerate(order)}
     n_slots = len(order)
