@@ -560,6 +560,9 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
         if k == 0:
             print("  ".join("-" * w for w in widths))
+    for r in rows:
+        if r.get("refused"):
+            print(f"  {r['app']} refused: {r['refused']}")
     compared = [(r["app"], p) for r in rows for p in r["phases"] if p["refused"] is None and p.get("compared", True)]
     exact_apps = sorted(r["app"] for r in rows if r["extrapolated"] and r["phases_same_at_held"] and all(
         p["exact"] and p["weight_exact"] for p in r["phases"]))

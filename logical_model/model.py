@@ -1790,21 +1790,26 @@ def _key_text(key: tuple) -> str:
 
 
 def _relate(sigs: Sequence[Signature]) -> None:
-    """Functional similarity: the same phase sequence at every P, or a clear refusal."""
+    """Functional similarity: the same phase sequence at every P (kinds and operations), or
+    a clear refusal."""
     base = sigs[0]
     for s in sigs[1:]:
         a = [(p.kind, p.ops) for p in base.phases]
         b = [(p.kind, p.ops) for p in s.phases]
-        if a == b:
+        # the same operations, first used in another order (a loop whose repetition the
+        # signature starts elsewhere at another P), are the same phase
+        if [(k, sorted(o)) for k, o in a] == [(k, sorted(o)) for k, o in b]:
             continue
         for i in range(max(len(a), len(b))):
-            if i >= len(a) or i >= len(b) or a[i] != b[i]:
+            if i >= len(a) or i >= len(b) or a[i][0] != b[i][0] or sorted(a[i][1]) != sorted(b[i][1]):
                 pa = f"{a[i][0]} {', '.join(a[i][1])}" if i < len(a) else "nothing"
                 pb = f"{b[i][0]} {', '.join(b[i][1])}" if i < len(b) else "nothing"
                 raise ModelError(
                     f"phases do not correspond across P: phase {i} is '{pa}' at P={base.nprocs} "
-                    f"({base.source}) but '{pb}' at P={s.nprocs} ({s.source}). Are these runs of "
-                    "the same program with the same options?")
+                    f"({base.source}) but '{pb}' at P={s.nprocs} ({s.source})"
+                    + (f"; the signatures have {', '.join(str(len(x.phases)) for x in sigs)} phases at P = "
+                       f"{', '.join(str(x.nprocs) for x in sigs)}" if len(a) != len(b) else "")
+                    + ". Are these runs of the same program with the same options?")
 
 
 def _work_levels(w: np.ndarray) -> list[np.ndarray]:
