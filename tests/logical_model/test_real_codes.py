@@ -267,11 +267,14 @@ def test_a_refusal_names_each_phase_once_with_its_slots_together(traced):
 @needs_mpi
 def test_models_with_communicators_classes_and_alternatives_round_trip(traced, lammps_like, tmp_path):
     """save -> load keeps sub-communicator layouts, PROC_NULL ends, parity classes, rooted
-    bytes, grid rules and the alternatives checked at the target: same text, same events."""
+    bytes, grid rules, the alternatives checked at the target, neighbours skipped on a grid,
+    waits that follow their calls, rank classes and class communicators: same text, same
+    events."""
     from logical_model import LogicalModel
     for name, folder, P in [("split", traced["split"], 64), ("evenodd", traced["evenodd"], 64),
                             ("halo", traced["halo_nonblocking"], 64), ("rooted", traced["rooted"], 64),
-                            ("lammps", lammps_like / "small", 48)]:
+                            ("lammps", lammps_like / "small", 48), ("brick", traced["brick"], 48),
+                            ("multigrid", traced["multigrid_nb"], 48), ("pme", traced["pme_split"], 48)]:
         model = from_traces(folder)
         back = LogicalModel.load(model.save(tmp_path / f"{name}.json"))
         assert back.describe(P) == model.describe(P), name
