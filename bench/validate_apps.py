@@ -574,6 +574,9 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
         "heldout_apps": sorted(r["app"] for r in rows if r["extrapolated"]),
         # ... and every phase's events equal to the real run's (sizes of the data aside), weights exact
         "heldout_exact": exact_apps,
+        # the apps with some phase extrapolated, and the phases equal to the real run's
+        "heldout_partly": sorted({app for app, _ in compared}),
+        "heldout_exact_phases": [f"{app}:{p['phase']}" for app, p in compared if p["exact"] and p["weight_exact"]],
         "phases_extrapolated": len(compared), "phases": sum(len(r["phases"]) for r in rows),
         "phases_exact": sum(bool(p["exact"] and p["weight_exact"]) for _, p in compared),
         "weights_exact": all(p["weight_exact"] for _, p in compared),
