@@ -43,6 +43,13 @@ inside phases that repeat, mean over ranks and on the slowest rank; goal >= 90%)
 against the measured runtime (goal within 5%), the loop's iterations against the
 application's step count (and, for LAMMPS, the steps that rebuild neighbour lists
 against its "Neighbor list builds"), and the detector's speed.
+
+The logical part (``--part logical``) fits each application's logical model at P = 4, 8,
+16 and holds out P = 32: per phase, extrapolated or refused (the reason, one line); an
+extrapolated phase's events at P = 32 against the real run's, rank by rank and event by
+event (op, peer, receive peer, root, tag, bytes), its weight exactly; where sizes depend
+on the data (LAMMPS's atom exchange), the messages and bytes per rank class instead (goal
+within 5%).
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Callable
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -433,6 +442,155 @@ def signature_part(apps: list[str], Ps: list[int], out: Path = OUT) -> dict:
     }
 
 
+# ---- logical part (#25) ------------------------------------------------------------
+GOAL_VOLUME = 0.05
+FIT_P, HELD_P = (4, 8, 16), 32
+#: what is compared event for event (the communicator ids are each trace's own)
+_COLUMNS = ("op", "peer", "recv_peer", "root", "tag", "bytes", "recv_bytes")
+
+
+def _sends(ev: dict, sel: np.ndarray) -> tuple[int, int]:
+    """Messages and bytes the events ``sel`` send (point-to-point and collectives)."""
+    b = np.asarray(ev["bytes"], np.int64)[sel]
+    return int(np.count_nonzero(b > 0)), int(b.sum())
+
+
+def _phase_compare(model, k: int, ph_real, P: int) -> dict:
+    """Phase k of the model at P against the real run's phase: weight, and per rank
+    the events (op, peer, receive peer, root, tag, bytes) where the sizes do not depend
+    on the data; where they do, messages and bytes per rank class."""
+    pm = model.phases[k]
+    ev = model.phase_events(k, P)
+    T, offs = ph_real.template, ph_real.template_offsets
+    w_model, w_real = pm.weight_at(P), int(ph_real.weight)
+    data = any(s.data_note for s in pm.slots)
+    m_offs = np.searchsorted(ev["rank"], np.arange(P + 1))
+    counts_ok = np.array_equal(m_offs, offs)
+    cols = [c for c in _COLUMNS if not (data and c in ("bytes", "recv_bytes"))]
+    first_diff = None
+    if counts_ok:
+        for c in cols:
+            want, got = np.asarray(T[c], np.int64), np.asarray(ev[c], np.int64)
+            bad = np.flatnonzero(want != got)
+            if bad.size:
+                r = int(np.searchsorted(offs, bad[0], "right") - 1)
+                first_diff = f"rank {r} event {int(bad[0] - offs[r])} {c}: real {int(want[bad[0]])}, model {int(got[bad[0]])}"
+                break
+    else:
+        r = int(np.flatnonzero(np.diff(m_offs) != np.diff(offs))[0])
+        first_diff = f"rank {r}: {int(offs[r + 1] - offs[r])} events real, {int(m_offs[r + 1] - m_offs[r])} model"
+    row = {"phase": pm.id, "kind": pm.kind, "weight_model": w_model, "weight_real": w_real,
+           "weight_exact": w_model == w_real, "events": int(offs[-1]), "data_dependent": data,
+           "exact": counts_ok and first_diff is None, "first_difference": first_diff}
+    if data:  # messages and bytes per rank class (the model's order classes, else all ranks)
+        from logical_model import ORDER_CLASSES
+        cls = (ORDER_CLASSES[pm.classes](np.arange(P), P) if pm.classes else np.zeros(P, np.int64))
+        real_rank = np.repeat(np.arange(P), np.diff(offs))
+        errs = []
+        for c in np.unique(cls):
+            mm, mb = _sends(ev, cls[ev["rank"]] == c)
+            rm, rb = _sends(T, cls[real_rank] == c)
+            errs += [abs(mm - rm) / max(rm, 1), abs(mb - rb) / max(rb, 1)]
+        row["volume_error"] = max(errs)
+    return row
+
+
+def logical_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dict:
+    """The logical model of one application fitted at ``fit`` and placed at ``held``,
+    beside the real run there: per phase extrapolated (and compared) or refused."""
+    from logical_model import ModelError, build, read_signatures
+    from signature import extract
+    files = [out / app / f"P{P}" / f"P{P}.h5" for P in fit]
+    t0 = time.process_time()
+    sigs, grids = read_signatures(files)
+    try:
+        model = build(sigs, grids=grids)
+    except ModelError as err:  # the signatures cannot be related: the whole app is refused
+        return {"app": app, "fit": list(fit), "held": held, "model_cpu_s": time.process_time() - t0,
+                "phases_same_at_held": False, "phases": [], "extrapolated": False, "refused": str(err)}
+    took = time.process_time() - t0
+    real = extract(load_trace(out / app / f"P{held}" / f"P{held}.h5"))
+    problems = model.phase_problems(held)
+    same = [(p.kind, p.ops) for p in real.phases] == [(p.kind, p.ops) for p in sigs[-1].phases]
+    phases = []
+    for k, pm in enumerate(model.phases):
+        if problems[k]:
+            phases.append({"phase": pm.id, "kind": pm.kind, "refused": problems[k][0],
+                           "more_problems": len(problems[k]) - 1})
+        elif not same:
+            phases.append({"phase": pm.id, "kind": pm.kind, "refused": None,
+                           "compared": False, "why": f"the real run at P={held} has other phases"})
+        else:
+            phases.append({**_phase_compare(model, k, real.phases[k], held), "refused": None})
+    return {"app": app, "fit": list(fit), "held": held, "model_cpu_s": took,
+            "phases_same_at_held": same, "phases": phases,
+            "extrapolated": all(p["refused"] is None for p in phases)}
+
+
+def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dict:
+    rows = []
+    for app in apps:
+        if not all((out / app / f"P{P}" / f"P{P}.h5").exists() for P in (*fit, held)):
+            print(f"{app}: no cached traces at P = {', '.join(map(str, (*fit, held)))} (run the capture part)",
+                  file=sys.stderr)
+            continue
+        print(f"{app} ...", file=sys.stderr, flush=True)
+        rows.append(logical_row(app, out, fit, held))
+    print(f"the logical model of the real applications: fitted at P = {', '.join(map(str, fit))}, "
+          f"placed at P = {held} and compared with the real run there\n")
+    table = [("app", "phase", "kind", "weight model/real", "events", "result")]
+    for r in rows:
+        if r.get("refused"):
+            table.append((r["app"], "-", "-", "-", "-", "refused: " + r["refused"][:200]))
+        for p in r["phases"]:
+            if p["refused"]:
+                res = "refused: " + p["refused"][:150] + (f" (+{p['more_problems']} more)" if p["more_problems"] else "")
+                w, n = "-", "-"
+            elif not p.get("compared", True):
+                res, w, n = "extrapolated, not compared: " + p["why"], "-", "-"
+            else:
+                w = f"{p['weight_model']}/{p['weight_real']}"
+                n = f"{p['events']:,}"
+                res = ("exact" if p["exact"] else f"DIFFERENT ({p['first_difference']})")
+                if p["data_dependent"]:
+                    res = ("peers exact" if p["exact"] else res) + f", sizes of the data: volume {100 * p['volume_error']:.1f}% off"
+            table.append((r["app"], str(p["phase"]), p["kind"], w, n, res))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for k, row in enumerate(table):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    for r in rows:
+        if r.get("refused"):
+            print(f"  {r['app']} refused: {r['refused']}")
+    compared = [(r["app"], p) for r in rows for p in r["phases"] if p["refused"] is None and p.get("compared", True)]
+    exact_apps = sorted(r["app"] for r in rows if r["extrapolated"] and r["phases_same_at_held"] and all(
+        p["exact"] and p["weight_exact"] for p in r["phases"]))
+    vols = [p["volume_error"] for _, p in compared if "volume_error" in p]
+    return {
+        "bench": "validate_apps", "part": "logical", "fit_P": list(fit), "held_P": held,
+        "apps": [r["app"] for r in rows],
+        # every phase extrapolated to the held-out P
+        "heldout_apps": sorted(r["app"] for r in rows if r["extrapolated"]),
+        # ... and every phase's events equal to the real run's (sizes of the data aside), weights exact
+        "heldout_exact": exact_apps,
+        # the apps with some phase extrapolated, and the phases equal to the real run's
+        "heldout_partly": sorted({app for app, _ in compared}),
+        "heldout_exact_phases": [f"{app}:{p['phase']}" for app, p in compared if p["exact"] and p["weight_exact"]],
+        "phases_extrapolated": len(compared), "phases": sum(len(r["phases"]) for r in rows),
+        "phases_exact": sum(bool(p["exact"] and p["weight_exact"]) for _, p in compared),
+        "weights_exact": all(p["weight_exact"] for _, p in compared),
+        "volume_error_max": max(vols) if vols else None,
+        "goal": {"heldout_apps": "every app", "heldout_exact": "every app whose communication is "
+                 "data-independent", "volume_error_max": GOAL_VOLUME, "weights_exact": True},
+        "met": {"heldout_apps": bool(rows) and all(r["extrapolated"] for r in rows),
+                "volume_error_max": not vols or max(vols) <= GOAL_VOLUME,
+                "weights_exact": all(p["weight_exact"] for _, p in compared)},
+        "rows": [{"app": r["app"], "model_cpu_s": r["model_cpu_s"], "extrapolated": r["extrapolated"],
+                  "refused": r.get("refused"), "phases": r["phases"]} for r in rows],
+    }
+
+
 def _sampling(r: dict) -> str:
     """'lazy, 91% est.' or 'always' (rows cached before lazy sampling have neither key)."""
     mode = r.get("cpu_sampling", "always")
@@ -448,13 +606,19 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=2,
                     help="runs of each kind, untraced and traced alternating; the best is kept")
     ap.add_argument("--force", action="store_true", help="redo cached runs")
-    ap.add_argument("--part", choices=("capture", "signature"), default="capture",
+    ap.add_argument("--part", choices=("capture", "signature", "logical"), default="capture",
                     help="capture: run and trace the apps (cached); signature: the signatures "
-                         "of the cached traces against the apps' own counts")
+                         "of the cached traces against the apps' own counts; logical: the logical "
+                         "model fitted at P = 4, 8, 16 against the real run at P = 32")
     ap.add_argument("--out", type=Path, default=OUT,
                     help=f"where runs and traces are cached (default {OUT.relative_to(ROOT)}); "
                          "e.g. another folder for SIGEX_CPU_SAMPLE_MIN_US=0 runs")
     opts = ap.parse_args(argv)
+    if opts.part == "logical":
+        summary = logical_part(opts.apps, opts.out)
+        print()
+        print(json.dumps(summary))
+        return 0
     if opts.part == "signature":
         summary = signature_part(opts.apps, opts.p, opts.out)
         print()

@@ -6,7 +6,9 @@ the twins of real codes' shapes in ``bench/c/`` (halo1d: the plainest
 non-periodic 1-D halo, MPI_PROC_NULL at both ends; lammps_like: a periodic 3-D
 grid whose dims minimise the sub-domains' surface for a 2:1:1 box, declared with
 MPI_Cart_create; cg_like: a power-of-two row/column split computed by rank
-arithmetic, no declared grid):
+arithmetic, no declared grid; pme_split: every 4th rank a PME rank, particle and PME
+ranks each with their own traffic; mg_idle: a 3-level multigrid whose coarse levels
+leave every 2nd and every 4th rank idle):
 
 1. the program is built with ``smpicc`` and run under ``smpirun`` at the
    signature P (4, 8, 16) with ``-trace-ti``; each time-independent trace is
@@ -94,6 +96,15 @@ APPS = {
                     "signature": (8, 27, 32), "targets": (512, 2048)},
     "cg_like": {"n": 8192, "args": ["--iters", "30"], "grid": None, "p_rule": "powers_of_two",
                 "src": "c/cg_like.c"},
+    # every 4th rank a PME rank, each class on its own communicator (Comm_split): GROMACS's shape
+    # (--world 1: SMPI's traces record no communicator, so the classes talk on MPI_COMM_WORLD)
+    "pme_split": {"n": 30720, "args": ["--grid", "64", "--halo", "200", "--steps", "20", "--energy", "5",
+                                       "--world", "1"], "grid": None, "p_rule": None, "src": "c/pme_split.c"},
+    # a multigrid V-cycle of 3 levels: every 2nd, every 4th rank idle at the coarse ones
+    # (nonblocking: SMPI's traces do not keep a Sendrecv with MPI_PROC_NULL)
+    "mg_idle": {"n": 1 << 22, "args": ["--halo", "8", "--cycles", "20", "--levels", "3", "--nonblocking", "1"],
+                "grid": None,
+                "p_rule": None, "src": "c/mg_idle.c"},
 }
 
 

@@ -74,7 +74,8 @@ from signature.model import Signature
 from signature.trace import OP_CODE, OPS
 
 from . import modelsearch as search
-from .rules import Grid, Observation, PeerRule, infer_members, infer_peer, infer_root
+from .rules import (ClassComm, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
+                    infer_within)
 from .topology import DimsRule, SubGrid, fit_dims_rules, infer_subgrid
 
 __all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel",
@@ -152,6 +153,11 @@ class GridPower:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "grid", "c": self.c, "exps": list(self.exps), "grid": self.grid.to_dict(),
                 "name": self.name}
+
+
+def _load_role(d: dict):
+    """A communicator layout from JSON: a sub-grid, or the communicator of a class of ranks."""
+    return ClassComm.from_dict(d) if d.get("kind") == "class" else SubGrid.from_dict(d)
 
 
 def _short(problems: Sequence[str], width: int = 160) -> str:
@@ -238,6 +244,9 @@ class SlotModel:
     #: a rooted collective's bytes at its root, when they differ from the other ranks'
     root_bytes: Any = None
     root_recv_bytes: Any = None
+    #: the class of ranks whose bytes are ``root_bytes``/``root_recv_bytes`` when it is not
+    #: a rooted collective's root (a slot both classes of a particle/PME split share)
+    special: PeerRule | None = None
     #: the class of ranks that have the event (PeerRule family "member"), when not
     #: every rank does and no peer rule says which; on sub-communicators, the class of
     #: communicators (colours, out of how many there are) whose members all have it
@@ -247,6 +256,14 @@ class SlotModel:
     #: for where they part (:meth:`LogicalModel.undecided`). A field ending in "~" marks
     #: a less likely reading (a 3-D grid where a 2-D one fits), reported, not refused.
     alternatives: list = dataclasses.field(default_factory=list)
+    #: the peers of an MPI_COMM_WORLD event are neighbours on the declared grid
+    on_grid: bool = False
+    #: a wait present exactly where the slot it follows is (the call whose request it
+    #: completes): that slot's index in the phase
+    follows: int | None = None
+    #: ... except on ranks where that slot is their last call of the repetition (the wait
+    #: comes after the phase: the next repetition opens with it, or the next phase)
+    follows_unless_last: bool = False
 
     def describe(self) -> str:
         parts = [OPS[self.op]]
@@ -258,7 +275,10 @@ class SlotModel:
                          + (" or PROC_NULL" if self.recv_null_ends else ""))
         if self.root is not None:
             parts.append("root " + self.root.describe())
-        if self.members is not None:
+        if self.members is not None and self.comm_role is not None:  # a class of communicators
+            parts.append("only on communicators " + self.members.describe().replace("ranks r with r", "c with c")
+                         .replace("every rank but", "all but").replace("rank ", "number "))
+        elif self.members is not None and (self.peer is None or self.peer.family != "within"):
             parts.append("on " + self.members.describe())
         if self.tag >= 0:
             parts.append(f"tag {self.tag}")
@@ -280,14 +300,17 @@ class SlotModel:
                 "null_ends": self.null_ends, "recv_null_ends": self.recv_null_ends,
                 "null_tag": self.null_tag, "null_no_bytes": self.null_no_bytes,
                 "root_bytes": self.root_bytes.to_dict() if self.root_bytes is not None else None,
+                "special": self.special.to_dict() if self.special is not None else None,
                 "root_recv_bytes": (self.root_recv_bytes.to_dict() if self.root_recv_bytes is not None
                                     else None),
-                "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives]}
+                "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives],
+                "on_grid": self.on_grid, "follows": self.follows,
+                "follows_unless_last": self.follows_unless_last}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
         rule = lambda x: PeerRule.from_dict(x) if x else None  # noqa: E731
-        load = {"peer": PeerRule.from_dict, "recv_peer": PeerRule.from_dict, "comm_role": SubGrid.from_dict}
+        load = {"peer": PeerRule.from_dict, "recv_peer": PeerRule.from_dict, "comm_role": _load_role}
         alts = [(a["field"], load.get(a["field"].rstrip("~"), _load_quantity)(a["value"]))
                 for a in d.get("alternatives", ())]
         return cls(key=d["key"], op=OP_CODE[d["op"]], tag=int(d["tag"]), comm=int(d["comm"]),
@@ -295,13 +318,16 @@ class SlotModel:
                    recv_peer=rule(d["recv_peer"]), root=rule(d["root"]),
                    bytes=_load_quantity(d["bytes"]), recv_bytes=_load_quantity(d["recv_bytes"]),
                    work_share=float(d["work_share"]), problem=d.get("problem"),
-                   comm_role=SubGrid.from_dict(d["comm_role"]) if d.get("comm_role") else None,
+                   comm_role=_load_role(d["comm_role"]) if d.get("comm_role") else None,
                    members=rule(d.get("members")),
                    null_ends=bool(d.get("null_ends", False)),
                    recv_null_ends=bool(d.get("recv_null_ends", False)), null_tag=d.get("null_tag"),
                    null_no_bytes=bool(d.get("null_no_bytes", False)),
                    root_bytes=_load_quantity(d.get("root_bytes")),
-                   root_recv_bytes=_load_quantity(d.get("root_recv_bytes")), alternatives=alts)
+                   root_recv_bytes=_load_quantity(d.get("root_recv_bytes")), alternatives=alts,
+                   special=rule(d.get("special")),
+                   on_grid=bool(d.get("on_grid", False)), follows=d.get("follows"),
+                   follows_unless_last=bool(d.get("follows_unless_last", False)))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -314,7 +340,7 @@ class SlotModel:
     def place(self, ranks: np.ndarray, P: int, grid: Grid | None) -> dict[str, np.ndarray]:
         """This slot's events for ``ranks`` at P: present, peer, recv_peer, root (world
         ranks; MPI_PROC_NULL -3), bytes and recv_bytes, each (len(ranks),)."""
-        g = grid if self.comm == COMM_CART else None
+        g = grid if self.comm == COMM_CART or self.on_grid else None
         local, size, world = self.layout(ranks, P, grid)
         n = len(ranks)
         out = {"present": np.ones(n, bool), "peer": np.full(n, -1, np.int64),
@@ -326,9 +352,11 @@ class SlotModel:
                 out["present"] = self.members(colour, self.comm_role.n_comms(P)) >= 0
             else:
                 out["present"] = self.members(ranks, P) >= 0
+
         if self.peer is not None:
             q = self.peer(local, size, g)
-            out["present"] = np.ones(n, bool) if self.null_ends else q >= 0
+            has = np.ones(n, bool) if self.null_ends else q >= 0
+            out["present"] = has & out["present"] if self.members is not None else has
             out["peer"] = np.where(q >= 0, world(q), PROC_NULL if self.null_ends else -1)
         if self.recv_peer is not None:
             q = self.recv_peer(local, size, g)
@@ -339,7 +367,8 @@ class SlotModel:
             model, at_root = getattr(self, col), getattr(self, root_col)
             v = np.full(n, _volume(model, P), np.int64)
             if at_root is not None:
-                v = np.where(ranks == out["root"], _volume(at_root, P), v)
+                odd = ranks == out["root"] if self.special is None else self.special(ranks, P) >= 0
+                v = np.where(odd, _volume(at_root, P), v)
             out[col] = v
         if self.recv_peer is not None and self.recv_null_ends and self.null_no_bytes:
             out["recv_bytes"] = np.where(out["recv_peer"] == PROC_NULL, 0, out["recv_bytes"])
@@ -530,6 +559,9 @@ class LogicalModel:
         2-D one fits) that part at P instead, which do not refuse it."""
         out: dict[int, list[str]] = {}
         ranks = np.arange(P)
+        if not weaker:
+            for pid, texts in self._stuck_dimensions(P).items():
+                out.setdefault(pid, []).extend(texts)
         for ph in self.phases:
             for i, s in enumerate(ph.slots):
                 if not s.alternatives:
@@ -557,6 +589,35 @@ class LogicalModel:
                             f"slot {i} ({OPS[s.op]}): {what} {text(have)} or {text(value)} at every "
                             f"traced P, which part at P={P}")
                         break
+        return out
+
+    def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
+        """Exact sizes of grid traffic that follow no product of grid dimensions (a
+        model in P) are open at a target where a grid dimension that kept one width at
+        every traced P changes: the traced P cannot tell how the sizes follow it."""
+        if self.grid is None:
+            return {}
+        try:
+            fit = np.array([self.grid.dims(p) for p in self.Ps])
+            at = np.array(self.grid.dims(P))
+        except ValueError:
+            return {}
+        stuck = [d for d in range(self.grid.ndims) if len(set(fit[:, d])) == 1 and at[d] != fit[0, d]]
+        if not stuck:
+            return {}
+        out: dict[int, list[str]] = {}
+        for ph in self.phases:
+            bad = [f"{i} ({OPS[s.op]})" for i, s in enumerate(ph.slots)
+                   if (s.on_grid or s.comm == COMM_CART) and s.data_note is None and any(
+                       v is not None and not isinstance(v, GridPower) and len(set(v.predict(
+                           np.array(self.Ps)).round(6))) > 1 for v in (s.bytes, s.recv_bytes))]
+            if bad:
+                out[ph.id] = [f"slot{'s' if len(bad) > 1 else ''} {', '.join(bad[:8])}"
+                              f"{' ...' if len(bad) > 8 else ''}: sizes that follow no product of grid "
+                              f"dimensions, and grid dimension {', '.join(map(str, stuck))} (always "
+                              f"{', '.join(str(int(fit[0, d])) for d in stuck)} wide at the traced P) is "
+                              f"{', '.join(str(int(at[d])) for d in stuck)} at P={P}: the traced P cannot "
+                              "tell how the sizes follow it"]
         return out
 
     def check_target(self, P: int) -> None:
@@ -587,7 +648,7 @@ class LogicalModel:
             raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {int(np.prod(dims))} "
                                      f"processes, not the target's {P}")
         grids = ([self.grid] if self.grid else []) + [
-            s.comm_role.rule for ph in self.phases for s in ph.slots if s.comm_role is not None] + [
+            s.comm_role.rule for ph in self.phases for s in ph.slots if isinstance(s.comm_role, SubGrid)] + [
             r.params["grid"] for ph in self.phases for s in ph.slots for r in (s.peer, s.recv_peer)
             if r is not None and r.params.get("grid") is not None]
         if not grids:
@@ -617,6 +678,35 @@ class LogicalModel:
         by rank, then phase, then slot order. Vectorised over ranks."""
         from .writer import generate
         return generate(self, P, np.arange(P) if ranks is None else np.asarray(ranks, np.int64))
+
+    def phase_problems(self, P: int) -> dict[int, list[str]]:
+        """Per phase index, why it cannot be placed at P (its own problems and what the
+        traced P leave open there); empty lists for the phases that can. The grid's
+        problem (:meth:`grid_problem`) is every phase's that uses the declared grid."""
+        grid = self.grid_problem(P)
+        open_ = self.undecided(P)
+        out = {}
+        for k, ph in enumerate(self.phases):
+            pr = list(ph.problems) + open_.get(ph.id, [])
+            if grid and any(s.comm == COMM_CART or (s.peer is not None and s.peer.family == "cart"
+                                                     and s.peer.params.get("grid") is None)
+                            for s in ph.slots):
+                pr.insert(0, grid)
+            out[k] = pr
+        return out
+
+    def phase_events(self, k: int, P: int, ranks: np.ndarray | None = None) -> dict[str, np.ndarray]:
+        """The events of phase index ``k`` alone at P (one repetition, rank-major, the
+        columns of :meth:`events` but work and completions), for a phase that can be
+        placed there even when others cannot (:meth:`phase_problems`)."""
+        from .writer import _phase_tables, comm_ids
+        pr = self.phase_problems(P)[k]
+        if pr:
+            raise ExtrapolationError(f"{self.app}: phase {self.phases[k].id} cannot be placed at P={P}: "
+                                     + _short(pr))
+        ranks = np.arange(P) if ranks is None else np.asarray(ranks, np.int64)
+        ev = _phase_tables(self, k, P, ranks, comm_ids(self, P)[0])
+        return {c: v for c, v in ev.items() if not c.startswith("_")}
 
     def logical_trace(self, P: int, path: str | Path, *, overwrite: bool = False,
                       block: int = 65536, progress=None) -> Path:
@@ -668,7 +758,8 @@ class LogicalModel:
                     vol = s.recv_bytes.formula()
                 for what, v in (("sent", s.root_bytes), ("received", s.root_recv_bytes)):
                     if v is not None:
-                        vol += f"; {what} at the root: {v.formula()}"
+                        where = "the root" if s.special is None else s.special.describe()
+                        vol += f"; {what} at {where}: {v.formula()}"
                 rows.append((i, s.describe(), vol, f"{100 * s.work_share:.0f}%",
                              s.problem or ""))
             out.append("  " + table(("slot", "event and rule", "bytes", "work", "problem"), rows,
@@ -772,7 +863,7 @@ def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalMod
             recv_bytes=volume(s.recv_bytes), root_bytes=volume(s.root_bytes),
             root_recv_bytes=volume(s.root_recv_bytes),
             comm_role=(dataclasses.replace(s.comm_role, rule=rule(s.comm_role.rule, s.comm_role.rule.ndims))
-                       if s.comm_role else None)) for s in ph.slots]
+                       if isinstance(s.comm_role, SubGrid) else s.comm_role)) for s in ph.slots]
         for s in slots:
             s.alternatives = [(f, peer(a) if isinstance(a, PeerRule) else volume(a) if f.rstrip("~").endswith("bytes")
                                else dataclasses.replace(a, rule=rule(a.rule, a.rule.ndims)))
@@ -801,7 +892,7 @@ def _comm_classes(comms, P: int, cart_id: int | None) -> dict[int, int]:
         if c in out:
             continue
         m = np.asarray(comms.members_of(c), np.int64)
-        if bool(comms.inter[c]) or len(m) < 2:
+        if bool(comms.inter[c]) or len(m) < 1:
             out[c] = _NOT_MODELLED
         elif len(m) == P and np.array_equal(m, np.arange(P)) and comms.cartesian(c) is None:
             out[c] = COMM_WORLD
@@ -849,15 +940,18 @@ def _local_ranks(T, offs, P: int, kind: np.ndarray, comms) -> np.ndarray:
     return out
 
 
-def _slot_keys(op, peer, rpeer, tag, comm, lrank, lsize, rank, grid_dims, grid_periods) -> list[tuple]:
+def _slot_keys(op, peer, rpeer, tag, comm, lrank, lsize, rank, grid_dims, grid_periods,
+               on_grid: bool = False) -> list[tuple]:
     """One rank's events of a repetition -> slot keys (occurrence-numbered); peers
-    and ranks of sub-communicator events are the communicator's own."""
+    and ranks of sub-communicator events are the communicator's own. ``on_grid``: peers
+    on MPI_COMM_WORLD are placed on the declared grid as well (a program that finds its
+    neighbours with MPI_Cart_shift and talks on MPI_COMM_WORLD: LAMMPS)."""
     keys, count = [], {}
 
     def where(q: int, c: int, r: int, n: int) -> tuple:
         if q < 0:
             return ("null",) if q == PROC_NULL else ("-",)
-        if c == COMM_CART and grid_dims is not None:
+        if grid_dims is not None and (c == COMM_CART or (on_grid and c == COMM_WORLD)):
             a = np.unravel_index(rank, grid_dims)
             b = np.unravel_index(q, grid_dims)
             disp: list = [int(y - x) for x, y in zip(a, b)]
@@ -953,6 +1047,70 @@ def _merge_open_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
                     have.add(cands[0])
 
 
+def _align_open_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
+    """Sequences whose keys a small P leaves open, or that lack calls a larger P has
+    (a grid dimension 1 or 2 wide: no exchange along it, or one where a wider one has
+    two), take the keys of the least open sequence (of any rank at any P) they embed
+    in, call by call in order (the earliest fitting call each time; the occurrence
+    numbers are the reference's). A sequence that embeds in several of the least open
+    ones with different keys keeps its own. Keys are rewritten in place."""
+    def fits(key, c):
+        if key[0] != c[0] or key[2] != c[2] or not (key[1] == c[1] or key[1] < 0):
+            return False
+        return all(key[x] == c[x] or _fits_side(key[x], c[x]) for x in (3, 4))
+
+    def openness(seq):
+        return sum(_open_side(k[3]) + _open_side(k[4]) for k in seq)
+
+    def embed(seq, ref):
+        out, j = [], 0
+        for key in seq:
+            while j < len(ref) and not fits(key, ref[j]):
+                j += 1
+            if j == len(ref):
+                return None
+            out.append(ref[j])
+            j += 1
+        return out
+
+    seqs = {tuple(seq): None for ks in keys_per_p.values() for seq in ks}
+    score = {seq: (openness(seq), -len(seq)) for seq in seqs}
+    best = min(score.values(), default=None)
+    refs = [seq for seq in seqs if score[seq] == best]
+    mapped: dict[tuple, list] = {}
+    for seq in seqs:
+        if score[seq] == best:
+            continue
+        found = {tuple(e) for e in (embed(seq, r) for r in refs) if e is not None}
+        if len(found) == 1:
+            mapped[seq] = list(found.pop())
+    for ks in keys_per_p.values():
+        for n, seq in enumerate(ks):
+            if tuple(seq) in mapped:
+                ks[n] = list(mapped[tuple(seq)])
+
+
+def _wait_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
+    """A wait or test is keyed by the call before it (the one whose request it
+    completes, in a post-and-wait exchange) instead of by its occurrence among waits:
+    where a larger P has more exchanges, the waits still pair with theirs. A wait that
+    opens the repetition completes the previous repetition's last call: keyed "after
+    wrap", whichever call that is at each P."""
+    for ks in keys_per_p.values():
+        for seq in ks:
+            prev: tuple = ("-",)
+            count: dict[tuple, int] = {}
+            for j, key in enumerate(seq):
+                if key[0] in WAIT_OPS:
+                    # a repetition that opens with a wait completes the previous one's last call
+                    base = (key[0], key[1], key[2], ("after", prev if prev != ("-",) else "wrap"), key[4])
+                    n = count.get(base, 0)
+                    count[base] = n + 1
+                    seq[j] = base + (n,)
+                else:
+                    prev = key
+
+
 def _common_order(seqs) -> list | None:
     g = nx.DiGraph()
     first_seen: dict[tuple, int] = {}
@@ -1019,15 +1177,22 @@ def _tag_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict:
     return out
 
 
-def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid, cost_col: str):
+def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid, cost_col: str,
+                 on_grid: bool = False):
     """The slots of phase k from its keys: (order, class name, per-class positions,
-    problems, slots)."""
-    problems = []
+    problems, slots, notes); ``on_grid``: MPI_COMM_WORLD events' peers are sought on the
+    declared grid."""
+    problems, notes = [], []
     order, class_name, positions = _order(keys_per_p)
     if order is None:
+        longest = {P: max((len(seq) for seq in ks), default=0) for P, ks in sorted(keys_per_p.items())}
+        grows = all(b > a for a, b in zip(list(longest.values()), list(longest.values())[1:]))
         problems.append("ranks order the phase's events differently and no rank class ("
                         + ", ".join(ORDER_CLASSES) + ") has one order; its events cannot be "
-                        "placed at a new P")
+                        "placed at a new P" + (
+                            " (its longest rank has " + ", ".join(f"{n} calls at P={P}" for P, n in longest.items())
+                            + ": a tree or butterfly written as point-to-point calls, whose stages grow "
+                            "with P, is not modelled)" if grows and len(longest) > 1 else ""))
         order = list({key: None for ks in keys_per_p.values() for seq in ks for key in seq})
     index = {key: i for i, key in enumerate(order)}
     n_slots = len(order)
@@ -1054,26 +1219,212 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
         for i in range(n_slots):
             obs[i].append((P, np.array(rank_ev[i][0], np.int64), np.array(rank_ev[i][1], np.int64), ph))
     slots = [_slot_model(key, obs[i], local, comms, grid, share_sum[i] / share_n[i] if share_n[i] else 0.0,
-                         f"phase {k} slot {i}") for i, key in enumerate(order)]
+                         f"phase {k} slot {i}", on_grid) for i, key in enumerate(order)]
+    if on_grid:
+        _face_volumes(slots)
+    _mirror_volumes(slots, obs, grid)
+    _follow_posts(slots, obs, order, index)
+    if on_grid and class_name is None and grid is not None:
+        slots, order, note = _dimension_analogy(slots, order, grid, sorted(s.nprocs for s in sigs))
+        if note:
+            notes.append(note)
     by_problem: dict[str, list[str]] = {}
     for i, slot in enumerate(slots):
         if slot.problem:
             by_problem.setdefault(slot.problem, []).append(f"{i} ({OPS[slot.op]})")
     for text, where in by_problem.items():
         problems.append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {text}")
-    return order, class_name, positions, problems, slots
+    return order, class_name, positions, problems, slots, notes
+
+
+def _axis(rule: PeerRule | None) -> int | None:
+    """The one grid dimension a neighbour rule moves along (None: not one)."""
+    if rule is None or rule.family != "cart" or rule.params.get("grid") is not None:
+        return None
+    nz = [d for d, x in enumerate(rule.params["disp"]) if x]
+    return nz[0] if len(nz) == 1 else None
+
+
+def _moved(rule: PeerRule | None, src: int, dst: int, like: PeerRule | None = None) -> PeerRule | None:
+    """A neighbour rule's displacement along ``src`` moved to ``dst``; ``like`` gives the
+    skip (where the rank has no call) when set."""
+    if rule is None:
+        return None
+    disp = [0] * len(rule.params["disp"])
+    disp[dst] = rule.params["disp"][src]
+    params = {**rule.params, "disp": tuple(disp)}
+    if like is not None:
+        params["skip"] = like.params.get("skip") if rule.params.get("skip") != "pair" else "pair"
+        if params["skip"] is None:
+            params.pop("skip")
+    return PeerRule("cart", params)
+
+
+def _dimension_analogy(slots: list[SlotModel], order: list, grid: Grid, Ps: list[int]):
+    """The same calls along every dimension (a program that loops over the grid's
+    dimensions with one code: LAMMPS's exchange, borders and forward communication).
+    Along a periodic dimension 2 wide at every traced P, a neighbour's direction is
+    open (+1 and -1 are one rank), and calls made only where a dimension is over 2 wide
+    (the second direction of an exchange) never showed. Where the calls along such a
+    dimension are, call by call, those along a dimension that was wider (its calls
+    made only over 2 wide aside), the direction of each is that dimension's, an exact
+    volume is the grid power of its twin's with the two dimensions swapped (a face
+    across y is nx/dims0 x nz/dims2 where one across x is ny/dims1 x nz/dims2), and
+    the calls made only over 2 wide are added along it too, after the places of the
+    calls before them: (slots, order, note). Nothing changes otherwise."""
+    dims = [grid.dims(P) for P in Ps]
+    nd = grid.ndims
+    wide = [d for d in range(nd) if any(x[d] > 2 for x in dims)]
+    narrow = [d for d in range(nd) if grid.periods[d] and all(x[d] <= 2 for x in dims)]
+    if not wide or not narrow:
+        return slots, order, None
+
+    def along(d):
+        return [i for i, s in enumerate(slots) if _axis(s.peer) == d and not s.problem]
+
+    def pair(i):
+        return slots[i].peer.params.get("skip") == "pair"
+
+    def waits_after(i):  # keyed by the call before them (_wait_keys)
+        return [j for j, key in enumerate(order) if slots[j].op in WAIT_OPS and key[3][0] == "after"
+                and key[3][1] == order[i]]
+
+    done = []
+    for d in narrow:
+        mine = along(d)
+        if not mine:
+            continue
+        for D in wide:
+            plain = [i for i in along(D) if not pair(i)]
+            if len(plain) != len(mine) or any(slots[x].op != slots[y].op for x, y in zip(mine, plain)):
+                continue
+            # each call's direction: its rule or alternative that moves the way its twin does
+            chosen = {}
+            for x, y in zip(mine, plain):
+                got = {}
+                for field in ("peer", "recv_peer"):
+                    ref = getattr(slots[y], field)
+                    if ref is None:
+                        continue
+                    want = tuple(_moved(ref, D, d).params["disp"])
+                    have = [getattr(slots[x], field)] + [v for f, v in slots[x].alternatives if f == field]
+                    match = [r for r in have if r is not None and tuple(r.params["disp"]) == want]
+                    if not match:
+                        break
+                    got[field] = match[0]
+                else:
+                    chosen[x] = got
+                    continue
+                break
+            if len(chosen) != len(mine):
+                continue
+            twin = dict(zip(plain, mine))
+            # the waits of twin calls are twins too (not a wait the next repetition begins with)
+            for y, x in list(twin.items()):
+                wy, wx = waits_after(y), waits_after(x)
+                if len(wy) == len(wx):
+                    twin.update(zip(wy, wx))
+            # the calls only a dimension over 2 wide makes, and their waits
+            inserts: dict[int, list[tuple[int, SlotModel]]] = {}
+            last, ok = None, True
+            for i, sl in enumerate(slots):
+                if i in twin:
+                    last = twin[i]
+                    continue
+                extra = (i in along(D) and pair(i)) or (sl.follows is not None and sl.follows in along(D)
+                                                        and pair(sl.follows))
+                if not extra:
+                    continue
+                if last is None:
+                    ok = False
+                    break
+                like = slots[mine[0]].peer
+                copy = dataclasses.replace(
+                    sl, key=f"{sl.key}/dim{d}", alternatives=[],
+                    peer=_moved(sl.peer, D, d, like) if sl.peer is not None else None,
+                    recv_peer=_moved(sl.recv_peer, D, d, like) if sl.recv_peer is not None else None)
+                if sl.peer is not None:  # volumes: the twin of the slot it took its own from
+                    src = [j for j in plain if slots[j].op == sl.op and slots[j].bytes is sl.bytes
+                           and slots[j].recv_bytes is sl.recv_bytes]
+                    if not src:
+                        ok = False
+                        break
+                    m = slots[twin[src[0]]]
+                    copy.bytes, copy.recv_bytes, copy.data_note = m.bytes, m.recv_bytes, m.data_note
+                    copy.alternatives = [(f, v) for f, v in m.alternatives if f.rstrip("~").endswith("bytes")]
+                inserts.setdefault(last, []).append((i, copy))
+            if not ok:
+                continue
+            for x, got in chosen.items():
+                for field, rule in got.items():
+                    setattr(slots[x], field, rule)
+                slots[x].alternatives = [(f, v) for f, v in slots[x].alternatives if f not in got]
+            for y, x in zip(plain, mine):  # exact volumes: the twin's grid powers, d and D swapped
+                for field in ("bytes", "recv_bytes"):
+                    ref = getattr(slots[y], field)
+                    if not isinstance(ref, GridPower):
+                        continue
+                    want = list(ref.exps)
+                    want[d], want[D] = want[D], want[d]
+                    have = [getattr(slots[x], field)] + [v for f, v in slots[x].alternatives if f == field]
+                    match = [v for v in have if isinstance(v, GridPower) and list(v.exps) == want]
+                    if match:
+                        setattr(slots[x], field, match[0])
+                        slots[x].alternatives = [(f, v) for f, v in slots[x].alternatives if f != field]
+            new_slots, new_order, where, copy_at = [], [], {}, {}
+            for i, sl in enumerate(slots):
+                where[i] = len(new_slots)
+                new_slots.append(sl)
+                new_order.append(order[i])
+                for src, c in inserts.get(i, []):
+                    copy_at[src] = len(new_slots)
+                    new_slots.append(c)
+                    new_order.append((*order[src], f"dim{d}"))
+            olds = {id(c): src for lst in inserts.values() for src, c in lst}
+            for sl in new_slots:
+                if sl.follows is not None:
+                    sl.follows = copy_at[sl.follows] if id(sl) in olds else where[sl.follows]
+            slots, order = new_slots, new_order
+            done.append((d, D, sum(len(v) for v in inserts.values())))
+            break
+    if not done:
+        return slots, order, None
+    return slots, order, ("the calls along " + "; ".join(
+        f"dimension {d} (2 wide at every traced P) are those along dimension {D}"
+        + (f", with the {n} made only where it is over 2 wide" if n else "") for d, D, n in done))
+
+
+def _face_volumes(slots: list[SlotModel]) -> None:
+    """A halo across grid dimension e is a face of the sub-domain: the product of its
+    other edges, each dims_k(P)^-1 (times a constant). Where a dimension did not change
+    across the traced P, several grid powers reproduce every P exactly; the one of that
+    form, when there is exactly one, is kept and the others dropped."""
+    for s in slots:
+        e = _axis(s.peer)
+        if e is None:
+            continue
+        for field in ("bytes", "recv_bytes"):
+            have = [getattr(s, field)] + [v for f, v in s.alternatives if f == field]
+            if len(have) < 2 or not all(isinstance(v, GridPower) for v in have):
+                continue
+            face = [v for v in have if v.exps[e] == 0 and len({x for k, x in enumerate(v.exps) if k != e}) == 1
+                    and all(x < 0 for k, x in enumerate(v.exps) if k != e)]
+            if len(face) == 1:
+                setattr(s, field, face[0])
+                s.alternatives = [(f, v) for f, v in s.alternatives if f != field]
 
 
 def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid | None,
-                share: float, name: str) -> SlotModel:
+                share: float, name: str, on_grid: bool = False) -> SlotModel:
     """One slot's rules from its events at every traced P (``o_list``: (P, ranks, template
     event indices, phase) per P); ``slot.problem`` says why it cannot be modelled."""
     op, tag, ck = key[0], key[1], key[2]
     sub = ck >= _SUB_BASE
     slot = SlotModel(key=_key_text(key), op=op, tag=tag,
                      comm=COMM_SUB if sub else ck if ck in (COMM_NONE, COMM_WORLD, COMM_CART) else COMM_WORLD,
-                     everywhere=True, work_share=float(share))
-    cart = grid if ck == COMM_CART else None
+                     everywhere=True, work_share=float(share),
+                     on_grid=bool(on_grid and grid is not None and ck == COMM_WORLD))
+    cart = grid if ck == COMM_CART or slot.on_grid else None
 
     def col(o, c):
         return np.asarray(o[3].template[c], np.int64)[o[2]]
@@ -1087,12 +1438,16 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                     for o in o_list if len(o[1])}
         roles = infer_subgrid(observed)
         if not roles:
+            cc = infer_class_comm(observed)
+            roles = [cc] if cc is not None else []
+        if not roles:
             slot.problem = ("its communicators follow no row, column or plane layout of a process grid "
                             "(Comm_split/Cart_sub) at every P")
             return slot
         slot.comm_role, slot.alternatives = roles[0], [("comm_role", r) for r in roles[1:]]
-        nd = roles[0].rule.ndims
-        vol_grid = Grid(nd, (False,) * nd, roles[0].rule, roles[0].order)
+        if isinstance(roles[0], SubGrid):
+            nd = roles[0].rule.ndims
+            vol_grid = Grid(nd, (False,) * nd, roles[0].rule, roles[0].order)
 
     def observations(j):
         """Per P (per communicator on sub-communicators): ranks with a real peer on side j
@@ -1116,12 +1471,14 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         return out, nulls
 
     def null_ends(rule, nulls, what):
-        """True when the ranks the rule leaves without a peer call with PROC_NULL."""
+        """True when the ranks the rule leaves without a peer call with PROC_NULL (the
+        ranks of its class, when only a class has the event)."""
         if not any(len(n[1]) for n in nulls):
             return False
         for P, nr, allr in nulls:
             q = rule(np.arange(P), P, cart)
-            if len(allr) != P or not np.array_equal(np.sort(nr), np.flatnonzero(q < 0)):
+            mine = np.ones(P, bool) if slot.members is None or sub else slot.members(np.arange(P), P) >= 0
+            if len(allr) != mine.sum() or not np.array_equal(np.sort(nr), np.flatnonzero((q < 0) & mine)):
                 slot.problem = (f"at P={P} some ranks call {what} MPI_PROC_NULL where others skip the "
                                 "call, or the PROC_NULL ranks are not those the rule leaves out")
                 return False
@@ -1134,6 +1491,14 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         alts: list = []
         weaker: list = []
         rule = infer_peer(ob, cart, alternatives=alts, weaker=weaker)
+        if rule is None and not sub:
+            # a rule only a class of ranks follows (every m-th rank: PME ranks, the ranks
+            # active at a coarse multigrid level), the class from the ranks that call
+            members = slot.members or infer_members({o[0]: o[1] for o in o_list})
+            if members is not None:
+                rule = infer_within(ob, members, cart)
+                if rule is not None:
+                    slot.members = members
         slot.alternatives += [(field, a) for a in alts] + [(field + "~", a) for a in weaker]
         return (rule, False, ob) if rule is None else (rule, null_ends(rule, nulls, what), ob)
 
@@ -1158,7 +1523,8 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             slot.recv_peer = rrule
 
             def present(r, ends, P):
-                return np.ones(P, bool) if ends else r(np.arange(P), P, cart) >= 0
+                mine = np.ones(P, bool) if slot.members is None else slot.members(np.arange(P), P) >= 0
+                return mine & (np.ones(P, bool) if ends else r(np.arange(P), P, cart) >= 0)
             if not all(np.array_equal(present(rrule, slot.recv_null_ends, size),
                                       present(rule, slot.null_ends, size))
                        for size in {x.P for x in ob}):
@@ -1210,10 +1576,99 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             if slot.root is None:
                 slot.problem = f"no rule gives the root from P ({roots})"
                 return slot
+    if sub and op in P2P_OPS and slot.members is None and all(len(o[1]) for o in o_list):
+        # point-to-point traffic on only some of the communicators (the particle ranks'
+        # of a particle/PME split): every member of those, a class of colours
+        colours: dict | None = {}
+        for o in o_list:
+            colour = slot.comm_role.layout(np.arange(o[0]), o[0])[0]
+            used = np.unique(colour[o[1]])
+            n = slot.comm_role.n_comms(o[0])
+            if len(used) == n or not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))):
+                colours = None
+                break
+            colours[n] = used
+        if colours:
+            slot.members = infer_members(colours)
     _slot_volumes(slot, o_list, col, vol_grid, name)
     if slot.problem is None:
         _verify(slot, o_list, grid)
     return slot
+
+
+_ONE_P = "seen at one P only; its volume cannot be fitted"
+
+
+def _mirror_volumes(slots: list[SlotModel], obs: dict, grid: Grid | None) -> None:
+    """A grid exchange seen at one P only (the second direction of an exchange along a
+    dimension only the largest P has over 2 wide) takes the volumes of its mirror: the
+    slot with the same operation whose grid displacements are its own negated, where
+    the two carried the same sizes at that P (or sizes of the data both)."""
+    def disp(rule):
+        return tuple(rule.params["disp"]) if rule is not None and rule.family == "cart" else None
+
+    for i, s in enumerate(slots):
+        if s.problem != _ONE_P or disp(s.peer) is None:
+            continue
+        want = tuple(-x for x in disp(s.peer))
+        rwant = tuple(-x for x in disp(s.recv_peer)) if s.recv_peer is not None else None
+        for j, m in enumerate(slots):
+            if (j == i or m.problem or m.op != s.op or m.comm != s.comm or disp(m.peer) != want
+                    or (rwant is not None and disp(m.recv_peer) != rwant)):
+                continue
+            o = next(o for o in obs[i] if len(o[1]))
+            ok = True
+            for col in ("bytes", "recv_bytes"):
+                model = getattr(m, col)
+                v = np.asarray(o[3].template[col], float)[o[2]]
+                if model is None:
+                    ok &= not np.any(v)
+                    continue
+                if bool(m.data_note) != bool(s.data_note):
+                    ok = False
+                elif not m.data_note:  # sizes of the data: both directions carry the data's
+                    ok &= bool(np.all(np.abs(v - _predict_scalar(model, o[0])) < 0.5))
+            if ok:
+                s.bytes, s.recv_bytes, s.problem = m.bytes, m.recv_bytes, None
+                s.alternatives += [(f, v) for f, v in m.alternatives if f.rstrip("~").endswith("bytes")]
+                s.data_note = s.data_note or m.data_note
+                _verify(s, obs[i], grid)
+                break
+
+
+def _follow_posts(slots: list[SlotModel], obs: dict, order: list, index: dict) -> None:
+    """A wait only some ranks call, keyed by the call before it (:func:`_wait_keys`), is
+    present where that call is, when that holds at every traced P, or where it is
+    except on the ranks whose last call of the phase it is (completed after the phase:
+    by the wait the next repetition opens with, or in the next phase)."""
+    calls = [i for i, sl in enumerate(slots) if sl.op not in WAIT_OPS]
+    last: dict[int, np.ndarray] = {}  # per P, each rank's last call of the repetition
+    if calls:
+        for n, o0 in enumerate(obs[0]):
+            P = o0[0]
+            at = np.full(P, -1, np.int64)
+            for i in calls:
+                at[obs[i][n][1]] = i
+            last[P] = at
+    for i, s in enumerate(slots):
+        key = order[i]
+        if s.op not in WAIT_OPS or key[3][0] != "after" or not (
+                (s.problem or "").startswith("only some ranks") or s.members is not None):
+            continue
+        j = index.get(key[3][1])
+        if j is None or j > i or slots[j].problem:
+            continue
+        for unless_last in (False, True):
+            ok = True
+            for a, b in zip(obs[i], obs[j]):
+                want = np.sort(b[1])
+                if unless_last:  # a rank's last call is completed after the phase
+                    want = want[last[b[0]][want] != j]
+                ok &= np.array_equal(np.sort(a[1]), want)
+            if ok:
+                s.follows, s.members, s.problem, s.everywhere = j, None, None, False
+                s.follows_unless_last = unless_last
+                break
 
 
 def _ranks_text(ranks: np.ndarray, n: int = 8) -> str:
@@ -1230,6 +1685,20 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
     if slot.null_ends if slot.op in RECV_OPS else slot.recv_null_ends:
         null_v = np.concatenate([col(o, "recv_bytes")[col(o, side) == PROC_NULL] for o in o_list])
         slot.null_no_bytes = bool(len(null_v) and np.all(null_v == 0))
+    if slot.root is None:  # sizes that differ by a class of ranks (the PME ranks of a split)
+        odd: dict[int, np.ndarray] = {}
+        for o in o_list:
+            if not len(o[1]):
+                continue
+            mask = np.zeros(len(o[1]), bool)
+            for column in ("bytes", "recv_bytes"):
+                v = col(o, column)
+                if len(np.unique(v)) == 2 and not _data_dependent(o, column, np.ones(len(v), bool)):
+                    vals, counts = np.unique(v, return_counts=True)
+                    mask |= v != vals[np.argmax(counts)] if counts[0] != counts[1] else v == vals.max()
+            odd[o[0]] = o[1][mask]
+        if any(len(x) for x in odd.values()):
+            slot.special = infer_members(odd)
     for column, root_attr in (("bytes", "root_bytes"), ("recv_bytes", "root_recv_bytes")):
         Pv, yv, Pr, yr = [], [], [], []
         for o in o_list:
@@ -1242,6 +1711,8 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
             at_root = np.zeros(len(v), bool)
             if slot.root is not None:
                 at_root = o[1] == col(o, "root")
+            elif slot.special is not None:
+                at_root = slot.special(o[1], o[0]) >= 0
             rest = v[keep & ~at_root]
             if len(rest) and np.any(rest != rest[0]) and _data_dependent(o, column, keep & ~at_root):
                 # sizes that change from one repetition to the next (atoms that move) and
@@ -1269,10 +1740,12 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
                 continue  # the root sends what the others do
             if len(set(P_)) >= 2 and any(y_):
                 alts: list = []
-                setattr(slot, attr, _fit_volume(np.array(P_), np.array(y_), grid, f"{name} {attr}", alts))
+                # a mean of the data's sizes is no exact product of grid dimensions
+                setattr(slot, attr, _fit_volume(np.array(P_), np.array(y_), None if slot.data_note else grid,
+                                                f"{name} {attr}", alts))
                 slot.alternatives += [(attr, a) for a in alts]
             elif len(set(P_)) == 1 and any(y_):
-                slot.problem = "seen at one P only; its volume cannot be fitted"
+                slot.problem = _ONE_P
                 return
 
 
@@ -1317,26 +1790,56 @@ def _key_text(key: tuple) -> str:
 
 
 def _relate(sigs: Sequence[Signature]) -> None:
-    """Functional similarity: the same phase sequence at every P, or a clear refusal."""
+    """Functional similarity: the same phase sequence at every P (kinds and operations), or
+    a clear refusal."""
     base = sigs[0]
     for s in sigs[1:]:
         a = [(p.kind, p.ops) for p in base.phases]
         b = [(p.kind, p.ops) for p in s.phases]
-        if a == b:
+        # the same operations, first used in another order (a loop whose repetition the
+        # signature starts elsewhere at another P), are the same phase
+        if [(k, sorted(o)) for k, o in a] == [(k, sorted(o)) for k, o in b]:
             continue
         for i in range(max(len(a), len(b))):
-            if i >= len(a) or i >= len(b) or a[i] != b[i]:
+            if i >= len(a) or i >= len(b) or a[i][0] != b[i][0] or sorted(a[i][1]) != sorted(b[i][1]):
                 pa = f"{a[i][0]} {', '.join(a[i][1])}" if i < len(a) else "nothing"
                 pb = f"{b[i][0]} {', '.join(b[i][1])}" if i < len(b) else "nothing"
                 raise ModelError(
                     f"phases do not correspond across P: phase {i} is '{pa}' at P={base.nprocs} "
-                    f"({base.source}) but '{pb}' at P={s.nprocs} ({s.source}). Are these runs of "
-                    "the same program with the same options?")
+                    f"({base.source}) but '{pb}' at P={s.nprocs} ({s.source})"
+                    + (f"; the signatures have {', '.join(str(len(x.phases)) for x in sigs)} phases at P = "
+                       f"{', '.join(str(x.nprocs) for x in sigs)}" if len(a) != len(b) else "")
+                    + ". Are these runs of the same program with the same options?")
+
+
+def _work_levels(w: np.ndarray) -> list[np.ndarray]:
+    """Ranks grouped by their work: sorted, a new group where a rank's work is over 5% above
+    the previous group's smallest; groups in rising order of work."""
+    order = np.argsort(w, kind="stable")
+    out, start = [], 0
+    for k in range(1, len(order) + 1):
+        if k == len(order) or w[order[k]] > 1.05 * max(w[order[start]], 1e-300):
+            out.append(np.sort(order[start:k]))
+            start = k
+    return out
+
+
+def _classes_apart(groups: list, per_p: dict[int, np.ndarray]) -> bool:
+    """Each rank of every P falls in the group its class gives (the last takes the rest)."""
+    for P, w in per_p.items():
+        seen = np.zeros(P, bool)
+        for g in groups[:-1]:
+            mine = g.members(np.arange(P), P) >= 0
+            if np.any(seen & mine):
+                return False
+            seen |= mine
+    return True
 
 
 def _groups(per_p: dict[int, np.ndarray], weights: dict[int, int]) -> tuple[list[WorkGroup], str | None]:
     """Work groups (Eq. 1-3): ranks within 5% of each other; kept only when the split
-    follows a rule at every P (a root that works alone), else one group."""
+    follows a rule at every P (a root that works alone, a class of ranks such as every
+    4th: PME ranks), else one group."""
     note = None
     split_rules = []
     ok = True
@@ -1363,6 +1866,26 @@ def _groups(per_p: dict[int, np.ndarray], weights: dict[int, int]) -> tuple[list
             return ([WorkGroup(rule, float(np.median(list(lone.values()))), lone, share,
                                shares if share is not None else {}),
                      WorkGroup(None, float(np.median(list(rest.values()))), rest)], None)
+    # classes of ranks that work apart (the PME ranks of a particle/PME split; ranks that work
+    # at 1, 2 or 3 levels of a multigrid): ranks within 5% of each other, the same number of
+    # such levels at every P, each level but the most populous one a class of ranks
+    levels = {P: _work_levels(w) for P, w in per_p.items()}
+    counts = {len(v) for v in levels.values()}
+    if len(counts) == 1 and counts.pop() >= 2 and all(np.all(np.isfinite(w)) and len(w) >= 3
+                                                      for w in per_p.values()):
+        Pmax = max(levels)
+        n_lv = len(levels[Pmax])
+        rest = max(range(n_lv), key=lambda i: len(levels[Pmax][i]))
+        groups: list[WorkGroup] = []
+        for i in [j for j in range(n_lv) if j != rest] + [rest]:
+            cls = None if i == rest else infer_members({P: lv[i] for P, lv in levels.items()})
+            if cls is None and i != rest:
+                groups = []
+                break
+            tot = {P: float(per_p[P][lv[i]].sum() * weights[P]) for P, lv in levels.items()}
+            groups.append(WorkGroup(cls, float(np.median(list(tot.values()))), tot))
+        if groups and _classes_apart(groups, per_p):
+            return groups, None
     spread = max(float((w.max() - w.min()) / max(np.median(w), 1e-300)) for w in per_p.values())
     if spread > 0.05:
         note = f"work differs by up to {100 * spread:.0f}% across ranks with no rule; modelled as one group"
@@ -1442,7 +1965,7 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         problems: list[str] = []
         notes: list[str] = []
         # ---- slots of every rank at every P, merged into one order ------------------
-        keys_per_p, local = {}, {}
+        keys_per_p, local, key_args = {}, {}, {}
         for s in sigs:
             ph = s.phases[k]
             T, offs = ph.template, ph.template_offsets
@@ -1459,13 +1982,16 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 hit = np.flatnonzero(np.isin(T["op"], ops))
                 if hit.size and not any(what in p for p in problems):
                     problems.append(f"{OPS[int(T['op'][hit[0]])]}: {what}")
-            keys_all = []
+            keys_all, args_all = [], []
             for r in range(P):
                 a, b = int(offs[r]), int(offs[r + 1])
-                keys_all.append(_slot_keys(T["op"][a:b], lpeer[a:b], lrpeer[a:b], T["tag"][a:b],
-                                           np.minimum(kind[a:b], _SUB_BASE + 2), lrank[a:b], lsize[a:b],
-                                           r, gd[0] if gd else None, gd[1] if gd else None))
+                args = (T["op"][a:b], lpeer[a:b], lrpeer[a:b], T["tag"][a:b],
+                        np.minimum(kind[a:b], _SUB_BASE + 2), lrank[a:b], lsize[a:b],
+                        r, gd[0] if gd else None, gd[1] if gd else None)
+                keys_all.append(_slot_keys(*args))
+                args_all.append(args)
             keys_per_p[P] = keys_all
+            key_args[P] = args_all
             local[P] = (kind, lrank, lsize, lpeer, lrpeer, lroot)
         # the slots by (operation, tag, communicator) and occurrence, where the peer lies
         # being the rules' business (every rank calling the same operations in order; ranks
@@ -1477,8 +2003,35 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
             if not attempts[-1][3]:
                 break
-        order, class_name, positions, slot_problems, slots = min(attempts, key=lambda a: len(a[3]))
+        if attempts[-1][3] and grid is not None:
+            # MPI_COMM_WORLD peers as displacements on the declared grid, sequences aligned
+            # with the calls a wider grid has, waits paired with their calls
+            keys = {P: [_slot_keys(*args, on_grid=True) for args in key_args[P]] for P in key_args}
+            _merge_open_keys(keys)
+            _align_open_keys(keys)
+            _wait_keys(keys)
+            attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col, on_grid=True))
+        if attempts[-1][3]:
+            # waits keyed by the call before them (ranks idle at a coarse level have fewer)
+            keys = {P: [_slot_keys(*args) for args in key_args[P]] for P in key_args}
+            _merge_open_keys(keys)
+            _wait_keys(keys)
+            attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
+        if attempts[-1][3] and any(np.any(local[P][0] >= _SUB_BASE) for P in local):
+            # communicators whose member pattern changes with P (a class split: the PME
+            # ranks are one rank at P=4, every 4th later) are one kind of slot
+            def collapsed(args):
+                return (*args[:4], np.minimum(args[4], _SUB_BASE), *args[5:])
+            for tagged in (True, False):
+                keys = {P: [_slot_keys(*collapsed(args)) for args in key_args[P]] for P in key_args}
+                keys = _tag_keys(keys) if tagged else keys
+                _merge_open_keys(keys)
+                attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
+                if not attempts[-1][3]:
+                    break
+        order, class_name, positions, slot_problems, slots, slot_notes = min(attempts, key=lambda a: len(a[3]))
         problems += slot_problems
+        notes += slot_notes
         data = [f"{i} ({OPS[sl.op]})" for i, sl in enumerate(slots) if sl.data_note]
         if data:
             first = next(sl.data_note for sl in slots if sl.data_note)

@@ -21,6 +21,10 @@ Families, tried from the most specific to the most general:
 ``xor``    rank XOR s(P), s = 2^i or P / 2^i (hypercube, butterfly);
 ``fixed``  one peer for every rank: a constant or a*P + b (a root, the last
            rank), optionally absent on the peer itself;
+``block``  the j-th rank of the rank's block of m (a PME rank that serves the
+           particle ranks before it), absent on that rank itself;
+``within`` another rule that only a class of ranks follows (every m-th rank:
+           PME ranks, ranks active at a coarse multigrid level): :func:`infer_within`;
 ``member`` not a peer but a class of ranks that have an event (one rank,
            every rank but one, every m-th rank): :func:`infer_members`.
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from fractions import Fraction
 from typing import Any, Sequence
 
@@ -38,7 +43,8 @@ import numpy as np
 
 from .topology import DimsRule, candidate_rules, coords, dims_create, neighbour
 
-__all__ = ["Grid", "PeerRule", "Observation", "infer_peer", "infer_root", "infer_members", "inferred_grids"]
+__all__ = ["Grid", "PeerRule", "Observation", "infer_peer", "infer_root", "infer_members", "infer_within",
+           "inferred_grids", "ClassComm", "infer_class_comm"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +101,10 @@ class PeerRule:
     params: dict[str, Any]
 
     # ---- evaluation --------------------------------------------------------------
-    def _k(self, P: int) -> int:
+    def _k(self, P):
         p = self.params
+        if np.ndim(P):  # one P per rank (communicators of different sizes: a class split)
+            return np.rint(p.get("a", 0.0) * np.asarray(P, float) ** p.get("e", 0.0) + p.get("b", 0.0)).astype(np.int64)
         return int(round(p.get("a", 0.0) * P ** p.get("e", 0.0) + p.get("b", 0.0)))
 
     def __call__(self, rank: np.ndarray, P: int, grid: Grid | None = None) -> np.ndarray:
@@ -106,7 +114,15 @@ class PeerRule:
             grid = p.get("grid") or grid  # an inferred grid travels with its rule
             if grid is None:
                 raise ValueError("a cart rule needs the process grid")
-            return neighbour(rank, grid.dims(P), grid.periods, tuple(p["disp"]), grid.order)
+            dims = grid.dims(P)
+            q = neighbour(rank, dims, grid.periods, tuple(p["disp"]), grid.order)
+            skip = p.get("skip")
+            if skip:  # no call where the neighbour is the rank itself (LAMMPS: sendproc != me)
+                q = np.where(q == rank, -1, q)
+            if skip == "pair":  # ... nor where it is also the one the other way (a ring of 2)
+                back = neighbour(rank, dims, grid.periods, tuple(-x for x in p["disp"]), grid.order)
+                q = np.where(back == q, -1, q)
+            return q
         if f == "shift":
             q = rank + self._k(P)
             if p["periodic"]:
@@ -121,9 +137,18 @@ class PeerRule:
             if p.get("not_self"):
                 out[rank == c] = -1
             return out
+        if f == "block":  # the j-th rank of each block of m (a PME rank serving its particle ranks)
+            m = int(p["m"])
+            q = rank // m * m + int(p["j"])
+            return np.where((q < P) & (q != rank), q, -1)
+        if f == "within":  # a rule that only a class of ranks follows: -1 on the others
+            inner, members = p["rule"], p["members"]
+            return np.where(members(rank, P, grid) >= 0, inner(rank, P, grid), -1)
         if f == "member":  # the rank itself where it belongs to the class, else -1
             if p["kind"] == "mod":
                 keep = rank % int(p["m"]) == int(p["j"])
+            elif p["kind"] == "notmod":
+                keep = rank % int(p["m"]) != int(p["j"])
             else:  # "is" / "not": the rank k(P)
                 keep = (rank == self._k(P)) == (p["kind"] == "is")
             return np.where(keep, rank, -1)
@@ -146,8 +171,11 @@ class PeerRule:
         f, p = self.family, self.params
         if f == "cart":
             disp = ",".join(f"{d:+d}" for d in p["disp"])
-            return f"grid neighbour ({disp})" + (f" on the inferred {p['grid'].describe()}"
-                                                 if p.get("grid") else "")
+            skip = {"self": ", where not the rank itself",
+                    "pair": ", where neither the rank itself nor its neighbour the other way"
+                    }.get(p.get("skip"), "")
+            return f"grid neighbour ({disp}){skip}" + (f" on the inferred {p['grid'].describe()}"
+                                                       if p.get("grid") else "")
         if f == "shift":
             k = self._k_text()
             k = k if k.startswith("-") else "+" + k
@@ -156,9 +184,15 @@ class PeerRule:
             return f"rank xor {self._k_text()}"
         if f == "fixed":
             return f"rank {self._k_text()}" + (" (not itself)" if p.get("not_self") else "")
+        if f == "block":
+            return f"rank {int(p['j'])} of its block of {int(p['m'])} (not itself)"
+        if f == "within":
+            return f"{p['rule'].describe()} on {p['members'].describe()}"
         if f == "member":
             if p["kind"] == "mod":
                 return f"ranks r with r mod {int(p['m'])} = {int(p['j'])}"
+            if p["kind"] == "notmod":
+                return f"ranks r with r mod {int(p['m'])} != {int(p['j'])}"
             return f"rank {self._k_text()}" if p["kind"] == "is" else f"every rank but {self._k_text()}"
         return f
 
@@ -166,6 +200,9 @@ class PeerRule:
         params = dict(self.params)
         if params.get("grid") is not None:
             params["grid"] = params["grid"].to_dict()
+        for k in ("rule", "members"):
+            if k in params:
+                params[k] = params[k].to_dict()
         return {"family": self.family, "params": params}
 
     @classmethod
@@ -175,6 +212,9 @@ class PeerRule:
             params["disp"] = tuple(params["disp"])
         if params.get("grid") is not None:
             params["grid"] = Grid.from_dict(params["grid"])
+        for k in ("rule", "members"):
+            if k in params:
+                params[k] = PeerRule.from_dict(params[k])
         return cls(d["family"], params)
 
 
@@ -291,15 +331,24 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
     if not seen:
         return None
     if grid is not None:
-        found = [r for r in _cart_candidates(seen, grid, False) if _reproduces(r, obs, grid)]
-        if found:  # several: the fit P cannot tell them apart; the target may
-            if alternatives is not None:
-                alternatives.extend(found[1:])
-            return found[0]
+        # a neighbour on the declared grid; where no plain one fits, one the program skips
+        # where it is the rank itself (a dimension 1 wide), or also the neighbour the other
+        # way (a dimension 2 wide, where one exchange serves both directions)
+        base = _cart_candidates(seen, grid, False)
+        for skip in (None, "self", "pair"):
+            cands = base if skip is None else [PeerRule("cart", {**r.params, "skip": skip}) for r in base]
+            found = [r for r in cands if _reproduces(r, obs, grid)]
+            if found:  # several: the fit P cannot tell them apart; the target may
+                if alternatives is not None:
+                    alternatives.extend(found[1:])
+                return found[0]
     # per P, the candidate shift offsets, xor masks and fixed peers (one rank's view)
     cands: list[PeerRule] = []
+    # an offset, the same mod P either way round, and once more round (rank + 4 mod P is the
+    # rank itself at P = 4)
     off = {o.P: [int(o.peers[0] - o.ranks[0]), int((o.peers[0] - o.ranks[0]) % o.P),
-                 int((o.peers[0] - o.ranks[0]) % o.P - o.P)] for o in seen}
+                 int((o.peers[0] - o.ranks[0]) % o.P - o.P), int((o.peers[0] - o.ranks[0]) % o.P + o.P)]
+           for o in seen}
     msk = {o.P: [int(o.peers[0] ^ o.ranks[0])] for o in seen}
     fix = {o.P: [int(o.peers[0])] for o in seen}
     for params in _k_candidates(off):
@@ -309,6 +358,8 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
         for not_self in (False, True):
             cands.append(PeerRule("fixed", {**params, "not_self": not_self}))
     cands += [PeerRule("xor", p) for p in _k_candidates(msk)]
+    r0, q0 = int(seen[0].ranks[0]), int(seen[0].peers[0])
+    cands += [PeerRule("block", {"m": m, "j": q0 % m}) for m in range(2, 9) if q0 // m == r0 // m]
     # constant rules first (they extrapolate safely), then P-dependent ones; a P-dependent
     # stride is one reading among the grids that may also reproduce every P
     cands.sort(key=lambda r: r.params.get("e", 0.0) != 0.0)
@@ -334,10 +385,38 @@ def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
     return found[0]
 
 
+def infer_within(obs: Sequence[Observation], members: PeerRule, grid: Grid | None = None) -> PeerRule | None:
+    """A peer rule that only the class ``members`` follows (the PME ranks of a particle/PME
+    split, the ranks still active at a coarse multigrid level): the simplest rule
+    reproducing every observation on the class's ranks, wrapped so that the others have
+    no event; None when none does."""
+    inner = []
+    for o in obs:
+        keep = members(o.ranks, o.P) >= 0
+        inner.append(Observation(o.P, o.ranks[keep], o.peers[keep]))
+    found = []
+    seen = [o for o in inner if len(o.ranks)]
+    if not seen:
+        return None
+    off = {o.P: [int(o.peers[0] - o.ranks[0]), int((o.peers[0] - o.ranks[0]) % o.P),
+                 int((o.peers[0] - o.ranks[0]) % o.P - o.P), int((o.peers[0] - o.ranks[0]) % o.P + o.P)]
+           for o in seen}
+    cands = [PeerRule("shift", {**k, "periodic": per}) for k in _k_candidates(off) for per in (False, True)]
+    cands += [PeerRule("xor", k) for k in _k_candidates({o.P: [int(o.peers[0] ^ o.ranks[0])] for o in seen})]
+    cands += [PeerRule("fixed", {**k, "not_self": False}) for k in _k_candidates({o.P: [int(o.peers[0])] for o in seen})]
+    cands.sort(key=lambda r: r.params.get("e", 0.0) != 0.0)
+    for rule in cands:
+        wrapped = PeerRule("within", {"rule": rule, "members": members})
+        if _reproduces(wrapped, obs, grid):
+            found.append(wrapped)
+            break
+    return found[0] if found else None
+
+
 def infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
     """The ranks that have an event, as a class of rank: one rank (0, the last, a*P + b),
-    every rank but one, or every m-th rank (m <= 8, when some P has two of them); None
-    when no class fits every P."""
+    every rank but one, or every m-th rank, or all but every m-th (m <= 8, when some P has
+    two of them); None when no class fits every P."""
     cands = []
     for kind in ("is", "not"):
         one = {}
@@ -349,8 +428,8 @@ def infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
         else:
             cands += [PeerRule("member", {"kind": kind, **k}) for k in _k_candidates(one)]
     # every m-th rank, where some P shows two of them (else it is one rank, above)
-    cands += [PeerRule("member", {"kind": "mod", "m": m, "j": j}) for m in range(2, 9) for j in range(m)
-              if any(P > m + j for P in members)]
+    cands += [PeerRule("member", {"kind": kind, "m": m, "j": j}) for kind in ("mod", "notmod")
+              for m in range(2, 9) for j in range(m) if any(P > m + j for P in members)]
     for rule in cands:
         if all(np.array_equal(np.flatnonzero(rule(np.arange(P), P) >= 0), np.sort(r)) for P, r in members.items()):
             return rule
@@ -364,3 +443,80 @@ def infer_root(roots: dict[int, int]) -> PeerRule | None:
         if all(rule._k(P) == r for P, r in roots.items()):
             return rule
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassComm:
+    """The communicators of a split of the ranks into a class and the others, as
+    ``MPI_Comm_split(colour = whether in the class, key = rank)`` makes them (the PME
+    ranks' and the particle ranks' communicators of a GROMACS-like split): colour 1 holds
+    the ranks of ``members``, colour 0 the others, each in world order. The layout
+    interface of :class:`~logical_model.topology.SubGrid`, with the size per rank (the
+    two communicators differ in size)."""
+
+    members: PeerRule
+
+    def __hash__(self) -> int:  # a rule's parameters are a dict: hash its JSON
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
+
+    def _split(self, P: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        inside = self.members(np.arange(P), P) >= 0
+        local = np.where(inside, np.cumsum(inside) - 1, np.cumsum(~inside) - 1)
+        size = np.where(inside, inside.sum(), P - inside.sum())
+        return inside.astype(np.int64), local, size
+
+    def layout(self, rank: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        colour, local, size = self._split(P)
+        rank = np.asarray(rank, np.int64)
+        return colour[rank], local[rank], size[rank]
+
+    def world(self, colour: np.ndarray, local: np.ndarray, P: int) -> np.ndarray:
+        inside = self.members(np.arange(P), P) >= 0
+        groups = (np.flatnonzero(~inside), np.flatnonzero(inside))
+        colour, local = np.asarray(colour, np.int64), np.asarray(local, np.int64)
+        out = np.full(local.shape, -1, np.int64)
+        for c, ranks in enumerate(groups):
+            ok = (colour == c) & (local >= 0) & (local < len(ranks))
+            out[ok] = ranks[local[ok]]
+        return out
+
+    def n_comms(self, P: int) -> int:
+        return 2
+
+    def describe(self) -> str:
+        return f"split into {self.members.describe()} and the others"
+
+    def to_dict(self) -> dict:
+        return {"kind": "class", "members": self.members.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ClassComm":
+        return cls(PeerRule.from_dict(d["members"]))
+
+
+def infer_class_comm(observed: dict[int, list[np.ndarray]]) -> ClassComm | None:
+    """Communicators that split the ranks into a class (:func:`infer_members`: every m-th
+    rank, ...) and the others, each in world order: the class from the communicators
+    seen (one or both per P), or None."""
+    pick: dict[int, np.ndarray] = {}
+    for P, ms in observed.items():
+        ms = [np.asarray(m, np.int64) for m in ms]
+        if len(ms) > 2 or any(np.any(np.diff(m) <= 0) or len(m) == P for m in ms):
+            return None
+        if len(ms) == 2 and (len(np.intersect1d(ms[0], ms[1])) or len(ms[0]) + len(ms[1]) != P):
+            return None
+        pick[P] = min(ms, key=len)  # the smaller one: the class (PME ranks), or its complement's
+    rule = infer_members(pick)
+    if rule is None:
+        return None
+    if rule.params.get("kind") == "notmod":  # one split, one description: the every-m-th class
+        rule = PeerRule("member", {**rule.params, "kind": "mod"})
+    cc = ClassComm(rule)
+    for P, ms in observed.items():  # every communicator seen is one of the split's
+        colour, local, _ = cc.layout(np.arange(P), P)
+        for m in ms:
+            m = np.asarray(m, np.int64)
+            if np.any(colour[m] != colour[m[0]]) or np.any(local[m] != np.arange(len(m))) \
+                    or len(m) != np.count_nonzero(colour == colour[m[0]]):
+                return None
+    return cc

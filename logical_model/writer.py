@@ -77,6 +77,16 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases:
             cols["comm"][i] = bases[s.comm_role] + s.comm_role.layout(ranks, P)[0]
         else:
             cols["comm"][i] = s.comm
+    # waits present where the call they complete is (but a rank's last call, where the
+    # next repetition opens with the wait that completes it)
+    follow = [i for i, s in enumerate(ph.slots) if s.follows is not None]
+    if follow:
+        calls = np.array([s.op not in WAIT_OPS for s in ph.slots])
+        masked = present & calls[:, None]
+        last = np.where(masked.any(0), ns - 1 - np.argmax(masked[::-1], axis=0), -1)
+        for i in follow:
+            s = ph.slots[i]
+            present[i] = present[s.follows] & ((last != s.follows) if s.follows_unless_last else True)
     op = np.array([s.op for s in ph.slots], np.int64)
     share = np.array([s.work_share for s in ph.slots], float)
     # work after each slot: the rank's work split by the slots' shares (renormalised
@@ -257,7 +267,7 @@ def _write_comms(comms, model: LogicalModel, P: int, n_comm: int) -> None:
     for role in model.comm_roles():
         colour, local, size = role.layout(np.arange(P), P)
         order = np.lexsort((local, colour))
-        sizes += [size] * role.n_comms(P)
+        sizes += [int(np.count_nonzero(colour == c)) for c in range(role.n_comms(P))]
         members.append(order.astype(np.int32))
     comms.create_dataset("size", data=np.array(sizes, np.int32))
     comms.create_dataset("inter", data=np.zeros(n_comm, bool))

@@ -2,8 +2,11 @@
 compared event for event with a real traced run at an unseen P = 24: a non-periodic 1-D
 halo with MPI_PROC_NULL ends (with Sendrecv, Isend/Irecv, and an even/odd ordered
 variant), traffic on a duplicate
-of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, and rooted
-collectives whose root sends or receives what the others do not."""
+of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, rooted
+collectives whose root sends or receives what the others do not, and LAMMPS's brick
+communication on a declared 3-D grid (calls that exist only where a dimension is over 1
+or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
+split (every 4th rank of another class, each class on its own communicator)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,21 @@ CASES = {
     "dup": ("halo1d.c", ["4", "sendrecv", "dup"]),
     "split": ("split2d.c", ["4"]),
     "rooted": ("rooted.c", ["4"]),
+    # LAMMPS's brick communication: neighbours from a declared periodic 3-D grid, traffic on
+    # MPI_COMM_WORLD, no call where a neighbour is the rank itself, exchanges made only where a
+    # dimension is over 2 wide; dimension 1 is 2 wide at every fit P and 3 at the unseen one
+    "brick": ("brick3d.c", ["24"]),
+    # a multigrid V-cycle whose coarse levels leave ranks idle (every 2nd, every 4th rank works)
+    "multigrid": (str(BENCH_C / "mg_idle.c"), ["--n", "9600", "--halo", "8", "--cycles", "6"]),
+    # ... its SMPI twin's form: Irecv/Isend with MPI_PROC_NULL at the ends, one Waitall per level
+    "multigrid_nb": (str(BENCH_C / "mg_idle.c"), ["--n", "9600", "--halo", "8", "--cycles", "6",
+                                                   "--nonblocking", "1"]),
+    # GROMACS's shape: every 4th rank a PME rank, each class on its own communicator
+    "pme_split": (str(BENCH_C / "pme_split.c"), ["--n", "7200", "--grid", "24", "--halo", "50", "--steps", "10",
+                                                  "--energy", "5"]),
+    # ... its SMPI twin's form: both classes on MPI_COMM_WORLD, rings of every 4th rank
+    "pme_world": (str(BENCH_C / "pme_split.c"), ["--n", "7200", "--grid", "24", "--halo", "50", "--steps", "10",
+                                                  "--energy", "5", "--world", "1"]),
 }
 
 
@@ -249,11 +267,14 @@ def test_a_refusal_names_each_phase_once_with_its_slots_together(traced):
 @needs_mpi
 def test_models_with_communicators_classes_and_alternatives_round_trip(traced, lammps_like, tmp_path):
     """save -> load keeps sub-communicator layouts, PROC_NULL ends, parity classes, rooted
-    bytes, grid rules and the alternatives checked at the target: same text, same events."""
+    bytes, grid rules, the alternatives checked at the target, neighbours skipped on a grid,
+    waits that follow their calls, rank classes and class communicators: same text, same
+    events."""
     from logical_model import LogicalModel
     for name, folder, P in [("split", traced["split"], 64), ("evenodd", traced["evenodd"], 64),
                             ("halo", traced["halo_nonblocking"], 64), ("rooted", traced["rooted"], 64),
-                            ("lammps", lammps_like / "small", 48)]:
+                            ("lammps", lammps_like / "small", 48), ("brick", traced["brick"], 48),
+                            ("multigrid", traced["multigrid_nb"], 48), ("pme", traced["pme_split"], 48)]:
         model = from_traces(folder)
         back = LogicalModel.load(model.save(tmp_path / f"{name}.json"))
         assert back.describe(P) == model.describe(P), name

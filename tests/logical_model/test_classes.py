@@ -1,0 +1,87 @@
+"""Rank classes with rules of their own (logical_model.rules, model._groups): every m-th
+rank and its complement, the j-th rank of a block, a rule only a class follows, the
+communicators of a split into a class and the others, and work groups by class."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from logical_model.model import _groups
+from logical_model.rules import (ClassComm, Observation, PeerRule, infer_class_comm, infer_members, infer_peer,
+                                 infer_within)
+
+FIT = (4, 8, 16)
+
+
+def test_every_mth_rank_and_the_others_are_classes():
+    """PME ranks (r mod 4 = 3) and the particle ranks (all the others) are found from the fit P."""
+    pme = {P: np.arange(3, P, 4) for P in FIT}
+    rule = infer_members(pme)
+    assert rule.describe() == "ranks r with r mod 4 = 3"
+    rest = infer_members({P: np.setdiff1d(np.arange(P), pme[P]) for P in FIT})
+    assert rest.describe() == "ranks r with r mod 4 != 3"
+    np.testing.assert_array_equal(np.flatnonzero(rest(np.arange(32), 32) >= 0) % 4 != 3, True)
+
+
+def test_a_particle_rank_sends_to_the_pme_rank_of_its_block():
+    """peer = the 4th rank of the block of 4, absent on that rank itself."""
+    obs = [Observation(P, np.setdiff1d(np.arange(P), np.arange(3, P, 4)),
+                       (np.setdiff1d(np.arange(P), np.arange(3, P, 4)) // 4) * 4 + 3) for P in FIT]
+    rule = infer_peer(obs)
+    assert rule.family == "block" and rule.params == {"m": 4, "j": 3}
+    np.testing.assert_array_equal(rule(np.arange(8), 8), [3, 3, 3, -1, 7, 7, 7, -1])
+
+
+def test_a_rule_only_a_class_follows():
+    """The ranks a coarse multigrid level keeps (r mod 4 = 0) exchange with the rank 4 above."""
+    members = PeerRule("member", {"kind": "mod", "m": 4, "j": 0})
+    obs = []
+    for P in FIT:
+        r = np.arange(0, P, 4)
+        r = r[r + 4 < P]
+        obs.append(Observation(P, r, r + 4))
+    assert infer_peer(obs) is None  # no rule of every rank gives these
+    rule = infer_within(obs, members)
+    assert rule is not None and rule.family == "within"
+    np.testing.assert_array_equal(rule(np.arange(24), 24)[:9], [4, -1, -1, -1, 8, -1, -1, -1, 12])
+    assert PeerRule.from_dict(rule.to_dict())(np.arange(24), 24).tolist() == rule(np.arange(24), 24).tolist()
+
+
+def test_the_communicators_of_a_class_split():
+    """Comm_split(colour = r mod 4 == 3, key = r): one rank at P=4, every 4th later; layout
+    and world ranks round trip, the split survives JSON."""
+    observed = {P: [np.arange(3, P, 4)] for P in FIT}
+    cc = infer_class_comm(observed)
+    assert isinstance(cc, ClassComm)
+    colour, local, size = cc.layout(np.arange(32), 32)
+    assert colour.tolist()[:8] == [0, 0, 0, 1, 0, 0, 0, 1] and size[3] == 8 and size[0] == 24
+    np.testing.assert_array_equal(cc.world(colour, local, 32), np.arange(32))
+    assert ClassComm.from_dict(cc.to_dict()) == cc and hash(ClassComm.from_dict(cc.to_dict())) == hash(cc)
+    # the particle ranks' communicator alone is the same split
+    assert infer_class_comm({P: [np.setdiff1d(np.arange(P), np.arange(3, P, 4))] for P in FIT}) == cc
+    assert infer_class_comm({P: [np.arange(0, P, 2)] for P in FIT}) != cc
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.01])
+def test_work_groups_by_class(noise):
+    """Ranks that work at 1, 2 or 3 levels of a multigrid (r odd, r mod 4 = 2, r mod 4 = 0)
+    form three work groups whose totals are constant (Eq. 2), within 5% noise."""
+    rng = np.random.default_rng(1)
+    per_p, weights = {}, {P: 10 for P in FIT}
+    for P in FIT:
+        r = np.arange(P)
+        levels = np.where(r % 2 == 1, 1, np.where(r % 4 == 2, 2, 3))
+        per_p[P] = 4096.0 / P * levels * (1 + noise * rng.random(P))
+    groups, note = _groups(per_p, weights)
+    assert note is None and len(groups) == 3
+    assert [g.members.describe() if g.members else None for g in groups] == [
+        "ranks r with r mod 4 = 2", "ranks r with r mod 4 = 0", None]
+    assert all(g.spread < 0.05 for g in groups)
+
+
+def test_work_that_follows_no_class_is_one_group():
+    """Work levels that no class of ranks gives at every P stay one group, with a note."""
+    per_p = {P: np.where(np.arange(P) < (3 if P == 4 else 5), 2.0, 1.0) for P in FIT}
+    groups, note = _groups(per_p, {P: 1 for P in FIT})
+    assert len(groups) == 1 and "no rule" in note
