@@ -1,4 +1,5 @@
-"""The replay's compiled step kernel (``_kernel.c``): built on first use, loaded with ctypes.
+"""The replay's compiled step kernel (``_kernel.c``) and the bulk reader of SimGrid TI files
+(``_tiparse.c``): built on first use, loaded with ctypes.
 
 Why C and not numba: the kernel is ~200 lines of scalar loops over numpy arrays that
 every supported machine can compile with the ``cc`` it already has (the tracer is
@@ -28,9 +29,10 @@ import time
 import warnings
 from pathlib import Path
 
-__all__ = ["kernel", "kernel_error", "SOURCE"]
+__all__ = ["kernel", "kernel_error", "tiparse", "SOURCE", "TIPARSE_SOURCE"]
 
 SOURCE = Path(__file__).with_name("_kernel.c")
+TIPARSE_SOURCE = Path(__file__).with_name("_tiparse.c")
 _FLAGS = ("-O2", "-fPIC", "-shared", "-fno-fast-math", "-ffp-contract=off")
 _state: dict = {}
 
@@ -43,13 +45,13 @@ def _compiler() -> str | None:
     return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
 
 
-def _build(cc: str) -> Path:
-    src = SOURCE.read_bytes()
+def _build(cc: str, source: Path = SOURCE, stem: str = "libsigex_replay") -> Path:
+    src = source.read_bytes()
     # keyed by the source, the compiler, the flags and the machine type (a home directory
     # shared by several kinds of node keeps one library per kind)
     tag = " ".join([cc, *_FLAGS, platform.machine(), sys.platform]).encode()
     key = hashlib.sha256(src + tag).hexdigest()[:16]
-    lib = _cache_dir() / "replay" / f"libsigex_replay_{key}.so"
+    lib = _cache_dir() / "replay" / f"{stem}_{key}.so"
     if lib.exists():
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
@@ -57,12 +59,12 @@ def _build(cc: str) -> Path:
     with tempfile.TemporaryDirectory(dir=lib.parent) as tmp:
         out = Path(tmp) / lib.name
         # -ffp-contract=off: no fused multiply-add, the numpy engine rounds every operation
-        res = subprocess.run([cc, *_FLAGS, "-o", str(out), str(SOURCE), "-lm"],
+        res = subprocess.run([cc, *_FLAGS, "-o", str(out), str(source), "-lm"],
                              capture_output=True, text=True)
         if res.returncode != 0:
-            raise OSError(f"{cc} failed on {SOURCE}:\n{res.stderr.strip()}")
+            raise OSError(f"{cc} failed on {source}:\n{res.stderr.strip()}")
         os.replace(out, lib)
-    print(f"sigex: built the replay kernel (first use, kept in {lib.parent}) in "
+    print(f"sigex: built {source.name} (first use, kept in {lib.parent}) in "
           f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     return lib
 
@@ -98,3 +100,23 @@ def kernel():
 def kernel_error() -> str | None:
     """Why :func:`kernel` returned None (None if it did not, or was not asked yet)."""
     return _state.get("error")
+
+
+def tiparse():
+    """The loaded TI reader (``sigex_ti_parse``), or None if it cannot be built here (the
+    import then reads every line in Python, with the same result) or
+    ``SIGEX_REPLAY_KERNEL=numpy``."""
+    if os.environ.get("SIGEX_REPLAY_KERNEL", "").lower() == "numpy":
+        return None
+    if "tiparse" not in _state:
+        lib = None
+        cc = _compiler()
+        if cc is not None:
+            try:
+                lib = ctypes.CDLL(str(_build(cc, TIPARSE_SOURCE, "libsigex_tiparse")))
+                lib.sigex_ti_parse.restype = ctypes.c_int64
+                lib.sigex_ti_parse.argtypes = [ctypes.c_void_p]
+            except OSError:
+                lib = None
+        _state["tiparse"] = lib
+    return _state["tiparse"]
