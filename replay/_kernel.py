@@ -1,5 +1,6 @@
-"""The replay's compiled step kernel (``_kernel.c``) and the bulk reader of SimGrid TI files
-(``_tiparse.c``): built on first use, loaded with ctypes.
+"""The replay's compiled step kernel (``_kernel.c``), the linear-time matching helpers
+(``_match.c``) and the bulk reader of SimGrid TI files (``_tiparse.c``): built on first use,
+loaded with ctypes.
 
 Why C and not numba: the kernel is ~200 lines of scalar loops over numpy arrays that
 every supported machine can compile with the ``cc`` it already has (the tracer is
@@ -29,10 +30,11 @@ import time
 import warnings
 from pathlib import Path
 
-__all__ = ["kernel", "kernel_error", "tiparse", "SOURCE", "TIPARSE_SOURCE"]
+__all__ = ["kernel", "kernel_error", "tiparse", "match", "SOURCE", "TIPARSE_SOURCE", "MATCH_SOURCE"]
 
 SOURCE = Path(__file__).with_name("_kernel.c")
 TIPARSE_SOURCE = Path(__file__).with_name("_tiparse.c")
+MATCH_SOURCE = Path(__file__).with_name("_match.c")
 _FLAGS = ("-O2", "-fPIC", "-shared", "-fno-fast-math", "-ffp-contract=off")
 _state: dict = {}
 
@@ -102,21 +104,46 @@ def kernel_error() -> str | None:
     return _state.get("error")
 
 
-def tiparse():
-    """The loaded TI reader (``sigex_ti_parse``), or None if it cannot be built here (the
-    import then reads every line in Python, with the same result) or
-    ``SIGEX_REPLAY_KERNEL=numpy``."""
+def _helper(stem: str, source: Path, setup) -> object | None:
+    """A small compiled helper library (built and cached like the kernel), or None where it
+    cannot be built or ``SIGEX_REPLAY_KERNEL=numpy``: its callers then do the same in
+    Python/numpy."""
     if os.environ.get("SIGEX_REPLAY_KERNEL", "").lower() == "numpy":
         return None
-    if "tiparse" not in _state:
+    if stem not in _state:
         lib = None
         cc = _compiler()
         if cc is not None:
             try:
-                lib = ctypes.CDLL(str(_build(cc, TIPARSE_SOURCE, "libsigex_tiparse")))
-                lib.sigex_ti_parse.restype = ctypes.c_int64
-                lib.sigex_ti_parse.argtypes = [ctypes.c_void_p]
+                lib = ctypes.CDLL(str(_build(cc, source, stem)))
+                setup(lib)
             except OSError:
                 lib = None
-        _state["tiparse"] = lib
-    return _state["tiparse"]
+        _state[stem] = lib
+    return _state[stem]
+
+
+def _setup_tiparse(lib) -> None:
+    lib.sigex_ti_parse.restype = ctypes.c_int64
+    lib.sigex_ti_parse.argtypes = [ctypes.c_void_p]
+
+
+def _setup_match(lib) -> None:
+    lib.sigex_pair.restype = ctypes.c_int64
+    lib.sigex_pair.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                               ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.sigex_csr.restype = None
+    lib.sigex_csr.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                              ctypes.c_void_p, ctypes.c_void_p]
+
+
+def tiparse():
+    """The TI reader (``_tiparse.c``: ``sigex_ti_parse``), or None (the import then reads
+    every line in Python, with the same result)."""
+    return _helper("libsigex_tiparse", TIPARSE_SOURCE, _setup_tiparse)
+
+
+def match():
+    """The matching helpers (``_match.c``: ``sigex_pair``, ``sigex_csr``), or None (the
+    matching then sorts with numpy, with the same result)."""
+    return _helper("libsigex_match", MATCH_SOURCE, _setup_match)

@@ -56,6 +56,7 @@ from signature.errors import TraceFormatError
 from signature.trace import (LIST_DESTS, LIST_SEND, LIST_STARTED, OP_CODE, OPS, PEER_NULL,
                              CommTable, Trace)
 
+from . import _kernel
 from .collectives import COLLECTIVE_OPS, neighbor_pattern, pattern_for
 
 __all__ = ["Program", "COLLECTIVE_NAMES"]
@@ -430,6 +431,39 @@ def _stable_order(key: np.ndarray, minor: np.ndarray) -> np.ndarray:
     return np.lexsort((minor, key))
 
 
+def _match_sends(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos) -> np.ndarray:
+    """For each send, the receive it is paired with by :func:`_pair`'s rule (the j-th send
+    with a key takes the j-th receive with that key, in ``pos`` order), or -1. With the
+    compiled helper (``_match.c``) one hash of the keys, linear; otherwise two sorts."""
+    out = np.full(len(s_k1), -1, np.int64)
+    if not len(s_k1) or not len(r_k1):
+        return out
+    lib = _kernel.match()
+    if lib is not None and _ascending(s_pos) and _ascending(r_pos):
+        sk1, sk2, rk1, rk2 = (np.ascontiguousarray(a, np.int64) for a in (s_k1, s_k2, r_k1, r_k2))
+        scratch = np.empty(len(rk1), np.int64)
+        if lib.sigex_pair(len(sk1), sk1.ctypes.data, sk2.ctypes.data, len(rk1), rk1.ctypes.data,
+                          rk2.ctypes.data, out.ctypes.data, scratch.ctypes.data) == 0:
+            return out
+        out[:] = -1
+    si, ri = _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos)
+    out[si] = ri
+    return out
+
+
+def _ascending(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or np.all(a[1:] > a[:-1]))
+
+
+def _run_order(key: np.ndarray, P: int) -> np.ndarray:
+    """The stable order of ``key`` (ties in row order) when its rows come as a few sorted
+    runs per rank: numpy's stable sort merges runs (timsort), linear in the rows per run
+    level; with few rows per rank, one combined-key sort (:func:`_stable_order`) is faster."""
+    if len(key) > 64 * max(P, 1):
+        return np.argsort(key, kind="stable")
+    return _stable_order(key, np.arange(len(key)))
+
+
 def _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos):
     """Match sends and receives with equal keys by ordinal: returns index pairs.
 
@@ -467,11 +501,23 @@ def _unused(n: int, used: np.ndarray) -> np.ndarray:
 
 def _csr(owners: list[np.ndarray], values: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
     """CSR of the (owner, value) pairs of every group in turn, each owner's values in input
-    order (a stable sort by owner)."""
+    order (a stable sort by owner: a counting sort in ``_match.c``, else numpy's)."""
     owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+    value = np.concatenate(values).astype(np.int64, copy=False) if values else owner
+    lib = _kernel.match()
+    if lib is not None:
+        owner = np.ascontiguousarray(owner, np.int64)
+        value = np.ascontiguousarray(value, np.int64)
+        offsets = np.empty(n + 1, np.int64)
+        out = np.empty(len(owner), np.int64)
+        lib.sigex_csr(len(owner), owner.ctypes.data, value.ctypes.data, n, offsets.ctypes.data,
+                      out.ctypes.data)
+        return offsets, out
     offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))]).astype(np.int64)
-    order = _stable_order(owner, np.arange(len(owner)))
-    return offsets, np.concatenate(values)[order].astype(np.int64) if values else owner
+    # the groups' owners are each sorted (blocking calls, waits in trace order): a merge sort
+    # of a few runs, near-linear
+    order = np.argsort(owner, kind="stable")
+    return offsets, value[order]
 
 
 def _expand_starts(cols, comp, phase, lists, rank_offsets):
@@ -618,19 +664,26 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         return (c + 1) * (1 << 32) + (t & 0xFFFFFFFF)
 
     known = np.flatnonzero((r_src >= 0) & (r_tag >= 0))
-    si, ri = _pair(k1(s_src, s_dst), k2(s_comm, s_tag), s_ev,
-                   k1(r_src[known], r_dst[known]), k2(r_comm[known], r_tag[known]), r_ev[known])
-    ri = known[ri]
+    # by_send[i]: the receive (index into r_ev) send i is matched with, or -1
+    by_send = _match_sends(k1(s_src, s_dst), k2(s_comm, s_tag), s_ev,
+                           k1(r_src[known], r_dst[known]), k2(r_comm[known], r_tag[known]),
+                           r_ev[known])
+    hit = by_send >= 0
+    by_send[hit] = known[by_send[hit]]
     # receives whose tag is unknown, or whose assumed tag matched nothing, take the
     # left-over sends in order, on (src, dst, comm)
-    s_left = _unused(len(s_ev), si)
-    r_left = np.flatnonzero((r_src >= 0) & _unused_mask(len(r_ev), ri))
+    s_left = np.flatnonzero(~hit)
+    r_left = np.flatnonzero((r_src >= 0) & _unused_mask(len(r_ev), by_send[hit]))
     r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV[act[r_ev[r_left]]]]
-    si2, ri2 = _pair(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
-                     k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
-    si = np.concatenate([si, s_left[si2]])
-    ri = np.concatenate([ri, r_left[ri2]])
-    s_un = _unused(len(s_ev), si)
+    if len(s_left) and len(r_left):
+        m2 = _match_sends(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
+                          k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
+        by_send[s_left] = np.where(m2 >= 0, r_left[np.maximum(m2, 0)], -1)
+    # the matched pairs in send order: the messages numbered below then come as a few runs
+    # sorted by position within each rank, which a merge sort takes in near-linear time
+    si = np.flatnonzero(by_send >= 0)
+    ri = by_send[si]
+    s_un = np.flatnonzero(by_send < 0)
     r_un = _unused(len(r_ev), ri)
     rma = np.flatnonzero(RMA[act] & (peer >= 0))  # transfers no receive matches
     msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], rma, np.full(len(r_un), -1, np.int64)])
@@ -645,8 +698,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     # rank, then by rank, so that the messages a replay step touches lie together
     first = np.where(msg_send_event >= 0, msg_send_event, msg_recv_event)
     owner = rank[first]
-    order = _stable_order((first - rank_offsets[owner]) * (P + 1) + owner,
-                          np.arange(len(first)))
+    order = _run_order((first - rank_offsets[owner]) * (P + 1) + owner, P)
     msg_send_event, msg_recv_event = msg_send_event[order], msg_recv_event[order]
     msg_src, msg_dst, msg_bytes = msg_src[order], msg_dst[order], msg_bytes[order]
     sact = act[np.maximum(msg_send_event, 0)]
