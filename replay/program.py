@@ -59,12 +59,17 @@ from signature.trace import (LIST_DESTS, LIST_SEND, LIST_STARTED, OP_CODE, OPS, 
 from . import _kernel
 from .collectives import COLLECTIVE_OPS, neighbor_pattern, pattern_for
 
-__all__ = ["Program", "COLLECTIVE_NAMES"]
+__all__ = ["Program", "COLLECTIVE_NAMES", "TRACE_COLUMNS"]
 
 #: Base collectives, in the order of :attr:`Program.coll_op` codes.
 COLLECTIVE_NAMES: tuple[str, ...] = tuple(sorted(set(COLLECTIVE_OPS.values())))
 
 MODE_STANDARD, MODE_SYNC, MODE_BUFFERED = 0, 1, 2
+
+#: The event columns :meth:`Program.from_trace` reads (``load_trace(path, columns=...)``
+#: reads only these; the tuple: the compute burst, ``t_comp`` or else ``t_cpu``).
+TRACE_COLUMNS = ("rank", "seq", "op", "peer", "recv_peer", "root", "tag", "comm", "bytes",
+                 "recv_bytes", "req", ("t_comp", "t_cpu"), "phase")
 
 
 def _table(names) -> np.ndarray:

@@ -186,3 +186,10 @@ def test_lookup_finds_the_nearest_row_with_the_key(nt, nq, wide, side, seed):
         want = -1 if not cand.size else int(cand[np.argmax(tpos[cand])] if side == "before"
                                                 else cand[np.argmin(tpos[cand])])
         assert got[j] == want
+
+
+@pytest.mark.parametrize("path", sorted(TRACES.glob("*/P16.h5")), ids=lambda p: p.parent.name)
+def test_program_from_the_replay_columns_alone(path):
+    """A trace read with ``columns=TRACE_COLUMNS`` gives the Program of the whole trace."""
+    _assert_same_program(rp.Program.from_trace(load_trace(path, columns=rp.TRACE_COLUMNS)),
+                         rp.Program.from_trace(load_trace(path)))
