@@ -40,8 +40,8 @@ Each SimGrid trace is the physical trace with each phase once (weights 1, so
 Narrow traces (few ranks, millions of events per rank: what users capture) get a
 second table, in CPU seconds of the process (the machine is shared: wall times are
 kept in the JSON line). Each is measured in a fresh process (``--narrow-worker``):
-read (``load_trace`` of the columns the replay uses, ``TRACE_COLUMNS``, as ``sigex
-replay`` reads it; the first read of the process), match (``Program.from_trace``,
+read (``load_trace`` of the columns ``sigex replay`` reads, ``CLI_COLUMNS``: the
+Program's and the clock; the first read of the process), match (``Program.from_trace``,
 median of the first and ``--reps`` more), replay with the compiled kernel (median
 of ``--reps`` fresh Programs after the first) and once with the numpy engine (the
 reference: the two must give the same times to the last bit), and the process's
@@ -266,14 +266,14 @@ def narrow_worker(path: str, reps: int, machine_name: str, numpy_reference: bool
     import numpy as np
 
     from replay import Program, load, replay
-    from replay.program import TRACE_COLUMNS
+    from replay.program import CLI_COLUMNS
     from signature import load_trace
 
     machine = load(machine_name).flat()  # what SMPI's platform describes
     replay(Program.from_arrays(1, rank=[0], op=["Init"]), machine)  # imports, the kernel's library
     base = _rss_mb()
-    # what `sigex replay` reads: the columns the Program is built from
-    trace, read, read_wall = _timed(lambda: load_trace(path, columns=TRACE_COLUMNS))
+    # what `sigex replay` reads: the columns the Program is built from, and the clock
+    trace, read, read_wall = _timed(lambda: load_trace(path, columns=CLI_COLUMNS))
     prog, match, match_wall = _timed(lambda: Program.from_trace(trace))
     fast, first, first_wall = _timed(lambda: replay(prog, machine, kernel="compiled"))
     peak = _rss_mb()
@@ -429,7 +429,7 @@ def narrow_rows(args, machine, tmp: Path) -> tuple[list[dict], dict | None]:
 def print_narrow(rows: list[dict], imported: dict | None) -> None:
     print()
     print(f"Narrow traces (one core, fresh process each; flat machine; CPU seconds, median of the "
-          f"reps; load average {os.getloadavg()[0]:.1f}): read (load_trace of the replay's columns, "
+          f"reps; load average {os.getloadavg()[0]:.1f}): read (load_trace of the columns sigex replay reads, "
           "the first in the process), match (Program.from_trace), replay (compiled kernel); numpy: "
           "the reference engine once; SMPI: smpirun -replay of the same trace, whole process")
     head = (f"{'trace':18s} {'P':>3s} {'events':>10s} | {'read s':>7s} {'match s':>7s} {'ev/s':>8s} | "

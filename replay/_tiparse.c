@@ -49,7 +49,7 @@ typedef struct {
     /* out: events (cap each) */
     uint8_t *op;
     int32_t *peer, *recv_peer, *root, *tag, *comm, *aux;
-    int64_t *bytes, *recv_bytes, *req, *line;
+    int64_t *seq, *bytes, *recv_bytes, *req, *line;
     double *t_comp;
     /* out: completions (wait event, request id, posting event; cap each), wildcard receives */
     int64_t *c_wait, *c_req, *c_post, *wild;
@@ -340,6 +340,7 @@ int64_t sigex_ti_parse(ti_file *F) {
             collective = 1;
         }
         /* the event (what _TIReader.add does) */
+        F->seq[e] = e;
         F->op[e] = (uint8_t)F->opcode[a];
         F->peer[e] = (int32_t)peer;
         F->recv_peer[e] = (int32_t)recv_peer;

@@ -70,6 +70,8 @@ MODE_STANDARD, MODE_SYNC, MODE_BUFFERED = 0, 1, 2
 #: reads only these; the tuple: the compute burst, ``t_comp`` or else ``t_cpu``).
 TRACE_COLUMNS = ("rank", "seq", "op", "peer", "recv_peer", "root", "tag", "comm", "bytes",
                  "recv_bytes", "req", ("t_comp", "t_cpu"), "phase")
+#: What ``sigex replay`` reads: those, and the clock of a captured trace (its measured time).
+CLI_COLUMNS = TRACE_COLUMNS + ("t_start", "t_comm")
 
 
 def _table(names) -> np.ndarray:

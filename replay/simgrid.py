@@ -922,12 +922,11 @@ def import_ti(index: str | Path, *, host_speed: float = HOST_SPEED,
     index = Path(index)
     files = _rank_files(index)
     sizes, source = datatype_table()
-    parts = []
-    for r, f in enumerate(files):
+    for f in files:
         if not f.exists():
             raise TraceFormatError(f"{index}: rank file {f} is missing")
-        parts.append(_read_rank(r, f, len(files), host_speed, sizes, source))
-    return _assemble(index, parts, files, host_speed, source, grid=grid, clock=clock, app=app,
+    columns = _read_ranks(files, host_speed, sizes, source)
+    return _assemble(index, columns, files, host_speed, source, grid=grid, clock=clock, app=app,
                      workload=workload)
 
 
@@ -951,6 +950,11 @@ _TIPARSE_OPS = ("Init", "Finalize", "Send", "Isend", "Ssend", "Issend", "Bsend",
 _TIPARSE_OPS += tuple("I" + n[0].lower() + n[1:] for n in _TIPARSE_OPS[-10:])
 
 
+#: The arrays of ``ti_file``, in its order.
+_TIPARSE_ARRAYS = ("op", "peer", "recv_peer", "root", "tag", "comm", "aux", "seq", "bytes",
+                   "recv_bytes", "req", "line", "t_comp", "c_wait", "c_req", "c_post", "wild", "pend")
+
+
 class _TIFile(ctypes.Structure):
     """``ti_file`` of ``_tiparse.c``: one rank file's bytes in, its columns out."""
 
@@ -958,87 +962,106 @@ class _TIFile(ctypes.Structure):
                 ("P", ctypes.c_int64), ("cap", ctypes.c_int64), ("n_sizes", ctypes.c_int64),
                 ("host_speed", ctypes.c_double), ("sizes", ctypes.c_void_p),
                 ("opcode", ctypes.c_void_p)] + [
-        (n, ctypes.c_void_p) for n in ("op", "peer", "recv_peer", "root", "tag", "comm", "aux",
-                                       "bytes", "recv_bytes", "req", "line", "t_comp", "c_wait",
-                                       "c_req", "c_post", "wild", "pend")] + [
+        (n, ctypes.c_void_p) for n in _TIPARSE_ARRAYS] + [
         (n, ctypes.c_int64) for n in ("n_events", "n_completions", "n_wild", "fail_line")]
 
 
-def _read_rank(r: int, f: Path, P: int, host_speed: float, sizes: dict, source: str) -> dict:
-    """One rank file's events (columns without ``rank``), line numbers, completions
-    ``(wait, req, post)`` as event indices of the file, wildcard receives and lists.
+def _read_ranks(files: list[Path], host_speed: float, sizes: dict, source: str) -> dict:
+    """Every rank file's events, in rank order, in one set of columns (no per-file copies):
+    the event columns less ``rank``, ``line`` (of each event in its file), ``counts`` (events
+    per rank), ``comp`` (completions: rank, wait event, request, posting event; event indices
+    of the whole trace), ``wild`` (receives from MPI_UNDEFINED) and ``lists`` (tuples of the
+    Python reader).
 
-    ``_tiparse.c`` reads it in one pass when it can; a file it gives up on (an action it
-    leaves to Python, or any error) is read by :class:`_TIReader`, which imports it or
-    raises the error naming the file and line."""
+    ``_tiparse.c`` reads a file in one pass when it can; a file it gives up on (an action it
+    leaves to Python, or any error) is read by :class:`_TIReader`, which imports it or raises
+    the error naming the file and line. ``reader`` says which read each file."""
     from . import _kernel
 
+    P = len(files)
     lib = _kernel.tiparse()
+    data = [f.read_bytes() for f in files]
+    caps = [d.count(b"\n") + 1 for d in data]
+    cap = sum(caps)
+    cols = {c: np.empty(cap, _TI_DTYPES[c]) for c in _TI_DTYPES if c != "rank"}
+    line = np.empty(cap, np.int64)
+    comp_parts, wild_parts, lists, counts, readers = [], [], [], [], []
     if lib is not None:
-        data = f.read_bytes()
-        cap = data.count(b"\n") + 1
-        cols = {c: np.empty(cap, _TI_DTYPES[c]) for c in _TI_DTYPES if c not in ("rank", "seq")}
-        out = {"line": np.empty(cap, np.int64), "c_wait": np.empty(cap, np.int64),
-               "c_req": np.empty(cap, np.int64), "c_post": np.empty(cap, np.int64),
-               "wild": np.empty(cap, np.int64), "pend": np.empty(6 * cap, np.int64)}
         table = np.full(max(sizes) + 1 if sizes else 1, -1, np.int64)
         for code, (_, size) in sizes.items():
             if code >= 0:
                 table[code] = size
         opcode = np.array([OP_CODE[n] for n in _TIPARSE_OPS], np.int64)
-        buf = np.frombuffer(data, np.uint8) if data else np.zeros(1, np.uint8)
-        arrays = {**cols, **out}
-        F = _TIFile(buf.ctypes.data, len(data), r, P, cap, len(table), float(host_speed),
-                    table.ctypes.data, opcode.ctypes.data,
-                    *(arrays[n].ctypes.data for n, _ in _TIFile._fields_[9:26]))
-        if lib.sigex_ti_parse(ctypes.byref(F)) == 0:
-            n = F.n_events
-            cols = {c: v[:n] for c, v in cols.items()}
-            cols["seq"] = np.arange(n, dtype=np.int64)
-            nc = F.n_completions
-            return {"cols": cols, "line": out["line"][:n],
-                    "comp": np.stack([out["c_wait"][:nc], out["c_req"][:nc], out["c_post"][:nc]], 1),
-                    "wild": out["wild"][:F.n_wild], "lists": [], "reader": "c"}
-    reader = _TIReader(P, host_speed, sizes, source)
-    reader.read(r, f)
-    cols = {c: np.asarray(v, _TI_DTYPES[c]) for c, v in reader.cols.items() if c != "rank"}
-    comp = np.asarray(reader.completions, np.int64).reshape(-1, 4)
-    return {"cols": cols, "line": np.asarray(reader.line, np.int64),
-            "comp": comp[:, 1:], "wild": np.asarray(reader.wild, np.int64), "lists": reader.lists,
-            "reader": "python"}
+        most = max(caps, default=1)
+        scratch = {n: np.empty(most, np.int64) for n in ("c_wait", "c_req", "c_post", "wild")}
+        scratch["pend"] = np.empty(6 * most, np.int64)
+    at = 0
+    for r, f in enumerate(files):
+        if lib is not None:
+            buf = np.frombuffer(data[r], np.uint8) if data[r] else np.zeros(1, np.uint8)
+            arrays = {**{c: v[at:] for c, v in cols.items()}, "line": line[at:], **scratch}
+            F = _TIFile(buf.ctypes.data, len(data[r]), r, P, caps[r], len(table), float(host_speed),
+                        table.ctypes.data, opcode.ctypes.data,
+                        *(arrays[n].ctypes.data for n in _TIPARSE_ARRAYS))
+            if lib.sigex_ti_parse(ctypes.byref(F)) == 0:
+                n, nc = F.n_events, F.n_completions
+                comp_parts.append(np.stack([np.full(nc, r, np.int64), scratch["c_wait"][:nc] + at,
+                                            scratch["c_req"][:nc], scratch["c_post"][:nc] + at], 1))
+                wild_parts.append(scratch["wild"][:F.n_wild] + at)
+                counts.append(n)
+                readers.append("c")
+                at += n
+                data[r] = b""
+                continue
+        reader = _TIReader(P, host_speed, sizes, source)
+        reader.read(r, f)
+        n = len(reader.line)
+        data[r] = b""
+        for c, v in reader.cols.items():
+            if c != "rank":
+                cols[c][at:at + n] = np.asarray(v, _TI_DTYPES[c])
+        line[at:at + n] = reader.line
+        comp = np.asarray(reader.completions, np.int64).reshape(-1, 4)
+        comp[:, 1] += at
+        comp[:, 3] += at
+        comp_parts.append(comp)
+        wild_parts.append(np.asarray(reader.wild, np.int64) + at)
+        lists += reader.lists
+        counts.append(n)
+        readers.append("python")
+        at += n
+    return {"cols": {c: v[:at] for c, v in cols.items()}, "line": line[:at], "counts": counts,
+            "comp": np.concatenate(comp_parts) if comp_parts else np.zeros((0, 4), np.int64),
+            "wild": np.concatenate(wild_parts) if wild_parts else np.zeros(0, np.int64),
+            "lists": lists, "reader": readers}
 
 
-def _assemble(index: Path, parts: list[dict], files: list[Path], host_speed: float, source: str,
+def _assemble(index: Path, read: dict, files: list[Path], host_speed: float, source: str,
               *, grid, clock, app, workload) -> Trace:
-    """The trace of the rank files read by :func:`_read_rank`: wildcard receives resolved,
+    """The trace of the rank files read by :func:`_read_ranks`: wildcard receives resolved,
     collectives checked across ranks, completions and lists in sigex's tables."""
-    P = len(parts)
-    counts = [len(p["line"]) for p in parts]
+    P = len(files)
+    counts = read["counts"]
     off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    events = {c: (np.concatenate([p["cols"][c] for p in parts]) if parts else np.zeros(0, t))
-              for c, t in _TI_DTYPES.items() if c != "rank"}
-    events = {"rank": np.repeat(np.arange(P, dtype=np.int32), counts), **events}
-    line = np.concatenate([p["line"] for p in parts]) if parts else np.zeros(0, np.int64)
+    events = {"rank": np.repeat(np.arange(P, dtype=np.int32), counts), **read["cols"]}
+    line = read["line"]
 
     def where(e: int) -> str:
         return f"{files[int(events['rank'][e])]}:{int(line[e])}"
 
-    wild = np.concatenate([p["wild"] + off[r] for r, p in enumerate(parts)]) if parts else line[:0]
-    _resolve_wildcards(events, wild, where)
+    _resolve_wildcards(events, read["wild"], where)
     _check_collectives(events, P, where)
     events = {c: events[c] for c in _TI_DTYPES}
     events["t_cpu"] = events["t_comp"].copy()
-    comp = [p["comp"] for p in parts]
-    c_rank = np.repeat(np.arange(P, dtype=np.int32), [len(c) for c in comp])
-    comp = np.concatenate(comp) if comp else np.zeros((0, 3), np.int64)
-    base = off[c_rank] if len(c_rank) else np.zeros(0, np.int64)
-    post = comp[:, 2] + base
+    comp = read["comp"]
+    post = comp[:, 3]
     is_recv = np.isin(events["op"][post], [OP_CODE[o] for o in _RECV_OPS])
-    completions = {"rank": c_rank, "seq": events["seq"][comp[:, 0] + base], "req": comp[:, 1].copy(),
+    completions = {"rank": comp[:, 0].astype(np.int32), "seq": events["seq"][comp[:, 1]],
+                   "req": comp[:, 2].copy(),
                    "bytes": np.where(is_recv & (events["peer"][post] >= 0), events["recv_bytes"][post], 0),
                    "peer": np.where(is_recv, events["peer"][post], -1).astype(np.int32),
                    "tag": events["tag"][post].astype(np.int32)}
-    all_lists = [x for p in parts for x in p["lists"]]
+    all_lists = read["lists"]
     values = [v for *_, per in all_lists for v in per]
     lengths = np.array([len(per) for *_, per in all_lists], np.int64)
     lists = {"rank": np.array([x[0] for x in all_lists], np.int64),
