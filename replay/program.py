@@ -638,8 +638,13 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     c_creator[np.flatnonzero(live)[found >= 0]] = post_idx[found[found >= 0]]
     done = c_creator >= 0
     # the actual source and tag of nonblocking receives, from their completion
-    comp_peer = np.full(E, -1, np.int64)
-    comp_tag = np.full(E, -1, np.int64)
+    # (int32 where the values fit, as they do in a trace: two E-long columns of fresh memory
+    # cost page faults on a first build)
+    vals = np.concatenate([c_peer[done], c_tag[done], [-1]])
+    small = np.int32 if np.iinfo(np.int32).min <= vals.min() and vals.max() <= np.iinfo(np.int32).max \
+        else np.int64
+    comp_peer = np.full(E, -1, small)
+    comp_tag = np.full(E, -1, small)
     comp_peer[c_creator[done]] = c_peer[done]
     comp_tag[c_creator[done]] = c_tag[done]
 
