@@ -99,6 +99,8 @@ TAGLESS_RECV = _table(_SENDRECV)
 WAITS = _table(("Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany", "Testsome"))
 COLLECTIVE = _table([OPS[c] for c in COLLECTIVE_OPS])
 BLOCKING_COLLECTIVE = _table([OPS[c] for c in COLLECTIVE_OPS if not OPS[c].startswith("I")])
+#: Operations that post a request a Wait/Test completes (with a request id)
+_POSTS = (SEND_POST | RECV_POST | COLLECTIVE | RMA) & ~BLOCKING_P2P & ~BLOCKING_COLLECTIVE
 _COLL_CODE = np.full(len(OPS), -1, np.int64)
 for _c, _base in COLLECTIVE_OPS.items():
     _COLL_CODE[_c] = COLLECTIVE_NAMES.index(_base)
@@ -627,31 +629,35 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         i = np.minimum(np.searchsorted(key, c_rank * span + c_seq), E - 1)
         hit = (key[i] == c_rank * span + c_seq) & WAITS[act[i]] & (c_req >= 0)
         c_ev[hit] = i[hit]
-    is_post = (req >= 0) & (SEND_POST[act] | RECV_POST[act] | COLLECTIVE[act] | RMA[act]) \
-        & ~BLOCKING_P2P[act] & ~BLOCKING_COLLECTIVE[act]
-    post_idx = np.flatnonzero(is_post)
-    rmax = int(max(req.max() if E else 0, c_req.max() if nc else 0)) + 2
     live = c_ev >= 0
-    found = _lookup(rank[post_idx] * rmax + req[post_idx] + 1, post_idx,
-                    c_rank[live] * rmax + c_req[live] + 1, c_ev[live], side="before")
     c_creator = np.full(nc, -1, np.int64)
-    c_creator[np.flatnonzero(live)[found >= 0]] = post_idx[found[found >= 0]]
+    if live.any():
+        post_idx = np.flatnonzero((req >= 0) & _POSTS[act])
+        rmax = int(max(req.max() if E else 0, c_req.max() if nc else 0)) + 2
+        found = _lookup(rank[post_idx] * rmax + req[post_idx] + 1, post_idx,
+                        c_rank[live] * rmax + c_req[live] + 1, c_ev[live], side="before")
+        c_creator[np.flatnonzero(live)[found >= 0]] = post_idx[found[found >= 0]]
     done = c_creator >= 0
-    # the actual source and tag of nonblocking receives, from their completion
-    # (int32 where the values fit, as they do in a trace: two E-long columns of fresh memory
-    # cost page faults on a first build)
-    vals = np.concatenate([c_peer[done], c_tag[done], [-1]])
-    small = np.int32 if np.iinfo(np.int32).min <= vals.min() and vals.max() <= np.iinfo(np.int32).max \
-        else np.int64
-    comp_peer = np.full(E, -1, small)
-    comp_tag = np.full(E, -1, small)
-    comp_peer[c_creator[done]] = c_peer[done]
-    comp_tag[c_creator[done]] = c_tag[done]
+    # the actual source and tag of nonblocking receives, from their completion (int32 where
+    # the values fit, as they do in a trace: E-long columns of fresh memory cost page faults
+    # on a first build); none if no request was completed
+    comp_peer = comp_tag = None
+    if done.any():
+        vals = np.concatenate([c_peer[done], c_tag[done]])
+        small = np.int32 if np.iinfo(np.int32).min <= vals.min() and \
+            vals.max() <= np.iinfo(np.int32).max else np.int64
+        comp_peer = np.full(E, -1, small)
+        comp_tag = np.full(E, -1, small)
+        comp_peer[c_creator[done]] = c_peer[done]
+        comp_tag[c_creator[done]] = c_tag[done]
 
     # ---- point-to-point messages ------------------------------------------------------
     # a send whose completion says it was cancelled (peer MPI_PROC_NULL) sent nothing;
     # a cancelled receive is dropped below through its completed source
-    s_ev = np.flatnonzero(SEND_POST[act] & (peer >= 0) & (comp_peer != PEER_NULL))
+    sending = SEND_POST[act] & (peer >= 0)
+    if comp_peer is not None:
+        sending &= comp_peer != PEER_NULL
+    s_ev = np.flatnonzero(sending)
     s_src, s_dst = rank[s_ev], peer[s_ev].astype(np.int64)
     s_comm, s_tag = comm[s_ev].astype(np.int64), tag[s_ev].astype(np.int64)
     r_ev = np.flatnonzero(RECV_POST[act])
@@ -659,12 +665,15 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
     r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev]).astype(np.int64)
     nb = NONBLOCKING_RECV[a]
-    r_src = np.where(nb & ((comp_peer[r_ev] >= 0) | (comp_peer[r_ev] == PEER_NULL)),
-                     comp_peer[r_ev], r_src)
-    # the receive tag of Sendrecv is not recorded: assume the usual idiom (every rank runs the
-    # same call, so the tag it receives is the tag it sends); left-overs match on (src, comm)
-    r_tag = np.where(nb & (comp_tag[r_ev] >= 0), comp_tag[r_ev],
-                     np.where(both & nb, -1, tag[r_ev])).astype(np.int64)
+    if comp_peer is not None:
+        cp, ct = comp_peer[r_ev], comp_tag[r_ev]
+        r_src = np.where(nb & ((cp >= 0) | (cp == PEER_NULL)), cp, r_src)
+        # the receive tag of Sendrecv is not recorded: assume the usual idiom (every rank runs
+        # the same call, so the tag it receives is the tag it sends); left-overs match on
+        # (src, comm)
+        r_tag = np.where(nb & (ct >= 0), ct, np.where(both & nb, -1, tag[r_ev])).astype(np.int64)
+    else:
+        r_tag = np.where(both & nb, -1, tag[r_ev]).astype(np.int64)
     keep = r_src != PEER_NULL
     r_ev, r_src, r_tag = r_ev[keep], r_src[keep], r_tag[keep]
     r_dst, r_comm = rank[r_ev], comm[r_ev].astype(np.int64)
