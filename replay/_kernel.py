@@ -132,6 +132,12 @@ def _setup_match(lib) -> None:
     lib.sigex_pair.restype = ctypes.c_int64
     lib.sigex_pair.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.sigex_find_events.restype = None
+    lib.sigex_find_events.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] \
+        + [ctypes.c_void_p] * 3
+    lib.sigex_latest_before.restype = ctypes.c_int64
+    lib.sigex_latest_before.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] \
+        + [ctypes.c_void_p] * 4
     lib.sigex_csr.restype = None
     lib.sigex_csr.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                               ctypes.c_void_p, ctypes.c_void_p]

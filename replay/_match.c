@@ -101,3 +101,49 @@ void sigex_csr(int64_t n, const int64_t *owner, const int64_t *value, int64_t n_
     for (i = n_owners; i > 0; i--) offsets[i] = offsets[i - 1];
     offsets[0] = 0;
 }
+
+/* For each query (rank, seq): the event of that rank with that seq (events sorted by rank,
+ * each rank's by increasing seq: rank r's are offsets[r]..offsets[r+1]), or -1. */
+void sigex_find_events(int64_t nq, const int64_t *q_rank, const int64_t *q_seq, int64_t P,
+                       const int64_t *offsets, const int64_t *seq, int64_t *out) {
+    int64_t j;
+    for (j = 0; j < nq; j++) {
+        int64_t r = q_rank[j], lo, hi;
+        out[j] = -1;
+        if (r < 0 || r >= P) continue;
+        lo = offsets[r];
+        hi = offsets[r + 1];
+        while (lo < hi) {  /* first event of the rank with seq >= q_seq */
+            int64_t mid = lo + (hi - lo) / 2;
+            if (seq[mid] < q_seq[j]) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < offsets[r + 1] && seq[lo] == q_seq[j]) out[j] = lo;
+    }
+}
+
+/* For each query (key, position), in increasing position order (order: the queries' indices
+ * in that order): the index of the table row with that key and the largest position below
+ * the query's, or -1. Table rows come in increasing position. One pass over both with a hash
+ * of the keys seen so far (their latest row). 0 on success, -1 if out of memory. */
+int64_t sigex_latest_before(int64_t nt, const int64_t *t_key, const int64_t *t_pos, int64_t nq,
+                            const int64_t *q_key, const int64_t *q_pos, const int64_t *order,
+                            int64_t *out) {
+    int64_t cap = 1024, used = 0, i, p = 0;
+    entry *tab = malloc((size_t)cap * sizeof(entry));
+    if (!tab) return -1;
+    for (i = 0; i < cap; i++) tab[i].head = -2;
+    for (i = 0; i < nq; i++) {
+        int64_t j = order[i], k;
+        while (p < nt && t_pos[p] < q_pos[j]) {
+            k = find(&tab, &cap, &used, t_key[p], 0, 1);
+            if (k < 0) { free(tab); return -1; }
+            tab[k].head = p;  /* the latest row with this key so far */
+            p++;
+        }
+        k = find(&tab, &cap, &used, q_key[j], 0, 0);
+        out[j] = k < 0 ? -1 : tab[k].head;
+    }
+    free(tab);
+    return 0;
+}

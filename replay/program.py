@@ -388,6 +388,24 @@ def _lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndar
     return out
 
 
+def _latest_before(table_key, table_pos, query_key, query_pos) -> np.ndarray:
+    """:func:`_lookup` with ``side="before"`` for a table in increasing position: with the
+    compiled helper, one merge pass over table and queries (in position order) with a hash
+    of the keys seen so far; otherwise one sort of the table and a search per query."""
+    lib = _kernel.match()
+    if lib is None or not len(table_key) or not len(query_key) or not _ascending(table_pos):
+        return _lookup(table_key, table_pos, query_key, query_pos, side="before")
+    q_pos = np.ascontiguousarray(query_pos, np.int64)
+    order = np.argsort(q_pos, kind="stable")  # completions come in trace order: runs, near-linear
+    out = np.empty(len(query_key), np.int64)
+    t_key, t_pos, q_key = (np.ascontiguousarray(a, np.int64) for a in (table_key, table_pos, query_key))
+    if lib.sigex_latest_before(len(t_key), t_key.ctypes.data, t_pos.ctypes.data, len(q_key),
+                               q_key.ctypes.data, q_pos.ctypes.data, order.ctypes.data,
+                               out.ctypes.data) != 0:
+        return _lookup(table_key, table_pos, query_key, query_pos, side="before")
+    return out
+
+
 def _ordinals(k1, k2, pos) -> np.ndarray:
     """Position of each row among the rows with the same (k1, k2), in ``pos`` order."""
     n = len(k1)
@@ -623,19 +641,27 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     c_peer = np.asarray(completions.get("peer", np.full(nc, -1)), np.int64)
     c_tag = np.asarray(completions.get("tag", np.full(nc, -1)), np.int64)
     c_ev = np.full(nc, -1, np.int64)
+    lib = _kernel.match()
     if E and nc:
-        span = int(max(seq.max(), c_seq.max())) + 1
-        key = rank * span + seq
-        i = np.minimum(np.searchsorted(key, c_rank * span + c_seq), E - 1)
-        hit = (key[i] == c_rank * span + c_seq) & WAITS[act[i]] & (c_req >= 0)
+        if lib is not None:  # a binary search in the rank's events
+            i = np.empty(nc, np.int64)
+            lib.sigex_find_events(nc, c_rank.ctypes.data, c_seq.ctypes.data, P,
+                                  rank_offsets.ctypes.data, np.ascontiguousarray(seq).ctypes.data,
+                                  i.ctypes.data)
+            hit = (i >= 0) & WAITS[act[np.maximum(i, 0)]] & (c_req >= 0)
+        else:
+            span = int(max(seq.max(), c_seq.max())) + 1
+            key = rank * span + seq
+            i = np.minimum(np.searchsorted(key, c_rank * span + c_seq), E - 1)
+            hit = (key[i] == c_rank * span + c_seq) & WAITS[act[i]] & (c_req >= 0)
         c_ev[hit] = i[hit]
     live = c_ev >= 0
     c_creator = np.full(nc, -1, np.int64)
     if live.any():
         post_idx = np.flatnonzero((req >= 0) & _POSTS[act])
         rmax = int(max(req.max() if E else 0, c_req.max() if nc else 0)) + 2
-        found = _lookup(rank[post_idx] * rmax + req[post_idx] + 1, post_idx,
-                        c_rank[live] * rmax + c_req[live] + 1, c_ev[live], side="before")
+        found = _latest_before(rank[post_idx] * rmax + req[post_idx] + 1, post_idx,
+                               c_rank[live] * rmax + c_req[live] + 1, c_ev[live])
         c_creator[np.flatnonzero(live)[found >= 0]] = post_idx[found[found >= 0]]
     done = c_creator >= 0
     # the actual source and tag of nonblocking receives, from their completion (int32 where
