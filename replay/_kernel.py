@@ -137,7 +137,7 @@ def _setup_match(lib) -> None:
         + [ctypes.c_void_p] * 3
     lib.sigex_latest_before.restype = ctypes.c_int64
     lib.sigex_latest_before.argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 2 + [ctypes.c_int64] \
-        + [ctypes.c_void_p] * 4
+        + [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 2 + [ctypes.c_void_p]
     lib.sigex_csr.restype = None
     lib.sigex_csr.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                               ctypes.c_void_p, ctypes.c_void_p]

@@ -8,8 +8,12 @@
  * sigex_csr: the CSR of (owner, value) pairs, each owner's values in input order (a
  * counting sort: count, prefix sum, scatter).
  *
- * Both give exactly what the numpy forms in program.py give (_pair, _csr), which stay
- * for machines without a C compiler. Built on first use by replay/_kernel.py.
+ * sigex_find_events, sigex_latest_before: the Wait/Test event of each completion record
+ * (a binary search in its rank's events) and the post that created its request (the
+ * latest post of that rank and request id before the wait: one merge pass).
+ *
+ * They give exactly what the numpy forms in program.py give (_pair, _csr, _lookup), which
+ * stay for machines without a C compiler. Built on first use by replay/_kernel.py.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -124,26 +128,45 @@ void sigex_find_events(int64_t nq, const int64_t *q_rank, const int64_t *q_seq, 
 
 /* For each query (key, position), in increasing position order (order: the queries' indices
  * in that order): the index of the table row with that key and the largest position below
- * the query's, or -1. Table rows come in increasing position. One pass over both with a hash
- * of the keys seen so far (their latest row). 0 on success, -1 if out of memory. */
+ * the query's, or -1. Table rows come in increasing position. One pass over both, keeping
+ * the latest row of each key seen so far: in an array indexed by key - lo when span > 0
+ * (keys dense in lo..lo+span-1), else in a hash. 0 on success, -1 if out of memory. */
 int64_t sigex_latest_before(int64_t nt, const int64_t *t_key, const int64_t *t_pos, int64_t nq,
                             const int64_t *q_key, const int64_t *q_pos, const int64_t *order,
-                            int64_t *out) {
+                            int64_t lo, int64_t span, int64_t *out) {
     int64_t cap = 1024, used = 0, i, p = 0;
-    entry *tab = malloc((size_t)cap * sizeof(entry));
-    if (!tab) return -1;
-    for (i = 0; i < cap; i++) tab[i].head = -2;
+    entry *tab = NULL;
+    int64_t *latest = NULL;
+    if (span > 0) {
+        latest = malloc((size_t)span * sizeof(int64_t));
+        if (!latest) return -1;
+        for (i = 0; i < span; i++) latest[i] = -1;
+    } else {
+        tab = malloc((size_t)cap * sizeof(entry));
+        if (!tab) return -1;
+        for (i = 0; i < cap; i++) tab[i].head = -2;
+    }
     for (i = 0; i < nq; i++) {
         int64_t j = order[i], k;
         while (p < nt && t_pos[p] < q_pos[j]) {
-            k = find(&tab, &cap, &used, t_key[p], 0, 1);
-            if (k < 0) { free(tab); return -1; }
-            tab[k].head = p;  /* the latest row with this key so far */
+            if (latest) {
+                latest[t_key[p] - lo] = p;
+            } else {
+                k = find(&tab, &cap, &used, t_key[p], 0, 1);
+                if (k < 0) { free(tab); return -1; }
+                tab[k].head = p;  /* the latest row with this key so far */
+            }
             p++;
         }
-        k = find(&tab, &cap, &used, q_key[j], 0, 0);
-        out[j] = k < 0 ? -1 : tab[k].head;
+        if (latest) {
+            int64_t d = q_key[j] - lo;
+            out[j] = d >= 0 && d < span ? latest[d] : -1;
+        } else {
+            k = find(&tab, &cap, &used, q_key[j], 0, 0);
+            out[j] = k < 0 ? -1 : tab[k].head;
+        }
     }
     free(tab);
+    free(latest);
     return 0;
 }

@@ -390,8 +390,9 @@ def _lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndar
 
 def _latest_before(table_key, table_pos, query_key, query_pos) -> np.ndarray:
     """:func:`_lookup` with ``side="before"`` for a table in increasing position: with the
-    compiled helper, one merge pass over table and queries (in position order) with a hash
-    of the keys seen so far; otherwise one sort of the table and a search per query."""
+    compiled helper, one merge pass over table and queries (in position order) keeping each
+    key's latest row (in an array over the keys' range, or a hash where they are sparse);
+    otherwise one sort of the table and a search per query."""
     lib = _kernel.match()
     if lib is None or not len(table_key) or not len(query_key) or not _ascending(table_pos):
         return _lookup(table_key, table_pos, query_key, query_pos, side="before")
@@ -399,8 +400,11 @@ def _latest_before(table_key, table_pos, query_key, query_pos) -> np.ndarray:
     order = np.argsort(q_pos, kind="stable")  # completions come in trace order: runs, near-linear
     out = np.empty(len(query_key), np.int64)
     t_key, t_pos, q_key = (np.ascontiguousarray(a, np.int64) for a in (table_key, table_pos, query_key))
+    # request ids are usually counters per rank: their keys fill a range an array can index
+    lo, hi = int(t_key.min()), int(t_key.max())
+    span = hi - lo + 1 if hi - lo < 8 * (len(t_key) + len(q_key)) + 4096 else 0
     if lib.sigex_latest_before(len(t_key), t_key.ctypes.data, t_pos.ctypes.data, len(q_key),
-                               q_key.ctypes.data, q_pos.ctypes.data, order.ctypes.data,
+                               q_key.ctypes.data, q_pos.ctypes.data, order.ctypes.data, lo, span,
                                out.ctypes.data) != 0:
         return _lookup(table_key, table_pos, query_key, query_pos, side="before")
     return out

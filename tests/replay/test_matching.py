@@ -193,3 +193,17 @@ def test_program_from_the_replay_columns_alone(path):
     """A trace read with ``columns=TRACE_COLUMNS`` gives the Program of the whole trace."""
     _assert_same_program(rp.Program.from_trace(load_trace(path, columns=rp.TRACE_COLUMNS)),
                          rp.Program.from_trace(load_trace(path)))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(nt=st.integers(0, 300), nq=st.integers(0, 60), sparse=st.booleans(), seed=st.integers(0, 2 ** 32 - 1))
+def test_latest_before_is_the_lookup(nt, nq, sparse, seed):
+    """The compiled merge pass (dense keys: an array; keys 2^50 apart: the hash) finds what
+    ``_lookup(side="before")`` finds, for a table in increasing position."""
+    rng = np.random.default_rng(seed)
+    scale = (1 << 50) if sparse else 1
+    tpos = np.sort(rng.choice(1000, nt, replace=False)).astype(np.int64)
+    tkey = rng.integers(0, 40, nt) * scale
+    qkey, qpos = rng.integers(0, 45, nq) * scale, rng.integers(0, 1000, nq)
+    want = rp._lookup(tkey, tpos, qkey, qpos, side="before")
+    assert np.array_equal(rp._latest_before(tkey, tpos, qkey, qpos), want)
