@@ -649,9 +649,11 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     if E and nc:
         if lib is not None:  # a binary search in the rank's events
             i = np.empty(nc, np.int64)
-            lib.sigex_find_events(nc, c_rank.ctypes.data, c_seq.ctypes.data, P,
-                                  rank_offsets.ctypes.data, np.ascontiguousarray(seq).ctypes.data,
-                                  i.ctypes.data)
+            # (every array handed to C contiguous: a trace's columns may be strided views)
+            q_rank, q_seq, offs, ev_seq = (np.ascontiguousarray(a, np.int64)
+                                           for a in (c_rank, c_seq, rank_offsets, seq))
+            lib.sigex_find_events(nc, q_rank.ctypes.data, q_seq.ctypes.data, P, offs.ctypes.data,
+                                  ev_seq.ctypes.data, i.ctypes.data)
             hit = (i >= 0) & WAITS[act[np.maximum(i, 0)]] & (c_req >= 0)
         else:
             span = int(max(seq.max(), c_seq.max())) + 1

@@ -922,10 +922,7 @@ def import_ti(index: str | Path, *, host_speed: float = HOST_SPEED,
     index = Path(index)
     files = _rank_files(index)
     sizes, source = datatype_table()
-    for f in files:
-        if not f.exists():
-            raise TraceFormatError(f"{index}: rank file {f} is missing")
-    columns = _read_ranks(files, host_speed, sizes, source)
+    columns = _read_ranks(index, files, host_speed, sizes, source)
     return _assemble(index, columns, files, host_speed, source, grid=grid, clock=clock, app=app,
                      workload=workload)
 
@@ -966,7 +963,7 @@ class _TIFile(ctypes.Structure):
         (n, ctypes.c_int64) for n in ("n_events", "n_completions", "n_wild", "fail_line")]
 
 
-def _read_ranks(files: list[Path], host_speed: float, sizes: dict, source: str) -> dict:
+def _read_ranks(index: Path, files: list[Path], host_speed: float, sizes: dict, source: str) -> dict:
     """Every rank file's events, in rank order, in one set of columns (no per-file copies):
     the event columns less ``rank``, ``line`` (of each event in its file), ``counts`` (events
     per rank), ``comp`` (completions: rank, wait event, request, posting event; event indices
@@ -980,7 +977,11 @@ def _read_ranks(files: list[Path], host_speed: float, sizes: dict, source: str) 
 
     P = len(files)
     lib = _kernel.tiparse()
-    data = [f.read_bytes() for f in files]
+    data = []
+    for f in files:  # a missing file is reported when its turn comes, after the earlier files
+        if not f.exists():
+            break
+        data.append(f.read_bytes())
     caps = [d.count(b"\n") + 1 for d in data]
     cap = sum(caps)
     cols = {c: np.empty(cap, _TI_DTYPES[c]) for c in _TI_DTYPES if c != "rank"}
@@ -997,6 +998,8 @@ def _read_ranks(files: list[Path], host_speed: float, sizes: dict, source: str) 
         scratch["pend"] = np.empty(6 * most, np.int64)
     at = 0
     for r, f in enumerate(files):
+        if r == len(data):
+            raise TraceFormatError(f"{index}: rank file {f} is missing")
         if lib is not None:
             buf = np.frombuffer(data[r], np.uint8) if data[r] else np.zeros(1, np.uint8)
             arrays = {**{c: v[at:] for c, v in cols.items()}, "line": line[at:], **scratch}

@@ -191,7 +191,7 @@ def test_bulk_reader_reads_requests_tests_and_collectives_as_the_reference(tmp_p
     files = simgrid._rank_files(index)
     sizes, source = datatype_table()
     if _kernel.tiparse() is not None:
-        assert simgrid._read_ranks(files, HOST_SPEED, sizes, source)["reader"] == ["c", "c"]
+        assert simgrid._read_ranks(index, files, HOST_SPEED, sizes, source)["reader"] == ["c", "c"]
     t = import_ti(index)
     ev = t.rank_events(0)
     assert OPS[ev["op"][-2]] == "Reduce" and t.completions["rank"].tolist().count(0) == 7
