@@ -14,7 +14,12 @@ SimGrid's headers but not its sources).
   ``t_comp x flops_per_second`` (the platform's host speed).
 * :func:`import_ti` reads such traces (SimGrid's or ours) into a
   :class:`signature.Trace` with ``work_mode = "flops"``: a burst's ``t_comp``
-  is its flops over the given host speed.
+  is its flops over the given host speed. A compiled reader (``_tiparse.c``,
+  built with ``cc`` on first use like the replay kernel) parses each rank file
+  in one pass straight into the trace's columns; a file with an action it
+  leaves to Python (v-collectives, ``reducescatter``, ``Start``, ``comm_*``),
+  a number it does not parse strictly, or an error is read line by line by
+  ``_TIReader``, the reference whose result (or error) it equals.
 * :func:`datatype_table` gives the byte size of each datatype code, read from
   the installed SimGrid (or :data:`SIMGRID_DATATYPES`, SimGrid 3.32's table).
 * :func:`platform_xml` and :func:`smpi_config` describe a
