@@ -197,6 +197,18 @@ def test_bulk_reader_reads_requests_tests_and_collectives_as_the_reference(tmp_p
     assert OPS[ev["op"][-2]] == "Reduce" and t.completions["rank"].tolist().count(0) == 7
 
 
+def test_import_without_a_c_compiler_reads_every_file_in_python(tmp_path, monkeypatch):
+    """No compiled reader (no cc, or SIGEX_REPLAY_KERNEL=numpy): every file is read by the Python
+    reader into the same columns."""
+    index = write_ti(tmp_path, PINGPONG)
+    want = import_ti(index)
+    monkeypatch.setattr(_kernel, "tiparse", lambda: None)
+    files = simgrid._rank_files(index)
+    sizes, source = datatype_table()
+    assert simgrid._read_ranks(index, files, HOST_SPEED, sizes, source)["reader"] == ["python"] * 2
+    assert_same_trace(import_ti(index), want)
+
+
 @pytest.mark.parametrize("line", ["0 compute 1_000", "0 compute 0x10", "0 compute .5", "0 compute 5.",
                                   "0 compute inf", "0 compute 1e400", "0 send 1 00 1 6",
                                   "0 send 1 +0 1 6", "0 compute 1\r", "0 send 1 0 1 6 extra"])
