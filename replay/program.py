@@ -426,6 +426,24 @@ def _ordinals(k1, k2, pos) -> np.ndarray:
     return out
 
 
+def _ordinals_in_order(key) -> np.ndarray:
+    """Position of each row among the rows with the same key, rows in position order (what
+    :func:`_ordinals` gives for ascending positions, with one stable sort: the rows of a
+    trace come grouped by rank, runs a merge sort takes in near-linear time)."""
+    n = len(key)
+    if not n:
+        return np.zeros(0, np.int64)
+    order = np.argsort(key, kind="stable")
+    a = key[order]
+    new = np.ones(n, bool)
+    new[1:] = a[1:] != a[:-1]
+    idx = np.arange(n)
+    start = np.maximum.accumulate(np.where(new, idx, 0))
+    out = np.empty(n, np.int64)
+    out[order] = idx - start
+    return out
+
+
 def _dense_key(k1s, k2s) -> list[np.ndarray]:
     """One int64 key per row of each pair ``(k1, k2)`` of ``k1s``/``k2s`` (all of them
     numbered together), equal exactly where both parts are equal, ordered as (k1, k2)."""
@@ -882,11 +900,21 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
     mkey = m_comm * (P + 1) + members
     morder = np.argsort(mkey, kind="stable")
     mkey_sorted = mkey[morder]
+    # (communicator, world rank) -> local rank: an array over every pair where that is small
+    # and each pair is one member (a gather per query), else a search in the sorted pairs
+    dense = None
+    if n_comms * (P + 1) <= max(1 << 20, 4 * len(members)) and \
+            not np.any(mkey_sorted[1:] == mkey_sorted[:-1]):
+        dense = np.full(n_comms * (P + 1), -1, np.int64)
+        dense[mkey] = m_local
 
     def local_of(c, world):
         if not len(mkey_sorted):
             return np.full(len(c), -1, np.int64)
         q = c * (P + 1) + world
+        if dense is not None:
+            ok = (q >= 0) & (q < len(dense))
+            return np.where(ok, dense[np.where(ok, q, 0)], -1)
         i = np.minimum(np.searchsorted(mkey_sorted, q), len(mkey_sorted) - 1)
         return np.where(mkey_sorted[i] == q, m_local[morder[i]], -1)
 
@@ -900,7 +928,9 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
         e = int(ce[np.flatnonzero(np.asarray(comms.inter, bool)[c_comm])[0]])
         raise TraceFormatError(f"{name}: rank {rank[e]} seq {seq[e]} ({OPS[op[e]]}): collectives "
                                "on intercommunicators are not replayed yet")
-    ordinal = _ordinals(c_comm, rank[ce], ce)
+    # the k-th call of a rank on a communicator, in event order (ce ascends: a stable sort of
+    # the combined key is the lexsort of _ordinals)
+    ordinal = _ordinals_in_order(c_comm * (P + 1) + rank[ce])
     width = int(ordinal.max()) + 1 if len(ce) else 1
     ukeys, inst = np.unique(c_comm * width + ordinal, return_inverse=True)
     inst = inst.reshape(-1)
