@@ -707,75 +707,80 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     sending = SEND_POST[act] & (peer >= 0)
     if comp_peer is not None:
         sending &= comp_peer != PEER_NULL
-    s_ev = np.flatnonzero(sending)
-    s_src, s_dst = rank[s_ev], peer[s_ev].astype(np.int64)
-    s_comm, s_tag = comm[s_ev].astype(np.int64), tag[s_ev].astype(np.int64)
-    r_ev = np.flatnonzero(RECV_POST[act])
-    a = act[r_ev]
-    both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
-    r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev]).astype(np.int64)
-    nb = NONBLOCKING_RECV[a]
-    if comp_peer is not None:
-        cp, ct = comp_peer[r_ev], comp_tag[r_ev]
-        r_src = np.where(nb & ((cp >= 0) | (cp == PEER_NULL)), cp, r_src)
-        # the receive tag of Sendrecv is not recorded: assume the usual idiom (every rank runs
-        # the same call, so the tag it receives is the tag it sends); left-overs match on
-        # (src, comm)
-        r_tag = np.where(nb & (ct >= 0), ct, np.where(both & nb, -1, tag[r_ev])).astype(np.int64)
+    if not sending.any() and not RECV_POST[act].any() and not RMA[act].any():
+        # no point-to-point operation (a trace of collectives): no message
+        msg_send_event = msg_recv_event = msg_src = msg_dst = msg_bytes = msg_mode = \
+            np.zeros(0, np.int64)
     else:
-        r_tag = np.where(both & nb, -1, tag[r_ev]).astype(np.int64)
-    keep = r_src != PEER_NULL
-    r_ev, r_src, r_tag = r_ev[keep], r_src[keep], r_tag[keep]
-    r_dst, r_comm = rank[r_ev], comm[r_ev].astype(np.int64)
+        s_ev = np.flatnonzero(sending)
+        s_src, s_dst = rank[s_ev], peer[s_ev].astype(np.int64)
+        s_comm, s_tag = comm[s_ev].astype(np.int64), tag[s_ev].astype(np.int64)
+        r_ev = np.flatnonzero(RECV_POST[act])
+        a = act[r_ev]
+        both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
+        r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev]).astype(np.int64)
+        nb = NONBLOCKING_RECV[a]
+        if comp_peer is not None:
+            cp, ct = comp_peer[r_ev], comp_tag[r_ev]
+            r_src = np.where(nb & ((cp >= 0) | (cp == PEER_NULL)), cp, r_src)
+            # the receive tag of Sendrecv is not recorded: assume the usual idiom (every rank runs
+            # the same call, so the tag it receives is the tag it sends); left-overs match on
+            # (src, comm)
+            r_tag = np.where(nb & (ct >= 0), ct, np.where(both & nb, -1, tag[r_ev])).astype(np.int64)
+        else:
+            r_tag = np.where(both & nb, -1, tag[r_ev]).astype(np.int64)
+        keep = r_src != PEER_NULL
+        r_ev, r_src, r_tag = r_ev[keep], r_src[keep], r_tag[keep]
+        r_dst, r_comm = rank[r_ev], comm[r_ev].astype(np.int64)
 
-    def k1(src, dst):
-        return src * (P + 1) + dst
+        def k1(src, dst):
+            return src * (P + 1) + dst
 
-    def k2(c, t):
-        return (c + 1) * (1 << 32) + (t & 0xFFFFFFFF)
+        def k2(c, t):
+            return (c + 1) * (1 << 32) + (t & 0xFFFFFFFF)
 
-    known = np.flatnonzero((r_src >= 0) & (r_tag >= 0))
-    # by_send[i]: the receive (index into r_ev) send i is matched with, or -1
-    by_send = _match_sends(k1(s_src, s_dst), k2(s_comm, s_tag), s_ev,
-                           k1(r_src[known], r_dst[known]), k2(r_comm[known], r_tag[known]),
-                           r_ev[known])
-    hit = by_send >= 0
-    by_send[hit] = known[by_send[hit]]
-    # receives whose tag is unknown, or whose assumed tag matched nothing, take the
-    # left-over sends in order, on (src, dst, comm)
-    s_left = np.flatnonzero(~hit)
-    r_left = np.flatnonzero((r_src >= 0) & _unused_mask(len(r_ev), by_send[hit]))
-    r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV[act[r_ev[r_left]]]]
-    if len(s_left) and len(r_left):
-        m2 = _match_sends(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
-                          k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
-        by_send[s_left] = np.where(m2 >= 0, r_left[np.maximum(m2, 0)], -1)
-    # the matched pairs in send order: the messages numbered below then come as a few runs
-    # sorted by position within each rank, which a merge sort takes in near-linear time
-    si = np.flatnonzero(by_send >= 0)
-    ri = by_send[si]
-    s_un = np.flatnonzero(by_send < 0)
-    r_un = _unused(len(r_ev), ri)
-    rma = np.flatnonzero(RMA[act] & (peer >= 0))  # transfers no receive matches
-    msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], rma, np.full(len(r_un), -1, np.int64)])
-    msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un) + len(rma), -1, np.int64),
-                                     r_ev[r_un]])
-    msg_src = np.concatenate([s_src[si], s_src[s_un], rank[rma], r_src[r_un]])
-    msg_dst = np.concatenate([s_dst[si], s_dst[s_un], peer[rma].astype(np.int64), r_dst[r_un]])
-    msg_bytes = np.concatenate([cols["bytes"][s_ev[si]], cols["bytes"][s_ev[s_un]],
-                                cols["bytes"][rma] + cols["recv_bytes"][rma],
-                                cols["recv_bytes"][r_ev[r_un]]])
-    # number messages "time-major": by the position of the posting event within its
-    # rank, then by rank, so that the messages a replay step touches lie together
-    first = np.where(msg_send_event >= 0, msg_send_event, msg_recv_event)
-    owner = rank[first]
-    order = _run_order((first - rank_offsets[owner]) * (P + 1) + owner, P)
-    msg_send_event, msg_recv_event = msg_send_event[order], msg_recv_event[order]
-    msg_src, msg_dst, msg_bytes = msg_src[order], msg_dst[order], msg_bytes[order]
-    sact = act[np.maximum(msg_send_event, 0)]
-    msg_mode = np.where(msg_send_event < 0, MODE_STANDARD,
-                        np.where(SYNC_SEND[sact], MODE_SYNC,
-                                 np.where(BUFFERED_SEND[sact], MODE_BUFFERED, MODE_STANDARD)))
+        known = np.flatnonzero((r_src >= 0) & (r_tag >= 0))
+        # by_send[i]: the receive (index into r_ev) send i is matched with, or -1
+        by_send = _match_sends(k1(s_src, s_dst), k2(s_comm, s_tag), s_ev,
+                               k1(r_src[known], r_dst[known]), k2(r_comm[known], r_tag[known]),
+                               r_ev[known])
+        hit = by_send >= 0
+        by_send[hit] = known[by_send[hit]]
+        # receives whose tag is unknown, or whose assumed tag matched nothing, take the
+        # left-over sends in order, on (src, dst, comm)
+        s_left = np.flatnonzero(~hit)
+        r_left = np.flatnonzero((r_src >= 0) & _unused_mask(len(r_ev), by_send[hit]))
+        r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV[act[r_ev[r_left]]]]
+        if len(s_left) and len(r_left):
+            m2 = _match_sends(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
+                              k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
+            by_send[s_left] = np.where(m2 >= 0, r_left[np.maximum(m2, 0)], -1)
+        # the matched pairs in send order: the messages numbered below then come as a few runs
+        # sorted by position within each rank, which a merge sort takes in near-linear time
+        si = np.flatnonzero(by_send >= 0)
+        ri = by_send[si]
+        s_un = np.flatnonzero(by_send < 0)
+        r_un = _unused(len(r_ev), ri)
+        rma = np.flatnonzero(RMA[act] & (peer >= 0))  # transfers no receive matches
+        msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], rma, np.full(len(r_un), -1, np.int64)])
+        msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un) + len(rma), -1, np.int64),
+                                         r_ev[r_un]])
+        msg_src = np.concatenate([s_src[si], s_src[s_un], rank[rma], r_src[r_un]])
+        msg_dst = np.concatenate([s_dst[si], s_dst[s_un], peer[rma].astype(np.int64), r_dst[r_un]])
+        msg_bytes = np.concatenate([cols["bytes"][s_ev[si]], cols["bytes"][s_ev[s_un]],
+                                    cols["bytes"][rma] + cols["recv_bytes"][rma],
+                                    cols["recv_bytes"][r_ev[r_un]]])
+        # number messages "time-major": by the position of the posting event within its
+        # rank, then by rank, so that the messages a replay step touches lie together
+        first = np.where(msg_send_event >= 0, msg_send_event, msg_recv_event)
+        owner = rank[first]
+        order = _run_order((first - rank_offsets[owner]) * (P + 1) + owner, P)
+        msg_send_event, msg_recv_event = msg_send_event[order], msg_recv_event[order]
+        msg_src, msg_dst, msg_bytes = msg_src[order], msg_dst[order], msg_bytes[order]
+        sact = act[np.maximum(msg_send_event, 0)]
+        msg_mode = np.where(msg_send_event < 0, MODE_STANDARD,
+                            np.where(SYNC_SEND[sact], MODE_SYNC,
+                                     np.where(BUFFERED_SEND[sact], MODE_BUFFERED, MODE_STANDARD)))
     M = len(msg_src)
     send_msg = np.full(E, -1, np.int64)
     recv_msg = np.full(E, -1, np.int64)
