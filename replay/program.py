@@ -56,14 +56,22 @@ from signature.errors import TraceFormatError
 from signature.trace import (LIST_DESTS, LIST_SEND, LIST_STARTED, OP_CODE, OPS, PEER_NULL,
                              CommTable, Trace)
 
+from . import _kernel
 from .collectives import COLLECTIVE_OPS, neighbor_pattern, pattern_for
 
-__all__ = ["Program", "COLLECTIVE_NAMES"]
+__all__ = ["Program", "COLLECTIVE_NAMES", "TRACE_COLUMNS"]
 
 #: Base collectives, in the order of :attr:`Program.coll_op` codes.
 COLLECTIVE_NAMES: tuple[str, ...] = tuple(sorted(set(COLLECTIVE_OPS.values())))
 
 MODE_STANDARD, MODE_SYNC, MODE_BUFFERED = 0, 1, 2
+
+#: The event columns :meth:`Program.from_trace` reads (``load_trace(path, columns=...)``
+#: reads only these; the tuple: the compute burst, ``t_comp`` or else ``t_cpu``).
+TRACE_COLUMNS = ("rank", "seq", "op", "peer", "recv_peer", "root", "tag", "comm", "bytes",
+                 "recv_bytes", "req", ("t_comp", "t_cpu"), "phase")
+#: What ``sigex replay`` reads: those, and the clock of a captured trace (its measured time).
+CLI_COLUMNS = TRACE_COLUMNS + ("t_start", "t_comm")
 
 
 def _table(names) -> np.ndarray:
@@ -91,6 +99,8 @@ TAGLESS_RECV = _table(_SENDRECV)
 WAITS = _table(("Wait", "Waitall", "Waitany", "Waitsome", "Test", "Testall", "Testany", "Testsome"))
 COLLECTIVE = _table([OPS[c] for c in COLLECTIVE_OPS])
 BLOCKING_COLLECTIVE = _table([OPS[c] for c in COLLECTIVE_OPS if not OPS[c].startswith("I")])
+#: Operations that post a request a Wait/Test completes (with a request id)
+_POSTS = (SEND_POST | RECV_POST | COLLECTIVE | RMA) & ~BLOCKING_P2P & ~BLOCKING_COLLECTIVE
 _COLL_CODE = np.full(len(OPS), -1, np.int64)
 for _c, _base in COLLECTIVE_OPS.items():
     _COLL_CODE[_c] = COLLECTIVE_NAMES.index(_base)
@@ -378,6 +388,28 @@ def _lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndar
     return out
 
 
+def _latest_before(table_key, table_pos, query_key, query_pos) -> np.ndarray:
+    """:func:`_lookup` with ``side="before"`` for a table in increasing position: with the
+    compiled helper, one merge pass over table and queries (in position order) keeping each
+    key's latest row (in an array over the keys' range, or a hash where they are sparse);
+    otherwise one sort of the table and a search per query."""
+    lib = _kernel.match()
+    if lib is None or not len(table_key) or not len(query_key) or not _ascending(table_pos):
+        return _lookup(table_key, table_pos, query_key, query_pos, side="before")
+    q_pos = np.ascontiguousarray(query_pos, np.int64)
+    order = np.argsort(q_pos, kind="stable")  # completions come in trace order: runs, near-linear
+    out = np.empty(len(query_key), np.int64)
+    t_key, t_pos, q_key = (np.ascontiguousarray(a, np.int64) for a in (table_key, table_pos, query_key))
+    # request ids are usually counters per rank: their keys fill a range an array can index
+    lo, hi = int(t_key.min()), int(t_key.max())
+    span = hi - lo + 1 if hi - lo < 8 * (len(t_key) + len(q_key)) + 4096 else 0
+    if lib.sigex_latest_before(len(t_key), t_key.ctypes.data, t_pos.ctypes.data, len(q_key),
+                               q_key.ctypes.data, q_pos.ctypes.data, order.ctypes.data, lo, span,
+                               out.ctypes.data) != 0:
+        return _lookup(table_key, table_pos, query_key, query_pos, side="before")
+    return out
+
+
 def _ordinals(k1, k2, pos) -> np.ndarray:
     """Position of each row among the rows with the same (k1, k2), in ``pos`` order."""
     n = len(k1)
@@ -387,6 +419,24 @@ def _ordinals(k1, k2, pos) -> np.ndarray:
     a, b = k1[order], k2[order]
     new = np.ones(n, bool)
     new[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    idx = np.arange(n)
+    start = np.maximum.accumulate(np.where(new, idx, 0))
+    out = np.empty(n, np.int64)
+    out[order] = idx - start
+    return out
+
+
+def _ordinals_in_order(key) -> np.ndarray:
+    """Position of each row among the rows with the same key, rows in position order (what
+    :func:`_ordinals` gives for ascending positions, with one stable sort: the rows of a
+    trace come grouped by rank, runs a merge sort takes in near-linear time)."""
+    n = len(key)
+    if not n:
+        return np.zeros(0, np.int64)
+    order = np.argsort(key, kind="stable")
+    a = key[order]
+    new = np.ones(n, bool)
+    new[1:] = a[1:] != a[:-1]
     idx = np.arange(n)
     start = np.maximum.accumulate(np.where(new, idx, 0))
     out = np.empty(n, np.int64)
@@ -430,6 +480,39 @@ def _stable_order(key: np.ndarray, minor: np.ndarray) -> np.ndarray:
     return np.lexsort((minor, key))
 
 
+def _match_sends(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos) -> np.ndarray:
+    """For each send, the receive it is paired with by :func:`_pair`'s rule (the j-th send
+    with a key takes the j-th receive with that key, in ``pos`` order), or -1. With the
+    compiled helper (``_match.c``) one hash of the keys, linear; otherwise two sorts."""
+    out = np.full(len(s_k1), -1, np.int64)
+    if not len(s_k1) or not len(r_k1):
+        return out
+    lib = _kernel.match()
+    if lib is not None and _ascending(s_pos) and _ascending(r_pos):
+        sk1, sk2, rk1, rk2 = (np.ascontiguousarray(a, np.int64) for a in (s_k1, s_k2, r_k1, r_k2))
+        scratch = np.empty(len(rk1), np.int64)
+        if lib.sigex_pair(len(sk1), sk1.ctypes.data, sk2.ctypes.data, len(rk1), rk1.ctypes.data,
+                          rk2.ctypes.data, out.ctypes.data, scratch.ctypes.data) == 0:
+            return out
+        out[:] = -1
+    si, ri = _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos)
+    out[si] = ri
+    return out
+
+
+def _ascending(a: np.ndarray) -> bool:
+    return bool(len(a) < 2 or np.all(a[1:] > a[:-1]))
+
+
+def _run_order(key: np.ndarray, P: int) -> np.ndarray:
+    """The stable order of ``key`` (ties in row order) when its rows come as a few sorted
+    runs per rank: numpy's stable sort merges runs (timsort), linear in the rows per run
+    level; with few rows per rank, one combined-key sort (:func:`_stable_order`) is faster."""
+    if len(key) > 64 * max(P, 1):
+        return np.argsort(key, kind="stable")
+    return _stable_order(key, np.arange(len(key)))
+
+
 def _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos):
     """Match sends and receives with equal keys by ordinal: returns index pairs.
 
@@ -467,11 +550,23 @@ def _unused(n: int, used: np.ndarray) -> np.ndarray:
 
 def _csr(owners: list[np.ndarray], values: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
     """CSR of the (owner, value) pairs of every group in turn, each owner's values in input
-    order (a stable sort by owner)."""
+    order (a stable sort by owner: a counting sort in ``_match.c``, else numpy's)."""
     owner = np.concatenate(owners) if owners else np.zeros(0, np.int64)
+    value = np.concatenate(values).astype(np.int64, copy=False) if values else owner
+    lib = _kernel.match()
+    if lib is not None:
+        owner = np.ascontiguousarray(owner, np.int64)
+        value = np.ascontiguousarray(value, np.int64)
+        offsets = np.empty(n + 1, np.int64)
+        out = np.empty(len(owner), np.int64)
+        lib.sigex_csr(len(owner), owner.ctypes.data, value.ctypes.data, n, offsets.ctypes.data,
+                      out.ctypes.data)
+        return offsets, out
     offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))]).astype(np.int64)
-    order = _stable_order(owner, np.arange(len(owner)))
-    return offsets, np.concatenate(values)[order].astype(np.int64) if values else owner
+    # the groups' owners are each sorted (blocking calls, waits in trace order): a merge sort
+    # of a few runs, near-linear
+    order = np.argsort(owner, kind="stable")
+    return offsets, value[order]
 
 
 def _expand_starts(cols, comp, phase, lists, rank_offsets):
@@ -568,91 +663,124 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     c_peer = np.asarray(completions.get("peer", np.full(nc, -1)), np.int64)
     c_tag = np.asarray(completions.get("tag", np.full(nc, -1)), np.int64)
     c_ev = np.full(nc, -1, np.int64)
+    lib = _kernel.match()
     if E and nc:
-        span = int(max(seq.max(), c_seq.max())) + 1
-        key = rank * span + seq
-        i = np.minimum(np.searchsorted(key, c_rank * span + c_seq), E - 1)
-        hit = (key[i] == c_rank * span + c_seq) & WAITS[act[i]] & (c_req >= 0)
+        if lib is not None:  # a binary search in the rank's events
+            i = np.empty(nc, np.int64)
+            # (every array handed to C contiguous: a trace's columns may be strided views)
+            q_rank, q_seq, offs, ev_seq = (np.ascontiguousarray(a, np.int64)
+                                           for a in (c_rank, c_seq, rank_offsets, seq))
+            lib.sigex_find_events(nc, q_rank.ctypes.data, q_seq.ctypes.data, P, offs.ctypes.data,
+                                  ev_seq.ctypes.data, i.ctypes.data)
+            hit = (i >= 0) & WAITS[act[np.maximum(i, 0)]] & (c_req >= 0)
+        else:
+            span = int(max(seq.max(), c_seq.max())) + 1
+            key = rank * span + seq
+            i = np.minimum(np.searchsorted(key, c_rank * span + c_seq), E - 1)
+            hit = (key[i] == c_rank * span + c_seq) & WAITS[act[i]] & (c_req >= 0)
         c_ev[hit] = i[hit]
-    is_post = (req >= 0) & (SEND_POST[act] | RECV_POST[act] | COLLECTIVE[act] | RMA[act]) \
-        & ~BLOCKING_P2P[act] & ~BLOCKING_COLLECTIVE[act]
-    post_idx = np.flatnonzero(is_post)
-    rmax = int(max(req.max() if E else 0, c_req.max() if nc else 0)) + 2
     live = c_ev >= 0
-    found = _lookup(rank[post_idx] * rmax + req[post_idx] + 1, post_idx,
-                    c_rank[live] * rmax + c_req[live] + 1, c_ev[live], side="before")
     c_creator = np.full(nc, -1, np.int64)
-    c_creator[np.flatnonzero(live)[found >= 0]] = post_idx[found[found >= 0]]
+    if live.any():
+        post_idx = np.flatnonzero((req >= 0) & _POSTS[act])
+        rmax = int(max(req.max() if E else 0, c_req.max() if nc else 0)) + 2
+        found = _latest_before(rank[post_idx] * rmax + req[post_idx] + 1, post_idx,
+                               c_rank[live] * rmax + c_req[live] + 1, c_ev[live])
+        c_creator[np.flatnonzero(live)[found >= 0]] = post_idx[found[found >= 0]]
     done = c_creator >= 0
-    # the actual source and tag of nonblocking receives, from their completion
-    comp_peer = np.full(E, -1, np.int64)
-    comp_tag = np.full(E, -1, np.int64)
-    comp_peer[c_creator[done]] = c_peer[done]
-    comp_tag[c_creator[done]] = c_tag[done]
+    # the actual source and tag of nonblocking receives, from their completion (int32 where
+    # the values fit, as they do in a trace: E-long columns of fresh memory cost page faults
+    # on a first build); none if no request was completed
+    comp_peer = comp_tag = None
+    if done.any():
+        vals = np.concatenate([c_peer[done], c_tag[done]])
+        small = np.int32 if np.iinfo(np.int32).min <= vals.min() and \
+            vals.max() <= np.iinfo(np.int32).max else np.int64
+        comp_peer = np.full(E, -1, small)
+        comp_tag = np.full(E, -1, small)
+        comp_peer[c_creator[done]] = c_peer[done]
+        comp_tag[c_creator[done]] = c_tag[done]
 
     # ---- point-to-point messages ------------------------------------------------------
     # a send whose completion says it was cancelled (peer MPI_PROC_NULL) sent nothing;
     # a cancelled receive is dropped below through its completed source
-    s_ev = np.flatnonzero(SEND_POST[act] & (peer >= 0) & (comp_peer != PEER_NULL))
-    s_src, s_dst = rank[s_ev], peer[s_ev].astype(np.int64)
-    s_comm, s_tag = comm[s_ev].astype(np.int64), tag[s_ev].astype(np.int64)
-    r_ev = np.flatnonzero(RECV_POST[act])
-    a = act[r_ev]
-    both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
-    r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev]).astype(np.int64)
-    nb = NONBLOCKING_RECV[a]
-    r_src = np.where(nb & ((comp_peer[r_ev] >= 0) | (comp_peer[r_ev] == PEER_NULL)),
-                     comp_peer[r_ev], r_src)
-    # the receive tag of Sendrecv is not recorded: assume the usual idiom (every rank runs the
-    # same call, so the tag it receives is the tag it sends); left-overs match on (src, comm)
-    r_tag = np.where(nb & (comp_tag[r_ev] >= 0), comp_tag[r_ev],
-                     np.where(both & nb, -1, tag[r_ev])).astype(np.int64)
-    keep = r_src != PEER_NULL
-    r_ev, r_src, r_tag = r_ev[keep], r_src[keep], r_tag[keep]
-    r_dst, r_comm = rank[r_ev], comm[r_ev].astype(np.int64)
+    sending = SEND_POST[act] & (peer >= 0)
+    if comp_peer is not None:
+        sending &= comp_peer != PEER_NULL
+    if not sending.any() and not RECV_POST[act].any() and not RMA[act].any():
+        # no point-to-point operation (a trace of collectives): no message
+        msg_send_event = msg_recv_event = msg_src = msg_dst = msg_bytes = msg_mode = \
+            np.zeros(0, np.int64)
+    else:
+        s_ev = np.flatnonzero(sending)
+        s_src, s_dst = rank[s_ev], peer[s_ev].astype(np.int64)
+        s_comm, s_tag = comm[s_ev].astype(np.int64), tag[s_ev].astype(np.int64)
+        r_ev = np.flatnonzero(RECV_POST[act])
+        a = act[r_ev]
+        both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
+        r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev]).astype(np.int64)
+        nb = NONBLOCKING_RECV[a]
+        if comp_peer is not None:
+            cp, ct = comp_peer[r_ev], comp_tag[r_ev]
+            r_src = np.where(nb & ((cp >= 0) | (cp == PEER_NULL)), cp, r_src)
+            # the receive tag of Sendrecv is not recorded: assume the usual idiom (every rank runs
+            # the same call, so the tag it receives is the tag it sends); left-overs match on
+            # (src, comm)
+            r_tag = np.where(nb & (ct >= 0), ct, np.where(both & nb, -1, tag[r_ev])).astype(np.int64)
+        else:
+            r_tag = np.where(both & nb, -1, tag[r_ev]).astype(np.int64)
+        keep = r_src != PEER_NULL
+        r_ev, r_src, r_tag = r_ev[keep], r_src[keep], r_tag[keep]
+        r_dst, r_comm = rank[r_ev], comm[r_ev].astype(np.int64)
 
-    def k1(src, dst):
-        return src * (P + 1) + dst
+        def k1(src, dst):
+            return src * (P + 1) + dst
 
-    def k2(c, t):
-        return (c + 1) * (1 << 32) + (t & 0xFFFFFFFF)
+        def k2(c, t):
+            return (c + 1) * (1 << 32) + (t & 0xFFFFFFFF)
 
-    known = np.flatnonzero((r_src >= 0) & (r_tag >= 0))
-    si, ri = _pair(k1(s_src, s_dst), k2(s_comm, s_tag), s_ev,
-                   k1(r_src[known], r_dst[known]), k2(r_comm[known], r_tag[known]), r_ev[known])
-    ri = known[ri]
-    # receives whose tag is unknown, or whose assumed tag matched nothing, take the
-    # left-over sends in order, on (src, dst, comm)
-    s_left = _unused(len(s_ev), si)
-    r_left = np.flatnonzero((r_src >= 0) & _unused_mask(len(r_ev), ri))
-    r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV[act[r_ev[r_left]]]]
-    si2, ri2 = _pair(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
-                     k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
-    si = np.concatenate([si, s_left[si2]])
-    ri = np.concatenate([ri, r_left[ri2]])
-    s_un = _unused(len(s_ev), si)
-    r_un = _unused(len(r_ev), ri)
-    rma = np.flatnonzero(RMA[act] & (peer >= 0))  # transfers no receive matches
-    msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], rma, np.full(len(r_un), -1, np.int64)])
-    msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un) + len(rma), -1, np.int64),
-                                     r_ev[r_un]])
-    msg_src = np.concatenate([s_src[si], s_src[s_un], rank[rma], r_src[r_un]])
-    msg_dst = np.concatenate([s_dst[si], s_dst[s_un], peer[rma].astype(np.int64), r_dst[r_un]])
-    msg_bytes = np.concatenate([cols["bytes"][s_ev[si]], cols["bytes"][s_ev[s_un]],
-                                cols["bytes"][rma] + cols["recv_bytes"][rma],
-                                cols["recv_bytes"][r_ev[r_un]]])
-    # number messages "time-major": by the position of the posting event within its
-    # rank, then by rank, so that the messages a replay step touches lie together
-    first = np.where(msg_send_event >= 0, msg_send_event, msg_recv_event)
-    owner = rank[first]
-    order = _stable_order((first - rank_offsets[owner]) * (P + 1) + owner,
-                          np.arange(len(first)))
-    msg_send_event, msg_recv_event = msg_send_event[order], msg_recv_event[order]
-    msg_src, msg_dst, msg_bytes = msg_src[order], msg_dst[order], msg_bytes[order]
-    sact = act[np.maximum(msg_send_event, 0)]
-    msg_mode = np.where(msg_send_event < 0, MODE_STANDARD,
-                        np.where(SYNC_SEND[sact], MODE_SYNC,
-                                 np.where(BUFFERED_SEND[sact], MODE_BUFFERED, MODE_STANDARD)))
+        known = np.flatnonzero((r_src >= 0) & (r_tag >= 0))
+        # by_send[i]: the receive (index into r_ev) send i is matched with, or -1
+        by_send = _match_sends(k1(s_src, s_dst), k2(s_comm, s_tag), s_ev,
+                               k1(r_src[known], r_dst[known]), k2(r_comm[known], r_tag[known]),
+                               r_ev[known])
+        hit = by_send >= 0
+        by_send[hit] = known[by_send[hit]]
+        # receives whose tag is unknown, or whose assumed tag matched nothing, take the
+        # left-over sends in order, on (src, dst, comm)
+        s_left = np.flatnonzero(~hit)
+        r_left = np.flatnonzero((r_src >= 0) & _unused_mask(len(r_ev), by_send[hit]))
+        r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV[act[r_ev[r_left]]]]
+        if len(s_left) and len(r_left):
+            m2 = _match_sends(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
+                              k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
+            by_send[s_left] = np.where(m2 >= 0, r_left[np.maximum(m2, 0)], -1)
+        # the matched pairs in send order: the messages numbered below then come as a few runs
+        # sorted by position within each rank, which a merge sort takes in near-linear time
+        si = np.flatnonzero(by_send >= 0)
+        ri = by_send[si]
+        s_un = np.flatnonzero(by_send < 0)
+        r_un = _unused(len(r_ev), ri)
+        rma = np.flatnonzero(RMA[act] & (peer >= 0))  # transfers no receive matches
+        msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], rma, np.full(len(r_un), -1, np.int64)])
+        msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un) + len(rma), -1, np.int64),
+                                         r_ev[r_un]])
+        msg_src = np.concatenate([s_src[si], s_src[s_un], rank[rma], r_src[r_un]])
+        msg_dst = np.concatenate([s_dst[si], s_dst[s_un], peer[rma].astype(np.int64), r_dst[r_un]])
+        msg_bytes = np.concatenate([cols["bytes"][s_ev[si]], cols["bytes"][s_ev[s_un]],
+                                    cols["bytes"][rma] + cols["recv_bytes"][rma],
+                                    cols["recv_bytes"][r_ev[r_un]]])
+        # number messages "time-major": by the position of the posting event within its
+        # rank, then by rank, so that the messages a replay step touches lie together
+        first = np.where(msg_send_event >= 0, msg_send_event, msg_recv_event)
+        owner = rank[first]
+        order = _run_order((first - rank_offsets[owner]) * (P + 1) + owner, P)
+        msg_send_event, msg_recv_event = msg_send_event[order], msg_recv_event[order]
+        msg_src, msg_dst, msg_bytes = msg_src[order], msg_dst[order], msg_bytes[order]
+        sact = act[np.maximum(msg_send_event, 0)]
+        msg_mode = np.where(msg_send_event < 0, MODE_STANDARD,
+                            np.where(SYNC_SEND[sact], MODE_SYNC,
+                                     np.where(BUFFERED_SEND[sact], MODE_BUFFERED, MODE_STANDARD)))
     M = len(msg_src)
     send_msg = np.full(E, -1, np.int64)
     recv_msg = np.full(E, -1, np.int64)
@@ -777,11 +905,21 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
     mkey = m_comm * (P + 1) + members
     morder = np.argsort(mkey, kind="stable")
     mkey_sorted = mkey[morder]
+    # (communicator, world rank) -> local rank: an array over every pair where that is small
+    # and each pair is one member (a gather per query), else a search in the sorted pairs
+    dense = None
+    if n_comms * (P + 1) <= max(1 << 20, 4 * len(members)) and \
+            not np.any(mkey_sorted[1:] == mkey_sorted[:-1]):
+        dense = np.full(n_comms * (P + 1), -1, np.int64)
+        dense[mkey] = m_local
 
     def local_of(c, world):
         if not len(mkey_sorted):
             return np.full(len(c), -1, np.int64)
         q = c * (P + 1) + world
+        if dense is not None:
+            ok = (q >= 0) & (q < len(dense))
+            return np.where(ok, dense[np.where(ok, q, 0)], -1)
         i = np.minimum(np.searchsorted(mkey_sorted, q), len(mkey_sorted) - 1)
         return np.where(mkey_sorted[i] == q, m_local[morder[i]], -1)
 
@@ -795,7 +933,9 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
         e = int(ce[np.flatnonzero(np.asarray(comms.inter, bool)[c_comm])[0]])
         raise TraceFormatError(f"{name}: rank {rank[e]} seq {seq[e]} ({OPS[op[e]]}): collectives "
                                "on intercommunicators are not replayed yet")
-    ordinal = _ordinals(c_comm, rank[ce], ce)
+    # the k-th call of a rank on a communicator, in event order (ce ascends: a stable sort of
+    # the combined key is the lexsort of _ordinals)
+    ordinal = _ordinals_in_order(c_comm * (P + 1) + rank[ce])
     width = int(ordinal.max()) + 1 if len(ce) else 1
     ukeys, inst = np.unique(c_comm * width + ordinal, return_inverse=True)
     inst = inst.reshape(-1)

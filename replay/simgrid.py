@@ -14,7 +14,12 @@ SimGrid's headers but not its sources).
   ``t_comp x flops_per_second`` (the platform's host speed).
 * :func:`import_ti` reads such traces (SimGrid's or ours) into a
   :class:`signature.Trace` with ``work_mode = "flops"``: a burst's ``t_comp``
-  is its flops over the given host speed.
+  is its flops over the given host speed. A compiled reader (``_tiparse.c``,
+  built with ``cc`` on first use like the replay kernel) parses each rank file
+  in one pass straight into the trace's columns; a file with an action it
+  leaves to Python (v-collectives, ``reducescatter``, ``Start``, ``comm_*``),
+  a number it does not parse strictly, or an error is read line by line by
+  ``_TIReader``, the reference whose result (or error) it equals.
 * :func:`datatype_table` gives the byte size of each datatype code, read from
   the installed SimGrid (or :data:`SIMGRID_DATATYPES`, SimGrid 3.32's table).
 * :func:`platform_xml` and :func:`smpi_config` describe a
@@ -108,6 +113,7 @@ operation and root are imported as MPI_COMM_WORLD's.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import json
@@ -919,6 +925,285 @@ def import_ti(index: str | Path, *, host_speed: float = HOST_SPEED,
     (4, 'flops')
     """
     index = Path(index)
+    files = _rank_files(index)
+    sizes, source = datatype_table()
+    columns = _read_ranks(index, files, host_speed, sizes, source)
+    return _assemble(index, columns, files, host_speed, source, grid=grid, clock=clock, app=app,
+                     workload=workload)
+
+
+def _rank_files(index: Path) -> list[Path]:
+    if not index.exists():
+        raise TraceFormatError(f"{index}: no such SimGrid trace index")
+    files = [Path(x.strip()) for x in index.read_text().splitlines() if x.strip()]
+    return [f if f.is_absolute() else index.parent / f for f in files]
+
+
+#: Dtypes of the imported event columns.
+_TI_DTYPES = {"rank": np.int32, "seq": np.int64, "op": np.uint8, "peer": np.int32,
+              "recv_peer": np.int32, "root": np.int32, "tag": np.int32, "comm": np.int32,
+              "aux": np.int32, "bytes": np.int64, "recv_bytes": np.int64, "req": np.int64,
+              "t_comp": np.float64}
+#: The sigex op of each action of ``_tiparse.c`` (its enum order).
+_TIPARSE_OPS = ("Init", "Finalize", "Send", "Isend", "Ssend", "Issend", "Bsend", "Ibsend", "Recv",
+                "Irecv", "Sendrecv", "Wait", "Test", "Waitall", "Waitany", "Testall", "Testany",
+                "Testsome", "Barrier", "Bcast", "Reduce", "Allreduce", "Scan", "Exscan", "Alltoall",
+                "Allgather", "Gather", "Scatter")
+_TIPARSE_OPS += tuple("I" + n[0].lower() + n[1:] for n in _TIPARSE_OPS[-10:])
+
+
+#: The arrays of ``ti_file``, in its order.
+_TIPARSE_ARRAYS = ("op", "peer", "recv_peer", "root", "tag", "comm", "aux", "seq", "bytes",
+                   "recv_bytes", "req", "line", "t_comp", "c_wait", "c_req", "c_post", "wild", "pend")
+
+
+class _TIFile(ctypes.Structure):
+    """``ti_file`` of ``_tiparse.c``: one rank file's bytes in, its columns out."""
+
+    _fields_ = [("buf", ctypes.c_void_p), ("len", ctypes.c_int64), ("rank", ctypes.c_int64),
+                ("P", ctypes.c_int64), ("cap", ctypes.c_int64), ("n_sizes", ctypes.c_int64),
+                ("host_speed", ctypes.c_double), ("sizes", ctypes.c_void_p),
+                ("opcode", ctypes.c_void_p)] + [
+        (n, ctypes.c_void_p) for n in _TIPARSE_ARRAYS] + [
+        (n, ctypes.c_int64) for n in ("n_events", "n_completions", "n_wild", "fail_line")]
+
+
+def _read_ranks(index: Path, files: list[Path], host_speed: float, sizes: dict, source: str) -> dict:
+    """Every rank file's events, in rank order, in one set of columns (no per-file copies):
+    the event columns less ``rank``, ``line`` (of each event in its file), ``counts`` (events
+    per rank), ``comp`` (completions: rank, wait event, request, posting event; event indices
+    of the whole trace), ``wild`` (receives from MPI_UNDEFINED) and ``lists`` (tuples of the
+    Python reader).
+
+    ``_tiparse.c`` reads a file in one pass when it can; a file it gives up on (an action it
+    leaves to Python, or any error) is read by :class:`_TIReader`, which imports it or raises
+    the error naming the file and line. ``reader`` says which read each file."""
+    from . import _kernel
+
+    P = len(files)
+    lib = _kernel.tiparse()
+    data = []
+    for f in files:  # a missing file is reported when its turn comes, after the earlier files
+        if not f.exists():
+            break
+        data.append(f.read_bytes())
+    caps = [d.count(b"\n") + 1 for d in data]
+    cap = sum(caps)
+    cols = {c: np.empty(cap, _TI_DTYPES[c]) for c in _TI_DTYPES if c != "rank"}
+    line = np.empty(cap, np.int64)
+    comp_parts, wild_parts, lists, counts, readers = [], [], [], [], []
+    if lib is not None:
+        table = np.full(max(sizes) + 1 if sizes else 1, -1, np.int64)
+        for code, (_, size) in sizes.items():
+            if code >= 0:
+                table[code] = size
+        opcode = np.array([OP_CODE[n] for n in _TIPARSE_OPS], np.int64)
+        most = max(caps, default=1)
+        scratch = {n: np.empty(most, np.int64) for n in ("c_wait", "c_req", "c_post", "wild")}
+        scratch["pend"] = np.empty(6 * most, np.int64)
+    at = 0
+    for r, f in enumerate(files):
+        if r == len(data):
+            raise TraceFormatError(f"{index}: rank file {f} is missing")
+        if lib is not None:
+            buf = np.frombuffer(data[r], np.uint8) if data[r] else np.zeros(1, np.uint8)
+            arrays = {**{c: v[at:] for c, v in cols.items()}, "line": line[at:], **scratch}
+            F = _TIFile(buf.ctypes.data, len(data[r]), r, P, caps[r], len(table), float(host_speed),
+                        table.ctypes.data, opcode.ctypes.data,
+                        *(arrays[n].ctypes.data for n in _TIPARSE_ARRAYS))
+            if lib.sigex_ti_parse(ctypes.byref(F)) == 0:
+                n, nc = F.n_events, F.n_completions
+                comp_parts.append(np.stack([np.full(nc, r, np.int64), scratch["c_wait"][:nc] + at,
+                                            scratch["c_req"][:nc], scratch["c_post"][:nc] + at], 1))
+                wild_parts.append(scratch["wild"][:F.n_wild] + at)
+                counts.append(n)
+                readers.append("c")
+                at += n
+                data[r] = b""
+                continue
+        reader = _TIReader(P, host_speed, sizes, source)
+        reader.read(r, f)
+        n = len(reader.line)
+        data[r] = b""
+        for c, v in reader.cols.items():
+            if c != "rank":
+                cols[c][at:at + n] = np.asarray(v, _TI_DTYPES[c])
+        line[at:at + n] = reader.line
+        comp = np.asarray(reader.completions, np.int64).reshape(-1, 4)
+        comp[:, 1] += at
+        comp[:, 3] += at
+        comp_parts.append(comp)
+        wild_parts.append(np.asarray(reader.wild, np.int64) + at)
+        lists += reader.lists
+        counts.append(n)
+        readers.append("python")
+        at += n
+    return {"cols": {c: v[:at] for c, v in cols.items()}, "line": line[:at], "counts": counts,
+            "comp": np.concatenate(comp_parts) if comp_parts else np.zeros((0, 4), np.int64),
+            "wild": np.concatenate(wild_parts) if wild_parts else np.zeros(0, np.int64),
+            "lists": lists, "reader": readers}
+
+
+def _assemble(index: Path, read: dict, files: list[Path], host_speed: float, source: str,
+              *, grid, clock, app, workload) -> Trace:
+    """The trace of the rank files read by :func:`_read_ranks`: wildcard receives resolved,
+    collectives checked across ranks, completions and lists in sigex's tables."""
+    P = len(files)
+    counts = read["counts"]
+    off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    events = {"rank": np.repeat(np.arange(P, dtype=np.int32), counts), **read["cols"]}
+    line = read["line"]
+
+    def where(e: int) -> str:
+        return f"{files[int(events['rank'][e])]}:{int(line[e])}"
+
+    _resolve_wildcards(events, read["wild"], where)
+    _check_collectives(events, P, where)
+    events = {c: events[c] for c in _TI_DTYPES}
+    events["t_cpu"] = events["t_comp"].copy()
+    comp = read["comp"]
+    post = comp[:, 3]
+    is_recv = np.isin(events["op"][post], [OP_CODE[o] for o in _RECV_OPS])
+    completions = {"rank": comp[:, 0].astype(np.int32), "seq": events["seq"][comp[:, 1]],
+                   "req": comp[:, 2].copy(),
+                   "bytes": np.where(is_recv & (events["peer"][post] >= 0), events["recv_bytes"][post], 0),
+                   "peer": np.where(is_recv, events["peer"][post], -1).astype(np.int32),
+                   "tag": events["tag"][post].astype(np.int32)}
+    all_lists = read["lists"]
+    values = [v for *_, per in all_lists for v in per]
+    lengths = np.array([len(per) for *_, per in all_lists], np.int64)
+    lists = {"rank": np.array([x[0] for x in all_lists], np.int64),
+             "seq": np.array([x[1] for x in all_lists], np.int64),
+             "kind": np.array([x[2] for x in all_lists], np.int64),
+             "start": np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64),
+             "length": lengths, "values": np.asarray(values, np.int64)}
+    meta = {"nprocs": P, "complete": True, "work_mode": "flops", "trace_kind": "captured",
+            "app": app or index.parent.name, "source": f"SimGrid TI trace {index}",
+            "host_speed": host_speed, "datatypes": source}
+    if workload is not None:
+        meta["workload_label"], meta["workload_value"] = str(workload[0]), str(workload[1])
+    comms = CommTable.world_only(P)
+    if grid is not None:
+        dims, periods = tuple(int(d) for d in grid[0]), tuple(bool(p) for p in grid[1])
+        if int(np.prod(dims)) != P or len(periods) != len(dims):
+            raise TraceFormatError(f"{index}: grid {dims} (periods {periods}) does not hold the "
+                                   f"trace's {P} ranks")
+        comms = CommTable(size=np.array([P, P], np.int32), inter=np.zeros(2, bool),
+                          member_offsets=np.array([0, P, 2 * P], np.int64),
+                          members=np.tile(np.arange(P, dtype=np.int32), 2),
+                          cart_offsets=np.array([0, 0, len(dims)], np.int64),
+                          cart_dims=np.array(dims, np.int32), cart_periods=np.array(periods, bool))
+        events["comm"] = np.where(events["comm"] == 0, 1, events["comm"]).astype(np.int32)
+    trace = Trace(meta=meta, events=events, rank_offsets=np.asarray(off, np.int64),
+                  completions=completions, lists=lists, comms=comms, path=index)
+    trace.validate()
+    if clock is not None:
+        _stamp(trace, clock)
+    return trace
+
+
+def _resolve_wildcards(c: dict[str, np.ndarray], wild: np.ndarray, where) -> None:
+    """:meth:`_TIReader.resolve_wildcards` over the assembled columns (in place): the
+    sends and named receives are counted with whole-column operations, the rest is the
+    same per destination."""
+    if not len(wild):
+        return
+    sendrecv = OP_CODE["Sendrecv"]
+    op, rank, peer = c["op"], c["rank"], c["peer"]
+    is_sr = op == sendrecv
+    tag = np.where(is_sr, -1, c["tag"]).astype(np.int64)
+    dsts = np.unique(rank[wild])
+    send_ops = np.isin(op, [OP_CODE[n] for n in _SEND_OPS]) | is_sr
+    s = np.flatnonzero(send_ops & (peer >= 0) & np.isin(peer, dsts))
+    sends: dict[int, dict[tuple[int, int], int]] = {}
+    if len(s):
+        keys, n = np.unique(np.stack([peer[s].astype(np.int64), rank[s].astype(np.int64), tag[s]]),
+                            axis=1, return_counts=True)
+        for d, src, t, k in zip(*keys.tolist(), n.tolist()):
+            sends.setdefault(d, {})[(src, t)] = k
+    src_col = np.where(is_sr, c["recv_peer"], peer)
+    recv_ops = np.isin(op, [OP_CODE[n] for n in _RECV_OPS]) | is_sr
+    q = np.flatnonzero(recv_ops & (src_col >= 0) & np.isin(rank, dsts))
+    named: dict[int, list[tuple[int, int]]] = {}
+    for d, src, t in zip(rank[q].tolist(), src_col[q].tolist(), tag[q].tolist()):
+        named.setdefault(d, []).append((src, t))
+    w_rank, w_op, w_tag = rank[wild].tolist(), op[wild].tolist(), c["tag"][wild].tolist()
+    by_dst: dict[int, list[int]] = {}
+    for i, d in enumerate(w_rank):
+        by_dst.setdefault(d, []).append(i)
+    for d, events in by_dst.items():
+        left = dict(sends.get(d, {}))
+        wild_tags = {w_tag[i] for i in events}
+        tags_known = True
+        for s_, t in sorted(named.get(d, []), key=lambda x: x[1] < 0):
+            order = [(s_, t), (s_, -1)] if t >= 0 else (
+                [(s_, -1)] + sorted((k for k, n in left.items() if k[0] == s_ and n > 0),
+                                    key=lambda k: (k[1] in wild_tags, k[1])))
+            for k in order:
+                if left.get(k, 0) > 0:
+                    left[k] -= 1
+                    tags_known &= not (t < 0 and k[1] in wild_tags)
+                    break
+        left = {k: n for k, n in left.items() if n > 0}
+        src = _one_source({k[0] for k in left}, sum(left.values()), len(events))
+        if src is not None:
+            assign = {i: src for i in events}
+        elif (tags_known and all(k[1] >= 0 for k in left)
+              and all(w_op[i] != sendrecv and w_tag[i] >= 0 for i in events)):
+            assign = {}
+            for t in {w_tag[i] for i in events}:
+                group = [i for i in events if w_tag[i] == t]
+                mine = {k: n for k, n in left.items() if k[1] == t}
+                one = _one_source({k[0] for k in mine}, sum(mine.values()), len(group))
+                if one is None:
+                    break
+                assign.update(dict.fromkeys(group, one))
+        else:
+            assign = {}
+        if len(assign) != len(events):
+            raise TraceFormatError(
+                f"{where(int(wild[events[0]]))}: receive from MPI_ANY_SOURCE or MPI_PROC_NULL "
+                f"(SimGrid writes -333 for both): rank {d} has {len(events)} such receives and "
+                f"{sum(left.values())} sends from ranks {sorted({k[0] for k in left})} that no "
+                "other receive takes; the TI trace does not record which receive got which")
+        for i, src in assign.items():
+            c["recv_peer" if w_op[i] == sendrecv else "peer"][int(wild[i])] = src
+
+
+def _check_collectives(c: dict[str, np.ndarray], P: int, where) -> None:
+    """:meth:`_TIReader.check_collectives` over the assembled columns: every rank's
+    collectives compared with rank 0's in one pass per rank."""
+    op, root = c["op"], c["root"]
+    ce = np.flatnonzero(np.isin(op, [OP_CODE[n] for n in _COLLECTIVE_NAMES]))
+    bounds = np.searchsorted(c["rank"][ce], np.arange(P + 1))
+    first = ce[bounds[0]:bounds[1]]
+    for r in range(1, P):
+        mine = ce[bounds[r]:bounds[r + 1]]
+        m = min(len(mine), len(first))
+        bad = np.flatnonzero((op[first[:m]] != op[mine[:m]]) | (root[first[:m]] != root[mine[:m]]))
+        if bad.size:
+            k = int(bad[0])
+            e0, e = int(first[k]), int(mine[k])
+            raise TraceFormatError(
+                f"{where(e)}: collective {k} of rank {r} is {OPS[op[e]]} (root "
+                f"{int(root[e])}) but rank 0's is {OPS[op[e0]]} (root {int(root[e0])}) at "
+                f"{where(e0)}. SimGrid's TI trace records no communicator: collectives on "
+                "sub-communicators (MPI_Comm_split, MPI_Cart_sub) cannot be imported")
+        if len(mine) != len(first):
+            e = int((mine if len(mine) > len(first) else first)[m])
+            raise TraceFormatError(
+                f"{where(e)}: rank {r} calls {len(mine)} collectives and rank 0 "
+                f"{len(first)}. SimGrid's TI trace records no communicator: collectives on "
+                "sub-communicators (MPI_Comm_split, MPI_Cart_sub) cannot be imported")
+
+
+def _import_ti_reference(index: str | Path, *, host_speed: float = HOST_SPEED,
+                         grid: tuple[tuple[int, ...], tuple[bool, ...]] | None = None,
+                         clock: Machine | None = None, app: str | None = None,
+                         workload: tuple[str, str] | None = None) -> Trace:
+    """:func:`import_ti` reading every line with :class:`_TIReader` (in Python, one line at
+    a time): the reference the bulk reader must equal, kept for the tests."""
+    index = Path(index)
     if not index.exists():
         raise TraceFormatError(f"{index}: no such SimGrid trace index")
     files = [Path(x.strip()) for x in index.read_text().splitlines() if x.strip()]
@@ -978,6 +1263,8 @@ def import_ti(index: str | Path, *, host_speed: float = HOST_SPEED,
     if clock is not None:
         _stamp(trace, clock)
     return trace
+
+
 
 
 def _stamp(trace: Trace, machine: Machine) -> None:

@@ -130,7 +130,40 @@ def _damaged(path: Path, err: BaseException) -> TraceFormatError:
                             "copy it again or re-run `sigex trace` to make it again")
 
 
-def _read_open(f: h5py.File, path: Path, allow_incomplete: bool):
+#: Event columns every read includes: :meth:`Trace.validate` checks them.
+_VALIDATED = ("rank", "seq", "op", "peer", "recv_peer", "root")
+
+
+def _wanted(columns, present) -> list[str]:
+    """The event columns to read: every column of the file, or those of ``columns`` (an
+    entry that is a tuple of names stands for the first of them the file has) and the
+    validated ones, in the file's column order."""
+    if columns is None:
+        return [c for c in EVENT_COLUMNS if c in present]
+    want = set(_VALIDATED)
+    for c in columns:
+        alternatives = (c,) if isinstance(c, str) else tuple(c)
+        have = [a for a in alternatives if a in present]
+        want.add(have[0] if have else alternatives[0])
+    return [c for c in EVENT_COLUMNS if c in want]
+
+
+def _read_dataset(group: h5py.Group, name: str) -> np.ndarray:
+    """A whole dataset through h5py's low-level interface: one open and one read into a new
+    array (the high-level ``group[name][()]`` costs as much again on small tables)."""
+    d = h5py.h5d.open(group.id, name.encode())
+    out = np.empty(d.shape, d.dtype)
+    if out.size:
+        d.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+    return out
+
+
+def _read_group(f: h5py.File, group: str, names) -> dict[str, np.ndarray]:
+    g = f[group]
+    return {n: _read_dataset(g, n) for n in names}
+
+
+def _read_open(f: h5py.File, path: Path, allow_incomplete: bool, columns=None):
     """The columns and metadata of an open trace file (read_trace turns every low-level
     failure into one TraceFormatError)."""
     fmt = _attr(f.attrs.get("format"))
@@ -153,24 +186,27 @@ def _read_open(f: h5py.File, path: Path, allow_incomplete: bool):
     try:
         names = json.loads(_attr(f["events"].attrs["op_names"]))
         regions = tuple(json.loads(_attr(f["events"].attrs.get("region_names", "[]"))))
-        events = {col: f["events"][col][()] for col in EVENT_COLUMNS if col in f["events"]}
+        present = set(f["events"].keys())
         optional = OPTIONAL_COLUMNS
         if meta.get("trace_kind") in ("logical", "physical"):  # generated, not run
             optional += RUN_ONLY_COLUMNS
-        missing = [c for c in EVENT_COLUMNS if c not in events and c not in optional]
+        wanted = _wanted(columns, present)
+        missing = [c for c in (EVENT_COLUMNS if columns is None else wanted)
+                   if c not in present and c not in optional]
         if missing:
             raise TraceFormatError(f"{path}: event columns missing: {', '.join(missing)}")
-        rank_offsets = f["index/rank_offsets"][()]
-        completions = {c: f["completions"][c][()] for c in COMPLETION_COLUMNS}
-        lists = {c: f["lists"][c][()] for c in _LIST_COLUMNS + ("values",)}
-        comms = CommTable(**{c: f["comms"][c][()] for c in _COMM_COLUMNS})
+        events = _read_group(f, "events", [c for c in wanted if c in present])
+        rank_offsets = _read_dataset(f["index"], "rank_offsets")
+        completions = _read_group(f, "completions", COMPLETION_COLUMNS)
+        lists = _read_group(f, "lists", _LIST_COLUMNS + ("values",))
+        comms = CommTable(**_read_group(f, "comms", _COMM_COLUMNS))
     except KeyError as err:
         raise TraceFormatError(f"{path}: damaged sigex trace, missing {err}; copy it again or re-run "
                                "`sigex trace`") from err
     return names, regions, meta, events, rank_offsets, completions, lists, comms
 
 
-def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
+def read_trace(path: str | Path, *, allow_incomplete: bool = False, columns=None) -> Trace:
     """Read a trace file written by sigex.
 
     Parameters
@@ -179,6 +215,11 @@ def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
     allow_incomplete : bool
         Accept a trace of a run that crashed or was killed (its events stop
         where each rank's tracer last flushed).
+    columns : sequence of str, optional
+        Read only these event columns (and those the validation checks: rank, seq, op,
+        peer, recv_peer, root); an entry that is a tuple of names reads the first of them
+        the file has. The replay needs :data:`replay.program.TRACE_COLUMNS` only, a third
+        to a half of a captured trace's bytes. Default: every column.
 
     Raises
     ------
@@ -195,6 +236,11 @@ def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
     (4, 'cpu-time')
     """
     path = Path(path)
+    if columns is not None:
+        unknown = [a for c in columns for a in ((c,) if isinstance(c, str) else c)
+                   if a not in EVENT_COLUMNS]
+        if unknown:
+            raise ValueError(f"unknown event columns {unknown}; known: {', '.join(EVENT_COLUMNS)}")
     if not path.exists():
         raise TraceFormatError(f"{path}: no such trace file")
     if path.is_dir():
@@ -207,7 +253,7 @@ def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
     try:
         with f:
             names, regions, meta, events, rank_offsets, completions, lists, comms = _read_open(
-                f, path, allow_incomplete)
+                f, path, allow_incomplete, columns)
     except TraceFormatError:
         raise
     except (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
@@ -233,9 +279,9 @@ def read_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
     return trace
 
 
-def load_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
+def load_trace(path: str | Path, *, allow_incomplete: bool = False, columns=None) -> Trace:
     """Load a trace into numpy arrays (the library entry point for ``sigex show``).
 
     Same as :meth:`Trace.from_hdf5`; see :func:`read_trace`.
     """
-    return read_trace(path, allow_incomplete=allow_incomplete)
+    return read_trace(path, allow_incomplete=allow_incomplete, columns=columns)

@@ -43,12 +43,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def run(opts: argparse.Namespace) -> int:
     from replay import Program, load, replay
+    from replay.program import CLI_COLUMNS
     from replay.unroll import unroll
     from replay.workers import running_under_mpi
     from signature.io import load_trace
 
     machine = load(opts.machine)  # a wrong profile is found before the trace is read
-    trace = load_trace(input_file(opts.trace))
+    # only the columns the Program is built from and the clock for the measured time (--full
+    # unrolls every column)
+    trace = load_trace(input_file(opts.trace), columns=None if opts.full else CLI_COLUMNS)
     if opts.full:
         trace = unroll(trace)
 

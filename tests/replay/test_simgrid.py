@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import TRACES
+from replay import _kernel, simgrid
 from replay.machine import LogGP, Machine
 from replay.simgrid import (HOST_SPEED, SIMGRID_DATATYPES, datatype_table, export_ti, import_ti,
                             platform_xml, replay_smpi, run_program)
@@ -21,6 +22,45 @@ needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None or shutil.whi
 
 PINGPONG = {0: ["0 init", "0 compute 1e6", "0 send 1 0 1000 6", "0 recv 1 0 1000 6", "0 finalize"],
             1: ["1 init", "1 recv 0 0 1000 6", "1 send 0 0 1000 6", "1 finalize"]}
+
+
+def assert_same_trace(a, b):
+    """Two imports are identical: every column, side table, offset and metadata."""
+    assert a.events.keys() == b.events.keys()
+    for k in a.events:
+        assert a.events[k].dtype == b.events[k].dtype, k
+        np.testing.assert_array_equal(a.events[k], b.events[k], err_msg=k)
+    for table in ("completions", "lists"):
+        x, y = getattr(a, table), getattr(b, table)
+        assert x.keys() == y.keys()
+        for k in x:
+            assert x[k].dtype == y[k].dtype, (table, k)
+            np.testing.assert_array_equal(x[k], y[k], err_msg=f"{table} {k}")
+    np.testing.assert_array_equal(a.rank_offsets, b.rank_offsets)
+    for k in ("size", "members", "cart_dims", "cart_periods"):
+        np.testing.assert_array_equal(getattr(a.comms, k), getattr(b.comms, k))
+    assert a.meta == b.meta
+
+
+@pytest.fixture(autouse=True)
+def import_checked_against_the_reference(monkeypatch):
+    """Every import of this module also runs the line-by-line Python reader (the reference the
+    bulk reader replaced) and must give the identical trace, or the identical error."""
+    fast = simgrid.import_ti
+
+    def checked(index, **kw):
+        try:
+            ref = simgrid._import_ti_reference(index, **kw)
+        except TraceFormatError as err:
+            with pytest.raises(TraceFormatError) as got:
+                fast(index, **kw)
+            assert str(got.value) == str(err)
+            raise
+        t = fast(index, **kw)
+        assert_same_trace(t, ref)
+        return t
+
+    monkeypatch.setitem(globals(), "import_ti", checked)
 
 
 def write_ti(tmp_path, ranks):
@@ -131,6 +171,56 @@ def test_wildcard_receives_get_the_only_possible_source(tmp_path):
     ev = t.rank_events(2)
     assert ev["peer"].tolist() == [-1, 0, 1, PEER_NULL, -1, -1, -1]
     assert t.completions["peer"].tolist() == [0, PEER_NULL] and t.completions["bytes"].tolist() == [16, 0]
+
+
+def test_bulk_reader_reads_requests_tests_and_collectives_as_the_reference(tmp_path):
+    """The compiled reader takes every line of these files (no Python fallback) and gives the
+    reference's columns: waits by key, tests settled by a short waitall or the end of the file,
+    waitAny, nonblocking collectives, sleeps, locations, MPI_PROC_NULL and wildcards."""
+    ranks = {r: [f"{r} init", f"{r} location foo.c 12", f"{r} compute 1.5e6", f"{r} sleep 0.25",
+                 f"{r} isend {1 - r} 3 10 0", f"{r} irecv {1 - r} 3 10 0", f"{r} test {r} {1 - r} 3",
+                 f"{r} wait {1 - r} {r} 3", f"{r} compute 7", f"{r} waitall 0",
+                 f"{r} ibcast 4 1 1", f"{r} isend -333 0 2 6",
+                 f"{r} wait {r} -333 0", f"{r} wait {r} {r} -2",
+                 f"{r} irecv -333 4 8 1", f"{r} send {1 - r} 4 8 1", f"{r} test -333 {r} 4",
+                 f"{r} testall", f"{r} igather 2 2 0 1 1", f"{r} scatter 1 1 1 0 0", f"{r} sendRecv 1 {1 - r} 1 {1 - r} 2 2",
+                 f"{r} Ssend {1 - r} 9 1 2", f"{r} recv {1 - r} -444 1 2", f"{r} waitall 1",
+                 f"{r} iallreduce 3 9 0", f"{r} waitAny 1", f"{r} reduce 2 5 0 7", f"{r} finalize", ""]
+             for r in range(2)}
+    index = write_ti(tmp_path, ranks)
+    files = simgrid._rank_files(index)
+    sizes, source = datatype_table()
+    if _kernel.tiparse() is not None:
+        assert simgrid._read_ranks(index, files, HOST_SPEED, sizes, source)["reader"] == ["c", "c"]
+    t = import_ti(index)
+    ev = t.rank_events(0)
+    assert OPS[ev["op"][-2]] == "Reduce" and t.completions["rank"].tolist().count(0) == 7
+
+
+def test_import_without_a_c_compiler_reads_every_file_in_python(tmp_path, monkeypatch):
+    """No compiled reader (no cc, or SIGEX_REPLAY_KERNEL=numpy): every file is read by the Python
+    reader into the same columns."""
+    index = write_ti(tmp_path, PINGPONG)
+    want = import_ti(index)
+    monkeypatch.setattr(_kernel, "tiparse", lambda: None)
+    files = simgrid._rank_files(index)
+    sizes, source = datatype_table()
+    assert simgrid._read_ranks(index, files, HOST_SPEED, sizes, source)["reader"] == ["python"] * 2
+    assert_same_trace(import_ti(index), want)
+
+
+@pytest.mark.parametrize("line", ["0 compute 1_000", "0 compute 0x10", "0 compute .5", "0 compute 5.",
+                                  "0 compute inf", "0 compute 1e400", "0 send 1 00 1 6",
+                                  "0 send 1 +0 1 6", "0 compute 1\r", "0 send 1 0 1 6 extra"])
+def test_numbers_and_bytes_the_bulk_reader_leaves_to_python(tmp_path, line):
+    """Whatever the compiled reader does not parse strictly is read by the Python reader:
+    the import is the reference's either way (checked by the autouse fixture)."""
+    ranks = {0: ["0 init", line, "0 send 1 0 1 6", "0 finalize"],
+             1: ["1 init", "1 recv 0 0 1 6", "1 recv 0 0 1 6", "1 finalize"]}
+    try:
+        import_ti(write_ti(tmp_path, ranks))
+    except TraceFormatError:
+        pass  # the same error from both readers (the fixture compared them)
 
 
 def test_reduce_scatter_block_as_simgrid_writes_it(tmp_path):

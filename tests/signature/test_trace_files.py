@@ -162,3 +162,21 @@ def test_init_and_finalize_frame_every_rank(run_traced):
         assert ev["op"][0] == OP_CODE["Init"] and ev["op"][-1] == OP_CODE["Finalize"]
         np.testing.assert_array_equal(ev["seq"], np.arange(len(ev["seq"])))
         assert np.all(np.diff(ev["t_start"]) > 0)
+
+
+@pytest.mark.parametrize("app", ["stencil", "cg", "fft2d"])
+def test_reading_some_columns_gives_those_of_the_full_read(app):
+    """``columns=`` reads the named event columns (a tuple: the first one the file has) and the
+    validated ones, each equal to the full read's, and leaves the others out; side tables whole."""
+    from conftest import TRACES
+    path = TRACES / app / "P16.h5"
+    full = load_trace(path)
+    part = load_trace(path, columns=["tag", ("instr", "t_comp", "t_cpu")])
+    assert set(part.events) == {"rank", "seq", "op", "peer", "recv_peer", "root", "tag", "t_comp"}
+    for c, v in part.events.items():
+        assert v.dtype == full.events[c].dtype and np.array_equal(v, full.events[c]), c
+    for c in COMPLETION_COLUMNS:
+        assert np.array_equal(part.completions[c], full.completions[c])
+    assert part.meta == full.meta and np.array_equal(part.rank_offsets, full.rank_offsets)
+    with pytest.raises(ValueError, match="unknown event columns \\['t_wall'\\]"):
+        load_trace(path, columns=["t_wall"])
