@@ -68,8 +68,9 @@ import numpy as np
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
-from .align import align_ranks
-from .iterations import find_unit, mix, relative_peers, segment_keys, segment_rank, structure_tokens
+from .align import align_ranks, global_sections
+from .iterations import (RankSegments, find_unit, mix, relative_peers, segment_keys, segment_rank,
+                         structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
@@ -238,37 +239,33 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
 
     # --- cut every rank into parts and iterations, then align the ranks -------------
     struct = structure_tokens(trace)
-    rank_segs = []
-    seen: dict[tuple[bytes, bytes], object] = {}
     for r in range(P):
         a, b = int(ro[r]), int(ro[r + 1])
-        frame = ev["op"][a:b]
-        if len(frame) < 2 or frame[0] != OP_CODE["Init"] or frame[-1] != OP_CODE["Finalize"]:
+        if b - a < 2 or ev["op"][a] != OP_CODE["Init"] or ev["op"][b - 1] != OP_CODE["Finalize"]:
             raise TraceFormatError(f"{trace.name}: rank {r} does not start with Init and end with "
                                    "Finalize; the trace is damaged")
-        inner = ev["op"][a + 1:b - 1]
-        marks = np.isin(inner, _REGION_OPS)
-        if not marks.any():
-            # ranks whose streams are equal (relative to the rank: the interior of a grid)
-            # are cut once
-            key = (tokens[a + 1:b - 1].tobytes(), struct[a + 1:b - 1].tobytes())
-            if key not in seen:
-                seen[key] = segment_rank(tokens[a + 1:b - 1], struct[a + 1:b - 1])
-            rank_segs.append(dataclasses.replace(seen[key]))
-            continue
-        # regions are not part of the loop: cut without them, then put each cut after
-        # the Region_end events that close the previous iteration
-        kept = np.flatnonzero(~marks)
-        seg = segment_rank(tokens[a + 1:b - 1][~marks], struct[a + 1:b - 1][~marks])
-        n = len(inner)
-        after = np.concatenate([[0], kept + 1])  # compressed bound c -> just after event c-1
-        idx = np.arange(n + 1)
-        not_end = np.concatenate([inner != OP_CODE["Region_end"], [True]])
-        skip = np.minimum.accumulate(np.where(not_end, idx, n)[::-1])[::-1]
-        seg.bounds = skip[after[seg.bounds]]
-        seg.bounds[-1] = n
-        rank_segs.append(seg)
-    bounds, seg_loop = align_ranks(trace, rank_segs)
+    # sections: the kernels of a benchmark suite, between global synchronisations; loops
+    # are looked for inside each
+    sections = global_sections(trace)
+    if sections is None:
+        sections = np.stack([np.zeros(P, np.int64), np.diff(ro) - 2], axis=1)
+    seen: dict[tuple[bytes, bytes], RankSegments] = {}
+    cache: dict = {}
+    cols_b, cols_l = [], []
+    section_start: list[int] = []  # global segments where a section begins
+    n_loops = 0
+    for k in range(sections.shape[1] - 1):
+        rank_segs = [_cut_section(ev["op"], tokens, struct, int(ro[r]) + 1 + int(sections[r, k]),
+                                  int(ro[r]) + 1 + int(sections[r, k + 1]), int(sections[r, k]), seen)
+                     for r in range(P)]
+        b_k, l_k = align_ranks(trace, rank_segs, cache)
+        b_k[:, 0] = sections[:, k]
+        section_start.append(sum(c.shape[1] for c in cols_b))
+        cols_b.append(b_k[:, :-1])
+        cols_l.append(np.where(l_k >= 0, l_k + n_loops, -1))
+        n_loops += int(l_k.max()) + 1 if l_k.size and l_k.max() >= 0 else 0
+    bounds = np.concatenate(cols_b + [sections[:, -1:]], axis=1).astype(np.int64)
+    seg_loop = np.concatenate(cols_l).astype(np.int64)
     G = bounds.shape[1] - 1
     # iteration contents, per rank and global segment: shape (runs collapsed) and exact
     shape = np.zeros((P, G), np.uint64)
@@ -300,10 +297,12 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
             hi -= 1
         seg_loop[cols[:lo]] = -1
         seg_loop[cols[hi:]] = -1
-    # merge adjacent weight-1 parts into one segment each
+    # merge adjacent weight-1 parts into one segment each (within a section: a kernel that
+    # runs once stays a phase of its own)
     part = seg_loop < 0
     keep_bound = np.ones(G + 1, bool)
     keep_bound[1:G] = ~(part[1:] & part[:-1])
+    keep_bound[section_start] = True
     bounds = bounds[:, keep_bound]
     seg_loop = seg_loop[keep_bound[:-1]]
     kind = kind[keep_bound[:-1]]
@@ -507,6 +506,36 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                      phases=tuple(phases), sequence=sequence.astype(np.int64),
                      region_problems=problems,
                      unmodelled=tuple(unmodelled_notes(trace.meta, runtime)))
+
+
+def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int, b: int, offset: int,
+                 seen: dict) -> RankSegments:
+    """One rank's events ``a:b`` (of the trace) cut into parts and iterations, with bounds
+    counted from the rank's first event after Init (``offset`` is where ``a`` lies).
+
+    Ranks whose streams are equal (relative to the rank: the interior of a grid) are cut
+    once (``seen``). User regions are not part of the loop: the stream is cut without
+    them, then each cut is put after the Region_end events that close the previous
+    iteration."""
+    inner = op[a:b]
+    marks = np.isin(inner, _REGION_OPS)
+    if not marks.any():
+        key = (tokens[a:b].tobytes(), struct[a:b].tobytes())
+        if key not in seen:
+            seen[key] = segment_rank(tokens[a:b], struct[a:b])
+        seg = dataclasses.replace(seen[key])
+    else:
+        kept = np.flatnonzero(~marks)
+        seg = segment_rank(tokens[a:b][~marks], struct[a:b][~marks])
+        n = len(inner)
+        after = np.concatenate([[0], kept + 1])  # compressed bound c -> just after event c-1
+        idx = np.arange(n + 1)
+        not_end = np.concatenate([inner != OP_CODE["Region_end"], [True]])
+        skip = np.minimum.accumulate(np.where(not_end, idx, n)[::-1])[::-1]
+        seg.bounds = skip[after[seg.bounds]]
+        seg.bounds[-1] = n
+    seg.bounds = seg.bounds + offset
+    return seg
 
 
 def _region_problems(trace: Trace, local: np.ndarray, S: int, limit: int = 10) -> tuple[str, ...]:
