@@ -15,9 +15,11 @@ iteration has no such call, where its midpoint in time falls.
 
 A loop is the program's only if the ranks run it together: more than half of them
 (and at least two) cut it into the same number of iterations (within 5%), or all their
-counts lie within a factor 1.5 (rank classes). A loop whose counts scatter (the rounds of a data-driven update loop that each rank polls through at
-its own pace, or repeats that occur by chance in an aperiodic stream) is no loop: its
-stretch of the run is a weight-1 part.
+counts lie within a factor 1.5 (rank classes); and on most ranks, most of its events lie
+in iterations shaped like a neighbouring one. A loop whose counts scatter (the rounds of a data-driven update loop that
+each rank polls through at its own pace) or whose iterations all differ (repeats that
+occur by chance in an aperiodic stream) is no loop: its stretch of the run is a
+weight-1 part.
 
 Before any of this, :func:`global_sections` cuts the run into *sections* at the global
 synchronisation between a benchmark suite's kernels: collective calls that every rank
@@ -108,6 +110,7 @@ def align_ranks(trace: Trace, segs: list[RankSegments], cache: dict | None = Non
     ``cache`` keeps the message links between calls on the same trace."""
     P = trace.nprocs
     cache = {} if cache is None else cache
+    irregular = sum(_irregular(s) for s in segs)
     if len({s.n_loops for s in segs}) > 1:
         for s in segs:  # the parts between a rank's loops join the iteration before them
             its = np.flatnonzero(s.loop >= 0)
@@ -117,7 +120,7 @@ def align_ranks(trace: Trace, segs: list[RankSegments], cache: dict | None = Non
                 keep = np.concatenate([~inner, [True]])
                 s.bounds, s.loop = s.bounds[keep], np.where(s.loop[keep[:-1]] >= 0, 0, -1)
     for L in reversed(range(max((s.n_loops for s in segs), default=0))):
-        if _scattered(np.array([s.iterations(L) for s in segs])):
+        if _scattered(np.array([s.iterations(L) for s in segs])) or irregular > LOOP_AGREEMENT * P:
             for s in segs:
                 _drop_loop(s, L)
     links = cache.get("links")
@@ -153,6 +156,25 @@ def _scattered(counts: np.ndarray) -> bool:
         return False
     together = np.searchsorted(c, c * (1 + LOOP_COUNT_TOLERANCE), side="right") - np.arange(len(c))
     return int(together.max()) <= max(1, LOOP_AGREEMENT * len(c))
+
+
+def _irregular(s: RankSegments) -> bool:
+    """Whether a rank's iterations hardly repeat: less than half of their events lie in
+    iterations shaped like one of the two before or after them. A program's loop runs
+    the same iteration again and again (with a variant now and then, or two that
+    alternate); repeats that a data-driven stream makes by chance leave iterations of
+    every length, each unlike its neighbours."""
+    its = np.flatnonzero(s.loop >= 0)
+    if not its.size:
+        return False
+    shapes = s.shape[its]
+    size = (s.bounds[its + 1] - s.bounds[its]).astype(float)
+    alike = np.zeros(len(its), bool)
+    for d in (1, 2):
+        same = shapes[d:] == shapes[:-d]
+        alike[d:] |= same
+        alike[:-d] |= same
+    return float(size[alike].sum()) < LOOP_AGREEMENT * float(size.sum())
 
 
 def _drop_loop(s: RankSegments, L: int) -> None:
@@ -367,4 +389,5 @@ def global_sections(trace: Trace) -> np.ndarray | None:
         cuts.add(j)      # the closing collective opens the next section (m: the run's end)
     cols = sorted(c for c in cuts if 0 <= c < m)
     bounds = np.concatenate([np.zeros((P, 1), np.int64), pos[:, cols], n[:, None]], axis=1)
-    return bounds
+    empty = np.all(bounds[:, 1:] == bounds[:, :-1], axis=0)  # a kernel opening the run
+    return bounds[:, np.concatenate([[True], ~empty[:-1], [True]])] if empty[:-1].any() else bounds

@@ -85,3 +85,37 @@ def test_two_rank_classes_in_lock_step(P, steps, k):
     assert list(server["op"]) == [8] * W + [4] * W  # Recv x W, Send x W
     worker = loops[0].rank_template(0)
     assert 8 in worker["op"] and 4 in worker["op"]
+
+
+@settings(max_examples=15, deadline=None)
+@given(P=st.integers(4, 8), steps_a=st.integers(32, 60), steps_c=st.integers(22, 50),
+       seed=st.integers(0, 2**16))
+def test_kernels_between_barriers_one_of_them_aperiodic(P, steps_a, steps_c, seed):
+    """A benchmark suite: kernel A (a ring halo, repeated), a barrier, kernel B (each rank
+    sends updates to random ranks in a data-driven order, a different number per rank, as
+    hpcc's RandomAccess does), a barrier, kernel C (another exchange, repeated). A and C
+    are each found as their own loop, with their weights; B is one weight-1 phase holding
+    all of its calls, not shredded into loops. (From P = 4: with three ranks and two peers
+    each, two ranks' random streams can repeat alike by chance.)"""
+    rng = np.random.default_rng(seed)
+    updates = [30 + 40 * r for r in range(P)]  # spread over the ranks
+    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
+    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
+    b_calls = []
+    for r in range(P):
+        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
+        b_calls.append([calls[i] for i in rng.permutation(len(calls))])
+
+    def program(r, _):
+        a = [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800),
+             ("Sendrecv", (r - 1) % P, 800, (r + 1) % P, 800)] * steps_a
+        c = [("Send", (r + 2) % P, 64), ("Recv", (r - 2) % P, 64), ("Sendrecv", (r - 1) % P, 32, (r + 1) % P, 32)] * steps_c
+        return a + [("Barrier", -1, 0)] + b_calls[r] + [("Barrier", -1, 0)] + c
+    sig = extract(build_trace(P, 1, program, seed=seed))
+    loops = sig.loop_phases
+    assert [p.weight for p in loops] == [steps_a, steps_c]
+    assert loops[0].ops == ("Sendrecv",) and loops[1].ops == ("Send", "Recv", "Sendrecv")
+    kernel_b = [p for p in sig.phases if p.weight == 1 and "Send" in p.ops and p.kind != "loop"]
+    assert len(kernel_b) == 1
+    (b,) = kernel_b
+    assert np.array_equal(b.stats["events"], [1 + len(b_calls[r]) for r in range(P)])  # its barrier and its calls
