@@ -16,7 +16,8 @@ iteration has no such call, where its midpoint in time falls.
 A loop is the program's only if the ranks run it together: more than half of them
 (and at least two) cut it into the same number of iterations (within 5%), or all their
 counts lie within a factor 1.5 (rank classes); and on most ranks, most of its events lie
-in iterations shaped like a neighbouring one. A loop whose counts scatter (the rounds of a data-driven update loop that
+in iterations shaped like a neighbouring one, and not in polls (a rank that polls until
+a message arrives waits; how often it polls is timing). A loop whose counts scatter (the rounds of a data-driven update loop that
 each rank polls through at its own pace) or whose iterations all differ (repeats that
 occur by chance in an aperiodic stream) is no loop: its stretch of the run is a
 weight-1 part.
@@ -110,7 +111,7 @@ def align_ranks(trace: Trace, segs: list[RankSegments], cache: dict | None = Non
     ``cache`` keeps the message links between calls on the same trace."""
     P = trace.nprocs
     cache = {} if cache is None else cache
-    irregular = sum(_irregular(s) for s in segs)
+    irregular = sum(_irregular(s) or s.polling for s in segs)
     if len({s.n_loops for s in segs}) > 1:
         for s in segs:  # the parts between a rank's loops join the iteration before them
             its = np.flatnonzero(s.loop >= 0)

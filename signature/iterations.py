@@ -204,6 +204,8 @@ class RankSegments:
     loop: np.ndarray
     shape: np.ndarray
     exact: np.ndarray
+    #: the rank's loops are mostly polls (Test*, Iprobe): a wait, whose count is timing
+    polling: bool = False
 
     @property
     def n_loops(self) -> int:

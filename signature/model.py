@@ -53,6 +53,10 @@ class Phase:
     #: "cpu" (thread CPU s), "comp" (wall s), and "instr"/"cycles" where counted; and the
     #: largest message sizes over the repetitions, "bytes_max" and "recv_bytes_max"
     template_cost: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    #: the section of the run the phase first occurs in (``signature.align.global_sections``:
+    #: the kernels of a benchmark suite, between global synchronisations); 0 when the run
+    #: is one section
+    section: int = 0
 
     @property
     def comp_fraction(self) -> float:
@@ -90,6 +94,7 @@ class Phase:
             "template_offsets": self.template_offsets.tolist(),
             "template": {k: v.tolist() for k, v in self.template.items()},
             "template_cost": {k: np.asarray(v, float).tolist() for k, v in self.template_cost.items()},
+            "section": self.section,
         }
 
     @classmethod
@@ -102,7 +107,8 @@ class Phase:
                    template_offsets=np.asarray(d["template_offsets"], np.int64),
                    template={k: np.asarray(v, np.int64) for k, v in d["template"].items()},
                    template_cost={k: np.asarray(v, float)
-                                  for k, v in d.get("template_cost", {}).items()})
+                                  for k, v in d.get("template_cost", {}).items()},
+                   section=int(d.get("section", 0)))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -78,6 +78,9 @@ __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
 
 
 _REGION_OPS = [OP_CODE["Region_begin"], OP_CODE["Region_end"]]
+_POLL_OPS = [OP_CODE[n] for n in ("Test", "Testany", "Testsome", "Testall", "Iprobe", "Improbe", "Win_test")]
+#: a rank whose loops' events are this share of polls or more is waiting, not looping
+POLL_LOOP_SHARE = 0.5
 
 
 def tokenize(trace: Trace) -> np.ndarray:
@@ -182,18 +185,21 @@ def cut_rank(tokens: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, int]:
     return int(seg.bounds[its[0]]), seg.bounds[its], seg.exact[its], int(seg.bounds[its[-1] + 1])
 
 
-def _pattern(op_names: list[str], per_rank_ops: list[np.ndarray]) -> tuple[tuple[str, ...], str]:
+def _pattern(op_names: list[str], per_rank_ops: list[np.ndarray], by_count: bool = False) -> tuple[tuple[str, ...], str]:
     """Op structure (distinct ops in order of first use) and a one-line summary with the
-    per-rank count range of each op."""
+    per-rank count range of each op; ``by_count``: the summary names the most frequent
+    calls first (a weight-1 part, a kernel that runs once, is named by what it mostly
+    does)."""
     order: list[int] = []
     for ops in per_rank_ops:
         for o in ops.tolist():
             if o not in order:
                 order.append(o)
     parts = []
-    for o in order:
-        counts = [int(np.sum(ops == o)) for ops in per_rank_ops]
-        lo, hi = min(counts), max(counts)
+    counts = {o: [int(np.sum(ops == o)) for ops in per_rank_ops] for o in order}
+    shown = sorted(order, key=lambda o: -sum(counts[o])) if by_count else order
+    for o in shown:
+        lo, hi = min(counts[o]), max(counts[o])
         n = f"{lo}" if lo == hi else f"{lo}-{hi}"
         parts.append(op_names[o] if n == "1" else f"{op_names[o]} x{n}")
     return tuple(op_names[o] for o in order), ", ".join(parts) if parts else "(computation only)"
@@ -266,6 +272,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         n_loops += int(l_k.max()) + 1 if l_k.size and l_k.max() >= 0 else 0
     bounds = np.concatenate(cols_b + [sections[:, -1:]], axis=1).astype(np.int64)
     seg_loop = np.concatenate(cols_l).astype(np.int64)
+    seg_section = np.repeat(np.arange(len(cols_b)), [c.shape[1] for c in cols_b])
     G = bounds.shape[1] - 1
     # iteration contents, per rank and global segment: shape (runs collapsed) and exact
     shape = np.zeros((P, G), np.uint64)
@@ -305,18 +312,21 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     keep_bound[section_start] = True
     bounds = bounds[:, keep_bound]
     seg_loop = seg_loop[keep_bound[:-1]]
+    seg_section = seg_section[keep_bound[:-1]]
     kind = kind[keep_bound[:-1]]
     exact = exact[:, keep_bound[:-1]]
     G = len(seg_loop)
     if G == 0 or seg_loop[0] >= 0:  # the initial part always exists (maybe empty)
         bounds = np.concatenate([bounds[:, :1], bounds], axis=1)
         seg_loop = np.concatenate([[-1], seg_loop])
+        seg_section = np.concatenate([[0], seg_section])
         kind = np.concatenate([[-1], kind])
         exact = np.concatenate([np.zeros((P, 1), np.uint64), exact], axis=1)
         G += 1
     if seg_loop[-1] >= 0:  # so does the final part
         bounds = np.concatenate([bounds, bounds[:, -1:]], axis=1)
         seg_loop = np.concatenate([seg_loop, [-1]])
+        seg_section = np.concatenate([seg_section, seg_section[-1:]])
         kind = np.concatenate([kind, [-1]])
         exact = np.concatenate([exact, np.zeros((P, 1), np.uint64)], axis=1)
         G += 1
@@ -452,7 +462,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                         (template["op"][offs[r]:offs[r + 1]] for r in range(P))]
         names = tuple(dict.fromkeys(trace.regions[i] for i in
                                     template_aux[template["op"] == OP_CODE["Region_begin"]]))
-        ops, pattern = _pattern(list(OPS), per_rank_ops)
+        ops, pattern = _pattern(list(OPS), per_rank_ops, by_count=phase_kind[k] != "loop")
         stats = {"events": evm[k], "events_max": evmax.reshape(n_phase, P)[k],
                  "duration_mean": dm[k], "duration_std": dsd[k],
                  "comp_mean": compm[k], "comp_std": compsd[k], "cpu_mean": cpum[k],
@@ -463,7 +473,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         phases.append(Phase(id=len(phases), kind=phase_kind[k], weight=w, ops=ops, pattern=pattern,
                             regions=names, te=float(te[k]),
                             share=float(te[k] * w / runtime) if runtime > 0 else 0.0,
-                            stats=stats, template_offsets=offs, template=template, template_cost=cost))
+                            stats=stats, template_offsets=offs, template=template, template_cost=cost,
+                            section=int(seg_section[first_seg[k]])))
     problems = _region_problems(trace, local, S)
     pet = float(sum(p.te * p.weight for p in phases))
     # coverage: the share of each rank's time inside phases that repeat
@@ -534,6 +545,14 @@ def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int,
         skip = np.minimum.accumulate(np.where(not_end, idx, n)[::-1])[::-1]
         seg.bounds = skip[after[seg.bounds]]
         seg.bounds[-1] = n
+    # loops of polls are waits: how often a rank polls is timing, not the program
+    its = np.flatnonzero(seg.loop >= 0)
+    if its.size:
+        in_loop = np.zeros(len(inner) + 1, np.int64)
+        np.add.at(in_loop, seg.bounds[its], 1)
+        np.add.at(in_loop, seg.bounds[its + 1], -1)
+        events = np.cumsum(in_loop[:-1]) > 0
+        seg.polling = bool(np.isin(inner[events], _POLL_OPS).mean() >= POLL_LOOP_SHARE)
     seg.bounds = seg.bounds + offset
     return seg
 
