@@ -259,6 +259,11 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         if not st.size:  # a rank without this loop: its iterations are empty, at its end
             out[r] = [int(segs[r].bounds[-1])] * (n_ref + 1)
             continue
+        # only calls inside the rank's own loop say where its global iterations begin
+        # (a receive from any source is not linked: a message count that skips it can
+        # pair a call of the loop with one far outside it)
+        within = (pos >= st[0]) & (pos < en[-1])
+        pos, g = pos[within], g[within]
         base = int(ro[r]) + 1
         mid = 0.5 * (t_start[np.minimum(base + st, int(ro[r + 1]) - 1)]
                      + t_start[np.minimum(base + en, int(ro[r + 1]) - 1)])
