@@ -16,7 +16,7 @@ iteration has no such call, where its midpoint in time falls.
 A loop is the program's only if the ranks run it together: more than half of them
 (and at least two) cut it into the same number of iterations (within 5%), or all their
 counts lie within a factor 1.5 (rank classes); and on most ranks, most of its events lie
-in iterations shaped like a neighbouring one, and not in polls (a rank that polls until
+in iterations whose shape recurs (three times, or next to itself), and not in polls (a rank that polls until
 a message arrives waits; how often it polls is timing). A loop whose counts scatter (the rounds of a data-driven update loop that
 each rank polls through at its own pace) or whose iterations all differ (repeats that
 occur by chance in an aperiodic stream) is no loop: its stretch of the run is a
@@ -161,16 +161,17 @@ def _scattered(counts: np.ndarray) -> bool:
 
 def _irregular(s: RankSegments) -> bool:
     """Whether a rank's iterations hardly repeat: less than half of their events lie in
-    iterations shaped like one of the two before or after them. A program's loop runs
-    the same iteration again and again (with a variant now and then, or two that
-    alternate); repeats that a data-driven stream makes by chance leave iterations of
-    every length, each unlike its neighbours."""
+    iterations whose shape occurs three times or more, or is that of one of the two
+    iterations before or after. A program's loop runs the same iteration again and again
+    (with variants every k steps, or two that alternate); repeats that a data-driven
+    stream makes by chance leave iterations of every length, most of them unique."""
     its = np.flatnonzero(s.loop >= 0)
     if not its.size:
         return False
     shapes = s.shape[its]
     size = (s.bounds[its + 1] - s.bounds[its]).astype(float)
-    alike = np.zeros(len(its), bool)
+    _, inverse, counts = np.unique(shapes, return_inverse=True, return_counts=True)
+    alike = counts[np.asarray(inverse).reshape(-1)] >= 3
     for d in (1, 2):
         same = shapes[d:] == shapes[:-d]
         alike[d:] |= same

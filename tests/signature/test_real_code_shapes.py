@@ -6,7 +6,7 @@ exactly."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from signature import extract
@@ -119,3 +119,31 @@ def test_kernels_between_barriers_one_of_them_aperiodic(P, steps_a, steps_c, see
     assert len(kernel_b) == 1
     (b,) = kernel_b
     assert np.array_equal(b.stats["events"], [1 + len(b_calls[r]) for r in range(P)])  # its barrier and its calls
+
+
+@settings(max_examples=25, deadline=None)
+@given(P=st.integers(2, 6), steps=st.integers(24, 60), k_thermo=st.integers(4, 9), k_rebuild=st.integers(3, 8))
+def test_two_consecutive_variant_steps_are_two_iterations(P, steps, k_thermo, k_rebuild):
+    """A time step (halo swaps, a message each way, a reduction) with a thermo output every
+    k-th step and an atom exchange every j-th step, both inside the step (as LAMMPS's
+    output and rebuild fall inside the iteration the detector cuts): a variant step holds
+    all of the plain step's calls and more. Where a thermo step is followed right away by
+    a rebuild step, the two are two iterations: the loop phases' weights add up to the
+    steps, and the rebuilds are counted. (Variants whose combined pattern repeats every
+    few steps, as equal k and j make it, are a loop of that many steps: excluded, as in
+    the test above.)"""
+    assume(np.lcm(k_thermo, k_rebuild) >= 12)
+
+    def step(r, s):
+        right, left = (r + 1) % P, (r - 1) % P
+        calls = [("Sendrecv", right, 800, left, 800), ("Sendrecv", left, 800, right, 800),
+                 ("Send", right, 1600), ("Recv", left, 1600), ("Allreduce", -1, 8)]
+        if 0 < s < steps - 1 and s % k_rebuild == 0:
+            calls[1:1] = [("Isend", right, 4000), ("Irecv", left, 4000)]
+        if 0 < s < steps - 1 and s % k_thermo == k_thermo - 1:
+            calls[2:2] = [("Bcast", -1, 64), ("Reduce", -1, 64), ("Reduce", -1, 64)]
+        return calls
+    sig = extract(build_trace(P, steps, step))
+    assert sum(p.weight for p in sig.loop_phases) == steps
+    rebuilds = sum(1 for s in range(1, steps - 1) if s % k_rebuild == 0)
+    assert sum(p.weight for p in sig.loop_phases if "Isend" in p.ops) == rebuilds
