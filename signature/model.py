@@ -154,7 +154,8 @@ class Signature:
         the most of the run among those that look like an unfound loop, if any: it holds
         ``MISSING_SHARE`` of the run or more, it makes more calls than three times all
         repeated phases together, and its calls repeat (on its median rank, at least
-        ``MISSING_REPEAT`` calls per distinct call: op, peer relative to the rank, root).
+        ``MISSING_REPEAT`` calls per distinct call: op, peer relative to the rank, root,
+        bytes).
         A long computation before a short loop (few calls) and a set-up part (calls of
         many kinds, each a few times) are not that."""
         # (a rank that never takes part in a phase has no mean: NaN)
@@ -257,8 +258,8 @@ class Signature:
 
 
 def _repeats(phase: Phase) -> float:
-    """Calls per distinct call (op, peer relative to the rank, root) in a phase's template,
-    on its median rank by calls."""
+    """Calls per distinct call (op, peer relative to the rank, root, bytes) in a phase's
+    template, on its median rank by calls."""
     P = len(phase.template_offsets) - 1
     sizes = np.diff(phase.template_offsets)
     if not P or not sizes.any():
@@ -266,7 +267,7 @@ def _repeats(phase: Phase) -> float:
     r = int(np.argsort(sizes, kind="stable")[P // 2])
     t = phase.rank_template(r)
     rel = np.where(t["peer"] >= 0, (t["peer"] - r) % P, t["peer"])
-    distinct = len(np.unique(np.stack([t["op"], rel, t["root"]]), axis=1).T)
+    distinct = len(np.unique(np.stack([t["op"], rel, t["root"], t["bytes"]]), axis=1).T)
     return len(t["op"]) / max(distinct, 1)
 
 

@@ -147,3 +147,33 @@ def test_two_consecutive_variant_steps_are_two_iterations(P, steps, k_thermo, k_
     assert sum(p.weight for p in sig.loop_phases) == steps
     rebuilds = sum(1 for s in range(1, steps - 1) if s % k_rebuild == 0)
     assert sum(p.weight for p in sig.loop_phases if "Isend" in p.ops) == rebuilds
+
+
+def test_main_loop_missing_names_an_aperiodic_kernel_not_a_setup():
+    """A run whose longest stretch is a data-driven update loop (its calls repeat, but not
+    periodically) is reported as "main loop not found", naming that part; a run with a
+    long set-up of calls of many kinds before its loop, or a long computation, is not."""
+    P, rng = 4, np.random.default_rng(3)
+    updates = [300 + 200 * r for r in range(P)]
+    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
+    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
+    b_calls = []
+    for r in range(P):
+        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
+        b_calls.append([calls[i] for i in rng.permutation(len(calls))])
+
+    def aperiodic(r, _):
+        loop = [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800),
+                ("Sendrecv", (r - 1) % P, 800, (r + 1) % P, 800)] * 40
+        return loop + [("Barrier", -1, 0)] + b_calls[r] + [("Barrier", -1, 0)] + loop
+    sig = extract(build_trace(P, 1, aperiodic))
+    missing = sig.main_loop_missing
+    assert missing is not None and missing.weight == 1 and missing.ops[:2] == ("Barrier", "Send") \
+        or missing.ops[:2] == ("Barrier", "Recv")
+    assert "main loop not found" in sig.table()
+
+    def setup_then_loop(r, s):  # set-up: one call of each of many kinds, then 30 steps
+        setup = [("Bcast", -1, 8 * (k + 1)) for k in range(60)] if s == 0 else []
+        return setup + [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800), ("Allreduce", -1, 8)]
+    sig = extract(build_trace(P, 31, setup_then_loop, burst=1e-3))
+    assert sig.main_loop_missing is None
