@@ -12,7 +12,13 @@ Algorithm
    token the same without bytes and with communicators identified by their
    members. Relative peers make rank r's "send to r+1" the same token on every
    rank. Tags are left out, as in the paper's tokens.
-2. **Loops, per rank** (:mod:`signature.iterations`). Tandem-repeat detection on
+2. **Sections** (:func:`signature.align.global_sections`). A run whose global
+   collectives (calls on a communicator of all ranks) enclose long stretches that
+   the sequence of such calls does not repeat (the kernels of a benchmark suite,
+   each opened by a barrier) is cut there into sections; steps 3 and 4 run in
+   each section, and a weight-1 part never spans two sections. A kernel without
+   periodic structure is thus one weight-1 phase of its own.
+3. **Loops, per rank** (:mod:`signature.iterations`). Tandem-repeat detection on
    a window of the full tokens (as trace compressors fold loops) finds the
    innermost dominant loop's period and its first iteration, the *plain*
    iteration. Its structure is then matched over the whole rest of the run,
@@ -21,12 +27,17 @@ Algorithm
    when it shares at most half of the plain calls (a reduction printed every k
    steps), is an iteration of its own when it shares more (a rebuild step), and
    is cut at each repetition when it repeats a variant of its own (the steps
-   after a rebuild that skip a check). Loops that follow each other are found
+   after a rebuild that skip a check), and in two where it holds two steps
+   (nearly all plain calls on either side of the cut). Loops that follow each other are found
    in turn; a loop right after (or right before) another whose plain iteration
    changed (a domain decomposition rebuilt) continues it. Where a call's count
    depends on the data (runs of one call of varying length), the stream with
    runs collapsed is cut instead, when its plain iterations explain clearly more.
-3. **Across ranks** (:mod:`signature.align`). Ranks that cut a loop into the
+4. **Across ranks** (:mod:`signature.align`). A loop is kept only if the ranks
+   run it together (most cut it into the same number of iterations, or all within
+   a factor 1.5), its iterations recur on most ranks and are not mostly polls; a
+   data-driven update loop whose rounds each rank polls through at its own pace
+   is a weight-1 part. Ranks that cut a loop into the
    same number of iterations are aligned iteration by iteration. Where they do
    not (rank classes: PME ranks, a class whose own unit is a fraction of the
    step), the ranks are aligned by the communication they share: matched
@@ -41,7 +52,7 @@ Algorithm
    Template message sizes are the mean over the repetitions of the same
    structure (``template_cost["bytes_max"]``, ``["recv_bytes_max"]`` their largest:
    above the mean where the sizes depend on the data).
-4. **Time.** An event's *span* runs from its start to the next event's start on
+5. **Time.** An event's *span* runs from its start to the next event's start on
    the same rank: its call plus the burst after it, so an iteration owns the
    computation that follows its communication. Spans add up to the rank's
    runtime. A phase's TE is its mean duration per repetition (mean over ranks; a
@@ -52,8 +63,8 @@ Algorithm
    the loop early and waits in its next call for the others (a pipeline's
    drain) waits for the loop. ``loop_span`` is the share of the runtime
    between the first rank entering the repeated phases and the last leaving
-   them. A weight-1 phase holding most of the run, with many calls, is reported
-   as "main loop not found".
+   them. A weight-1 phase holding 20% of the run or more, with many calls that
+   repeat, is reported as "main loop not found".
 
 Message matching (every receive has its send) is checked first: a trace whose
 point-to-point messages do not pair up is reported with the rank and event.
