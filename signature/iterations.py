@@ -293,9 +293,10 @@ def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.n
     iterations or more is cut where both sides hold nearly all of the plain calls
     (``STEP_SPLIT_SHARE``: a rebuild step that exchanges atoms instead of ghost positions
     holds a part of them, twice, and stays whole),
-    at the cut that leaves the most plain calls on the two sides together, and the last
-    such (what follows a step's plain calls, a thermo output, stays with it); each side
-    is cut again the same way."""
+    at the cut that leaves the most plain calls on the two sides together, and the first
+    such (right after the first step's last plain call: a rebuild step whose atom
+    exchange interleaves with calls the plain step makes too is not cut inside); each
+    side is cut again the same way."""
     if len(piece) < 1.5 * p:
         return [0]
     left = _running_shares(piece, vocab, unit_counts)
@@ -305,7 +306,7 @@ def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.n
     if not ok.any():
         return [0]
     both = np.where(ok, left + right, -1)
-    c = int(np.flatnonzero(both == both.max())[-1])
+    c = int(np.flatnonzero(both == both.max())[0])
     return (_split_steps(piece[:c], p, vocab, unit_counts)
             + [c + d for d in _split_steps(piece[c:], p, vocab, unit_counts)])
 

@@ -304,14 +304,21 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                                       return_inverse=True)
         kind[it_cols] = np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
     counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
-    # weight-1 iterations at either end of a loop belong to the part beside them; a loop
-    # left without iterations is part of the weight-1 parts
+    # weight-1 iterations at either end of a loop belong to the part beside them, unless
+    # they are a whole step or more on every rank (the run's last step rebuilds and
+    # prints at once); a loop left without iterations is part of the weight-1 parts
+    sizes = np.diff(bounds, axis=1)
     for L in range(int(seg_loop.max()) + 1 if seg_loop.size else 0):
         cols = np.flatnonzero(seg_loop == L)
+        plain = cols[np.argmax(counts[kind[cols]])]  # the first iteration of the commonest kind
+        whole = counts[kind[plain]] >= 2
+
+        def step(c):
+            return whole and bool(np.all(sizes[:, c] >= sizes[:, plain]))
         lo, hi = 0, len(cols)
-        while lo < hi and counts[kind[cols[lo]]] == 1:
+        while lo < hi and counts[kind[cols[lo]]] == 1 and not step(cols[lo]):
             lo += 1
-        while hi > lo and counts[kind[cols[hi - 1]]] == 1:
+        while hi > lo and counts[kind[cols[hi - 1]]] == 1 and not step(cols[hi - 1]):
             hi -= 1
         seg_loop[cols[:lo]] = -1
         seg_loop[cols[hi:]] = -1

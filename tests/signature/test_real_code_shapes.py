@@ -129,10 +129,10 @@ def test_two_consecutive_variant_steps_are_two_iterations(P, steps, k_thermo, k_
     output and rebuild fall inside the iteration the detector cuts): a variant step holds
     all of the plain step's calls and more. Where a thermo step is followed right away by
     a rebuild step, the two are two iterations: the loop phases' weights add up to the
-    steps, and the rebuilds are counted. (Variants whose combined pattern repeats every
-    few steps, as equal k and j make it, are a loop of that many steps: excluded, as in
-    the test above.)"""
-    assume(np.lcm(k_thermo, k_rebuild) >= 12)
+    steps, and the rebuilds are counted. (Variants whose combined pattern repeats three
+    times or more in the run, every lcm(k, j) steps, are a loop of that many steps: the
+    detector may take either, as in the test above; excluded.)"""
+    assume(3 * np.lcm(k_thermo, k_rebuild) > steps)
 
     def step(r, s):
         right, left = (r + 1) % P, (r - 1) % P
