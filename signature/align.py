@@ -13,9 +13,9 @@ every other rank, once one of its partners is aligned, puts each of its iteratio
 the global iteration that most of its linked calls fall in (its median), and where an
 iteration has no such call, where its midpoint in time falls.
 
-A loop is the program's only if the ranks run it together: more than half of them
-(and at least two) cut it into the same number of iterations (within 5%), or all their
-counts lie within a factor 1.5 (rank classes); and on most ranks, most of its events lie
+A loop is the program's only if the ranks run it together: a quarter of them (and at
+least two: the ranks of a class) cut it into the same number of iterations (within 5%),
+or all their counts lie within a factor 1.5; and on most ranks, most of its events lie
 in iterations whose shape recurs (three times, or next to itself), and not in polls (a rank that polls until
 a message arrives waits; how often it polls is timing). A loop whose counts scatter (the rounds of a data-driven update loop that
 each rank polls through at its own pace) or whose iterations all differ (repeats that
@@ -51,10 +51,11 @@ SECTION_MIN_SHARE = 0.005
 #: the longest loop of global collectives (calls per iteration) whose repeats make a long
 #: stretch periodic (a thermo output every k steps: not a kernel boundary)
 SECTION_MAX_PERIOD = 32
-#: a loop is the program's when more than this share of the ranks (and at least two) cut
-#: it into the same number of iterations, within ``LOOP_COUNT_TOLERANCE``, or when all
-#: counts lie within a factor ``LOOP_COUNT_SPREAD``
-LOOP_AGREEMENT = 0.5
+#: a loop is the program's when this share of the ranks (and at least two) cut it into
+#: the same number of iterations, within ``LOOP_COUNT_TOLERANCE``, or when all counts lie
+#: within a factor ``LOOP_COUNT_SPREAD``; and when its iterations repeat on more than
+#: half of the ranks
+LOOP_AGREEMENT = 0.25
 LOOP_COUNT_TOLERANCE = 0.05
 LOOP_COUNT_SPREAD = 1.5
 
@@ -121,7 +122,7 @@ def align_ranks(trace: Trace, segs: list[RankSegments], cache: dict | None = Non
                 keep = np.concatenate([~inner, [True]])
                 s.bounds, s.loop = s.bounds[keep], np.where(s.loop[keep[:-1]] >= 0, 0, -1)
     for L in reversed(range(max((s.n_loops for s in segs), default=0))):
-        if _scattered(np.array([s.iterations(L) for s in segs])) or irregular > LOOP_AGREEMENT * P:
+        if _scattered(np.array([s.iterations(L) for s in segs])) or irregular > 0.5 * P:
             for s in segs:
                 _drop_loop(s, L)
     links = cache.get("links")
@@ -147,16 +148,16 @@ def align_ranks(trace: Trace, segs: list[RankSegments], cache: dict | None = Non
 
 
 def _scattered(counts: np.ndarray) -> bool:
-    """Whether a loop's iteration counts (per rank) scatter: of the ranks that run it, at
-    most half (or only one of several) cut it into the same number of iterations (within
-    ``LOOP_COUNT_TOLERANCE``), and the counts spread over more than ``LOOP_COUNT_SPREAD``
-    (rank classes whose own units differ, a process row and a process column, stay
-    within it)."""
+    """Whether a loop's iteration counts (per rank) scatter: of the ranks that run it, no
+    quarter (and no two) cut it into the same number of iterations (within
+    ``LOOP_COUNT_TOLERANCE``), and the counts spread over more than ``LOOP_COUNT_SPREAD``.
+    Rank classes keep their loop: the ranks of a class agree (two pools of k-points, a
+    process row and a process column)."""
     c = np.sort(counts[counts > 0])
     if len(c) <= 1 or c[-1] <= LOOP_COUNT_SPREAD * c[0]:
         return False
     together = np.searchsorted(c, c * (1 + LOOP_COUNT_TOLERANCE), side="right") - np.arange(len(c))
-    return int(together.max()) <= max(1, LOOP_AGREEMENT * len(c))
+    return int(together.max()) < max(2, LOOP_AGREEMENT * len(c))
 
 
 def _irregular(s: RankSegments) -> bool:
@@ -176,7 +177,7 @@ def _irregular(s: RankSegments) -> bool:
         same = shapes[d:] == shapes[:-d]
         alike[d:] |= same
         alike[:-d] |= same
-    return float(size[alike].sum()) < LOOP_AGREEMENT * float(size.sum())
+    return float(size[alike].sum()) < 0.5 * float(size.sum())
 
 
 def _drop_loop(s: RankSegments, L: int) -> None:
@@ -260,10 +261,10 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         if not st.size:  # a rank without this loop: its iterations are empty, at its end
             out[r] = [int(segs[r].bounds[-1])] * (n_ref + 1)
             continue
-        # only calls inside the rank's own loop say where its global iterations begin
-        # (a receive from any source is not linked: a message count that skips it can
-        # pair a call of the loop with one far outside it)
-        within = (pos >= st[0]) & (pos < en[-1])
+        # only calls inside the rank's part of the run (its section) say where its global
+        # iterations begin (a receive from any source is not linked: a message count that
+        # skips it can pair a call of one kernel with one of another)
+        within = (pos >= segs[r].bounds[0]) & (pos < segs[r].bounds[-1])
         pos, g = pos[within], g[within]
         base = int(ro[r]) + 1
         mid = 0.5 * (t_start[np.minimum(base + st, int(ro[r + 1]) - 1)]
