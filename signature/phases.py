@@ -34,8 +34,9 @@ Algorithm
    depends on the data (runs of one call of varying length), the stream with
    runs collapsed is cut instead, when its plain iterations explain clearly more.
 4. **Across ranks** (:mod:`signature.align`). A loop is kept only if the ranks
-   run it together (most cut it into the same number of iterations, or all within
-   a factor 1.5), its iterations recur on most ranks and are not mostly polls; a
+   run it together (a quarter of them, two at least, cut it into the same number
+   of iterations, or all within a factor 1.5), its iterations recur on most ranks
+   and are not mostly polls; a
    data-driven update loop whose rounds each rank polls through at its own pace
    is a weight-1 part. Ranks that cut a loop into the
    same number of iterations are aligned iteration by iteration. Where they do
