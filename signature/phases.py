@@ -552,7 +552,7 @@ def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int,
     if not marks.any():
         key = (tokens[a:b].tobytes(), struct[a:b].tobytes())
         if key not in seen:
-            seen[key] = segment_rank(tokens[a:b], struct[a:b])
+            seen[key] = _polling(segment_rank(tokens[a:b], struct[a:b]), inner)
         seg = dataclasses.replace(seen[key])
     else:
         kept = np.flatnonzero(~marks)
@@ -564,7 +564,14 @@ def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int,
         skip = np.minimum.accumulate(np.where(not_end, idx, n)[::-1])[::-1]
         seg.bounds = skip[after[seg.bounds]]
         seg.bounds[-1] = n
-    # loops of polls are waits: how often a rank polls is timing, not the program
+        seg = _polling(seg, inner)
+    seg.bounds = seg.bounds + offset
+    return seg
+
+
+def _polling(seg: RankSegments, inner: np.ndarray) -> RankSegments:
+    """Mark a rank whose loops are mostly polls (``POLL_LOOP_SHARE``): a wait, whose
+    count is timing, not the program (``inner``: the rank's ops the bounds count)."""
     its = np.flatnonzero(seg.loop >= 0)
     if its.size:
         in_loop = np.zeros(len(inner) + 1, np.int64)
@@ -572,7 +579,6 @@ def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int,
         np.add.at(in_loop, seg.bounds[its + 1], -1)
         events = np.cumsum(in_loop[:-1]) > 0
         seg.polling = bool(np.isin(inner[events], _POLL_OPS).mean() >= POLL_LOOP_SHARE)
-    seg.bounds = seg.bounds + offset
     return seg
 
 
