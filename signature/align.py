@@ -307,8 +307,11 @@ def _world_collectives(trace: Trace) -> np.ndarray | None:
     ev = trace.events
     P = trace.nprocs
     comms = trace.comms
-    world = np.flatnonzero((comms.size == P) & ~comms.inter)
-    coll = np.flatnonzero(np.isin(ev["op"], _COLLECTIVE) & np.isin(ev["comm"], world))
+    is_coll = np.zeros(256, bool)
+    is_coll[_COLLECTIVE] = True
+    world = np.zeros(len(comms) + 1, bool)  # comm ids -1 (none) land on the last entry
+    world[:len(comms)] = (comms.size == P) & ~comms.inter
+    coll = np.flatnonzero(is_coll[ev["op"]] & world[np.minimum(ev["comm"], len(comms))])
     count = np.bincount(ev["rank"][coll], minlength=P)
     if not coll.size or np.any(count != count[0]):
         return None
