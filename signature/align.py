@@ -51,6 +51,8 @@ SECTION_MIN_SHARE = 0.005
 #: the longest loop of global collectives (calls per iteration) whose repeats make a long
 #: stretch periodic (a thermo output every k steps: not a kernel boundary)
 SECTION_MAX_PERIOD = 32
+#: ranks (spread over the run's) whose streams decide whether a stretch is periodic
+SECTION_VOTERS = 16
 #: a loop is the program's when this share of the ranks (and at least two) cut it into
 #: the same number of iterations, within ``LOOP_COUNT_TOLERANCE``, or when all counts lie
 #: within a factor ``LOOP_COUNT_SPREAD``; and when its iterations repeat on more than
@@ -351,7 +353,7 @@ def global_sections(trace: Trace) -> np.ndarray | None:
     rank's run (median over ranks), and *periodic* when, on most ranks, the sequence of
     global collectives and stretches (each stretch represented by the set of calls it
     makes) repeats around it: the thermo reduction of every 50th step of a time-stepping
-    loop. A long stretch that is not periodic is a kernel that runs once (a benchmark
+    loop (up to ``SECTION_VOTERS`` ranks, spread over the run's, vote). A long stretch that is not periodic is a kernel that runs once (a benchmark
     suite's RandomAccess between its barriers): it is a section of its own, opened by the
     global collective before it; what lies between two such kernels is a section too.
     Two kernels at least are needed: a run with one is left whole.
@@ -373,7 +375,9 @@ def global_sections(trace: Trace) -> np.ndarray | None:
     coll_tok = ev["op"][idx[0]].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + ev["comm"][idx[0]].astype(np.uint64)
     periodic_votes = np.zeros(m + 1, np.int64)
     words = (len(OPS) + 63) // 64
-    for r in range(P):
+    # the program is the same on every rank: a few ranks, spread over them, vote
+    voters = np.unique(np.linspace(0, P - 1, min(P, SECTION_VOTERS)).astype(np.int64))
+    for r in voters.tolist():
         a = int(ro[r]) + 1
         ops = ev["op"][a:a + int(n[r])].astype(np.int64)
         # the set of calls of each stretch, as a bit mask per 64 op codes
@@ -390,7 +394,7 @@ def global_sections(trace: Trace) -> np.ndarray | None:
         seq[0::2] = key
         seq[1::2] = coll_tok
         periodic_votes += _covered_by_repeats(seq, 2 * SECTION_MAX_PERIOD)[0::2]
-    kernel = np.flatnonzero(long & (periodic_votes * 2 <= P))
+    kernel = np.flatnonzero(long & (periodic_votes * 2 <= len(voters)))
     if len(kernel) < 2:
         return None
     # a kernel j is [collective j-1, collective j); what lies between kernels is a section
