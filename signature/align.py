@@ -12,6 +12,21 @@ defines the global iterations (its most common value's first rank is the referen
 every other rank, once one of its partners is aligned, puts each of its iterations in
 the global iteration that most of its linked calls fall in (its median), and where an
 iteration has no such call, where its midpoint in time falls.
+
+A loop is the program's only if the ranks run it together: a quarter of them (and at
+least two: the ranks of a class) cut it into the same number of iterations (within 5%),
+or all their counts lie within a factor 1.5; and on most ranks, most of its events lie
+in iterations whose shape recurs (three times, or next to itself), and not in polls (a rank that polls until
+a message arrives waits; how often it polls is timing). A loop whose counts scatter (the rounds of a data-driven update loop that
+each rank polls through at its own pace) or whose iterations all differ (repeats that
+occur by chance in an aperiodic stream) is no loop: its stretch of the run is a
+weight-1 part.
+
+Before any of this, :func:`global_sections` cuts the run into *sections* at the global
+synchronisation between a benchmark suite's kernels: collective calls that every rank
+makes on a communicator holding all ranks, around a long stretch of other traffic that
+the sequence of such calls does not repeat (a kernel that runs once, between barriers).
+Loops are then looked for inside each section (``phases.py``).
 """
 
 from __future__ import annotations
@@ -21,12 +36,30 @@ import numpy as np
 from .iterations import RankSegments
 from .trace import OP_CODE, OPS, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
-__all__ = ["align_ranks", "message_links"]
+__all__ = ["align_ranks", "message_links", "global_sections"]
 
 _COLLECTIVE = [OP_CODE[n] for n in OPS if n.lstrip("I") in (
     "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv",
     "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Reduce_scatter",
     "Reduce_scatter_block", "Scan", "Exscan")]
+
+
+#: a stretch between two global collectives is long when it holds this many events (median
+#: over ranks) and this share of the median rank's events
+SECTION_MIN_EVENTS = 64
+SECTION_MIN_SHARE = 0.005
+#: the longest loop of global collectives (calls per iteration) whose repeats make a long
+#: stretch periodic (a thermo output every k steps: not a kernel boundary)
+SECTION_MAX_PERIOD = 32
+#: ranks (spread over the run's) whose streams decide whether a stretch is periodic
+SECTION_VOTERS = 16
+#: a loop is the program's when this share of the ranks (and at least two) cut it into
+#: the same number of iterations, within ``LOOP_COUNT_TOLERANCE``, or when all counts lie
+#: within a factor ``LOOP_COUNT_SPREAD``; and when its iterations repeat on more than
+#: half of the ranks
+LOOP_AGREEMENT = 0.25
+LOOP_COUNT_TOLERANCE = 0.05
+LOOP_COUNT_SPREAD = 1.5
 
 
 def _nth(keys: np.ndarray) -> np.ndarray:
@@ -71,12 +104,17 @@ def _collective_keys(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return idx, comm * (1 << 40) + inst
 
 
-def align_ranks(trace: Trace, segs: list[RankSegments]) -> tuple[np.ndarray, np.ndarray]:
+def align_ranks(trace: Trace, segs: list[RankSegments], cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Global segments from the ranks' own cuts: ``(bounds, loop)``, ``bounds[r]`` the
     (G+1,) cut positions of rank r in its stream without Init and Finalize, ``loop[g]``
     the loop of global segment g (-1 for a weight-1 part). Ranks that find a different
-    number of loops are cut as one loop each."""
+    number of loops are cut as one loop each; a loop whose iteration counts scatter over
+    the ranks is dropped (:func:`_scattered`). ``segs`` may cover one section of the run
+    (their bounds start where it starts; ``bounds[:, 0]`` is then 0 all the same).
+    ``cache`` keeps the message links between calls on the same trace."""
     P = trace.nprocs
+    cache = {} if cache is None else cache
+    irregular = sum(_irregular(s) or s.polling for s in segs)
     if len({s.n_loops for s in segs}) > 1:
         for s in segs:  # the parts between a rank's loops join the iteration before them
             its = np.flatnonzero(s.loop >= 0)
@@ -85,7 +123,11 @@ def align_ranks(trace: Trace, segs: list[RankSegments]) -> tuple[np.ndarray, np.
                 inner = (s.loop < 0) & (k > its[0]) & (k < len(s.loop) - 1)
                 keep = np.concatenate([~inner, [True]])
                 s.bounds, s.loop = s.bounds[keep], np.where(s.loop[keep[:-1]] >= 0, 0, -1)
-    links = None
+    for L in reversed(range(max((s.n_loops for s in segs), default=0))):
+        if _scattered(np.array([s.iterations(L) for s in segs])) or irregular > 0.5 * P:
+            for s in segs:
+                _drop_loop(s, L)
+    links = cache.get("links")
     per_rank: list[list[int]] = [[0] for _ in range(P)]
     cols: list[int] = [-1]
     for L in range(max((s.n_loops for s in segs), default=0)):
@@ -97,7 +139,7 @@ def align_ranks(trace: Trace, segs: list[RankSegments]) -> tuple[np.ndarray, np.
             cols += [L] * int(counts[0]) + [-1]
             continue
         if links is None:
-            links = (*message_links(trace), *_collective_keys(trace))
+            links = cache["links"] = (*message_links(trace), *_collective_keys(trace))
         cuts = _align_loop(trace, segs, L, counts, links)
         for r in range(P):
             per_rank[r] += cuts[r]
@@ -105,6 +147,50 @@ def align_ranks(trace: Trace, segs: list[RankSegments]) -> tuple[np.ndarray, np.
     for r, s in enumerate(segs):
         per_rank[r].append(int(s.bounds[-1]))
     return np.array(per_rank, np.int64), np.array(cols, np.int64)
+
+
+def _scattered(counts: np.ndarray) -> bool:
+    """Whether a loop's iteration counts (per rank) scatter: of the ranks that run it, no
+    quarter (and no two) cut it into the same number of iterations (within
+    ``LOOP_COUNT_TOLERANCE``), and the counts spread over more than ``LOOP_COUNT_SPREAD``.
+    Rank classes keep their loop: the ranks of a class agree (two pools of k-points, a
+    process row and a process column)."""
+    c = np.sort(counts[counts > 0])
+    if len(c) <= 1 or c[-1] <= LOOP_COUNT_SPREAD * c[0]:
+        return False
+    together = np.searchsorted(c, c * (1 + LOOP_COUNT_TOLERANCE), side="right") - np.arange(len(c))
+    return int(together.max()) < max(2, LOOP_AGREEMENT * len(c))
+
+
+def _irregular(s: RankSegments) -> bool:
+    """Whether a rank's iterations hardly repeat: less than half of their events lie in
+    iterations whose shape occurs three times or more, or is that of one of the two
+    iterations before or after. A program's loop runs the same iteration again and again
+    (with variants every k steps, or two that alternate); repeats that a data-driven
+    stream makes by chance leave iterations of every length, most of them unique."""
+    its = np.flatnonzero(s.loop >= 0)
+    if not its.size:
+        return False
+    shapes = s.shape[its]
+    size = (s.bounds[its + 1] - s.bounds[its]).astype(float)
+    _, inverse, counts = np.unique(shapes, return_inverse=True, return_counts=True)
+    alike = counts[np.asarray(inverse).reshape(-1)] >= 3
+    for d in (1, 2):
+        same = shapes[d:] == shapes[:-d]
+        alike[d:] |= same
+        alike[:-d] |= same
+    return float(size[alike].sum()) < 0.5 * float(size.sum())
+
+
+def _drop_loop(s: RankSegments, L: int) -> None:
+    """Loop L's iterations become part of the weight-1 part around them (in place)."""
+    loop = np.where(s.loop == L, -1, np.where(s.loop > L, s.loop - 1, s.loop))
+    keep = np.ones(len(s.bounds), bool)
+    keep[1:-1] = ~((loop[1:] < 0) & (loop[:-1] < 0))
+    seg_keep = keep[:-1]
+    if len(s.shape) == len(s.loop):
+        s.shape, s.exact = s.shape[seg_keep], s.exact[seg_keep]
+    s.bounds, s.loop = s.bounds[keep], loop[seg_keep]
 
 
 def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarray,
@@ -177,6 +263,11 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         if not st.size:  # a rank without this loop: its iterations are empty, at its end
             out[r] = [int(segs[r].bounds[-1])] * (n_ref + 1)
             continue
+        # only calls inside the rank's part of the run (its section) say where its global
+        # iterations begin (a receive from any source is not linked: a message count that
+        # skips it can pair a call of one kernel with one of another)
+        within = (pos >= segs[r].bounds[0]) & (pos < segs[r].bounds[-1])
+        pos, g = pos[within], g[within]
         base = int(ro[r]) + 1
         mid = 0.5 * (t_start[np.minimum(base + st, int(ro[r + 1]) - 1)]
                      + t_start[np.minimum(base + en, int(ro[r + 1]) - 1)])
@@ -210,3 +301,108 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         out[r] = cut.tolist()
         mark(r, cut)
     return out  # type: ignore[return-value]
+
+
+def _world_collectives(trace: Trace) -> np.ndarray | None:
+    """(P, m) event index of every rank's m collective calls on communicators that hold
+    all ranks (in its own order), or None when the ranks do not make the same calls."""
+    ev = trace.events
+    P = trace.nprocs
+    comms = trace.comms
+    is_coll = np.zeros(256, bool)
+    is_coll[_COLLECTIVE] = True
+    world = np.zeros(len(comms) + 1, bool)  # comm ids -1 (none) land on the last entry
+    world[:len(comms)] = (comms.size == P) & ~comms.inter
+    coll = np.flatnonzero(is_coll[ev["op"]] & world[np.minimum(ev["comm"], len(comms))])
+    count = np.bincount(ev["rank"][coll], minlength=P)
+    if not coll.size or np.any(count != count[0]):
+        return None
+    idx = coll.reshape(P, -1)
+    if np.any(ev["op"][idx] != ev["op"][idx[:1]]):
+        return None
+    return idx
+
+
+def _covered_by_repeats(tok: np.ndarray, max_period: int) -> np.ndarray:
+    """Positions of ``tok`` inside a tandem repeat (two copies or more) of a period up to
+    ``max_period``."""
+    n = len(tok)
+    delta = np.zeros(n + 1, np.int64)
+    for p in range(1, min(max_period, n // 2) + 1):
+        starts, lengths = _runs_of(tok[p:] == tok[:-p])
+        ok = lengths >= p  # a run of m >= p matches from s: copies over s .. s + m + p - 1
+        np.add.at(delta, starts[ok], 1)
+        np.add.at(delta, starts[ok] + lengths[ok] + p, -1)
+    return np.cumsum(delta[:-1]) > 0
+
+
+def _runs_of(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    d = np.diff(np.concatenate([[0], mask.view(np.int8), [0]]))
+    starts = np.flatnonzero(d == 1)
+    return starts, np.flatnonzero(d == -1) - starts
+
+
+def global_sections(trace: Trace) -> np.ndarray | None:
+    """Per rank, where the run's sections begin and end: ``(P, S+1)`` positions in each
+    rank's stream without Init and Finalize (``[:, 0]`` is 0, ``[:, -1]`` its length), or
+    None when the run is one section.
+
+    The global collectives (calls on a communicator that holds every rank, made by every
+    rank in the same order) cut each rank's stream into stretches. A stretch is *long*
+    when it holds at least ``SECTION_MIN_EVENTS`` events and ``SECTION_MIN_SHARE`` of the
+    rank's run (median over ranks), and *periodic* when, on most ranks, the sequence of
+    global collectives and stretches (each stretch represented by the set of calls it
+    makes) repeats around it: the thermo reduction of every 50th step of a time-stepping
+    loop (up to ``SECTION_VOTERS`` ranks, spread over the run's, vote). A long stretch that is not periodic is a kernel that runs once (a benchmark
+    suite's RandomAccess between its barriers): it is a section of its own, opened by the
+    global collective before it; what lies between two such kernels is a section too.
+    Two kernels at least are needed: a run with one is left whole.
+    """
+    idx = _world_collectives(trace)
+    if idx is None:
+        return None
+    ev = trace.events
+    P, m = idx.shape
+    ro = trace.rank_offsets
+    n = np.diff(ro) - 2
+    pos = idx - (ro[:-1] + 1)[:, None]
+    edges = np.concatenate([np.full((P, 1), -1), pos, n[:, None]], axis=1)
+    lengths = np.diff(edges, axis=1) - 1  # (P, m+1): stretch j lies before collective j
+    med = np.median(lengths, axis=0)
+    long = med >= max(SECTION_MIN_EVENTS, SECTION_MIN_SHARE * float(np.median(n)))
+    if long.sum() < 2:
+        return None
+    coll_tok = ev["op"][idx[0]].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + ev["comm"][idx[0]].astype(np.uint64)
+    periodic_votes = np.zeros(m + 1, np.int64)
+    words = (len(OPS) + 63) // 64
+    # the program is the same on every rank: a few ranks, spread over them, vote
+    voters = np.unique(np.linspace(0, P - 1, min(P, SECTION_VOTERS)).astype(np.int64))
+    for r in voters.tolist():
+        a = int(ro[r]) + 1
+        ops = ev["op"][a:a + int(n[r])].astype(np.int64)
+        # the set of calls of each stretch, as a bit mask per 64 op codes
+        stretch = np.searchsorted(pos[r], np.arange(len(ops)), side="left")
+        inside = np.ones(len(ops), bool)
+        inside[pos[r]] = False
+        key = np.zeros(m + 1, np.uint64)
+        for w in range(words):
+            sel = inside & (ops // 64 == w)
+            bits = np.zeros(m + 1, np.uint64)
+            np.bitwise_or.at(bits, stretch[sel], np.left_shift(np.uint64(1), (ops[sel] % 64).astype(np.uint64)))
+            key = key * np.uint64(0x100000001B3) ^ bits
+        seq = np.empty(2 * m + 1, np.uint64)
+        seq[0::2] = key
+        seq[1::2] = coll_tok
+        periodic_votes += _covered_by_repeats(seq, 2 * SECTION_MAX_PERIOD)[0::2]
+    kernel = np.flatnonzero(long & (periodic_votes * 2 <= len(voters)))
+    if len(kernel) < 2:
+        return None
+    # a kernel j is [collective j-1, collective j); what lies between kernels is a section
+    cuts = set()
+    for j in kernel.tolist():
+        cuts.add(j - 1)  # index of the opening collective (-1: the run's start)
+        cuts.add(j)      # the closing collective opens the next section (m: the run's end)
+    cols = sorted(c for c in cuts if 0 <= c < m)
+    bounds = np.concatenate([np.zeros((P, 1), np.int64), pos[:, cols], n[:, None]], axis=1)
+    empty = np.all(bounds[:, 1:] == bounds[:, :-1], axis=0)  # a kernel opening the run
+    return bounds[:, np.concatenate([[True], ~empty[:-1], [True]])] if empty[:-1].any() else bounds

@@ -45,6 +45,9 @@ _BASE = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
 #: a piece of a block between two plain iterations is an iteration of its own when it
 #: holds more than this share of the plain iteration's calls (as multisets)
 GAP_ITERATION_SHARE = 0.5
+#: a block between plain iterations holds two steps when it can be cut in two pieces that
+#: each hold this share of the plain iteration's calls
+STEP_SPLIT_SHARE = 0.9
 #: a loop after the first one is kept only if its iterations hold this share of the
 #: rank's events (and it repeats at least three times)
 LATER_LOOP_SHARE = 0.01
@@ -204,6 +207,8 @@ class RankSegments:
     loop: np.ndarray
     shape: np.ndarray
     exact: np.ndarray
+    #: the rank's loops are mostly polls (Test*, Iprobe): a wait, whose count is timing
+    polling: bool = False
 
     @property
     def n_loops(self) -> int:
@@ -256,8 +261,54 @@ def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_
             if len(keep) >= 2:
                 pieces = sorted({0, *keep, keep[-1] + q} - {len(gap)})
     bounds = pieces + [len(gap)]
-    return [a for a, b in zip(bounds[:-1], bounds[1:])
-            if _shares(gap[a:b], vocab, unit_counts) > GAP_ITERATION_SHARE * p]
+    starts = [a for a, b in zip(bounds[:-1], bounds[1:])
+              if _shares(gap[a:b], vocab, unit_counts) > GAP_ITERATION_SHARE * p]
+    # a piece that holds two steps (a thermo output step followed by a rebuild step) is
+    # two iterations
+    ends = starts[1:] + [len(gap)]
+    out: list[int] = []
+    for a, b in zip(starts, ends):
+        out += [a + c for c in _split_steps(gap[a:b], p, vocab, unit_counts)]
+    return out
+
+
+def _running_shares(piece: np.ndarray, vocab: np.ndarray, unit_counts: np.ndarray) -> np.ndarray:
+    """``L[c]``: how many of the plain iteration's calls (as a multiset) ``piece[:c]`` holds,
+    for every c (length ``len(piece) + 1``)."""
+    idx = np.minimum(np.searchsorted(vocab, piece), len(vocab) - 1)
+    known = vocab[idx] == piece
+    key = np.where(known, idx, -1)
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    new = np.concatenate([[True], ks[1:] != ks[:-1]]) if len(ks) else np.zeros(0, bool)
+    at = np.arange(len(ks))
+    nth = np.empty(len(ks), np.int64)
+    nth[order] = at - np.maximum.accumulate(np.where(new, at, 0))  # earlier calls of the same kind
+    counts = np.where(known, unit_counts[idx], 0)
+    return np.concatenate([[0], np.cumsum(known & (nth < counts))])
+
+
+def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray) -> list[int]:
+    """Offsets where the steps in ``piece`` begin (always 0): a piece of 1.5 plain
+    iterations or more is cut where both sides hold nearly all of the plain calls
+    (``STEP_SPLIT_SHARE``: a rebuild step that exchanges atoms instead of ghost positions
+    holds a part of them, twice, and stays whole),
+    at the cut that leaves the most plain calls on the two sides together, and the first
+    such (right after the first step's last plain call: a rebuild step whose atom
+    exchange interleaves with calls the plain step makes too is not cut inside); each
+    side is cut again the same way."""
+    if len(piece) < 1.5 * p:
+        return [0]
+    left = _running_shares(piece, vocab, unit_counts)
+    right = _running_shares(piece[::-1], vocab, unit_counts)[::-1]
+    ok = (left >= STEP_SPLIT_SHARE * p) & (right >= STEP_SPLIT_SHARE * p)
+    ok[[0, -1]] = False
+    if not ok.any():
+        return [0]
+    both = np.where(ok, left + right, -1)
+    c = int(np.flatnonzero(both == both.max())[0])
+    return (_split_steps(piece[:c], p, vocab, unit_counts)
+            + [c + d for d in _split_steps(piece[c:], p, vocab, unit_counts)])
 
 
 def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: int,
@@ -300,6 +351,17 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
     if best:
         extra += [end + c for c in cache[best]]
         end += len(best) // 8
+    # ... and so does a last step of a kind not seen before (the run's last step rebuilds
+    # and prints at once): the shortest start of the rest that holds as many of the plain
+    # calls as the rest's next two plain lengths do, if that is nearly all of them (a
+    # final residual check that repeats a part of the step is the final part's)
+    rest = struct[end:end + 2 * p]
+    if len(rest):
+        held = _running_shares(rest, vocab, unit_counts)
+        c = int(np.argmax(held))
+        if held[c] >= STEP_SPLIT_SHARE * p:
+            extra.append(end)
+            end += c
     starts = np.unique(np.concatenate([occ, np.asarray(extra, np.int64)]))
     return starts, end
 

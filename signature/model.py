@@ -53,6 +53,10 @@ class Phase:
     #: "cpu" (thread CPU s), "comp" (wall s), and "instr"/"cycles" where counted; and the
     #: largest message sizes over the repetitions, "bytes_max" and "recv_bytes_max"
     template_cost: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    #: the section of the run the phase first occurs in (``signature.align.global_sections``:
+    #: the kernels of a benchmark suite, between global synchronisations); 0 when the run
+    #: is one section
+    section: int = 0
 
     @property
     def comp_fraction(self) -> float:
@@ -90,6 +94,7 @@ class Phase:
             "template_offsets": self.template_offsets.tolist(),
             "template": {k: v.tolist() for k, v in self.template.items()},
             "template_cost": {k: np.asarray(v, float).tolist() for k, v in self.template_cost.items()},
+            "section": self.section,
         }
 
     @classmethod
@@ -102,7 +107,8 @@ class Phase:
                    template_offsets=np.asarray(d["template_offsets"], np.int64),
                    template={k: np.asarray(v, np.int64) for k, v in d["template"].items()},
                    template_cost={k: np.asarray(v, float)
-                                  for k, v in d.get("template_cost", {}).items()})
+                                  for k, v in d.get("template_cost", {}).items()},
+                   section=int(d.get("section", 0)))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -144,13 +150,23 @@ class Signature:
 
     @property
     def main_loop_missing(self) -> "Phase | None":
-        """The weight-1 phase that holds most of the run (over half) and more calls than
-        three times all repeated phases together, if any: the program's main loop was
-        not found (a long computation before a short loop is not that)."""
-        loops = sum(float(np.mean(p.stats["events"])) for p in self.loop_phases if p.weight >= 2)
-        big = [p for p in self.phases if p.weight == 1 and p.share > 0.5
-               and float(np.mean(p.stats["events"])) > 3 * loops]
-        return big[0] if big else None
+        """The weight-1 phase (a part, or a loop iteration that never repeats) that holds
+        the most of the run among those that look like an unfound loop, if any: it holds
+        ``MISSING_SHARE`` of the run or more, it makes more calls than three times all
+        repeated phases together, and its calls repeat (on its median rank, at least
+        ``MISSING_REPEAT`` calls per distinct call: op, peer relative to the rank, root,
+        bytes).
+        A long computation before a short loop (few calls) and a set-up part (calls of
+        many kinds, each a few times) are not that."""
+        # (a rank that never takes part in a phase has no mean: NaN)
+        loops = sum(float(np.nanmean(p.stats["events"])) for p in self.loop_phases if p.weight >= 2)
+        big = [p for p in self.phases if p.weight == 1 and p.share >= self.MISSING_SHARE
+               and float(np.nanmean(p.stats["events"])) > 3 * loops and _repeats(p) >= self.MISSING_REPEAT]
+        return max(big, key=lambda p: p.share) if big else None
+
+    #: what makes a weight-1 phase an unfound loop (``main_loop_missing``)
+    MISSING_SHARE = 0.2
+    MISSING_REPEAT = 8.0
 
     @property
     def pet_error(self) -> float:
@@ -239,6 +255,20 @@ class Signature:
             raise TraceFormatError(f"{path}: cannot read the signature ({err})") from err
         except TraceFormatError as err:
             raise TraceFormatError(f"{path}: {err}") from err
+
+
+def _repeats(phase: Phase) -> float:
+    """Calls per distinct call (op, peer relative to the rank, root, bytes) in a phase's
+    template, on its median rank by calls."""
+    P = len(phase.template_offsets) - 1
+    sizes = np.diff(phase.template_offsets)
+    if not P or not sizes.any():
+        return 0.0
+    r = int(np.argsort(sizes, kind="stable")[P // 2])
+    t = phase.rank_template(r)
+    rel = np.where(t["peer"] >= 0, (t["peer"] - r) % P, t["peer"])
+    distinct = len(np.unique(np.stack([t["op"], rel, t["root"], t["bytes"]]), axis=1).T)
+    return len(t["op"]) / max(distinct, 1)
 
 
 def signature_path(trace_path: str | Path) -> Path:

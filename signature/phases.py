@@ -12,7 +12,13 @@ Algorithm
    token the same without bytes and with communicators identified by their
    members. Relative peers make rank r's "send to r+1" the same token on every
    rank. Tags are left out, as in the paper's tokens.
-2. **Loops, per rank** (:mod:`signature.iterations`). Tandem-repeat detection on
+2. **Sections** (:func:`signature.align.global_sections`). A run whose global
+   collectives (calls on a communicator of all ranks) enclose long stretches that
+   the sequence of such calls does not repeat (the kernels of a benchmark suite,
+   each opened by a barrier) is cut there into sections; steps 3 and 4 run in
+   each section, and a weight-1 part never spans two sections. A kernel without
+   periodic structure is thus one weight-1 phase of its own.
+3. **Loops, per rank** (:mod:`signature.iterations`). Tandem-repeat detection on
    a window of the full tokens (as trace compressors fold loops) finds the
    innermost dominant loop's period and its first iteration, the *plain*
    iteration. Its structure is then matched over the whole rest of the run,
@@ -21,12 +27,18 @@ Algorithm
    when it shares at most half of the plain calls (a reduction printed every k
    steps), is an iteration of its own when it shares more (a rebuild step), and
    is cut at each repetition when it repeats a variant of its own (the steps
-   after a rebuild that skip a check). Loops that follow each other are found
+   after a rebuild that skip a check), and in two where it holds two steps
+   (nearly all plain calls on either side of the cut). Loops that follow each other are found
    in turn; a loop right after (or right before) another whose plain iteration
    changed (a domain decomposition rebuilt) continues it. Where a call's count
    depends on the data (runs of one call of varying length), the stream with
    runs collapsed is cut instead, when its plain iterations explain clearly more.
-3. **Across ranks** (:mod:`signature.align`). Ranks that cut a loop into the
+4. **Across ranks** (:mod:`signature.align`). A loop is kept only if the ranks
+   run it together (a quarter of them, two at least, cut it into the same number
+   of iterations, or all within a factor 1.5), its iterations recur on most ranks
+   and are not mostly polls; a
+   data-driven update loop whose rounds each rank polls through at its own pace
+   is a weight-1 part. Ranks that cut a loop into the
    same number of iterations are aligned iteration by iteration. Where they do
    not (rank classes: PME ranks, a class whose own unit is a fraction of the
    step), the ranks are aligned by the communication they share: matched
@@ -41,7 +53,7 @@ Algorithm
    Template message sizes are the mean over the repetitions of the same
    structure (``template_cost["bytes_max"]``, ``["recv_bytes_max"]`` their largest:
    above the mean where the sizes depend on the data).
-4. **Time.** An event's *span* runs from its start to the next event's start on
+5. **Time.** An event's *span* runs from its start to the next event's start on
    the same rank: its call plus the burst after it, so an iteration owns the
    computation that follows its communication. Spans add up to the rank's
    runtime. A phase's TE is its mean duration per repetition (mean over ranks; a
@@ -52,8 +64,8 @@ Algorithm
    the loop early and waits in its next call for the others (a pipeline's
    drain) waits for the loop. ``loop_span`` is the share of the runtime
    between the first rank entering the repeated phases and the last leaving
-   them. A weight-1 phase holding most of the run, with many calls, is reported
-   as "main loop not found".
+   them. A weight-1 phase holding 20% of the run or more, with many calls that
+   repeat, is reported as "main loop not found".
 
 Message matching (every receive has its send) is checked first: a trace whose
 point-to-point messages do not pair up is reported with the rank and event.
@@ -68,8 +80,9 @@ import numpy as np
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
-from .align import align_ranks
-from .iterations import find_unit, mix, relative_peers, segment_keys, segment_rank, structure_tokens
+from .align import align_ranks, global_sections
+from .iterations import (RankSegments, find_unit, mix, relative_peers, segment_keys, segment_rank,
+                         structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
@@ -77,6 +90,9 @@ __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
 
 
 _REGION_OPS = [OP_CODE["Region_begin"], OP_CODE["Region_end"]]
+_POLL_OPS = [OP_CODE[n] for n in ("Test", "Testany", "Testsome", "Testall", "Iprobe", "Improbe", "Win_test")]
+#: a rank whose loops' events are this share of polls or more is waiting, not looping
+POLL_LOOP_SHARE = 0.5
 
 
 def tokenize(trace: Trace) -> np.ndarray:
@@ -181,18 +197,21 @@ def cut_rank(tokens: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, int]:
     return int(seg.bounds[its[0]]), seg.bounds[its], seg.exact[its], int(seg.bounds[its[-1] + 1])
 
 
-def _pattern(op_names: list[str], per_rank_ops: list[np.ndarray]) -> tuple[tuple[str, ...], str]:
+def _pattern(op_names: list[str], per_rank_ops: list[np.ndarray], by_count: bool = False) -> tuple[tuple[str, ...], str]:
     """Op structure (distinct ops in order of first use) and a one-line summary with the
-    per-rank count range of each op."""
+    per-rank count range of each op; ``by_count``: the summary names the most frequent
+    calls first (a weight-1 part, a kernel that runs once, is named by what it mostly
+    does)."""
     order: list[int] = []
     for ops in per_rank_ops:
         for o in ops.tolist():
             if o not in order:
                 order.append(o)
     parts = []
-    for o in order:
-        counts = [int(np.sum(ops == o)) for ops in per_rank_ops]
-        lo, hi = min(counts), max(counts)
+    counts = {o: [int(np.sum(ops == o)) for ops in per_rank_ops] for o in order}
+    shown = sorted(order, key=lambda o: -sum(counts[o])) if by_count else order
+    for o in shown:
+        lo, hi = min(counts[o]), max(counts[o])
         n = f"{lo}" if lo == hi else f"{lo}-{hi}"
         parts.append(op_names[o] if n == "1" else f"{op_names[o]} x{n}")
     return tuple(op_names[o] for o in order), ", ".join(parts) if parts else "(computation only)"
@@ -238,37 +257,34 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
 
     # --- cut every rank into parts and iterations, then align the ranks -------------
     struct = structure_tokens(trace)
-    rank_segs = []
-    seen: dict[tuple[bytes, bytes], object] = {}
     for r in range(P):
         a, b = int(ro[r]), int(ro[r + 1])
-        frame = ev["op"][a:b]
-        if len(frame) < 2 or frame[0] != OP_CODE["Init"] or frame[-1] != OP_CODE["Finalize"]:
+        if b - a < 2 or ev["op"][a] != OP_CODE["Init"] or ev["op"][b - 1] != OP_CODE["Finalize"]:
             raise TraceFormatError(f"{trace.name}: rank {r} does not start with Init and end with "
                                    "Finalize; the trace is damaged")
-        inner = ev["op"][a + 1:b - 1]
-        marks = np.isin(inner, _REGION_OPS)
-        if not marks.any():
-            # ranks whose streams are equal (relative to the rank: the interior of a grid)
-            # are cut once
-            key = (tokens[a + 1:b - 1].tobytes(), struct[a + 1:b - 1].tobytes())
-            if key not in seen:
-                seen[key] = segment_rank(tokens[a + 1:b - 1], struct[a + 1:b - 1])
-            rank_segs.append(dataclasses.replace(seen[key]))
-            continue
-        # regions are not part of the loop: cut without them, then put each cut after
-        # the Region_end events that close the previous iteration
-        kept = np.flatnonzero(~marks)
-        seg = segment_rank(tokens[a + 1:b - 1][~marks], struct[a + 1:b - 1][~marks])
-        n = len(inner)
-        after = np.concatenate([[0], kept + 1])  # compressed bound c -> just after event c-1
-        idx = np.arange(n + 1)
-        not_end = np.concatenate([inner != OP_CODE["Region_end"], [True]])
-        skip = np.minimum.accumulate(np.where(not_end, idx, n)[::-1])[::-1]
-        seg.bounds = skip[after[seg.bounds]]
-        seg.bounds[-1] = n
-        rank_segs.append(seg)
-    bounds, seg_loop = align_ranks(trace, rank_segs)
+    # sections: the kernels of a benchmark suite, between global synchronisations; loops
+    # are looked for inside each
+    sections = global_sections(trace)
+    if sections is None:
+        sections = np.stack([np.zeros(P, np.int64), np.diff(ro) - 2], axis=1)
+    seen: dict[tuple[bytes, bytes], RankSegments] = {}
+    cache: dict = {}
+    cols_b, cols_l = [], []
+    section_start: list[int] = []  # global segments where a section begins
+    n_loops = 0
+    for k in range(sections.shape[1] - 1):
+        rank_segs = [_cut_section(ev["op"], tokens, struct, int(ro[r]) + 1 + int(sections[r, k]),
+                                  int(ro[r]) + 1 + int(sections[r, k + 1]), int(sections[r, k]), seen)
+                     for r in range(P)]
+        b_k, l_k = align_ranks(trace, rank_segs, cache)
+        b_k[:, 0] = sections[:, k]
+        section_start.append(sum(c.shape[1] for c in cols_b))
+        cols_b.append(b_k[:, :-1])
+        cols_l.append(np.where(l_k >= 0, l_k + n_loops, -1))
+        n_loops += int(l_k.max()) + 1 if l_k.size and l_k.max() >= 0 else 0
+    bounds = np.concatenate(cols_b + [sections[:, -1:]], axis=1).astype(np.int64)
+    seg_loop = np.concatenate(cols_l).astype(np.int64)
+    seg_section = np.repeat(np.arange(len(cols_b)), [c.shape[1] for c in cols_b])
     G = bounds.shape[1] - 1
     # iteration contents, per rank and global segment: shape (runs collapsed) and exact
     shape = np.zeros((P, G), np.uint64)
@@ -289,35 +305,47 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                                       return_inverse=True)
         kind[it_cols] = np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
     counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
-    # weight-1 iterations at either end of a loop belong to the part beside them; a loop
-    # left without iterations is part of the weight-1 parts
+    # weight-1 iterations at either end of a loop belong to the part beside them, unless
+    # they are a whole step or more on every rank (the run's last step rebuilds and
+    # prints at once); a loop left without iterations is part of the weight-1 parts
+    sizes = np.diff(bounds, axis=1)
     for L in range(int(seg_loop.max()) + 1 if seg_loop.size else 0):
         cols = np.flatnonzero(seg_loop == L)
+        plain = cols[np.argmax(counts[kind[cols]])]  # the first iteration of the commonest kind
+        whole = counts[kind[plain]] >= 2
+
+        def step(c):
+            return whole and bool(np.all(sizes[:, c] >= sizes[:, plain]))
         lo, hi = 0, len(cols)
-        while lo < hi and counts[kind[cols[lo]]] == 1:
+        while lo < hi and counts[kind[cols[lo]]] == 1 and not step(cols[lo]):
             lo += 1
-        while hi > lo and counts[kind[cols[hi - 1]]] == 1:
+        while hi > lo and counts[kind[cols[hi - 1]]] == 1 and not step(cols[hi - 1]):
             hi -= 1
         seg_loop[cols[:lo]] = -1
         seg_loop[cols[hi:]] = -1
-    # merge adjacent weight-1 parts into one segment each
+    # merge adjacent weight-1 parts into one segment each (within a section: a kernel that
+    # runs once stays a phase of its own)
     part = seg_loop < 0
     keep_bound = np.ones(G + 1, bool)
     keep_bound[1:G] = ~(part[1:] & part[:-1])
+    keep_bound[section_start] = True
     bounds = bounds[:, keep_bound]
     seg_loop = seg_loop[keep_bound[:-1]]
+    seg_section = seg_section[keep_bound[:-1]]
     kind = kind[keep_bound[:-1]]
     exact = exact[:, keep_bound[:-1]]
     G = len(seg_loop)
     if G == 0 or seg_loop[0] >= 0:  # the initial part always exists (maybe empty)
         bounds = np.concatenate([bounds[:, :1], bounds], axis=1)
         seg_loop = np.concatenate([[-1], seg_loop])
+        seg_section = np.concatenate([[0], seg_section])
         kind = np.concatenate([[-1], kind])
         exact = np.concatenate([np.zeros((P, 1), np.uint64), exact], axis=1)
         G += 1
     if seg_loop[-1] >= 0:  # so does the final part
         bounds = np.concatenate([bounds, bounds[:, -1:]], axis=1)
         seg_loop = np.concatenate([seg_loop, [-1]])
+        seg_section = np.concatenate([seg_section, seg_section[-1:]])
         kind = np.concatenate([kind, [-1]])
         exact = np.concatenate([exact, np.zeros((P, 1), np.uint64)], axis=1)
         G += 1
@@ -453,7 +481,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                         (template["op"][offs[r]:offs[r + 1]] for r in range(P))]
         names = tuple(dict.fromkeys(trace.regions[i] for i in
                                     template_aux[template["op"] == OP_CODE["Region_begin"]]))
-        ops, pattern = _pattern(list(OPS), per_rank_ops)
+        ops, pattern = _pattern(list(OPS), per_rank_ops, by_count=phase_kind[k] != "loop")
         stats = {"events": evm[k], "events_max": evmax.reshape(n_phase, P)[k],
                  "duration_mean": dm[k], "duration_std": dsd[k],
                  "comp_mean": compm[k], "comp_std": compsd[k], "cpu_mean": cpum[k],
@@ -464,7 +492,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         phases.append(Phase(id=len(phases), kind=phase_kind[k], weight=w, ops=ops, pattern=pattern,
                             regions=names, te=float(te[k]),
                             share=float(te[k] * w / runtime) if runtime > 0 else 0.0,
-                            stats=stats, template_offsets=offs, template=template, template_cost=cost))
+                            stats=stats, template_offsets=offs, template=template, template_cost=cost,
+                            section=int(seg_section[first_seg[k]])))
     problems = _region_problems(trace, local, S)
     pet = float(sum(p.te * p.weight for p in phases))
     # coverage: the share of each rank's time inside phases that repeat
@@ -507,6 +536,50 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                      phases=tuple(phases), sequence=sequence.astype(np.int64),
                      region_problems=problems,
                      unmodelled=tuple(unmodelled_notes(trace.meta, runtime)))
+
+
+def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int, b: int, offset: int,
+                 seen: dict) -> RankSegments:
+    """One rank's events ``a:b`` (of the trace) cut into parts and iterations, with bounds
+    counted from the rank's first event after Init (``offset`` is where ``a`` lies).
+
+    Ranks whose streams are equal (relative to the rank: the interior of a grid) are cut
+    once (``seen``). User regions are not part of the loop: the stream is cut without
+    them, then each cut is put after the Region_end events that close the previous
+    iteration."""
+    inner = op[a:b]
+    marks = np.isin(inner, _REGION_OPS)
+    if not marks.any():
+        key = (tokens[a:b].tobytes(), struct[a:b].tobytes())
+        if key not in seen:
+            seen[key] = _polling(segment_rank(tokens[a:b], struct[a:b]), inner)
+        seg = dataclasses.replace(seen[key])
+    else:
+        kept = np.flatnonzero(~marks)
+        seg = segment_rank(tokens[a:b][~marks], struct[a:b][~marks])
+        n = len(inner)
+        after = np.concatenate([[0], kept + 1])  # compressed bound c -> just after event c-1
+        idx = np.arange(n + 1)
+        not_end = np.concatenate([inner != OP_CODE["Region_end"], [True]])
+        skip = np.minimum.accumulate(np.where(not_end, idx, n)[::-1])[::-1]
+        seg.bounds = skip[after[seg.bounds]]
+        seg.bounds[-1] = n
+        seg = _polling(seg, inner)
+    seg.bounds = seg.bounds + offset
+    return seg
+
+
+def _polling(seg: RankSegments, inner: np.ndarray) -> RankSegments:
+    """Mark a rank whose loops are mostly polls (``POLL_LOOP_SHARE``): a wait, whose
+    count is timing, not the program (``inner``: the rank's ops the bounds count)."""
+    its = np.flatnonzero(seg.loop >= 0)
+    if its.size:
+        in_loop = np.zeros(len(inner) + 1, np.int64)
+        np.add.at(in_loop, seg.bounds[its], 1)
+        np.add.at(in_loop, seg.bounds[its + 1], -1)
+        events = np.cumsum(in_loop[:-1]) > 0
+        seg.polling = bool(np.isin(inner[events], _POLL_OPS).mean() >= POLL_LOOP_SHARE)
+    return seg
 
 
 def _region_problems(trace: Trace, local: np.ndarray, S: int, limit: int = 10) -> tuple[str, ...]:

@@ -204,3 +204,18 @@ def test_cut_recovers_any_loop(body, k, head, tail):
     init, segs, final = _phases(head + body * k + tail)
     assert segs == [body] * k
     assert init == head and final == tail
+
+
+@pytest.mark.parametrize("counts, scattered", [
+    ([28050, 760, 15941, 48507], True),        # hpcc RandomAccess rounds at P=4: each rank its own
+    ([4346, 9498, 7758, 5467], True),
+    ([4413, 4413, 4413, 2054, 2480, 2480], False),  # two k-point pools of pw.x: each agrees
+    ([538, 494, 538, 485], False),             # HPL's process rows and columns: within 1.5x
+    ([400, 400, 400, 0], False),               # a rank without the loop does not count
+    ([12, 0, 0, 0], False),
+])
+def test_a_loop_is_dropped_only_when_its_counts_scatter(counts, scattered):
+    """A loop is the program's when a quarter of its ranks (two at least) cut it alike or
+    all counts lie within a factor 1.5; rounds that each rank runs at its own pace are not."""
+    from signature.align import _scattered
+    assert _scattered(np.array(counts)) is scattered

@@ -6,7 +6,7 @@ exactly."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from signature import extract
@@ -85,3 +85,95 @@ def test_two_rank_classes_in_lock_step(P, steps, k):
     assert list(server["op"]) == [8] * W + [4] * W  # Recv x W, Send x W
     worker = loops[0].rank_template(0)
     assert 8 in worker["op"] and 4 in worker["op"]
+
+
+@settings(max_examples=15, deadline=None)
+@given(P=st.integers(4, 8), steps_a=st.integers(32, 60), steps_c=st.integers(22, 50),
+       seed=st.integers(0, 2**16))
+def test_kernels_between_barriers_one_of_them_aperiodic(P, steps_a, steps_c, seed):
+    """A benchmark suite: kernel A (a ring halo, repeated), a barrier, kernel B (each rank
+    sends updates to random ranks in a data-driven order, a different number per rank, as
+    hpcc's RandomAccess does), a barrier, kernel C (another exchange, repeated). A and C
+    are each found as their own loop, with their weights; B is one weight-1 phase holding
+    all of its calls, not shredded into loops. (From P = 4: with three ranks and two peers
+    each, two ranks' random streams can repeat alike by chance.)"""
+    rng = np.random.default_rng(seed)
+    updates = [30 + 40 * r for r in range(P)]  # spread over the ranks
+    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
+    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
+    b_calls = []
+    for r in range(P):
+        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
+        b_calls.append([calls[i] for i in rng.permutation(len(calls))])
+
+    def program(r, _):
+        a = [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800),
+             ("Sendrecv", (r - 1) % P, 800, (r + 1) % P, 800)] * steps_a
+        c = [("Send", (r + 2) % P, 64), ("Recv", (r - 2) % P, 64), ("Sendrecv", (r - 1) % P, 32, (r + 1) % P, 32)] * steps_c
+        return a + [("Barrier", -1, 0)] + b_calls[r] + [("Barrier", -1, 0)] + c
+    sig = extract(build_trace(P, 1, program, seed=seed))
+    loops = sig.loop_phases
+    assert [p.weight for p in loops] == [steps_a, steps_c]
+    assert loops[0].ops == ("Sendrecv",) and loops[1].ops == ("Send", "Recv", "Sendrecv")
+    kernel_b = [p for p in sig.phases if p.weight == 1 and "Send" in p.ops and p.kind != "loop"]
+    assert len(kernel_b) == 1
+    (b,) = kernel_b
+    assert np.array_equal(b.stats["events"], [1 + len(b_calls[r]) for r in range(P)])  # its barrier and its calls
+
+
+@settings(max_examples=25, deadline=None)
+@given(P=st.integers(2, 6), steps=st.integers(24, 60), k_thermo=st.integers(4, 9), k_rebuild=st.integers(3, 8))
+def test_two_consecutive_variant_steps_are_two_iterations(P, steps, k_thermo, k_rebuild):
+    """A time step (halo swaps, a message each way, a reduction) with a thermo output every
+    k-th step and an atom exchange every j-th step, both inside the step (as LAMMPS's
+    output and rebuild fall inside the iteration the detector cuts): a variant step holds
+    all of the plain step's calls and more. Where a thermo step is followed right away by
+    a rebuild step, the two are two iterations: the loop phases' weights add up to the
+    steps, and the rebuilds are counted. (Variants whose combined pattern repeats three
+    times or more in the run, every lcm(k, j) steps, are a loop of that many steps: the
+    detector may take either, as in the test above; excluded.)"""
+    assume(3 * np.lcm(k_thermo, k_rebuild) > steps)
+
+    def step(r, s):
+        right, left = (r + 1) % P, (r - 1) % P
+        calls = [("Sendrecv", right, 800, left, 800), ("Sendrecv", left, 800, right, 800),
+                 ("Send", right, 1600), ("Recv", left, 1600), ("Allreduce", -1, 8)]
+        if 0 < s < steps - 1 and s % k_rebuild == 0:
+            calls[1:1] = [("Isend", right, 4000), ("Irecv", left, 4000)]
+        if 0 < s < steps - 1 and s % k_thermo == k_thermo - 1:
+            calls[2:2] = [("Bcast", -1, 64), ("Reduce", -1, 64), ("Reduce", -1, 64)]
+        return calls
+    sig = extract(build_trace(P, steps, step))
+    assert sum(p.weight for p in sig.loop_phases) == steps
+    rebuilds = sum(1 for s in range(1, steps - 1) if s % k_rebuild == 0)
+    assert sum(p.weight for p in sig.loop_phases if "Isend" in p.ops) == rebuilds
+
+
+def test_main_loop_missing_names_an_aperiodic_kernel_not_a_setup():
+    """A run whose longest stretch is a data-driven update loop (its calls repeat, but not
+    periodically) is reported as "main loop not found", naming that part; a run with a
+    long set-up of calls of many kinds before its loop, or a long computation, is not."""
+    P, rng = 4, np.random.default_rng(3)
+    updates = [300 + 200 * r for r in range(P)]
+    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
+    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
+    b_calls = []
+    for r in range(P):
+        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
+        b_calls.append([calls[i] for i in rng.permutation(len(calls))])
+
+    def aperiodic(r, _):
+        loop = [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800),
+                ("Sendrecv", (r - 1) % P, 800, (r + 1) % P, 800)] * 40
+        return loop + [("Barrier", -1, 0)] + b_calls[r] + [("Barrier", -1, 0)] + loop
+    sig = extract(build_trace(P, 1, aperiodic))
+    missing = sig.main_loop_missing
+    assert missing is not None and missing.weight == 1 and missing.ops[:2] == ("Barrier", "Send") \
+        or missing.ops[:2] == ("Barrier", "Recv")
+    assert "main loop not found" in sig.table()
+
+    def setup_then_loop(r, s):  # set-up: one call of each of many kinds, then 30 steps
+        setup = [("Bcast", -1, 8 * (k + 1)) for k in range(60)] if s == 0 else []
+        return setup + [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800), ("Allreduce", -1, 8)]
+    sig = extract(build_trace(P, 31, setup_then_loop, burst=1e-3))
+    assert sig.main_loop_missing is None
