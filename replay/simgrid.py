@@ -1069,37 +1069,8 @@ def _assemble(index: Path, read: dict, files: list[Path], host_speed: float, sou
                    "bytes": np.where(is_recv & (events["peer"][post] >= 0), events["recv_bytes"][post], 0),
                    "peer": np.where(is_recv, events["peer"][post], -1).astype(np.int32),
                    "tag": events["tag"][post].astype(np.int32)}
-    all_lists = read["lists"]
-    values = [v for *_, per in all_lists for v in per]
-    lengths = np.array([len(per) for *_, per in all_lists], np.int64)
-    lists = {"rank": np.array([x[0] for x in all_lists], np.int64),
-             "seq": np.array([x[1] for x in all_lists], np.int64),
-             "kind": np.array([x[2] for x in all_lists], np.int64),
-             "start": np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64),
-             "length": lengths, "values": np.asarray(values, np.int64)}
-    meta = {"nprocs": P, "complete": True, "work_mode": "flops", "trace_kind": "captured",
-            "app": app or index.parent.name, "source": f"SimGrid TI trace {index}",
-            "host_speed": host_speed, "datatypes": source}
-    if workload is not None:
-        meta["workload_label"], meta["workload_value"] = str(workload[0]), str(workload[1])
-    comms = CommTable.world_only(P)
-    if grid is not None:
-        dims, periods = tuple(int(d) for d in grid[0]), tuple(bool(p) for p in grid[1])
-        if int(np.prod(dims)) != P or len(periods) != len(dims):
-            raise TraceFormatError(f"{index}: grid {dims} (periods {periods}) does not hold the "
-                                   f"trace's {P} ranks")
-        comms = CommTable(size=np.array([P, P], np.int32), inter=np.zeros(2, bool),
-                          member_offsets=np.array([0, P, 2 * P], np.int64),
-                          members=np.tile(np.arange(P, dtype=np.int32), 2),
-                          cart_offsets=np.array([0, 0, len(dims)], np.int64),
-                          cart_dims=np.array(dims, np.int32), cart_periods=np.array(periods, bool))
-        events["comm"] = np.where(events["comm"] == 0, 1, events["comm"]).astype(np.int32)
-    trace = Trace(meta=meta, events=events, rank_offsets=np.asarray(off, np.int64),
-                  completions=completions, lists=lists, comms=comms, path=index)
-    trace.validate()
-    if clock is not None:
-        _stamp(trace, clock)
-    return trace
+    return _finish(index, events, off, completions, read["lists"], host_speed=host_speed, source=source,
+                   grid=grid, clock=clock, app=app, workload=workload)
 
 
 def _resolve_wildcards(c: dict[str, np.ndarray], wild: np.ndarray, where) -> None:
@@ -1197,47 +1168,17 @@ def _check_collectives(c: dict[str, np.ndarray], P: int, where) -> None:
                 "sub-communicators (MPI_Comm_split, MPI_Cart_sub) cannot be imported")
 
 
-def _import_ti_reference(index: str | Path, *, host_speed: float = HOST_SPEED,
-                         grid: tuple[tuple[int, ...], tuple[bool, ...]] | None = None,
-                         clock: Machine | None = None, app: str | None = None,
-                         workload: tuple[str, str] | None = None) -> Trace:
-    """:func:`import_ti` reading every line with :class:`_TIReader` (in Python, one line at
-    a time): the reference the bulk reader must equal, kept for the tests."""
-    index = Path(index)
-    if not index.exists():
-        raise TraceFormatError(f"{index}: no such SimGrid trace index")
-    files = [Path(x.strip()) for x in index.read_text().splitlines() if x.strip()]
-    files = [f if f.is_absolute() else index.parent / f for f in files]
-    sizes, source = datatype_table()
-    P = len(files)
-    reader = _TIReader(P, host_speed, sizes, source)
-    off = [0]
-    for r, f in enumerate(files):
-        if not f.exists():
-            raise TraceFormatError(f"{index}: rank file {f} is missing")
-        reader.read(r, f)
-        off.append(len(reader.line))
-    reader.resolve_wildcards()
-    reader.check_collectives()
-    cols = reader.cols
-    n = len(reader.line)
-    dtypes = {"rank": np.int32, "seq": np.int64, "op": np.uint8, "peer": np.int32, "recv_peer": np.int32,
-              "root": np.int32, "tag": np.int32, "comm": np.int32, "aux": np.int32, "bytes": np.int64,
-              "recv_bytes": np.int64, "req": np.int64, "t_comp": np.float64}
-    events = {c: np.asarray(v, dtypes[c]) for c, v in cols.items()}
-    events["t_cpu"] = events["t_comp"].copy()
-    comp = np.asarray(reader.completions, np.int64).reshape(-1, 4)
-    post = comp[:, 3]
-    is_recv = np.isin(events["op"][post], [OP_CODE[o] for o in _RECV_OPS])
-    completions = {"rank": comp[:, 0].astype(np.int32), "seq": comp[:, 1], "req": comp[:, 2],
-                   "bytes": np.where(is_recv & (events["peer"][post] >= 0), events["recv_bytes"][post], 0),
-                   "peer": np.where(is_recv, events["peer"][post], -1).astype(np.int32),
-                   "tag": events["tag"][post].astype(np.int32)}
-    values = [v for *_, per in reader.lists for v in per]
-    lengths = np.array([len(per) for *_, per in reader.lists], np.int64)
-    lists = {"rank": np.array([x[0] for x in reader.lists], np.int64),
-             "seq": np.array([x[1] for x in reader.lists], np.int64),
-             "kind": np.array([x[2] for x in reader.lists], np.int64),
+def _finish(index: Path, events: dict[str, np.ndarray], off, completions: dict[str, np.ndarray],
+            list_rows: list, *, host_speed: float, source: str, grid, clock, app, workload) -> Trace:
+    """The imported :class:`Trace` from its event and completion columns: the lists (rows of
+    ``(rank, seq, kind, values)``), the metadata, the world (and the ``grid``'s Cartesian
+    communicator), checked, and stamped with ``clock``'s times where one is given."""
+    P = len(off) - 1
+    values = [v for *_, per in list_rows for v in per]
+    lengths = np.array([len(per) for *_, per in list_rows], np.int64)
+    lists = {"rank": np.array([x[0] for x in list_rows], np.int64),
+             "seq": np.array([x[1] for x in list_rows], np.int64),
+             "kind": np.array([x[2] for x in list_rows], np.int64),
              "start": np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64),
              "length": lengths, "values": np.asarray(values, np.int64)}
     meta = {"nprocs": P, "complete": True, "work_mode": "flops", "trace_kind": "captured",
@@ -1263,6 +1204,45 @@ def _import_ti_reference(index: str | Path, *, host_speed: float = HOST_SPEED,
     if clock is not None:
         _stamp(trace, clock)
     return trace
+
+
+def _import_ti_reference(index: str | Path, *, host_speed: float = HOST_SPEED,
+                         grid: tuple[tuple[int, ...], tuple[bool, ...]] | None = None,
+                         clock: Machine | None = None, app: str | None = None,
+                         workload: tuple[str, str] | None = None) -> Trace:
+    """:func:`import_ti` reading every line with :class:`_TIReader` (in Python, one line at
+    a time): the reference the bulk reader must equal, kept for the tests."""
+    index = Path(index)
+    if not index.exists():
+        raise TraceFormatError(f"{index}: no such SimGrid trace index")
+    files = [Path(x.strip()) for x in index.read_text().splitlines() if x.strip()]
+    files = [f if f.is_absolute() else index.parent / f for f in files]
+    sizes, source = datatype_table()
+    P = len(files)
+    reader = _TIReader(P, host_speed, sizes, source)
+    off = [0]
+    for r, f in enumerate(files):
+        if not f.exists():
+            raise TraceFormatError(f"{index}: rank file {f} is missing")
+        reader.read(r, f)
+        off.append(len(reader.line))
+    reader.resolve_wildcards()
+    reader.check_collectives()
+    cols = reader.cols
+    dtypes = {"rank": np.int32, "seq": np.int64, "op": np.uint8, "peer": np.int32, "recv_peer": np.int32,
+              "root": np.int32, "tag": np.int32, "comm": np.int32, "aux": np.int32, "bytes": np.int64,
+              "recv_bytes": np.int64, "req": np.int64, "t_comp": np.float64}
+    events = {c: np.asarray(v, dtypes[c]) for c, v in cols.items()}
+    events["t_cpu"] = events["t_comp"].copy()
+    comp = np.asarray(reader.completions, np.int64).reshape(-1, 4)
+    post = comp[:, 3]
+    is_recv = np.isin(events["op"][post], [OP_CODE[o] for o in _RECV_OPS])
+    completions = {"rank": comp[:, 0].astype(np.int32), "seq": comp[:, 1], "req": comp[:, 2],
+                   "bytes": np.where(is_recv & (events["peer"][post] >= 0), events["recv_bytes"][post], 0),
+                   "peer": np.where(is_recv, events["peer"][post], -1).astype(np.int32),
+                   "tag": events["tag"][post].astype(np.int32)}
+    return _finish(index, events, off, completions, reader.lists, host_speed=host_speed, source=source,
+                   grid=grid, clock=clock, app=app, workload=workload)
 
 
 
