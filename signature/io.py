@@ -26,7 +26,7 @@ from .errors import IncompleteTraceError, TraceFormatError
 from .trace import (COMPLETION_COLUMNS, EVENT_COLUMNS, OPS, OPTIONAL_COLUMNS,
                     RUN_ONLY_COLUMNS, CommTable, Trace)
 
-__all__ = ["read_trace", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["read_trace", "read_trace_ranks", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "sigex-trace"
 FORMAT_VERSION = 1
@@ -239,3 +239,106 @@ def load_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
     Same as :meth:`Trace.from_hdf5`; see :func:`read_trace`.
     """
     return read_trace(path, allow_incomplete=allow_incomplete)
+
+
+def _rows_of_ranks(group: h5py.Group, lo: int, hi: int) -> slice | np.ndarray:
+    """Rows of a side table (``/completions``, ``/lists``) whose ``rank`` is in lo..hi-1: a
+    slice when the table is sorted by rank (as sigex writes it), else an index array."""
+    ranks = group["rank"][()]
+    if not len(ranks) or bool(np.all(ranks[1:] >= ranks[:-1])):
+        a, b = np.searchsorted(ranks, [lo, hi])
+        return slice(int(a), int(b))
+    return np.flatnonzero((ranks >= lo) & (ranks < hi))
+
+
+#: Event columns read_trace_ranks always reads (Trace.validate checks them)
+_BLOCK_ALWAYS = ("rank", "seq", "op", "peer", "recv_peer", "root")
+
+
+def read_trace_ranks(path: str | Path, lo: int, hi: int, *, columns=None,
+                     allow_incomplete: bool = False) -> Trace:
+    """Read only the events of ranks ``lo..hi-1`` of a trace file, through its per-rank
+    offset index (``/index/rank_offsets``): what one replay worker of several needs.
+
+    The result is a :class:`Trace` of all P ranks in which the other ranks have no
+    events (their ``rank_offsets`` ranges are empty); ``/completions`` and ``/lists``
+    hold the rows of ranks lo..hi-1, ``/comms`` is whole. ``meta["rank_block"]`` is
+    ``[lo, hi]`` and ``meta["n_events_total"]`` the events of all ranks. ``columns``:
+    the event columns to read (default all); those the trace's checks need (rank, seq,
+    op, peer, recv_peer, root) are always read.
+
+    Raises
+    ------
+    TraceFormatError, IncompleteTraceError
+        As :func:`read_trace`; also when lo..hi is not a range of the trace's ranks.
+
+    Examples
+    --------
+    >>> t = read_trace_ranks("traces/stencil/P16.h5", 4, 8)     # doctest: +SKIP
+    >>> t.nprocs, int(t.rank_offsets[4]), t.n_events > 0
+    (16, 0, True)
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceFormatError(f"{path}: no such trace file")
+    try:
+        f = h5py.File(path, "r")
+    except (OSError, RuntimeError, ValueError) as err:
+        raise TraceFormatError(f"{path}: not a readable HDF5 file ({_first_line(err)}); is it truncated "
+                               "or not a trace? Re-run `sigex trace` to make it again") from err
+    try:
+        with f:
+            fmt = _attr(f.attrs.get("format"))
+            if fmt != FORMAT_NAME:
+                raise TraceFormatError(f"{path}: HDF5 file but not a sigex trace (format attribute "
+                                       f"{fmt!r}); make traces with `sigex trace`")
+            version = int(_attr(f.attrs.get("format_version", 0)))
+            if version > FORMAT_VERSION:
+                raise TraceFormatError(f"{path}: trace format version {version} is newer than this "
+                                       f"sigex reads ({FORMAT_VERSION}); upgrade sigex")
+            meta = {k: _attr(v) for k, v in f.attrs.items() if k not in ("format", "format_version")}
+            for key in _JSON_META:
+                if key in meta:
+                    meta[key] = json.loads(meta[key])
+            if not meta.get("complete", False) and not allow_incomplete:
+                raise IncompleteTraceError(
+                    f"{path}: the traced run did not finish ({meta.get('incomplete_reason', 'no reason recorded')}). "
+                    "Re-run `sigex trace`, or pass --allow-incomplete (allow_incomplete=True) "
+                    "to read the events it recorded")
+            ro = f["index/rank_offsets"][()].astype(np.int64)
+            P = len(ro) - 1
+            if not 0 <= lo <= hi <= P:
+                raise TraceFormatError(f"{path}: ranks {lo}..{hi - 1} asked for, the trace has {P}")
+            a, b = int(ro[lo]), int(ro[hi])
+            names = json.loads(_attr(f["events"].attrs["op_names"]))
+            regions = tuple(json.loads(_attr(f["events"].attrs.get("region_names", "[]"))))
+            want = [c for c in EVENT_COLUMNS if c in f["events"]
+                    and (columns is None or c in columns or c in _BLOCK_ALWAYS)]
+            events = {c: f["events"][c][a:b] for c in want}
+            rows = _rows_of_ranks(f["completions"], lo, hi)
+            completions = {c: f["completions"][c][()][rows] if not isinstance(rows, slice)
+                           else f["completions"][c][rows] for c in COMPLETION_COLUMNS}
+            rows = _rows_of_ranks(f["lists"], lo, hi)
+            lists = {c: f["lists"][c][()][rows] if not isinstance(rows, slice)
+                     else f["lists"][c][rows] for c in _LIST_COLUMNS}
+            lists["values"] = f["lists"]["values"][()]
+            comms = CommTable(**{c: f["comms"][c][()] for c in _COMM_COLUMNS})
+    except (TraceFormatError, IncompleteTraceError):
+        raise
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
+        raise _damaged(path, err) from err
+    if names != list(OPS[:len(names)]):
+        lut = np.array([OPS.index(n) if n in OPS else 0 for n in names], np.uint8)
+        unknown = sorted(set(names) - set(OPS))
+        if unknown:
+            raise TraceFormatError(f"{path}: unknown MPI operations {unknown}; upgrade sigex")
+        events["op"] = lut[events["op"]]
+    meta["rank_block"] = [int(lo), int(hi)]
+    meta["n_events_total"] = int(ro[-1])
+    trace = Trace(meta=meta, events=events, rank_offsets=np.clip(ro - a, 0, b - a),
+                  completions=completions, lists=lists, comms=comms, path=path, regions=regions)
+    try:
+        trace.validate()
+    except (KeyError, ValueError, TypeError, IndexError) as err:
+        raise _damaged(path, err) from err
+    return trace

@@ -1,0 +1,427 @@
+"""Pieces that own their memory: the events of a block of ranks, their messages and the
+collective instances they take part in, with their own numbering.
+
+A :class:`Piece` is what one piece of a replay in pieces (:func:`replay.replay` with
+``pieces=k``) or one MPI worker (:mod:`replay.workers`) holds: a :class:`Program` whose
+only events are those of ranks ``lo..hi-1`` (the other ranks have empty ranges of
+``rank_offsets``), whose messages are those these events send or receive, and whose
+collective instances are those they enter (with every member's slot: an instance is
+evaluated over all its members). Times of messages crossing pieces are exchanged by
+their position in the *crossing list* of the two pieces, which both pieces hold in the
+same order (by sender, receiver and the sender's event); entry times of collective
+members by the instance's key (communicator, ordinal: the k-th collective call on
+that communicator) and the member's position in it.
+
+A piece is made in one of two ways, which give the same piece:
+
+* :func:`extract` cuts it out of a whole :class:`Program` (in one process);
+* :func:`read_piece` builds it on an MPI worker from the worker's rank block of the
+  HDF5 trace (:func:`signature.io.read_trace_ranks`) and *ghost* events of the other
+  workers. Message matching is MPI's non-overtaking order within each (sender,
+  receiver) pair, so a worker matches every message of its ranks exactly when it
+  has every point-to-point event of every rank its ranks exchange messages with:
+  each worker sends the others the whole event stream of its ranks that talk to
+  theirs (with their completions: the actual source of a wildcard receive), and
+  every collective call of all its ranks (an instance's block size and root come
+  from all its members). The union is matched by :meth:`Program.from_trace` as it
+  is, and the piece is extracted from it. Peak memory per worker is then that of
+  its block and the ghosts, not of the whole trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from signature.trace import OP_CODE, Trace
+
+from .program import COLLECTIVE, PERSISTENT_INIT, Program
+
+__all__ = ["Piece", "extract", "read_piece", "piece_bounds", "positions_from_counts"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Piece:
+    """Ranks ``lo..hi-1`` of a program, piece ``index`` of ``len(bounds) - 1``.
+
+    Attributes
+    ----------
+    program : Program
+        The piece's own program (local message, slot and instance numbers; ``nprocs``
+        is the whole run's P).
+    lo, hi, index : int
+    bounds : ndarray (K+1,)
+        Rank bounds of every piece: piece q holds ranks ``bounds[q]..bounds[q+1]-1``.
+    cross_offsets, cross_ids : ndarray (K+1,), (X,)
+        Messages crossing to or from piece q: local ids
+        ``cross_ids[cross_offsets[q]:cross_offsets[q+1]]``, in the order piece q holds
+        them too (by sender, receiver, sending event).
+    cross_pos : ndarray (M,)
+        Position of each local message in its crossing list (-1: not crossing).
+    coll_key : ndarray (I,)
+        Per local collective instance: ``communicator << 32 | ordinal``, the same on
+        every piece, increasing.
+    inst_parts : ndarray (I, K) bool
+        Which pieces hold members of each instance.
+    n_events_total, n_phases : int
+        Events and phases of the whole program.
+    """
+
+    program: Program
+    lo: int
+    hi: int
+    index: int
+    bounds: np.ndarray
+    cross_offsets: np.ndarray
+    cross_ids: np.ndarray
+    cross_pos: np.ndarray
+    coll_key: np.ndarray
+    inst_parts: np.ndarray
+    n_events_total: int
+    n_phases: int
+
+    @property
+    def n_pieces(self) -> int:
+        return len(self.bounds) - 1
+
+    @property
+    def remote(self) -> np.ndarray:
+        """Per local message: its other side is in another piece."""
+        return self.cross_pos >= 0
+
+    def owner(self, ranks: np.ndarray) -> np.ndarray:
+        """The piece of each world rank."""
+        return np.searchsorted(self.bounds, ranks, side="right") - 1
+
+    def nbytes(self) -> int:
+        """Bytes held by the piece's arrays."""
+        total = sum(getattr(self, f.name).nbytes for f in dataclasses.fields(self)
+                    if isinstance(getattr(self, f.name), np.ndarray))
+        prog = self.program
+        return total + sum(getattr(prog, f.name).nbytes for f in dataclasses.fields(prog)
+                           if isinstance(getattr(prog, f.name), np.ndarray))
+
+    # ---- the exchange -----------------------------------------------------------------------
+    def outgoing(self, out: dict) -> dict[int, dict]:
+        """Split :meth:`ReplayState.export_crossing`'s ``out`` (local ids) by the piece that
+        needs each time: per piece q, ``{"ts": (positions, times), "tr": (positions,
+        times), "entry": (instance keys, member positions, times)}`` (only pieces with
+        something to receive)."""
+        prog = self.program
+        res: dict[int, dict] = {}
+
+        def put(q, key, value):
+            res.setdefault(int(q), {})[key] = value
+
+        for key, far in (("ts", prog.msg_dst), ("tr", prog.msg_src)):
+            ids, t = out.get(key, (np.zeros(0, np.int64), np.zeros(0)))
+            pos = self.cross_pos[ids]
+            ok = pos >= 0
+            if not ok.any():
+                continue
+            ids, t, pos = ids[ok], t[ok], pos[ok]
+            q = self.owner(far[ids])
+            for qq in np.unique(q).tolist():
+                sel = q == qq
+                put(qq, key, (pos[sel], t[sel]))
+        slots, t = out.get("entry", (np.zeros(0, np.int64), np.zeros(0)))
+        if len(slots):
+            off = prog.coll_offsets
+            inst = np.searchsorted(off, slots, side="right") - 1
+            j = slots - off[inst]
+            parts = self.inst_parts[inst]
+            for qq in range(self.n_pieces):
+                if qq == self.index:
+                    continue
+                sel = parts[:, qq]
+                if sel.any():
+                    put(qq, "entry", (self.coll_key[inst[sel]], j[sel], t[sel]))
+        return res
+
+    def incoming(self, got: list[tuple[int, dict]]) -> dict:
+        """What pieces q sent this one (``(q, payload)`` from their :meth:`outgoing`), as
+        local ids for :meth:`ReplayState.import_crossing`."""
+        prog = self.program
+        parts: dict[str, list] = {"ts": [], "tr": [], "entry": []}
+        times: dict[str, list] = {"ts": [], "tr": [], "entry": []}
+        for q, payload in got:
+            base = int(self.cross_offsets[q])
+            for key in ("ts", "tr"):
+                if key in payload:
+                    pos, t = payload[key]
+                    parts[key].append(self.cross_ids[base + np.asarray(pos, np.int64)])
+                    times[key].append(np.asarray(t, np.float64))
+            if "entry" in payload:
+                keys, j, t = payload["entry"]
+                inst = np.minimum(np.searchsorted(self.coll_key, keys), max(len(self.coll_key) - 1, 0))
+                ok = self.coll_key[inst] == keys if len(self.coll_key) else np.zeros(len(keys), bool)
+                parts["entry"].append(prog.coll_offsets[inst[ok]] + np.asarray(j, np.int64)[ok])
+                times["entry"].append(np.asarray(t, np.float64)[ok])
+        return {k: (np.concatenate(parts[k]).astype(np.int64), np.concatenate(times[k]))
+                for k in parts if parts[k]}
+
+
+def piece_bounds(nprocs: int, pieces: int) -> np.ndarray:
+    """Rank bounds of ``pieces`` contiguous blocks (as :func:`replay.replay` cuts them)."""
+    return np.linspace(0, nprocs, pieces + 1).round().astype(np.int64)
+
+
+def positions_from_counts(counts: np.ndarray) -> np.ndarray:
+    """Program event (of a piece, in rank order) -> its number in the time-major layout
+    of :class:`ReplayState`, from the events per rank alone."""
+    import types
+
+    from .engine import _time_major
+    counts = np.asarray(counts, np.int64)
+    ro = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return _time_major(types.SimpleNamespace(rank_offsets=ro), 0, len(counts))[2]
+
+
+def _coll_keys(program: Program) -> np.ndarray:
+    """Per collective instance of ``program``: ``communicator << 32 | ordinal`` (the
+    instance's position among the instances of its communicator, which are numbered in
+    call order). Kept on the program."""
+    got = program._cache.get("coll_key")
+    if got is None:
+        comm = np.asarray(program.coll_comm, np.int64)
+        I = len(comm)
+        order = np.argsort(comm, kind="stable")
+        cs = comm[order]
+        first = np.searchsorted(cs, cs, side="left")
+        ordinal = np.empty(I, np.int64)
+        ordinal[order] = np.arange(I, dtype=np.int64) - first
+        got = program._cache["coll_key"] = (comm << 32) | ordinal
+    return got
+
+
+def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None,
+            index: int | None = None, *, n_phases: int | None = None,
+            n_events_total: int | None = None) -> Piece:
+    """Ranks ``lo..hi-1`` of ``program`` as a :class:`Piece` with its own numbering.
+
+    ``bounds`` (default ``[0, lo, hi, P]`` without empty blocks) are the rank bounds of
+    every piece of the replay and ``index`` this piece's place in them; ``n_phases``
+    and ``n_events_total`` default to the program's (pass the whole program's when
+    ``program`` holds only some of its events, as on a worker)."""
+    P = program.nprocs
+    if bounds is None:
+        bounds = np.unique(np.array([0, lo, hi, P], np.int64))
+    bounds = np.asarray(bounds, np.int64)
+    if index is None:
+        index = int(np.searchsorted(bounds, lo, side="right") - 1)
+    if not (0 <= lo <= hi <= P and bounds[index] == lo and bounds[index + 1] == hi):
+        raise ValueError(f"ranks {lo}..{hi} are not piece {index} of bounds {bounds.tolist()}")
+    ro = program.rank_offsets
+    a, b = int(ro[lo]), int(ro[hi])
+    E = b - a
+    M = program.n_messages
+
+    def local_event(x):
+        return np.where((x >= a) & (x < b), x - a, -1)
+
+    # ---- messages: those these events send or receive, in program order ------------------
+    sm, rm = program.send_msg[a:b], program.recv_msg[a:b]
+    keep = np.zeros(M, bool)
+    keep[sm[sm >= 0]] = True
+    keep[rm[rm >= 0]] = True
+    msel = np.flatnonzero(keep)
+    del keep
+    Mn = len(msel)
+    mmap = np.full(M, -1, np.int64)
+    mmap[msel] = np.arange(Mn, dtype=np.int64)
+    src, dst = program.msg_src[msel], program.msg_dst[msel]
+    g_send, g_recv = program.msg_send_event[msel], program.msg_recv_event[msel]
+
+    def remap(x):
+        out = np.full(len(x), -1, np.int64)
+        ok = x >= 0
+        out[ok] = mmap[x[ok]]
+        return out
+
+    send_msg, recv_msg = remap(sm), remap(rm)
+
+    # ---- collective instances these events enter, with all their slots --------------------
+    off = program.coll_offsets
+    cs_all = program.coll_slot[a:b]
+    has_c = cs_all >= 0
+    cs = cs_all[has_c]
+    inst_of = np.searchsorted(off, cs, side="right") - 1
+    isel = np.unique(inst_of)
+    sizes = np.diff(off)[isel]
+    noff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    C = int(noff[-1])
+    gslots = np.repeat(off[isel] - noff[:-1], sizes) + np.arange(C, dtype=np.int64)
+    coll_slot = np.full(E, -1, np.int64)
+    k = np.searchsorted(isel, inst_of)
+    coll_slot[has_c] = noff[k] + (cs - off[inst_of])
+    coll_rank = program.coll_rank[gslots]
+
+    # ---- wait lists in local slot numbers -------------------------------------------------
+    woff = program.wait_offsets
+    ws = program.wait_slots[int(woff[a]):int(woff[b])]
+    new = np.full(len(ws), -1, np.int64)
+    s_ = ws < M
+    new[s_] = mmap[ws[s_]]
+    r_ = (ws >= M) & (ws < 2 * M)
+    new[r_] = Mn + mmap[ws[r_] - M]
+    c_ = ws >= 2 * M
+    c = ws[c_] - 2 * M
+    ci = np.searchsorted(off, c, side="right") - 1
+    new[c_] = 2 * Mn + noff[np.minimum(np.searchsorted(isel, ci), max(len(isel) - 1, 0))] + (c - off[ci])
+    kc = np.minimum(np.searchsorted(isel, ci), max(len(isel) - 1, 0))
+    if (new < 0).any() or (len(ci) and (isel[kc] != ci).any()):
+        raise ValueError(f"{program.name}: ranks {lo}..{hi - 1} wait for a message or collective "
+                         "they take no part in (an inconsistent Program)")
+
+    # ---- crossing messages, in the order both pieces hold them ---------------------------
+    K = len(bounds) - 1
+    s_in = (src >= lo) & (src < hi)
+    d_in = (dst >= lo) & (dst < hi)
+    crossing = (g_send >= 0) & (g_recv >= 0) & (s_in != d_in)
+    xi = np.flatnonzero(crossing)
+    other = np.where(s_in[xi], dst[xi], src[xi])
+    q = np.searchsorted(bounds, other, side="right") - 1
+    order = np.lexsort((g_send[xi], dst[xi], src[xi], q))
+    cross_ids = xi[order]
+    cross_offsets = np.concatenate([[0], np.cumsum(np.bincount(q, minlength=K))]).astype(np.int64)
+    cross_pos = np.full(Mn, -1, np.int64)
+    cross_pos[cross_ids] = np.arange(len(cross_ids), dtype=np.int64) - np.repeat(
+        cross_offsets[:-1], np.diff(cross_offsets))
+    owner = np.searchsorted(bounds, coll_rank, side="right") - 1
+    parts = np.zeros((len(isel), K), bool)
+    parts[np.repeat(np.arange(len(isel)), sizes), owner] = True
+
+    piece_prog = Program(
+        nprocs=P, rank_offsets=np.clip(ro - a, 0, E).astype(np.int64), op=program.op[a:b].copy(),
+        seq=program.seq[a:b].copy(), comp=program.comp[a:b].copy(),
+        phase=None if program.phase is None else program.phase[a:b].copy(),
+        send_msg=send_msg, recv_msg=recv_msg, coll_slot=coll_slot,
+        wait_offsets=(woff[a:b + 1] - woff[a]).astype(np.int64), wait_slots=new,
+        msg_src=src, msg_dst=dst, msg_bytes=program.msg_bytes[msel],
+        msg_mode=program.msg_mode[msel], msg_send_event=local_event(g_send),
+        msg_recv_event=local_event(g_recv), coll_offsets=noff, coll_rank=coll_rank,
+        coll_event=local_event(program.coll_event[gslots]), coll_op=program.coll_op[isel],
+        coll_root=program.coll_root[isel], coll_bytes=program.coll_bytes[isel],
+        coll_comm=program.coll_comm[isel], phase_weights=program.phase_weights, name=program.name,
+        neighbor_patterns=program.neighbor_patterns)
+    n_phases = program.n_phases if n_phases is None else int(n_phases)
+    piece_prog._cache["n_phases"] = n_phases
+    return Piece(program=piece_prog, lo=int(lo), hi=int(hi), index=int(index), bounds=bounds,
+                 cross_offsets=cross_offsets, cross_ids=cross_ids, cross_pos=cross_pos,
+                 coll_key=_coll_keys(program)[isel], inst_parts=parts,
+                 n_events_total=program.n_events if n_events_total is None else int(n_events_total),
+                 n_phases=n_phases)
+
+
+# ---- a piece built by MPI workers from their rank blocks -------------------------------------
+
+#: Event columns a worker reads (the compute column is chosen among t_comp, t_cpu)
+_READ_COLUMNS = ("rank", "seq", "op", "peer", "recv_peer", "root", "tag", "comm", "bytes",
+                 "recv_bytes", "req", "phase", "t_comp", "t_cpu")
+_STARTS = np.zeros(len(COLLECTIVE), bool)
+_STARTS[[OP_CODE["Start"], OP_CODE["Startall"]]] = True
+
+
+def _ghosts(block: Trace, lo: int, hi: int, bounds: np.ndarray, me: int) -> list:
+    """Per worker q: the events of this block that q needs to match its own ranks'
+    messages and collectives exactly (see the module docstring), with their completions
+    and this block's lists; None for q = me."""
+    ev, comp = block.events, block.completions
+    rank = ev["rank"]
+    rank_l = rank.astype(np.int64) - lo
+    n = hi - lo
+    op = ev["op"]
+    shared = COLLECTIVE[op] | _STARTS[op] | PERSISTENT_INIT[op]  # every rank ships these
+    lists = block.lists
+    values = np.asarray(lists["values"], np.int64)
+    starts, lengths = np.asarray(lists["start"], np.int64), np.asarray(lists["length"], np.int64)
+    total = int(lengths.sum())
+    take = (np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+            if total else np.zeros(0, np.int64))
+    my_lists = {c: np.asarray(lists[c]) for c in ("rank", "seq", "kind", "length")}
+    my_lists["start"] = np.cumsum(lengths) - lengths
+    my_lists["values"] = values[take]
+    out = []
+    for q in range(len(bounds) - 1):
+        qlo, qhi = int(bounds[q]), int(bounds[q + 1])
+        if q == me or qhi <= qlo:
+            out.append(None)
+            continue
+        touch = np.zeros(n, bool)
+        for col in ("peer", "recv_peer"):
+            x = ev[col]
+            hit = (x >= qlo) & (x < qhi)
+            touch[rank_l[hit]] = True
+        cp = comp["peer"]
+        hit = (cp >= qlo) & (cp < qhi)
+        touch[np.asarray(comp["rank"], np.int64)[hit] - lo] = True
+        sel = np.flatnonzero(touch[rank_l] | shared)
+        csel = np.flatnonzero(touch[np.asarray(comp["rank"], np.int64) - lo])
+        out.append({"events": {c: v[sel] for c, v in ev.items()},
+                    "completions": {c: v[csel] for c, v in comp.items()},
+                    "lists": my_lists})
+    return out
+
+
+def _merge(block: Trace, got: list, me: int) -> Trace:
+    """This block's trace with the ghosts of the other workers (``got[q]``), in rank order."""
+    parts = [({"events": block.events, "completions": block.completions, "lists": None}
+              if q == me else g) for q, g in enumerate(got)]
+    parts = [p for p in parts if p is not None]
+    events = {c: np.concatenate([p["events"][c] for p in parts]) for c in block.events}
+    completions = {c: np.concatenate([p["completions"][c] for p in parts]) for c in block.completions}
+    lists = {c: [] for c in ("rank", "seq", "kind", "start", "length", "values")}
+    at = 0
+    for q, g in enumerate(got):
+        src = None
+        if q == me:
+            L = block.lists
+            lengths = np.asarray(L["length"], np.int64)
+            total = int(lengths.sum())
+            take = (np.repeat(np.asarray(L["start"], np.int64) - np.cumsum(lengths) + lengths, lengths)
+                    + np.arange(total) if total else np.zeros(0, np.int64))
+            src = {c: np.asarray(L[c]) for c in ("rank", "seq", "kind", "length")}
+            src["start"] = np.cumsum(lengths) - lengths
+            src["values"] = np.asarray(L["values"], np.int64)[take]
+        elif g is not None:
+            src = g["lists"]
+        if src is None:
+            continue
+        for c in ("rank", "seq", "kind", "length"):
+            lists[c].append(np.asarray(src[c], np.int64))
+        lists["start"].append(np.asarray(src["start"], np.int64) + at)
+        lists["values"].append(np.asarray(src["values"], np.int64))
+        at += len(src["values"])
+    lists = {c: (np.concatenate(v) if v else np.zeros(0, np.int64)) for c, v in lists.items()}
+    P = block.nprocs
+    counts = np.bincount(events["rank"].astype(np.int64), minlength=P)
+    ro = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return Trace(meta=dict(block.meta), events=events, rank_offsets=ro, completions=completions,
+                 lists=lists, comms=block.comms, path=block.path, regions=block.regions)
+
+
+def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
+    """This MPI worker's piece of the trace at ``path`` (``comm``: the workers, every one
+    calling this; ``bounds``: the rank bounds of their pieces, worker w's being
+    ``bounds[w]..bounds[w+1]-1``), from its rank block of the file and the ghost events
+    the other workers send it. Equal to ``extract(Program.from_trace(load_trace(path)),
+    ...)`` of the same ranks."""
+    from signature.io import read_trace_ranks
+
+    me = comm.Get_rank()
+    bounds = np.asarray(bounds, np.int64)
+    lo, hi = int(bounds[me]), int(bounds[me + 1])
+    block = read_trace_ranks(path, lo, hi, columns=_READ_COLUMNS)
+    if "t_comp" in block.events:
+        block.events.pop("t_cpu", None)
+    got = comm.alltoall(_ghosts(block, lo, hi, bounds, me))
+    ext = _merge(block, got, me)
+    del got, block
+    program = Program.from_trace(ext)
+    del ext
+    from mpi4py import MPI
+    n_phases = comm.allreduce(program.n_phases, op=MPI.MAX)
+    total = comm.allreduce(int(program.rank_offsets[hi] - program.rank_offsets[lo]), op=MPI.SUM)
+    return extract(program, lo, hi, bounds, me, n_phases=n_phases, n_events_total=total)
