@@ -67,19 +67,22 @@ compiler the numpy step runs.
 Every time is computed elementwise from its inputs (and a completing call's
 receives in a fixed order), so the result does not depend on which ranks move
 in the same step. Replaying the ranks in pieces (``replay(..., pieces=k)``)
-therefore gives the same numbers to the last bit. The pieces exchange, as
-arrays of (id, time), the send post times of messages leaving a piece, the
-receive post times of messages entering it (a rendezvous send needs them) and
-the entry times of collective members (:meth:`ReplayState.export_crossing`,
-:meth:`ReplayState.import_crossing`). The exchange is conservative: a time is
+therefore gives the same numbers to the last bit. Each piece holds only its
+ranks' events, their messages and the collective instances they enter, with its
+own numbering (:class:`replay.pieces.Piece`). The pieces exchange, as arrays of
+(id, time), the send post times of messages leaving a piece, the receive post
+times of messages entering it (a rendezvous send needs them) and the entry times
+of collective members (:meth:`ReplayState.export_crossing`,
+:meth:`ReplayState.import_crossing`; a message's id between two pieces is its
+position in their crossing list, :meth:`replay.pieces.Piece.outgoing`). The exchange is conservative: a time is
 sent once, when it is final, and a piece runs until it needs a time another
 piece has not produced yet; pieces take turns until all are done (a pass in
 which no piece moves is a deadlock). The number of passes grows with the
 number of times the pieces depend on each other (about one per halo exchange
 or collective), not with the events. MPI workers run the same exchange, one
-piece each (:func:`replay.workers.replay_workers`); there each collective
-spanning pieces is evaluated by the workers together, each for its own members
-(``defer_spanning``), instead of whole by every piece it touches.
+piece each (:func:`replay.workers.replay_workers`); a collective spanning pieces
+is evaluated whole by every piece it touches, or (``defer_spanning``) by the
+workers together, each for its own members.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ A piece is made in one of two ways, which give the same piece:
 from __future__ import annotations
 
 import dataclasses
+import time
 from pathlib import Path
 
 import numpy as np
@@ -413,15 +414,38 @@ def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
     me = comm.Get_rank()
     bounds = np.asarray(bounds, np.int64)
     lo, hi = int(bounds[me]), int(bounds[me + 1])
-    block = read_trace_ranks(path, lo, hi, columns=_READ_COLUMNS)
-    if "t_comp" in block.events:
-        block.events.pop("t_cpu", None)
-    got = comm.alltoall(_ghosts(block, lo, hi, bounds, me))
+    stages = STAGES
+    stages.clear()
+    t0 = time.process_time()
+    # the compute column from_trace takes ("auto": t_comp where the trace has it)
+    has_comp = "t_comp" in read_trace_ranks(path, 0, 0, columns=("t_comp",)).events
+    block = read_trace_ranks(path, lo, hi, columns=_READ_COLUMNS[:-1] if has_comp else
+                             _READ_COLUMNS[:-2] + ("t_cpu",))
+    t0 = _tick(stages, "read", t0)
+    ghosts = _ghosts(block, lo, hi, bounds, me)
+    t0 = _tick(stages, "ghosts", t0)
+    got = comm.alltoall(ghosts)
+    del ghosts
+    t0 = _tick(stages, "alltoall", t0)
     ext = _merge(block, got, me)
     del got, block
+    t0 = _tick(stages, "merge", t0)
     program = Program.from_trace(ext)
     del ext
+    t0 = _tick(stages, "match", t0)
     from mpi4py import MPI
     n_phases = comm.allreduce(program.n_phases, op=MPI.MAX)
     total = comm.allreduce(int(program.rank_offsets[hi] - program.rank_offsets[lo]), op=MPI.SUM)
-    return extract(program, lo, hi, bounds, me, n_phases=n_phases, n_events_total=total)
+    piece = extract(program, lo, hi, bounds, me, n_phases=n_phases, n_events_total=total)
+    _tick(stages, "extract", t0)
+    return piece
+
+
+#: CPU seconds of the stages of this process's last :func:`read_piece` (for benchmarks)
+STAGES: dict[str, float] = {}
+
+
+def _tick(stages: dict, name: str, t0: float) -> float:
+    t = time.process_time()
+    stages[name] = stages.get(name, 0.0) + t - t0
+    return t
