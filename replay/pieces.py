@@ -318,89 +318,71 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
 
 # ---- a piece built by MPI workers from their rank blocks -------------------------------------
 
-#: Event columns a worker reads (the compute column is chosen among t_comp, t_cpu)
-_READ_COLUMNS = ("rank", "seq", "op", "peer", "recv_peer", "root", "tag", "comm", "bytes",
-                 "recv_bytes", "req", "phase", "t_comp", "t_cpu")
+#: Event columns a worker reads besides those read_trace_ranks always reads (the compute
+#: column: t_comp, or t_cpu where the trace has no t_comp)
+_MORE_COLUMNS = ("tag", "comm", "bytes", "recv_bytes", "req", "phase", "t_comp")
 _STARTS = np.zeros(len(COLLECTIVE), bool)
 _STARTS[[OP_CODE["Start"], OP_CODE["Startall"]]] = True
 
 
-def _ghosts(block: Trace, lo: int, hi: int, bounds: np.ndarray, me: int) -> list:
-    """Per worker q: the events of this block that q needs to match its own ranks'
-    messages and collectives exactly (see the module docstring), with their completions
-    and this block's lists; None for q = me."""
+def _ghost_rows(block: Trace, lo: int, hi: int, bounds: np.ndarray, me: int) -> list:
+    """Per worker q: the rows of this block's events and completions that q needs to match
+    its own ranks' messages and collectives exactly (see the module docstring), as
+    (event rows, completion rows); None for q = me or a worker without ranks."""
     ev, comp = block.events, block.completions
-    rank = ev["rank"]
-    rank_l = rank.astype(np.int64) - lo
-    n = hi - lo
+    rank_l = ev["rank"].astype(np.int64) - lo
+    c_rank_l = np.asarray(comp["rank"], np.int64) - lo
     op = ev["op"]
     shared = COLLECTIVE[op] | _STARTS[op] | PERSISTENT_INIT[op]  # every rank ships these
-    lists = block.lists
-    values = np.asarray(lists["values"], np.int64)
-    starts, lengths = np.asarray(lists["start"], np.int64), np.asarray(lists["length"], np.int64)
-    total = int(lengths.sum())
-    take = (np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
-            if total else np.zeros(0, np.int64))
-    my_lists = {c: np.asarray(lists[c]) for c in ("rank", "seq", "kind", "length")}
-    my_lists["start"] = np.cumsum(lengths) - lengths
-    my_lists["values"] = values[take]
     out = []
     for q in range(len(bounds) - 1):
         qlo, qhi = int(bounds[q]), int(bounds[q + 1])
         if q == me or qhi <= qlo:
             out.append(None)
             continue
-        touch = np.zeros(n, bool)
+        # ranks of this block that exchange messages with q's: their whole streams
+        touch = np.zeros(hi - lo, bool)
         for col in ("peer", "recv_peer"):
             x = ev[col]
-            hit = (x >= qlo) & (x < qhi)
-            touch[rank_l[hit]] = True
+            touch[rank_l[(x >= qlo) & (x < qhi)]] = True
         cp = comp["peer"]
-        hit = (cp >= qlo) & (cp < qhi)
-        touch[np.asarray(comp["rank"], np.int64)[hit] - lo] = True
-        sel = np.flatnonzero(touch[rank_l] | shared)
-        csel = np.flatnonzero(touch[np.asarray(comp["rank"], np.int64) - lo])
-        out.append({"events": {c: v[sel] for c, v in ev.items()},
-                    "completions": {c: v[csel] for c, v in comp.items()},
-                    "lists": my_lists})
+        touch[c_rank_l[(cp >= qlo) & (cp < qhi)]] = True
+        out.append((np.flatnonzero(touch[rank_l] | shared), np.flatnonzero(touch[c_rank_l])))
     return out
 
 
-def _merge(block: Trace, got: list, me: int) -> Trace:
-    """This block's trace with the ghosts of the other workers (``got[q]``), in rank order."""
-    parts = [({"events": block.events, "completions": block.completions, "lists": None}
-              if q == me else g) for q, g in enumerate(got)]
-    parts = [p for p in parts if p is not None]
-    events = {c: np.concatenate([p["events"][c] for p in parts]) for c in block.events}
-    completions = {c: np.concatenate([p["completions"][c] for p in parts]) for c in block.completions}
-    lists = {c: [] for c in ("rank", "seq", "kind", "start", "length", "values")}
-    at = 0
+def _compact_lists(lists: dict) -> dict:
+    """A block's ``/lists`` rows with only their own values (the file's array is whole)."""
+    lengths = np.asarray(lists["length"], np.int64)
+    total = int(lengths.sum())
+    starts = np.cumsum(lengths) - lengths
+    take = (np.repeat(np.asarray(lists["start"], np.int64) - starts, lengths) + np.arange(total)
+            if total else np.zeros(0, np.int64))
+    out = {c: np.asarray(lists[c], np.int64) for c in ("rank", "seq", "kind", "length")}
+    out["start"] = starts
+    out["values"] = np.asarray(lists["values"], np.int64)[take]
+    return out
+
+
+def _side_tables(block: Trace, my_lists: dict, got: list, me: int) -> tuple[dict, dict]:
+    """Completions and lists of this block and the ghosts ``got[q]``, in rank order."""
+    comps, lists = [], []
     for q, g in enumerate(got):
-        src = None
         if q == me:
-            L = block.lists
-            lengths = np.asarray(L["length"], np.int64)
-            total = int(lengths.sum())
-            take = (np.repeat(np.asarray(L["start"], np.int64) - np.cumsum(lengths) + lengths, lengths)
-                    + np.arange(total) if total else np.zeros(0, np.int64))
-            src = {c: np.asarray(L[c]) for c in ("rank", "seq", "kind", "length")}
-            src["start"] = np.cumsum(lengths) - lengths
-            src["values"] = np.asarray(L["values"], np.int64)[take]
+            comps.append(block.completions)
+            lists.append(my_lists)
         elif g is not None:
-            src = g["lists"]
-        if src is None:
-            continue
-        for c in ("rank", "seq", "kind", "length"):
-            lists[c].append(np.asarray(src[c], np.int64))
-        lists["start"].append(np.asarray(src["start"], np.int64) + at)
-        lists["values"].append(np.asarray(src["values"], np.int64))
-        at += len(src["values"])
-    lists = {c: (np.concatenate(v) if v else np.zeros(0, np.int64)) for c, v in lists.items()}
-    P = block.nprocs
-    counts = np.bincount(events["rank"].astype(np.int64), minlength=P)
-    ro = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return Trace(meta=dict(block.meta), events=events, rank_offsets=ro, completions=completions,
-                 lists=lists, comms=block.comms, path=block.path, regions=block.regions)
+            comps.append(g["completions"])
+            lists.append(g["lists"])
+    completions = {c: np.concatenate([x[c] for x in comps]) for c in block.completions}
+    out = {c: [] for c in ("rank", "seq", "kind", "start", "length", "values")}
+    at = 0
+    for x in lists:
+        for c in ("rank", "seq", "kind", "length", "values"):
+            out[c].append(x[c])
+        out["start"].append(x["start"] + at)
+        at += len(x["values"])
+    return completions, {c: np.concatenate(v) for c, v in out.items()}
 
 
 def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
@@ -408,8 +390,14 @@ def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
     calling this; ``bounds``: the rank bounds of their pieces, worker w's being
     ``bounds[w]..bounds[w+1]-1``), from its rank block of the file and the ghost events
     the other workers send it. Equal to ``extract(Program.from_trace(load_trace(path)),
-    ...)`` of the same ranks."""
-    from signature.io import read_trace_ranks
+    ...)`` of the same ranks.
+
+    The block is read once, straight into arrays with room for the ghosts before and
+    after it (their numbers are exchanged first), so that no copy of it is made."""
+    from mpi4py import MPI
+
+    from signature.io import read_rank_block_into, read_trace_ranks
+    from signature.trace import EVENT_COLUMNS
 
     me = comm.Get_rank()
     bounds = np.asarray(bounds, np.int64)
@@ -417,23 +405,57 @@ def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
     stages = STAGES
     stages.clear()
     t0 = time.process_time()
-    # the compute column from_trace takes ("auto": t_comp where the trace has it)
-    has_comp = "t_comp" in read_trace_ranks(path, 0, 0, columns=("t_comp",)).events
-    block = read_trace_ranks(path, lo, hi, columns=_READ_COLUMNS[:-1] if has_comp else
-                             _READ_COLUMNS[:-2] + ("t_cpu",))
+    # the columns the checks and the choice of ghosts need, and the side tables
+    block = read_trace_ranks(path, lo, hi, columns=())
     t0 = _tick(stages, "read", t0)
-    ghosts = _ghosts(block, lo, hi, bounds, me)
+    rows = _ghost_rows(block, lo, hi, bounds, me)
+    counts = np.array(comm.allgather([0 if r is None else len(r[0]) for r in rows]), np.int64)
+    before, after = int(counts[:me, me].sum()), int(counts[me + 1:, me].sum())
+    E = block.n_events
+    mid = slice(before, before + E)
+    events = {}
+    for c, v in block.events.items():
+        events[c] = np.empty(before + E + after, v.dtype)
+        events[c][mid] = v
+    block.events.clear()
+    more = {c: np.empty(before + E + after, EVENT_COLUMNS[c]) for c in _MORE_COLUMNS}
     t0 = _tick(stages, "ghosts", t0)
-    got = comm.alltoall(ghosts)
-    del ghosts
+    missing = read_rank_block_into(path, lo, hi, {c: v[mid] for c, v in more.items()})
+    if "t_comp" in missing:  # a trace without it: the thread CPU time (Program.from_trace's "auto")
+        more["t_cpu"] = more.pop("t_comp")
+        missing = read_rank_block_into(path, lo, hi, {"t_cpu": more["t_cpu"][mid]})
+    events.update((c, v) for c, v in more.items() if c not in missing)
+    t0 = _tick(stages, "read", t0)
+    my_lists = _compact_lists(block.lists)
+    payloads = [None if r is None else
+                {"events": {c: v[before + r[0]] for c, v in events.items()},
+                 "completions": {c: v[r[1]] for c, v in block.completions.items()},
+                 "lists": my_lists} for r in rows]
+    t0 = _tick(stages, "ghosts", t0)
+    got = comm.alltoall(payloads)
+    del payloads
     t0 = _tick(stages, "alltoall", t0)
-    ext = _merge(block, got, me)
-    del got, block
+    at = 0
+    for q, g in enumerate(got):
+        if g is None or q == me:
+            at = before + E if q == me else at
+            continue
+        n = len(g["events"]["op"])
+        for c, v in events.items():
+            v[at:at + n] = g["events"][c]
+        at += n
+    completions, lists = _side_tables(block, my_lists, got, me)
+    del got
+    ranks = np.bincount(events["rank"], minlength=block.nprocs)
+    ext = Trace(meta=dict(block.meta), events=events,
+                rank_offsets=np.concatenate([[0], np.cumsum(ranks)]).astype(np.int64),
+                completions=completions, lists=lists, comms=block.comms, path=block.path,
+                regions=block.regions)
+    del events, block
     t0 = _tick(stages, "merge", t0)
     program = Program.from_trace(ext)
     del ext
     t0 = _tick(stages, "match", t0)
-    from mpi4py import MPI
     n_phases = comm.allreduce(program.n_phases, op=MPI.MAX)
     total = comm.allreduce(int(program.rank_offsets[hi] - program.rank_offsets[lo]), op=MPI.SUM)
     piece = extract(program, lo, hi, bounds, me, n_phases=n_phases, n_events_total=total)

@@ -26,7 +26,7 @@ from .errors import IncompleteTraceError, TraceFormatError
 from .trace import (COMPLETION_COLUMNS, EVENT_COLUMNS, OPS, OPTIONAL_COLUMNS,
                     RUN_ONLY_COLUMNS, CommTable, Trace)
 
-__all__ = ["read_trace", "read_trace_ranks", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["read_trace", "read_trace_ranks", "read_rank_block_into", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "sigex-trace"
 FORMAT_VERSION = 1
@@ -342,3 +342,32 @@ def read_trace_ranks(path: str | Path, lo: int, hi: int, *, columns=None,
     except (KeyError, ValueError, TypeError, IndexError) as err:
         raise _damaged(path, err) from err
     return trace
+
+
+def read_rank_block_into(path: str | Path, lo: int, hi: int, out: dict[str, np.ndarray]) -> list[str]:
+    """Read event columns of ranks ``lo..hi-1`` straight into the arrays ``out`` (column name
+    -> a contiguous array of the block's length, e.g. the middle of a larger array that
+    will also hold other rows: no copy of the block is made). Returns the columns the file
+    does not have (left untouched). Errors as :func:`read_trace_ranks`, which the caller
+    has normally called first on the same file."""
+    path = Path(path)
+    try:
+        with h5py.File(path, "r") as f:
+            ro = f["index/rank_offsets"]
+            a, b = int(ro[lo]), int(ro[hi])
+            missing = []
+            for col, arr in out.items():
+                if col not in f["events"]:
+                    missing.append(col)
+                    continue
+                if arr.shape != (b - a,) or not arr.flags.c_contiguous:
+                    raise ValueError(f"column {col}: {arr.shape} array given for {b - a} events")
+                if b > a:
+                    f["events"][col].read_direct(arr, np.s_[a:b])
+            names = json.loads(_attr(f["events"].attrs["op_names"]))
+    except (OSError, RuntimeError, KeyError, TypeError, IndexError) as err:
+        raise _damaged(path, err) from err
+    if "op" in out and names != list(OPS[:len(names)]):
+        lut = np.array([OPS.index(n) if n in OPS else 0 for n in names], np.uint8)
+        out["op"][...] = lut[out["op"]]
+    return missing
