@@ -612,7 +612,8 @@ def wide_table(rows, sg_rows, memory, args, machine, load0, load1, startup) -> l
         cpu1, tw, cw = _median(t["one_cpu"]), _median(t["workers"]), _median(t["workers_cpu"])
         st = r["stages"]
         # the workers' replay once they hold their pieces (set-up, replay, exchanges, gather)
-        rest = sum(v for k, v in st.items() if not k.endswith("_cpu") and k != "build")
+        rest = sum(v for k, v in st.items() if not k.endswith("_cpu") and k != "build"
+                   and not k.startswith("build:"))
         ts = _median(t["split"]) if t["split"] else tw
         out = {"app": r["app"], "P": r["P"], "events": r["events"], "read_s": read, "build_s": build,
                "one_worker_s": first, "one_worker_events_per_s": r["events"] / first,
@@ -648,6 +649,9 @@ def wide_table(rows, sg_rows, memory, args, machine, load0, load1, startup) -> l
         st = r["workers_stages_s"]
         print(f"  {r['app']:8s} {r['P']:>7d}: " + "  ".join(f"{k} {st.get(k, 0.0):.3f}" for k in names)
               + "   (cpu: " + "  ".join(f"{st.get(k + '_cpu', 0.0):.3f}" for k in names) + ")")
+        sub = {k[len("build:"):-len("_cpu")]: v for k, v in st.items() if k.startswith("build:")}
+        if sub:
+            print(f"  {'':8s} {'':>7s}  build, cpu: " + "  ".join(f"{k} {v:.3f}" for k, v in sub.items()))
     print("  build: reading the rank block, the ghost events' exchange, matching, cutting the piece; "
           "state: the replay's set-up; replay: own steps and crossing bookkeeping; exchange: the "
           "per-pass alltoall (waiting included); collectives: those shared round by round "

@@ -60,6 +60,7 @@ from . import collectives as _coll
 from .engine import (ReplayResult, ReplayState, _machine_costs, _span, _world_costs, _world_ordered,
                      deadlock_error, gather_result, replay)
 from .machine import Machine
+from .pieces import STAGES as PIECE_STAGES
 from .pieces import Piece, extract, positions_from_counts, read_piece
 from .program import COLLECTIVE_NAMES, Program
 
@@ -91,7 +92,8 @@ def last_stages() -> dict[str, float]:
     "state" (setting up the replay), "replay" (its own steps and the bookkeeping of
     crossing times), "exchange" (the per-pass exchange, waiting for the others included),
     "collectives" (collectives evaluated with other workers), "gather" (results to worker 0);
-    ``<stage>_cpu``: the process's CPU seconds in it. For benchmarks."""
+    ``<stage>_cpu``: the process's CPU seconds in it; ``build:<step>_cpu``: those of the
+    steps of :func:`replay.pieces.read_piece` when a trace file was given. For benchmarks."""
     return dict(_LAST_STAGES)
 
 
@@ -214,6 +216,8 @@ def replay_workers(program: Program | str | Path, machine: Machine, *, comm=None
         _abort(comm, run, err)
     _LAST_STAGES.clear()
     _LAST_STAGES.update(run.times)
+    if path is not None:
+        _LAST_STAGES.update((f"build:{k}_cpu", v) for k, v in PIECE_STAGES.items())
     if isinstance(outcome, BaseException):
         raise outcome  # a deadlock, decided by every worker together
     return outcome
