@@ -199,13 +199,16 @@ def _coll_keys(program: Program) -> np.ndarray:
 
 def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None,
             index: int | None = None, *, n_phases: int | None = None,
-            n_events_total: int | None = None) -> Piece:
+            n_events_total: int | None = None, consume: bool = False) -> Piece:
     """Ranks ``lo..hi-1`` of ``program`` as a :class:`Piece` with its own numbering.
 
     ``bounds`` (default ``[0, lo, hi, P]`` without empty blocks) are the rank bounds of
     every piece of the replay and ``index`` this piece's place in them; ``n_phases``
     and ``n_events_total`` default to the program's (pass the whole program's when
-    ``program`` holds only some of its events, as on a worker)."""
+    ``program`` holds only some of its events, as on a worker). ``consume``: the
+    program is not used afterwards, so the piece's per-event arrays are views of its
+    arrays, renumbered in place (no copy of the events: on a worker, whose program
+    holds its block and the ghosts)."""
     P = program.nprocs
     if bounds is None:
         bounds = np.unique(np.array([0, lo, hi, P], np.int64))
@@ -236,7 +239,7 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
     g_send, g_recv = program.msg_send_event[msel], program.msg_recv_event[msel]
 
     def remap(x):
-        out = np.full(len(x), -1, np.int64)
+        out = x if consume else np.full(len(x), -1, np.int64)
         ok = x >= 0
         out[ok] = mmap[x[ok]]
         return out
@@ -254,7 +257,7 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
     noff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     C = int(noff[-1])
     gslots = np.repeat(off[isel] - noff[:-1], sizes) + np.arange(C, dtype=np.int64)
-    coll_slot = np.full(E, -1, np.int64)
+    coll_slot = cs_all if consume else np.full(E, -1, np.int64)
     k = np.searchsorted(isel, inst_of)
     coll_slot[has_c] = noff[k] + (cs - off[inst_of])
     coll_rank = program.coll_rank[gslots]
@@ -262,16 +265,16 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
     # ---- wait lists in local slot numbers -------------------------------------------------
     woff = program.wait_offsets
     ws = program.wait_slots[int(woff[a]):int(woff[b])]
-    new = np.full(len(ws), -1, np.int64)
-    s_ = ws < M
-    new[s_] = mmap[ws[s_]]
-    r_ = (ws >= M) & (ws < 2 * M)
-    new[r_] = Mn + mmap[ws[r_] - M]
-    c_ = ws >= 2 * M
+    s_, c_ = ws < M, ws >= 2 * M
+    r_ = ~(s_ | c_)
     c = ws[c_] - 2 * M
     ci = np.searchsorted(off, c, side="right") - 1
-    new[c_] = 2 * Mn + noff[np.minimum(np.searchsorted(isel, ci), max(len(isel) - 1, 0))] + (c - off[ci])
     kc = np.minimum(np.searchsorted(isel, ci), max(len(isel) - 1, 0))
+    new = ws if consume else np.full(len(ws), -1, np.int64)
+    new[s_] = mmap[ws[s_]]
+    new[r_] = Mn + mmap[ws[r_] - M]
+    new[c_] = 2 * Mn + noff[kc] + (c - off[ci])
+    del mmap
     if (new < 0).any() or (len(ci) and (isel[kc] != ci).any()):
         raise ValueError(f"{program.name}: ranks {lo}..{hi - 1} wait for a message or collective "
                          "they take no part in (an inconsistent Program)")
@@ -294,12 +297,18 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
     parts = np.zeros((len(isel), K), bool)
     parts[np.repeat(np.arange(len(isel)), sizes), owner] = True
 
+    own = (lambda x: x[a:b]) if consume else (lambda x: x[a:b].copy())
+    if consume:
+        wait_offsets = woff[a:b + 1]
+        wait_offsets -= int(woff[a])
+    else:
+        wait_offsets = (woff[a:b + 1] - woff[a]).astype(np.int64)
     piece_prog = Program(
-        nprocs=P, rank_offsets=np.clip(ro - a, 0, E).astype(np.int64), op=program.op[a:b].copy(),
-        seq=program.seq[a:b].copy(), comp=program.comp[a:b].copy(),
-        phase=None if program.phase is None else program.phase[a:b].copy(),
+        nprocs=P, rank_offsets=np.clip(ro - a, 0, E).astype(np.int64), op=own(program.op),
+        seq=own(program.seq), comp=own(program.comp),
+        phase=None if program.phase is None else own(program.phase),
         send_msg=send_msg, recv_msg=recv_msg, coll_slot=coll_slot,
-        wait_offsets=(woff[a:b + 1] - woff[a]).astype(np.int64), wait_slots=new,
+        wait_offsets=wait_offsets, wait_slots=new,
         msg_src=src, msg_dst=dst, msg_bytes=program.msg_bytes[msel],
         msg_mode=program.msg_mode[msel], msg_send_event=local_event(g_send),
         msg_recv_event=local_event(g_recv), coll_offsets=noff, coll_rank=coll_rank,
@@ -458,7 +467,7 @@ def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
     t0 = _tick(stages, "match", t0)
     n_phases = comm.allreduce(program.n_phases, op=MPI.MAX)
     total = comm.allreduce(int(program.rank_offsets[hi] - program.rank_offsets[lo]), op=MPI.SUM)
-    piece = extract(program, lo, hi, bounds, me, n_phases=n_phases, n_events_total=total)
+    piece = extract(program, lo, hi, bounds, me, n_phases=n_phases, n_events_total=total, consume=True)
     _tick(stages, "extract", t0)
     return piece
 
