@@ -373,17 +373,50 @@ def _compact_lists(lists: dict) -> dict:
     return out
 
 
+def _grow(a: np.ndarray, before: int, after: int) -> np.ndarray:
+    """``a`` with ``before`` unset rows before it and ``after`` after, made by growing its
+    buffer in place and moving its rows up where needed: no copy into fresh memory, which
+    costs a page fault per page touched (the largest cost of copying a large array)."""
+    n = len(a)
+    if not (before or after):
+        return a
+    if a.base is not None or not a.flags.c_contiguous or a.ndim != 1:
+        out = np.empty(before + n + after, a.dtype)
+        out[before:before + n] = a
+        return out
+    a.resize(before + n + after, refcheck=False)
+    if before and n:
+        import ctypes
+        base, size = a.ctypes.data, a.itemsize
+        ctypes.memmove(base + before * size, base, n * size)  # overlapping: memmove
+    return a
+
+
 def _side_tables(block: Trace, my_lists: dict, got: list, me: int) -> tuple[dict, dict]:
     """Completions and lists of this block and the ghosts ``got[q]``, in rank order."""
-    comps, lists = [], []
+    lists = []
     for q, g in enumerate(got):
         if q == me:
-            comps.append(block.completions)
             lists.append(my_lists)
         elif g is not None:
-            comps.append(g["completions"])
             lists.append(g["lists"])
-    completions = {c: np.concatenate([x[c] for x in comps]) for c in block.completions}
+    lower = [g["completions"] for q, g in enumerate(got) if q < me and g is not None]
+    upper = [g["completions"] for q, g in enumerate(got) if q > me and g is not None]
+    nb = sum(len(x["rank"]) for x in lower)
+    na = sum(len(x["rank"]) for x in upper)
+    n = len(block.completions["rank"])
+    completions = {}
+    for c, v in block.completions.items():
+        v = _grow(v, nb, na)
+        at = 0
+        for x in lower:
+            v[at:at + len(x[c])] = x[c]
+            at += len(x[c])
+        at = nb + n
+        for x in upper:
+            v[at:at + len(x[c])] = x[c]
+            at += len(x[c])
+        completions[c] = v
     out = {c: [] for c in ("rank", "seq", "kind", "start", "length", "values")}
     at = 0
     for x in lists:
@@ -422,10 +455,7 @@ def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
     before, after = int(counts[:me, me].sum()), int(counts[me + 1:, me].sum())
     E = block.n_events
     mid = slice(before, before + E)
-    events = {}
-    for c, v in block.events.items():
-        events[c] = np.empty(before + E + after, v.dtype)
-        events[c][mid] = v
+    events = {c: _grow(v, before, after) for c, v in block.events.items()}
     block.events.clear()
     more = {c: np.empty(before + E + after, EVENT_COLUMNS[c]) for c in _MORE_COLUMNS}
     t0 = _tick(stages, "ghosts", t0)
