@@ -1369,7 +1369,9 @@ def replay(program: Program, machine: Machine, *, collectives: str = "algorithms
     pieces : int
         Replay the ranks in this many contiguous blocks, one after another,
         exchanging the times of messages and collectives that cross blocks, until
-        every block is done. The result equals ``pieces=1`` exactly.
+        every block is done; each block is a :class:`replay.pieces.Piece` holding
+        only its ranks' events, messages and collectives. The result equals
+        ``pieces=1`` exactly.
     progress : callable(done, total), optional
         Called now and then with the number of events replayed.
     kernel : {"auto", "compiled", "numpy"}
