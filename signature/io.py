@@ -244,6 +244,8 @@ def load_trace(path: str | Path, *, allow_incomplete: bool = False) -> Trace:
 def _rows_of_ranks(group: h5py.Group, lo: int, hi: int) -> slice | np.ndarray:
     """Rows of a side table (``/completions``, ``/lists``) whose ``rank`` is in lo..hi-1: a
     slice when the table is sorted by rank (as sigex writes it), else an index array."""
+    if hi <= lo:
+        return slice(0, 0)  # no ranks (the index and metadata alone): nothing to look up
     ranks = group["rank"][()]
     if not len(ranks) or bool(np.all(ranks[1:] >= ranks[:-1])):
         a, b = np.searchsorted(ranks, [lo, hi])
@@ -321,7 +323,8 @@ def read_trace_ranks(path: str | Path, lo: int, hi: int, *, columns=None,
             rows = _rows_of_ranks(f["lists"], lo, hi)
             lists = {c: f["lists"][c][()][rows] if not isinstance(rows, slice)
                      else f["lists"][c][rows] for c in _LIST_COLUMNS}
-            lists["values"] = f["lists"]["values"][()]
+            # (the rows' start offsets index the file's whole values array)
+            lists["values"] = f["lists"]["values"][()] if hi > lo else np.zeros(0, np.int64)
             comms = CommTable(**{c: f["comms"][c][()] for c in _COMM_COLUMNS})
     except (TraceFormatError, IncompleteTraceError):
         raise
