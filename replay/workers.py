@@ -74,9 +74,10 @@ SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 
 #: a worker is given a piece only when every piece holds at least this many events; below,
 #: fewer workers replay (one: worker 0 alone) and the others wait. Measured on this 2-core
-#: machine (bench/replay_speed.py): with two workers, traces of 12k-200k events took
-#: 1.1-1.7x as long as one worker (per-step numpy calls cost the same on half the ranks,
-#: plus the exchanges); 360k events (stencil P = 16,384) ran 1.3x faster, 1.4M 1.5-1.7x.
+#: machine (bench/replay_speed.py, from the trace file to the result, each worker reading its
+#: rank block): split in two, traces of 12k-200k events took 1.1-2x as long as one process
+#: (the ghost exchange, the passes and MPI's fixed costs outweigh half the work); the
+#: stencil at P = 65,536 (1.4M events) ran 1.3-1.4x faster, at P = 1,048,576 (23M) 1.9-2.1x.
 MIN_EVENTS_PER_WORKER = 150_000
 
 _KEYS = ("ts", "tr", "entry")
