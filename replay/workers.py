@@ -75,9 +75,10 @@ SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 #: a worker is given a piece only when every piece holds at least this many events; below,
 #: fewer workers replay (one: worker 0 alone) and the others wait. Measured on this 2-core
 #: machine (bench/replay_speed.py, from the trace file to the result, each worker reading its
-#: rank block): split in two, traces of 12k-200k events took 1.1-2x as long as one process
+#: rank block): split in two, traces of 12k-200k events took 1.3-2x as long as one process
 #: (the ghost exchange, the passes and MPI's fixed costs outweigh half the work); the
-#: stencil at P = 65,536 (1.4M events) ran 1.3-1.4x faster, at P = 1,048,576 (23M) 1.9-2.1x.
+#: stencil at P = 65,536 (1.4M events) ran 1.3x faster (1.4-1.6x in CPU time), at
+#: P = 1,048,576 (23M) 1.5-2.1x (1.7-1.9x).
 MIN_EVENTS_PER_WORKER = 150_000
 
 _KEYS = ("ts", "tr", "entry")
