@@ -13,9 +13,13 @@ ReplayState       -- the engine: per-rank arrays, step(), run(until_phase=...), 
                      the vectorised reference, same times)
 Program           -- a trace resolved for replay: matched messages, collective instances, wait lists
 
-MPI workers (``import replay.workers``)
----------------------------------------
-workers           -- module: replay_workers (one piece per MPI process, bit-identical), running_under_mpi
+Pieces and MPI workers (``import replay.pieces``, ``import replay.workers``)
+--------------------------------------------------------------------------
+pieces            -- module: Piece (a block of ranks with only its events, messages and
+                     collectives, its own numbering), extract, read_piece (a worker's piece
+                     from its rank block of the trace file)
+workers           -- module: replay_workers (one piece per MPI process, bit-identical; a
+                     Program or a trace file), running_under_mpi, last_stages
 
 Machines
 --------

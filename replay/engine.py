@@ -67,19 +67,22 @@ compiler the numpy step runs.
 Every time is computed elementwise from its inputs (and a completing call's
 receives in a fixed order), so the result does not depend on which ranks move
 in the same step. Replaying the ranks in pieces (``replay(..., pieces=k)``)
-therefore gives the same numbers to the last bit. The pieces exchange, as
-arrays of (id, time), the send post times of messages leaving a piece, the
-receive post times of messages entering it (a rendezvous send needs them) and
-the entry times of collective members (:meth:`ReplayState.export_crossing`,
-:meth:`ReplayState.import_crossing`). The exchange is conservative: a time is
+therefore gives the same numbers to the last bit. Each piece holds only its
+ranks' events, their messages and the collective instances they enter, with its
+own numbering (:class:`replay.pieces.Piece`). The pieces exchange, as arrays of
+(id, time), the send post times of messages leaving a piece, the receive post
+times of messages entering it (a rendezvous send needs them) and the entry times
+of collective members (:meth:`ReplayState.export_crossing`,
+:meth:`ReplayState.import_crossing`; a message's id between two pieces is its
+position in their crossing list, :meth:`replay.pieces.Piece.outgoing`). The exchange is conservative: a time is
 sent once, when it is final, and a piece runs until it needs a time another
 piece has not produced yet; pieces take turns until all are done (a pass in
 which no piece moves is a deadlock). The number of passes grows with the
 number of times the pieces depend on each other (about one per halo exchange
 or collective), not with the events. MPI workers run the same exchange, one
-piece each (:func:`replay.workers.replay_workers`); there each collective
-spanning pieces is evaluated by the workers together, each for its own members
-(``defer_spanning``), instead of whole by every piece it touches.
+piece each (:func:`replay.workers.replay_workers`); a collective spanning pieces
+is evaluated whole by every piece it touches, or (``defer_spanning``) by the
+workers together, each for its own members.
 """
 
 from __future__ import annotations
@@ -217,6 +220,7 @@ class ReplayState:
         self._lib = _kernel_library(kernel)
         self.kernel = "compiled" if self._lib is not None else "numpy"
         self.program = program
+        self.remote = None  # a piece's: per message, its other side is in another piece
         self.machine = machine
         self.collectives = collectives
         P = program.nprocs
@@ -334,6 +338,15 @@ class ReplayState:
         self._sent_ts = np.zeros(len(self._out_ts), bool)
         self._sent_tr = np.zeros(len(self._out_tr), bool)
         self._sent_entry = np.zeros(len(self._out_entry), bool)
+
+    @classmethod
+    def of_piece(cls, piece, machine: Machine, **options) -> "ReplayState":
+        """The replay of a :class:`replay.pieces.Piece` (its ranks, its own numbering); times
+        crossing pieces go through :meth:`Piece.outgoing` and :meth:`Piece.incoming`."""
+        st = cls(piece.program, machine, ranks=(piece.lo, piece.hi), **options)
+        st.remote = piece.remote
+        st.n_phases = piece.n_phases  # the whole program's (a piece may hold no event of some)
+        return st
 
     # ---- driving ---------------------------------------------------------------------------
     @property
@@ -1011,6 +1024,10 @@ class ReplayState:
             self._entries_known(s)
 
     # ---- diagnostics ----------------------------------------------------------------------
+    def _remote(self, m: int) -> bool:
+        """Message ``m``'s other side is in another piece (of a :class:`replay.pieces.Piece`)."""
+        return self.remote is not None and bool(self.remote[m])
+
     def stuck_ranks(self) -> np.ndarray:
         """World ranks that have not reached their limit."""
         return np.flatnonzero(self.idx < self.limit) + self.lo
@@ -1027,7 +1044,7 @@ class ReplayState:
                 continue
             if s < self.M:
                 d = int(prog.msg_dst[s])
-                if prog.msg_recv_event[s] < 0:
+                if prog.msg_recv_event[s] < 0 and not self._remote(s):
                     what.append(f"its send to rank {d} ({int(prog.msg_bytes[s])} B) is never received")
                 else:
                     what.append(f"its rendezvous send to rank {d} ({int(prog.msg_bytes[s])} B) "
@@ -1035,7 +1052,7 @@ class ReplayState:
             elif s < 2 * self.M:
                 m = s - self.M
                 src = int(prog.msg_src[m])
-                if prog.msg_send_event[m] < 0:
+                if prog.msg_send_event[m] < 0 and not self._remote(m):
                     frm = f"rank {src}" if src >= 0 else "an unknown source"
                     what.append(f"it waits for a message from {frm} that is never sent")
                 else:
@@ -1352,7 +1369,9 @@ def replay(program: Program, machine: Machine, *, collectives: str = "algorithms
     pieces : int
         Replay the ranks in this many contiguous blocks, one after another,
         exchanging the times of messages and collectives that cross blocks, until
-        every block is done. The result equals ``pieces=1`` exactly.
+        every block is done; each block is a :class:`replay.pieces.Piece` holding
+        only its ranks' events, messages and collectives. The result equals
+        ``pieces=1`` exactly.
     progress : callable(done, total), optional
         Called now and then with the number of events replayed.
     kernel : {"auto", "compiled", "numpy"}
@@ -1387,10 +1406,13 @@ def replay(program: Program, machine: Machine, *, collectives: str = "algorithms
         st = ReplayState(program, machine, collectives=collectives, kernel=kernel)
         st.run(progress=progress)
         return st.result()
-    bounds = np.unique(np.linspace(0, P, min(pieces, P) + 1).round().astype(np.int64))
-    states = [ReplayState(program, machine, ranks=(int(a), int(b)), collectives=collectives,
-                          kernel=kernel)
-              for a, b in zip(bounds[:-1], bounds[1:])]
+    from .pieces import extract, piece_bounds
+
+    # each piece holds its ranks' events, messages and collectives (its own numbering)
+    bounds = np.unique(piece_bounds(P, min(pieces, P)))
+    parts = [extract(program, int(a), int(b), bounds, i)
+             for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
+    states = [ReplayState.of_piece(pc, machine, collectives=collectives, kernel=kernel) for pc in parts]
     passes = 0
     while not all(s.finished for s in states):
         passes += 1
@@ -1399,14 +1421,11 @@ def replay(program: Program, machine: Machine, *, collectives: str = "algorithms
             if st.finished or not (st.ready.size or st.dirty.any()):
                 continue  # nothing new arrived for this piece
             moved += st.run(raise_on_deadlock=False)
-            out = st.export_crossing()
-            if any(len(v[0]) for v in out.values()):
-                for j, other in enumerate(states):
-                    if j != i:
-                        other.import_crossing(out)
+            for j, payload in parts[i].outgoing(st.export_crossing()).items():
+                states[j].import_crossing(parts[j].incoming([(i, payload)]))
         if progress is not None:
-            progress(int(sum(np.sum(s.idx - program.rank_offsets[s.lo:s.hi]) for s in states)),
+            progress(int(sum(np.sum(s.idx - s.program.rank_offsets[s.lo:s.hi]) for s in states)),
                      program.n_events)
         if moved == 0:
             raise states[0].deadlock(states[1:])
-    return states[0].result(states, passes=passes)
+    return gather_result(program, machine, collectives, states, passes=passes)

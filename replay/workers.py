@@ -3,11 +3,16 @@
 :func:`replay_workers` is :func:`replay.replay` with ``pieces=W`` where the pieces
 run at the same time, one per MPI process (a *worker*; the simulated processes
 are *ranks*). Worker w owns the contiguous block of ranks that piece w of
-``replay(..., pieces=W)`` holds and runs its :class:`~replay.engine.ReplayState`.
-A *pass* is: every worker runs its piece until it finishes or needs a time
-another piece has not produced yet, exports the times it newly knows that other
-pieces need (:meth:`~replay.engine.ReplayState.export_crossing`), and the workers
-``allgather`` those (id, time) arrays and import them. Passes repeat until every
+``replay(..., pieces=W)`` holds, as a :class:`~replay.pieces.Piece` that holds only
+those ranks' events, messages and collectives: cut out of a whole program, or,
+given a trace file, built from the worker's own rank block of the file and the
+ghost events the other workers send it (:func:`~replay.pieces.read_piece`), so
+that no worker holds the whole trace. Each runs its
+:class:`~replay.engine.ReplayState`. A *pass* is: every worker runs its piece
+until it finishes or needs a time another piece has not produced yet, exports
+the times it newly knows that other pieces need
+(:meth:`~replay.engine.ReplayState.export_crossing`), and the workers send each
+other those (position, time) arrays in one ``alltoall`` and import them. Passes repeat until every
 piece is done; a pass in which no worker moves is a deadlock, raised as
 :class:`~signature.errors.DeadlockError` on every worker. Every time is computed
 from the same inputs as in one process, so worker 0's result is the result of
@@ -18,8 +23,8 @@ split that far (by default): fewer workers get pieces, and below twice that many
 events worker 0 replays it alone while the others wait, since splitting a small
 trace costs more in per-step overheads and exchanges than it saves.
 
-Every worker must call :func:`replay_workers` with the same program, machine and
-options (each reads the trace itself). As ``mpi4py.run`` does, a worker that
+Every worker must call :func:`replay_workers` with the same program (or trace
+file), machine and options. As ``mpi4py.run`` does, a worker that
 raises prints ``worker r of W: <error>`` (with its ranks, the phase it was in and
 its host) and the traceback to stderr and aborts the whole job, so that no worker
 waits forever for a dead one. mpi4py is imported only when a function needs it.
@@ -28,10 +33,9 @@ Examples
 --------
 Save as ``rp.py`` and run ``mpiexec -n 2 python rp.py``::
 
-    from replay import Program, load
+    from replay import load
     from replay.workers import replay_workers
-    from signature import load_trace
-    res = replay_workers(Program.from_trace(load_trace("traces/stencil/P16.h5")), load("cluster-a"))
+    res = replay_workers("traces/stencil/P16.h5", load("cluster-a"))  # each reads its ranks
     if res is not None:  # worker 0
         print(res.runtime)
 """
@@ -45,17 +49,22 @@ import sys
 import time
 import traceback
 import types
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from signature.io import load_trace
+
 from . import collectives as _coll
 from .engine import (ReplayResult, ReplayState, _machine_costs, _span, _world_costs, _world_ordered,
-                     deadlock_error, gather_result, layout_positions, replay)
+                     deadlock_error, gather_result, replay)
 from .machine import Machine
+from .pieces import STAGES as PIECE_STAGES
+from .pieces import Piece, extract, positions_from_counts, read_piece
 from .program import COLLECTIVE_NAMES, Program
 
-__all__ = ["MIN_EVENTS_PER_WORKER", "replay_workers", "running_under_mpi", "worker_bounds", "workers_used"]
+__all__ = ["MIN_EVENTS_PER_WORKER", "last_stages", "replay_workers", "running_under_mpi", "worker_bounds", "workers_used"]
 
 Progress = Callable[[int, int], None]
 
@@ -65,13 +74,28 @@ SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 
 #: a worker is given a piece only when every piece holds at least this many events; below,
 #: fewer workers replay (one: worker 0 alone) and the others wait. Measured on this 2-core
-#: machine (bench/replay_speed.py): with two workers, traces of 12k-200k events took
-#: 1.1-1.7x as long as one worker (per-step numpy calls cost the same on half the ranks,
-#: plus the exchanges); 360k events (stencil P = 16,384) ran 1.3x faster, 1.4M 1.5-1.7x.
+#: machine (bench/replay_speed.py, from the trace file to the result, each worker reading its
+#: rank block): split in two, traces of 12k-200k events took 1.3-2x as long as one process
+#: (the ghost exchange, the passes and MPI's fixed costs outweigh half the work); the
+#: stencil at P = 65,536 (1.4M events) ran 1.3x faster (1.4-1.6x in CPU time), at
+#: P = 1,048,576 (23M) 1.5-2.1x (1.7-1.9x).
 MIN_EVENTS_PER_WORKER = 150_000
 
-_KEYS = ("ts", "tr", "entry")
 _TAG_COLL, _TAG_GATHER, _TAG_ALONE = 731, 732, 733
+
+
+_LAST_STAGES: dict[str, float] = {}
+
+
+def last_stages() -> dict[str, float]:
+    """Wall seconds of each stage of this worker's last :func:`replay_workers` call: "build"
+    (cutting its piece out of the program, or reading its block and building its piece),
+    "state" (setting up the replay), "replay" (its own steps and the bookkeeping of
+    crossing times), "exchange" (the per-pass exchange, waiting for the others included),
+    "collectives" (collectives evaluated with other workers), "gather" (results to worker 0);
+    ``<stage>_cpu``: the process's CPU seconds in it; ``build:<step>_cpu``: those of the
+    steps of :func:`replay.pieces.read_piece` when a trace file was given. For benchmarks."""
+    return dict(_LAST_STAGES)
 
 
 def running_under_mpi() -> bool:
@@ -114,14 +138,20 @@ def workers_used(n_events: int, workers: int, min_events: int | None = None) -> 
     return workers if m == 0 else max(1, min(workers, n_events // m))
 
 
-def replay_workers(program: Program, machine: Machine, *, comm=None, collectives: str = "algorithms",
-                   progress: Progress | None = None,
-                   min_events_per_worker: int | None = None) -> ReplayResult | None:
+def replay_workers(program: Program | str | Path, machine: Machine, *, comm=None,
+                   collectives: str = "algorithms", progress: Progress | None = None,
+                   min_events_per_worker: int | None = None,
+                   share_collectives: bool = False) -> ReplayResult | None:
     """Predict the run of ``program`` on ``machine`` with the MPI processes of ``comm``.
 
     Parameters
     ----------
-    program, machine, collectives
+    program : Program, or path of an HDF5 trace
+        A :class:`Program` (the same on every worker): each worker cuts its piece out of
+        it (:func:`replay.pieces.extract`). A trace file: each worker reads only its
+        rank block and builds its piece with the others (:func:`replay.pieces.read_piece`),
+        so that no worker ever holds the whole trace or program.
+    machine, collectives
         As for :func:`replay.replay`; the same on every worker.
     comm : mpi4py communicator, optional
         The workers (default ``MPI.COMM_WORLD``). With one worker this is
@@ -133,6 +163,14 @@ def replay_workers(program: Program, machine: Machine, *, comm=None, collectives
         (default :data:`MIN_EVENTS_PER_WORKER`; 0: every worker gets a piece). A
         small trace is replayed faster by worker 0 alone than split: the other
         workers then wait and return None. The result is the same either way.
+    share_collectives : bool
+        Evaluate a collective instance whose members several workers hold together, each
+        worker for its own members, exchanging arrival times round by round. By default
+        every worker holding members evaluates it whole, as one process does, once the
+        members' entry times (which the workers exchange anyway) are in: a pattern is
+        evaluated in a few vectorised passes, while sharing it costs a plan of the
+        pattern and an exchange per round (on the stencil at P = 1,048,576, 2.8 s of CPU
+        per worker against 0.3 s). Same result either way.
 
     Returns
     -------
@@ -146,6 +184,8 @@ def replay_workers(program: Program, machine: Machine, *, comm=None, collectives
         On every worker, when the program can never complete.
     ValueError
         On every worker, for a bad ``collectives`` or ``min_events_per_worker``.
+    TraceFormatError
+        On every worker, when the trace file cannot be read.
 
     Any other error on a worker aborts the job (``comm.Abort(1)``) after the
     worker prints ``worker r of W: <error>`` and its traceback to stderr.
@@ -155,16 +195,30 @@ def replay_workers(program: Program, machine: Machine, *, comm=None, collectives
     if comm is None:
         from mpi4py import MPI
         comm = MPI.COMM_WORLD
-    W, me = comm.Get_size(), comm.Get_rank()
-    P = program.nprocs
-    used = workers_used(program.n_events, W, min_events_per_worker)  # (checks the value)
+    W = comm.Get_size()
+    path = None if isinstance(program, Program) else Path(program)
+    if path is None:
+        P, n_events = program.nprocs, program.n_events
+    else:
+        from signature.io import read_trace_ranks
+        head = read_trace_ranks(path, 0, 0, columns=())  # the index and the metadata alone
+        P, n_events = head.nprocs, int(head.meta["n_events_total"])
+    used = workers_used(n_events, W, min_events_per_worker)  # (checks the value)
     if W == 1:
+        if path is not None:
+            program = Program.from_trace(load_trace(path))
         return replay(program, machine, collectives=collectives, progress=progress)
-    run = _Worker(program, machine, comm, worker_bounds(P, W, 1 if P <= 1 else used), collectives)
+    bounds = worker_bounds(P, W, 1 if P <= 1 else used)
+    run = _Worker(program if path is None else path, machine, comm, bounds, collectives)
+    run.share_collectives = bool(share_collectives)
     try:
-        outcome = run.work(progress if me == 0 else None)
+        outcome = run.work(progress if comm.Get_rank() == 0 else None)
     except BaseException as err:  # noqa: BLE001 -- any failure must take the job down, not hang it
         _abort(comm, run, err)
+    _LAST_STAGES.clear()
+    _LAST_STAGES.update(run.times)
+    if path is not None:
+        _LAST_STAGES.update((f"build:{k}_cpu", v) for k, v in PIECE_STAGES.items())
     if isinstance(outcome, BaseException):
         raise outcome  # a deadlock, decided by every worker together
     return outcome
@@ -173,54 +227,79 @@ def replay_workers(program: Program, machine: Machine, *, comm=None, collectives
 class _Worker:
     """One worker's piece and its side of the exchange."""
 
-    def __init__(self, program, machine, comm, bounds, collectives):
-        self.program, self.machine, self.comm = program, machine, comm
+    def __init__(self, source, machine, comm, bounds, collectives):
+        self.source, self.machine, self.comm = source, machine, comm
         self.bounds, self.collectives = bounds, collectives
         self.me, self.W = comm.Get_rank(), comm.Get_size()
         self.lo, self.hi = int(bounds[self.me]), int(bounds[self.me + 1])
+        self.piece: Piece | None = None
+        self.program: Program | None = source if isinstance(source, Program) else None
         self.state: ReplayState | None = None
         self.passes = 0
         self.p2p = None  # a duplicate of comm for point-to-point traffic (collectives, gather)
+        self.times: dict[str, float] = {}  # wall seconds of each stage, for benchmarks
+        self.share_collectives = False
+
+    def _clock(self, stage: str, t0: float) -> float:
+        t = time.perf_counter()
+        self.times[stage] = self.times.get(stage, 0.0) + t - t0
+        c = time.process_time()
+        self.times[stage + "_cpu"] = self.times.get(stage + "_cpu", 0.0) + c - self._cpu
+        self._cpu = c
+        return t
 
     def work(self, progress):
-        if self.bounds[1] == self.program.nprocs:
+        if self.bounds[1] == self.bounds[-1]:
             return self._alone(progress)
-        prog, comm, me = self.program, self.comm, self.me
+        comm, me = self.comm, self.me
+        t0, self._cpu = time.perf_counter(), time.process_time()
+        if self.program is not None:
+            self.piece = extract(self.program, self.lo, self.hi, self.bounds, me)
+        else:  # every worker reads its rank block and they build their pieces together
+            self.piece = read_piece(self.source, comm, self.bounds)
+        self.program = self.piece.program
+        t0 = self._clock("build", t0)
+        prog = self.program
         if self.hi > self.lo:
-            self.state = ReplayState(prog, self.machine, ranks=(self.lo, self.hi),
-                                     collectives=self.collectives, defer_spanning=True)
+            self.state = ReplayState.of_piece(self.piece, self.machine, collectives=self.collectives,
+                                              defer_spanning=self.share_collectives)
         st = self.state
         first = prog.rank_offsets[self.lo:self.hi]
-        empty = {k: (np.zeros(0, np.int64), np.zeros(0)) for k in _KEYS}
+        total = self.piece.n_events_total
         self.p2p = comm.Dup()
+        t0 = self._clock("state", t0)
         while True:
             self.passes += 1
             if st is not None and not st.finished:
                 moved = st.run(raise_on_deadlock=False)
-                out = st.export_crossing()
+                out = self.piece.outgoing(st.export_crossing())
             else:
-                moved, out = 0, empty
+                moved, out = 0, {}
+            t0 = self._clock("replay", t0)
             done = st is None or st.finished
             count = 0 if st is None else int(np.sum(st.idx - first))
-            everyone = comm.allgather((out, moved, done, count))
+            # one exchange per pass: to each worker the times it needs, and everyone's progress
+            got = comm.alltoall([(out.get(q), moved, done, count) for q in range(self.W)])
+            t0 = self._clock("exchange", t0)
             if progress is not None:
-                progress(sum(e[3] for e in everyone), prog.n_events)
-            if all(e[2] for e in everyone):
+                progress(sum(e[3] for e in got), total)
+            if all(e[2] for e in got):
                 break
-            if sum(e[1] for e in everyone) == 0:
+            if sum(e[1] for e in got) == 0:
                 self.p2p.Free()
                 return self._deadlock()
             if st is None:
                 continue
-            others = [e[0] for w, e in enumerate(everyone) if w != me]
-            merged = {k: (np.concatenate([o[k][0] for o in others]),
-                          np.concatenate([o[k][1] for o in others])) for k in _KEYS}
-            if any(len(v[0]) for v in merged.values()):
-                st.import_crossing(merged)
+            data = self.piece.incoming([(q, e[0]) for q, e in enumerate(got) if e[0] is not None])
+            if data:
+                st.import_crossing(data)
             pending = st.take_pending_collectives()
+            t0 = self._clock("replay", t0)
             if pending.size:
                 self._collectives(pending)
+                t0 = self._clock("collectives", t0)
         res = self._gather()
+        self._clock("gather", t0)
         self.p2p.Free()
         return res
 
@@ -233,6 +312,8 @@ class _Worker:
         comm, result, error = self.comm, None, None
         self.passes = 1
         if self.me == 0:
+            if self.program is None:
+                self.program = Program.from_trace(load_trace(self.source))
             self.state = st = ReplayState(self.program, self.machine, collectives=self.collectives)
             st.run(progress=progress, raise_on_deadlock=False)
             if st.finished:
@@ -272,12 +353,17 @@ class _Worker:
             owner = np.searchsorted(self.bounds, prog.coll_rank[slots], side="right") - 1
             part = np.zeros((len(rest), self.W), np.int64)
             part[rows, owner] = 1
-            keys = np.concatenate([np.stack([prog.coll_op[rest], size, prog.coll_root[rest],
+            # a neighbourhood collective's root numbers its pattern in this piece's program
+            # only: such instances are batched alone (by their key, the same on every piece)
+            neighbor = prog.coll_op[rest] == COLLECTIVE_NAMES.index("Neighbor")
+            root = np.where(neighbor, self.piece.coll_key[rest], prog.coll_root[rest])
+            keys = np.concatenate([np.stack([prog.coll_op[rest], size, root,
                                              prog.coll_bytes[rest]], axis=1), part], axis=1)
             uk, first, group = np.unique(keys, axis=0, return_index=True, return_inverse=True)
             group = group.reshape(-1)
             batches += [(int(rest[first[gi]]), rest[group == gi]) for gi in range(len(uk))]
-        for first_inst, ins in sorted(batches, key=lambda b: b[0]):
+        ckey = self.piece.coll_key  # instance ids are this piece's: order by their global keys
+        for first_inst, ins in sorted(batches, key=lambda b: int(ckey[b[0]])):
             i = first_inst
             op_code, root, nbytes = int(prog.coll_op[i]), int(prog.coll_root[i]), int(prog.coll_bytes[i])
             n = int(st.inst_size[i])
@@ -310,7 +396,8 @@ class _Worker:
 
     # ---- end -------------------------------------------------------------------------------------
     def _gather(self) -> ReplayResult | None:
-        """Send every piece's per-rank, per-phase and per-event arrays to worker 0."""
+        """Send every piece's per-rank, per-phase and per-event arrays to worker 0 (with its
+        events per rank: worker 0 orders the event times only if ``event_end`` is read)."""
         st, comm, me = self.state, self.comm, self.me
         arrays = ("clock", "comp_acc", "comm_acc", "ph_time", "ph_comp", "ph_comm", "t_end_new")
         head = None if st is None else (st.steps, [getattr(st, a).shape for a in arrays])
@@ -320,6 +407,8 @@ class _Worker:
                 for a in arrays:
                     self.p2p.Send(np.ascontiguousarray(getattr(st, a), np.float64), dest=0,
                                   tag=_TAG_GATHER)
+                self.p2p.Send(np.ascontiguousarray(np.diff(st.program.rank_offsets[self.lo:self.hi + 1]),
+                                                   np.int64), dest=0, tag=_TAG_GATHER)
             return None
         pieces = []
         for w, h in enumerate(heads):
@@ -334,9 +423,10 @@ class _Worker:
             for a, shape in zip(arrays, shapes):
                 got[a] = np.empty(shape, np.float64)
                 self.p2p.Recv(got[a], source=w, tag=_TAG_GATHER)
+            counts = np.empty(int(self.bounds[w + 1] - self.bounds[w]), np.int64)
+            self.p2p.Recv(counts, source=w, tag=_TAG_GATHER)
             # event times stay time-major: their order is worked out if event_end is read
-            lo, hi = int(self.bounds[w]), int(self.bounds[w + 1])
-            got["_pos"] = functools.partial(layout_positions, self.program, lo, hi)
+            got["_pos"] = functools.partial(positions_from_counts, counts)
             pieces.append(types.SimpleNamespace(steps=steps, **got))
         return gather_result(self.program, self.machine, self.collectives, pieces, passes=self.passes)
 

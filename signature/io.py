@@ -26,7 +26,7 @@ from .errors import IncompleteTraceError, TraceFormatError
 from .trace import (COMPLETION_COLUMNS, EVENT_COLUMNS, OPS, OPTIONAL_COLUMNS,
                     RUN_ONLY_COLUMNS, CommTable, Trace)
 
-__all__ = ["read_trace", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["read_trace", "read_trace_ranks", "read_rank_block_into", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "sigex-trace"
 FORMAT_VERSION = 1
@@ -163,9 +163,35 @@ def _read_group(f: h5py.File, group: str, names) -> dict[str, np.ndarray]:
     return {n: _read_dataset(g, n) for n in names}
 
 
-def _read_open(f: h5py.File, path: Path, allow_incomplete: bool, columns=None):
-    """The columns and metadata of an open trace file (read_trace turns every low-level
-    failure into one TraceFormatError)."""
+def _open(path: Path) -> h5py.File:
+    """The trace file opened for reading, or a TraceFormatError saying why not."""
+    if not path.exists():
+        raise TraceFormatError(f"{path}: no such trace file")
+    if path.is_dir():
+        raise TraceFormatError(f"{path} is a folder, not a trace file; name one of its *.h5 files")
+    try:
+        f = h5py.File(path, "r")
+    except (OSError, RuntimeError, ValueError) as err:
+        raise TraceFormatError(f"{path}: not a readable HDF5 file ({_first_line(err)}); is it truncated "
+                               "or not a trace? Re-run `sigex trace` to make it again") from err
+    return f
+
+
+def _our_ops(op: np.ndarray, names: list[str], path: Path) -> np.ndarray:
+    """Operation codes of a file written by a sigex with another operation list (``names``)
+    translated to ours; the same array where the lists agree."""
+    if names == list(OPS[:len(names)]):
+        return op
+    unknown = sorted(set(names) - set(OPS))
+    if unknown:
+        raise TraceFormatError(f"{path}: unknown MPI operations {unknown}; upgrade sigex")
+    lut = np.array([OPS.index(n) if n in OPS else 0 for n in names], np.uint8)
+    return lut[op]
+
+
+def _header(f: h5py.File, path: Path, allow_incomplete: bool) -> dict:
+    """The metadata of an open trace file, after checking that it is a sigex trace of a
+    format this sigex reads and, unless ``allow_incomplete``, of a run that finished."""
     fmt = _attr(f.attrs.get("format"))
     if fmt != FORMAT_NAME:
         raise TraceFormatError(f"{path}: HDF5 file but not a sigex trace (format attribute "
@@ -183,6 +209,13 @@ def _read_open(f: h5py.File, path: Path, allow_incomplete: bool, columns=None):
             f"{path}: the traced run did not finish ({meta.get('incomplete_reason', 'no reason recorded')}). "
             "Re-run `sigex trace`, or pass --allow-incomplete (allow_incomplete=True) "
             "to read the events it recorded")
+    return meta
+
+
+def _read_open(f: h5py.File, path: Path, allow_incomplete: bool, columns=None):
+    """The columns and metadata of an open trace file (read_trace turns every low-level
+    failure into one TraceFormatError)."""
+    meta = _header(f, path, allow_incomplete)
     try:
         names = json.loads(_attr(f["events"].attrs["op_names"]))
         regions = tuple(json.loads(_attr(f["events"].attrs.get("region_names", "[]"))))
@@ -241,15 +274,7 @@ def read_trace(path: str | Path, *, allow_incomplete: bool = False, columns=None
                    if a not in EVENT_COLUMNS]
         if unknown:
             raise ValueError(f"unknown event columns {unknown}; known: {', '.join(EVENT_COLUMNS)}")
-    if not path.exists():
-        raise TraceFormatError(f"{path}: no such trace file")
-    if path.is_dir():
-        raise TraceFormatError(f"{path} is a folder, not a trace file; name one of its *.h5 files")
-    try:
-        f = h5py.File(path, "r")
-    except (OSError, RuntimeError, ValueError) as err:
-        raise TraceFormatError(f"{path}: not a readable HDF5 file ({_first_line(err)}); is it truncated "
-                               "or not a trace? Re-run `sigex trace` to make it again") from err
+    f = _open(path)
     try:
         with f:
             names, regions, meta, events, rank_offsets, completions, lists, comms = _read_open(
@@ -262,13 +287,7 @@ def read_trace(path: str | Path, *, allow_incomplete: bool = False, columns=None
         # longer parse. Every one of them means the same thing to the user.
         raise _damaged(path, err) from err
     try:
-        if names != list(OPS[:len(names)]):
-            # written by a sigex with a different operation list: translate codes
-            lut = np.array([OPS.index(n) if n in OPS else 0 for n in names], np.uint8)
-            unknown = sorted(set(names) - set(OPS))
-            if unknown:
-                raise TraceFormatError(f"{path}: unknown MPI operations {unknown}; upgrade sigex")
-            events["op"] = lut[events["op"]]
+        events["op"] = _our_ops(events["op"], names, path)
         trace = Trace(meta=meta, events=events, rank_offsets=rank_offsets,
                       completions=completions, lists=lists, comms=comms, path=path, regions=regions)
         trace.validate()
@@ -285,3 +304,106 @@ def load_trace(path: str | Path, *, allow_incomplete: bool = False, columns=None
     Same as :meth:`Trace.from_hdf5`; see :func:`read_trace`.
     """
     return read_trace(path, allow_incomplete=allow_incomplete, columns=columns)
+
+
+def _rows_of_ranks(group: h5py.Group, lo: int, hi: int) -> slice | np.ndarray:
+    """Rows of a side table (``/completions``, ``/lists``) whose ``rank`` is in lo..hi-1: a
+    slice when the table is sorted by rank (as sigex writes it), else an index array."""
+    if hi <= lo:
+        return slice(0, 0)  # no ranks (the index and metadata alone): nothing to look up
+    ranks = group["rank"][()]
+    if not len(ranks) or bool(np.all(ranks[1:] >= ranks[:-1])):
+        a, b = np.searchsorted(ranks, [lo, hi])
+        return slice(int(a), int(b))
+    return np.flatnonzero((ranks >= lo) & (ranks < hi))
+
+
+def read_trace_ranks(path: str | Path, lo: int, hi: int, *, columns=None,
+                     allow_incomplete: bool = False) -> Trace:
+    """Read only the events of ranks ``lo..hi-1`` of a trace file, through its per-rank
+    offset index (``/index/rank_offsets``): what one replay worker of several needs.
+
+    The result is a :class:`Trace` of all P ranks in which the other ranks have no
+    events (their ``rank_offsets`` ranges are empty); ``/completions`` and ``/lists``
+    hold the rows of ranks lo..hi-1, ``/comms`` is whole. ``meta["rank_block"]`` is
+    ``[lo, hi]`` and ``meta["n_events_total"]`` the events of all ranks. ``columns``:
+    the event columns to read (default all); those the trace's checks need (rank, seq,
+    op, peer, recv_peer, root) are always read.
+
+    Raises
+    ------
+    TraceFormatError, IncompleteTraceError
+        As :func:`read_trace`; also when lo..hi is not a range of the trace's ranks.
+
+    Examples
+    --------
+    >>> t = read_trace_ranks("traces/stencil/P16.h5", 4, 8)     # doctest: +SKIP
+    >>> t.nprocs, int(t.rank_offsets[4]), t.n_events > 0
+    (16, 0, True)
+    """
+    path = Path(path)
+    f = _open(path)
+    try:
+        with f:
+            meta = _header(f, path, allow_incomplete)
+            ro = f["index/rank_offsets"][()].astype(np.int64)
+            P = len(ro) - 1
+            if not 0 <= lo <= hi <= P:
+                raise TraceFormatError(f"{path}: ranks {lo}..{hi - 1} asked for, the trace has {P}")
+            a, b = int(ro[lo]), int(ro[hi])
+            names = json.loads(_attr(f["events"].attrs["op_names"]))
+            regions = tuple(json.loads(_attr(f["events"].attrs.get("region_names", "[]"))))
+            want = [c for c in EVENT_COLUMNS if c in f["events"]
+                    and (columns is None or c in columns or c in _VALIDATED)]
+            events = {c: f["events"][c][a:b] for c in want}
+            rows = _rows_of_ranks(f["completions"], lo, hi)
+            completions = {c: f["completions"][c][()][rows] if not isinstance(rows, slice)
+                           else f["completions"][c][rows] for c in COMPLETION_COLUMNS}
+            rows = _rows_of_ranks(f["lists"], lo, hi)
+            lists = {c: f["lists"][c][()][rows] if not isinstance(rows, slice)
+                     else f["lists"][c][rows] for c in _LIST_COLUMNS}
+            # (the rows' start offsets index the file's whole values array)
+            lists["values"] = f["lists"]["values"][()] if hi > lo else np.zeros(0, np.int64)
+            comms = CommTable(**{c: f["comms"][c][()] for c in _COMM_COLUMNS})
+    except (TraceFormatError, IncompleteTraceError):
+        raise
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
+        raise _damaged(path, err) from err
+    events["op"] = _our_ops(events["op"], names, path)
+    meta["rank_block"] = [int(lo), int(hi)]
+    meta["n_events_total"] = int(ro[-1])
+    trace = Trace(meta=meta, events=events, rank_offsets=np.clip(ro - a, 0, b - a),
+                  completions=completions, lists=lists, comms=comms, path=path, regions=regions)
+    try:
+        trace.validate()
+    except (KeyError, ValueError, TypeError, IndexError) as err:
+        raise _damaged(path, err) from err
+    return trace
+
+
+def read_rank_block_into(path: str | Path, lo: int, hi: int, out: dict[str, np.ndarray]) -> list[str]:
+    """Read event columns of ranks ``lo..hi-1`` straight into the arrays ``out`` (column name
+    -> a contiguous array of the block's length, e.g. the middle of a larger array that
+    will also hold other rows: no copy of the block is made). Returns the columns the file
+    does not have (left untouched). Errors as :func:`read_trace_ranks`, which the caller
+    has normally called first on the same file."""
+    path = Path(path)
+    try:
+        with h5py.File(path, "r") as f:
+            ro = f["index/rank_offsets"]
+            a, b = int(ro[lo]), int(ro[hi])
+            missing = []
+            for col, arr in out.items():
+                if col not in f["events"]:
+                    missing.append(col)
+                    continue
+                if arr.shape != (b - a,) or not arr.flags.c_contiguous:
+                    raise ValueError(f"column {col}: {arr.shape} array given for {b - a} events")
+                if b > a:
+                    f["events"][col].read_direct(arr, np.s_[a:b])
+            names = json.loads(_attr(f["events"].attrs["op_names"]))
+    except (OSError, RuntimeError, KeyError, TypeError, IndexError) as err:
+        raise _damaged(path, err) from err
+    if "op" in out:
+        out["op"][...] = _our_ops(out["op"], names, path)
+    return missing

@@ -46,23 +46,29 @@ def run(opts: argparse.Namespace) -> int:
     from replay.program import CLI_COLUMNS
     from replay.unroll import unroll
     from replay.workers import running_under_mpi
-    from signature.io import load_trace
+    from signature.io import load_trace, read_trace_ranks
 
     machine = load(opts.machine)  # a wrong profile is found before the trace is read
-    # only the columns the Program is built from and the clock for the measured time (--full
-    # unrolls every column)
-    trace = load_trace(input_file(opts.trace), columns=None if opts.full else CLI_COLUMNS)
-    if opts.full:
-        trace = unroll(trace)
-
-    program = Program.from_trace(trace)
+    path = input_file(opts.trace)
+    under_mpi = running_under_mpi()
+    if under_mpi and not opts.full:
+        # `mpiexec -n W sigex replay ...`: each worker reads only its ranks (here: the index)
+        trace = read_trace_ranks(path, 0, 0, columns=())
+        n_events, program = int(trace.meta["n_events_total"]), path
+    else:
+        # only the columns the Program is built from and the clock for the measured time
+        # (--full unrolls every column)
+        trace = load_trace(path, columns=None if opts.full else CLI_COLUMNS)
+        if opts.full:
+            trace = unroll(trace)
+        n_events, program = trace.n_events, Program.from_trace(trace)
     pieces = opts.pieces
-    if pieces > trace.nprocs and not running_under_mpi():
+    if pieces > trace.nprocs and not under_mpi:
         print(f"sigex replay: note: --pieces {pieces:,} is more than the trace's {trace.nprocs} ranks; "
               f"replaying in {trace.nprocs} pieces (one rank each)", file=sys.stderr)
         pieces = trace.nprocs
     how = f"{pieces} piece(s)"
-    if running_under_mpi():  # `mpiexec -n W sigex replay ...`: one piece per worker
+    if under_mpi:  # one piece per worker
         from mpi4py import MPI
 
         from replay.workers import MIN_EVENTS_PER_WORKER, replay_workers
@@ -81,10 +87,13 @@ def run(opts: argparse.Namespace) -> int:
             least = MIN_EVENTS_PER_WORKER if opts.min_events_per_worker is None else opts.min_events_per_worker
             how += (f" (a piece needs {least:,} events or more; --min-events-per-worker 0 "
                     f"gives every worker one)")
+        if trace.n_events == 0 and trace.meta.get("trace_kind", "captured") == "captured":
+            # the measured runtime: the end times of every rank (a captured trace is narrow)
+            trace = read_trace_ranks(path, 0, trace.nprocs, columns=("t_start", "t_comm"))
     else:
         res = replay(program, machine, collectives=opts.collectives, pieces=pieces)
     kind = trace.meta.get("trace_kind", "captured")
-    print(f"{opts.trace}: {kind} trace, P={trace.nprocs}, {trace.n_events:,} events; machine "
+    print(f"{opts.trace}: {kind} trace, P={trace.nprocs}, {n_events:,} events; machine "
           f"{machine.name}; collectives {opts.collectives}; {how}")
     rows = []
     weights = res.phase_weights

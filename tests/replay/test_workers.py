@@ -29,9 +29,10 @@ pytestmark = pytest.mark.skipif(shutil.which("mpiexec") is None,
 TIMEOUT = 60
 
 
-def mixed_program(P: int, seed: int) -> Program:
+def mixed_program(P: int, seed: int, *, columns: bool = False):
     """P ranks (a multiple of 4) on a 4-wide grid: world, row and column communicators (the
-    columns in reverse world order), most collective kinds, eager and rendezvous sizes."""
+    columns in reverse world order), most collective kinds, eager and rendezvous sizes.
+    ``columns``: the arguments of Program.from_arrays instead of the program."""
     from signature.trace import CommTable
 
     rng = np.random.default_rng(seed)
@@ -71,8 +72,47 @@ def mixed_program(P: int, seed: int) -> Program:
         add(r, "Wait", phase=2)
         add(r, "Finalize", phase=-1)
     completions = [(r, 14, 0) for r in range(P)]  # each Wait completes its Iallreduce
+    if columns:
+        return dict(nprocs=P, completions=completions, comms=comms, **ev)
     return Program.from_arrays(P, completions=completions, comms=comms, phase_weights=[3, 5, 7],
                                name=f"mixed-P{P}", **ev)
+
+
+def write_trace_file(path, spec: dict):
+    """A physical trace file of the columns ``spec`` (as :func:`random_program` or
+    ``mixed_program(columns=True)`` give them: each rank's events in order)."""
+    from signature.trace import OP_CODE, CommTable, Trace
+
+    P = spec["nprocs"]
+    rank = np.asarray(spec["rank"], np.int64)
+    order = np.argsort(rank, kind="stable")
+    n = len(rank)
+    counts = np.bincount(rank, minlength=P)
+    ro = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    col = lambda k, d, t: (np.asarray(spec[k])[order] if k in spec else np.full(n, d)).astype(t)  # noqa: E731
+    events = {"rank": rank[order].astype(np.int32),
+              "seq": (np.arange(n) - np.repeat(ro[:-1], counts)).astype(np.int64),
+              "op": np.array([OP_CODE[str(x)] for x in np.asarray(spec["op"])[order]], np.uint8),
+              "peer": col("peer", -1, np.int32), "recv_peer": col("recv_peer", -1, np.int32),
+              "root": col("root", -1, np.int32), "tag": col("tag", 0, np.int32),
+              "comm": col("comm", 0, np.int32), "aux": np.zeros(n, np.int32),
+              "bytes": col("bytes", 0, np.int64), "recv_bytes": col("recv_bytes", 0, np.int64),
+              "req": col("req", -1, np.int64), "t_comp": col("comp", 0.0, np.float64),
+              "phase": col("phase", 0, np.int32)}
+    c = spec["completions"]
+    if not isinstance(c, dict):
+        rows = np.asarray(c, np.int64).reshape(-1, 3)
+        c = {"rank": rows[:, 0], "seq": rows[:, 1], "req": rows[:, 2]}
+    m = len(c["rank"])
+    comp = {k: np.asarray(c.get(k, np.full(m, -1)), np.int64) for k in ("rank", "seq", "req", "bytes", "peer", "tag")}
+    corder = np.lexsort((comp["seq"], comp["rank"]))
+    comp = {k: v[corder].astype(np.int32 if k in ("rank", "peer", "tag") else np.int64) for k, v in comp.items()}
+    lists = {k: np.zeros(0, np.int64) for k in ("rank", "seq", "kind", "start", "length", "values")}
+    meta = {"nprocs": P, "complete": True, "work_mode": "cpu-time", "trace_kind": "physical",
+            "app": "test"}
+    Trace(meta=meta, events=events, rank_offsets=ro, completions=comp, lists=lists,
+          comms=spec.get("comms") or CommTable.world_only(P)).to_hdf5(path, overwrite=True)
+    return path
 
 
 def mixed_machine(intra: bool) -> Machine:
@@ -279,3 +319,85 @@ def test_workers_used_keeps_enough_events_per_worker():
         workers_used(10, 2, -1)
     assert worker_bounds(16, 4, 2).tolist() == [0, 8, 16, 16, 16]
     assert worker_bounds(16, 2, 1).tolist() == [0, 16, 16]
+
+
+READ_BODY = """
+import dataclasses
+from replay.pieces import extract, read_piece
+from replay.workers import worker_bounds
+comm = MPI.COMM_WORLD
+for path, share in PATHS:
+    whole = Program.from_trace(load_trace(path))
+    b = worker_bounds(whole.nprocs, comm.size)
+    got = read_piece(path, comm, b)
+    ref = extract(whole, int(b[comm.rank]), int(b[comm.rank + 1]), b, comm.rank)
+    same = all(np.array_equal(getattr(got.program, f.name), getattr(ref.program, f.name))
+               for f in dataclasses.fields(ref.program) if isinstance(getattr(ref.program, f.name), np.ndarray))
+    same &= all(np.array_equal(getattr(got, k), getattr(ref, k)) for k in
+                ("cross_offsets", "cross_ids", "cross_pos", "coll_key", "inst_parts"))
+    same &= got.n_events_total == whole.n_events and got.n_phases == whole.n_phases
+    equal = comm.gather(bool(same), root=0)
+    res = replay_workers(path, mixed_machine(True), share_collectives=share, **SPLIT)
+    if comm.rank == 0:
+        print(json.dumps({"key": path + str(share), "pieces_equal": equal}), flush=True)
+    report(path + "/" + str(share), res)
+"""
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_workers_read_their_rank_blocks_bit_for_bit(tmp_path, n):
+    """replay_workers(path): each worker reads only its ranks and builds its piece with the
+    ghost events of the others; the piece equals the one cut out of the whole program, and
+    worker 0's result equals replay() to the last bit, on bundled traces, a program of
+    sub-communicators, Sendrecv and Iallreduce, and random programs with wildcard receives
+    (collectives evaluated whole on each worker or shared)."""
+    from random_programs import random_program
+
+    paths = [str(TRACES / app / "P16.h5") for app in ("stencil", "fft2d", "cg", "sweep")]
+    paths.append(str(write_trace_file(tmp_path / "mixed.h5", mixed_program(12, 4, columns=True))))
+    for seed in range(4):
+        spec = random_program(7, 14, seed)
+        paths.append(str(write_trace_file(tmp_path / f"random{seed}.h5", spec)))
+    cases = [(p, share) for p in paths for share in ((False, True) if "mixed" in p else (False,))]
+    res = run_workers(tmp_path, f"PATHS = {cases!r}\n" + READ_BODY, n)
+    got = records(res)
+    for path, share in cases:
+        assert got[path + str(share)]["pieces_equal"] == [True] * n, path
+        ref = replay(Program.from_trace(load_trace(path)), mixed_machine(True))
+        assert got[path + "/" + str(share)]["pieces"] == n
+        assert_same(got[path + "/" + str(share)], ref)
+
+
+def test_a_missing_trace_file_is_an_error_on_every_worker(tmp_path):
+    """replay_workers on a file that is not there raises TraceFormatError on every worker
+    (no abort, no hang)."""
+    res = run_workers(tmp_path, """
+        from signature.errors import TraceFormatError
+        try:
+            replay_workers("no-such-trace.h5", load("cluster-a"))
+            error = None
+        except TraceFormatError as err:
+            error = str(err)
+        errors = MPI.COMM_WORLD.gather(error, root=0)
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(json.dumps({"key": "errors", "errors": errors}), flush=True)
+    """, 2)
+    assert records(res)["errors"]["errors"] == ["no-such-trace.h5: no such trace file"] * 2
+
+
+def test_a_workers_piece_holds_about_its_share_of_the_program(tmp_path):
+    """Each of 2 workers reading the stencil P16 trace holds under 60% of the whole program's
+    bytes (its ranks' events, messages and the collectives they enter)."""
+    res = run_workers(tmp_path, """
+        from replay.pieces import extract, read_piece
+        from replay.workers import worker_bounds
+        comm = MPI.COMM_WORLD
+        path = "traces/stencil/P16.h5"
+        whole = extract(Program.from_trace(load_trace(path)), 0, 16)
+        piece = read_piece(path, comm, worker_bounds(16, comm.size))
+        shares = comm.gather(piece.nbytes() / whole.nbytes(), root=0)
+        if comm.rank == 0:
+            print(json.dumps({"key": "shares", "shares": shares}), flush=True)
+    """, 2)
+    shares = records(res)["shares"]["shares"]
+    assert len(shares) == 2 and all(0.3 < s < 0.6 for s in shares), shares
