@@ -607,14 +607,8 @@ def _launch_args(c: Campaign, command: tuple[str, ...], folder: Path | None, env
     launch = cache[(command[0], mpiexec)]
     if folder is None and not env:
         return []
-    if launch.flavour == "hydra":
-        args = ["-wdir", str(folder)] if folder else []
-        for k, v in env.items():
-            args += ["-genv", k, v]
-        return args
-    if launch.flavour == "openmpi":
-        args = ["-wdir", str(folder)] if folder else []
-        return args + [a for k, v in env.items() for a in ("-x", f"{k}={v}")]
+    if launch.flavour in ("hydra", "openmpi"):
+        return launch.options(env, folder)
     raise CampaignError(f"{c.path}: {launch.launcher} is neither MPICH's nor Open MPI's launcher, so sigex "
                         "cannot give the ranks their run folder (files, prepare) or [env]; use one of those "
                         "MPIs (SIGEX_MPIEXEC) or drop files, prepare and [env]")

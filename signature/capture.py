@@ -133,8 +133,15 @@ class Launch:
         """The launcher command line; ``env`` is passed to the ranks with the launcher's
         own option (a launcher of unknown flavour gets it through the environment)."""
         extra = _root_and_oversubscribe(self.flavour, nprocs, mpiexec_args)
-        return [self.launcher, "-n", str(nprocs), *extra, *_env_args(self.flavour, env or {}),
+        return [self.launcher, "-n", str(nprocs), *extra, *self.options(env or {}),
                 *mpiexec_args, *command]
+
+    def options(self, env: dict[str, str], workdir: str | Path | None = None) -> list[str]:
+        """The launcher's own options that give every rank ``env`` and, if given, the
+        working folder ``workdir`` (``-wdir`` in MPICH's and Open MPI's launchers; a
+        launcher of unknown flavour gets neither)."""
+        args = ["-wdir", str(workdir)] if workdir is not None and self.flavour != "unknown" else []
+        return args + _env_args(self.flavour, env)
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
         """Our environment for the launcher process."""
