@@ -61,7 +61,7 @@ from .engine import (ReplayResult, ReplayState, _machine_costs, _span, _world_co
                      deadlock_error, gather_result, replay)
 from .machine import Machine
 from .pieces import STAGES as PIECE_STAGES
-from .pieces import Piece, extract, positions_from_counts, read_piece
+from .pieces import Piece, extract, piece_bounds, positions_from_counts, read_piece
 from .program import COLLECTIVE_NAMES, Program
 
 __all__ = ["MIN_EVENTS_PER_WORKER", "last_stages", "replay_workers", "running_under_mpi", "worker_bounds", "workers_used"]
@@ -124,8 +124,7 @@ def worker_bounds(nprocs: int, workers: int, used: int | None = None) -> np.ndar
     (default: all), empty pieces for the others; with more workers than ranks some
     pieces are empty too."""
     used = workers if used is None else max(1, min(int(used), workers))
-    b = np.linspace(0, nprocs, used + 1).round().astype(np.int64)
-    return np.concatenate([b, np.full(workers - used, nprocs, np.int64)])
+    return np.concatenate([piece_bounds(nprocs, used), np.full(workers - used, nprocs, np.int64)])
 
 
 def workers_used(n_events: int, workers: int, min_events: int | None = None) -> int:
