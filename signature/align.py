@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .iterations import RankSegments
+from .iterations import RankSegments, _runs
 from .trace import OP_CODE, OPS, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["align_ranks", "message_links", "global_sections"]
@@ -329,17 +329,11 @@ def _covered_by_repeats(tok: np.ndarray, max_period: int) -> np.ndarray:
     n = len(tok)
     delta = np.zeros(n + 1, np.int64)
     for p in range(1, min(max_period, n // 2) + 1):
-        starts, lengths = _runs_of(tok[p:] == tok[:-p])
+        starts, lengths = _runs(tok[p:] == tok[:-p])
         ok = lengths >= p  # a run of m >= p matches from s: copies over s .. s + m + p - 1
         np.add.at(delta, starts[ok], 1)
         np.add.at(delta, starts[ok] + lengths[ok] + p, -1)
     return np.cumsum(delta[:-1]) > 0
-
-
-def _runs_of(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    d = np.diff(np.concatenate([[0], mask.view(np.int8), [0]]))
-    starts = np.flatnonzero(d == 1)
-    return starts, np.flatnonzero(d == -1) - starts
 
 
 def global_sections(trace: Trace) -> np.ndarray | None:
