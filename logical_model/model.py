@@ -628,9 +628,7 @@ class LogicalModel:
             err = ExtrapolationError(f"{self.app}: cannot write a logical trace: {grid}")
             err.detail = grid
             raise err
-        open_ = self.undecided(P)
-        problems = {ph.id: ph.problems + open_.get(ph.id, []) for ph in self.phases}
-        bad = [(pid, pr) for pid, pr in problems.items() if pr]
+        bad = [(self.phases[k].id, pr) for k, pr in self.phase_problems(P).items() if pr]
         if bad:
             err = ExtrapolationError(
                 f"{self.app}: cannot write a logical trace, {len(bad)} phase(s) not extrapolable: "
