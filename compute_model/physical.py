@@ -56,9 +56,8 @@ class ComputeModel:
 
     def describe(self, target: int | None = None) -> str:
         out = []
-        for crm, ipt in zip(self.crms, self.ipts):
-            ph = self.logical.phases[crm.phase]
-            out.append(f"phase {crm.phase} ({ph.kind}) {ph.pattern}")
+        for ph, crm, ipt in zip(self.logical.phases, self.crms, self.ipts):
+            out.append(f"phase {ph.id} ({ph.kind}) {ph.pattern}")
             out.append("  " + crm.describe().replace("\n", "\n  "))
             if target:
                 out.append(f"  predicted computation per process and repetition at P={target}: "
@@ -67,6 +66,13 @@ class ComputeModel:
                        f"({'constant' if ipt.constant else 'not constant'} within "
                        f"{100 * ipt.tolerance:.0f}%)")
         return "\n".join(out)
+
+    def subset(self, keep: Sequence[int], why: dict[int, list[str]] | None = None) -> "ComputeModel":
+        """This model with only the phases at indices ``keep`` (:meth:`LogicalModel.placeable`:
+        the phases that can be placed at the targets when others cannot; ``why``: the others'
+        problems)."""
+        return dataclasses.replace(self, logical=self.logical.subset(keep, why),
+                                   crms=[self.crms[k] for k in keep], ipts=[self.ipts[k] for k in keep])
 
     def physical_trace(self, P: int, path: str | Path, *, overwrite: bool = False, block: int = 65536,
                        progress=None) -> Path:
@@ -82,7 +88,8 @@ class ComputeModel:
             return ev["work"] * scale[ev["phase"]]
 
         meta = {"source": f"compute model from P = {', '.join(map(str, self.logical.Ps))}",
-                "crm": "; ".join(f"phase {c.phase}: {c.model.formula()}" for c in self.crms)}
+                "crm": "; ".join(f"phase {ph.id}: {c.model.formula()}"
+                                 for ph, c in zip(self.logical.phases, self.crms))}
         return write_logical_trace(self.logical, P, path, overwrite=overwrite, block=block,
                                    progress=progress, trace_kind="physical", extra={"t_comp": t_comp},
                                    extra_meta=meta)

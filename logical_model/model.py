@@ -528,6 +528,9 @@ class LogicalModel:
     notes: list[str] = dataclasses.field(default_factory=list)
     #: dims rules other than ``grid.rule`` that give the declared grid at every traced P
     grid_rules: list[DimsRule] = dataclasses.field(default_factory=list)
+    #: phases of the signature this model leaves out (:meth:`subset`): id, kind, pattern and
+    #: why, written into its traces (``phases_left_out``)
+    left_out: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     # ---- use ---------------------------------------------------------------------
     def grid_problem(self, P: int) -> str | None:
@@ -621,22 +624,57 @@ class LogicalModel:
         return out
 
     def check_target(self, P: int) -> None:
-        if not isinstance(P, (int, np.integer)) or P < 1:
-            raise ExtrapolationError(f"target P must be a positive integer, got {P!r}")
-        grid = self.grid_problem(P)
-        if grid is not None:
-            err = ExtrapolationError(f"{self.app}: cannot write a logical trace: {grid}")
-            err.detail = grid
-            raise err
-        bad = [(self.phases[k].id, pr) for k, pr in self.phase_problems(P).items() if pr]
-        if bad:
-            err = ExtrapolationError(
-                f"{self.app}: cannot write a logical trace, {len(bad)} phase(s) not extrapolable: "
-                + "; ".join(f"phase {pid}: {_short(pr)}" for pid, pr in bad[:5])
-                + (f"; and {len(bad) - 5} more phases" if len(bad) > 5 else ""))
-            # every problem of every phase, for a file the caller names (sigex: --explain)
-            err.detail = "\n".join(f"phase {pid}: {p}" for pid, pr in bad for p in pr)
-            raise err
+        """Refuse P unless every phase can be placed there (:meth:`placeable` keeps the
+        ones that can)."""
+        _, refused = self.placeable([P])
+        if refused:
+            raise self.refusal(refused)
+
+    def placeable(self, Ps: Sequence[int]) -> tuple[list[int], dict[int, list[str]]]:
+        """The phases that can be placed at every P of ``Ps`` (indices), and for each of the
+        others (by index) why not, every P's problems together. Raises when none can, or
+        when the process grid at one of ``Ps`` is not known (:meth:`grid_problem`: a
+        ``--grid`` decides it, and leaving out the phases on the grid would mislead)."""
+        refused: dict[int, list[str]] = {}
+        for P in Ps:
+            if not isinstance(P, (int, np.integer)) or P < 1:
+                raise ExtrapolationError(f"target P must be a positive integer, got {P!r}")
+            grid = self.grid_problem(P)
+            if grid is not None:
+                err = ExtrapolationError(f"{self.app}: cannot write a logical trace: {grid}")
+                err.detail = grid
+                raise err
+            for k, pr in self.phase_problems(P).items():
+                for text in pr:
+                    if text not in refused.setdefault(k, []):
+                        refused[k].append(text)
+        refused = {k: pr for k, pr in refused.items() if pr}
+        keep = [k for k in range(len(self.phases)) if k not in refused]
+        if not keep:
+            raise self.refusal(refused)
+        return keep, refused
+
+    def refusal(self, refused: dict[int, list[str]]) -> ExtrapolationError:
+        """The error that refuses the phases ``refused`` (index -> problems): one line naming
+        each phase once, every problem in its ``detail`` (for a file: sigex --explain)."""
+        bad = [(self.phases[k].id, pr) for k, pr in refused.items()]
+        err = ExtrapolationError(
+            f"{self.app}: cannot write a logical trace, {len(bad)} phase(s) not extrapolable: "
+            + "; ".join(f"phase {pid}: {_short(pr)}" for pid, pr in bad[:5])
+            + (f"; and {len(bad) - 5} more phases" if len(bad) > 5 else ""))
+        err.detail = "\n".join(f"phase {pid}: {p}" for pid, pr in bad for p in pr)
+        return err
+
+    def subset(self, keep: Sequence[int], why: dict[int, list[str]] | None = None) -> "LogicalModel":
+        """This model with only the phases at indices ``keep`` (they keep their ids, so the
+        logical trace and the reports still name them as the signature did); the others
+        go to :attr:`left_out` with their problems ``why`` (index -> problems)."""
+        keep = list(keep)
+        out = [{"id": ph.id, "kind": ph.kind, "pattern": ph.pattern,
+                "problem": _short((why or {}).get(k) or ["left out"])}
+               for k, ph in enumerate(self.phases) if k not in keep]
+        return dataclasses.replace(self, phases=[self.phases[k] for k in keep],
+                                   left_out=self.left_out + out)
 
     def with_grid(self, P: int, dims: Sequence[int]) -> "LogicalModel":
         """This model with the process grid fixed to ``dims`` at P (``--grid``): for the
@@ -803,7 +841,7 @@ class LogicalModel:
                 "grid": self.grid.to_dict() if self.grid else None,
                 "grid_rules": [r.to_dict() for r in self.grid_rules],
                 "phases": [p.to_dict() for p in self.phases], "sources": self.sources,
-                "notes": self.notes}
+                "notes": self.notes, "left_out": self.left_out}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LogicalModel":
@@ -816,7 +854,8 @@ class LogicalModel:
                    grid=Grid.from_dict(g) if g else None,
                    phases=[PhaseModel.from_dict(p) for p in d["phases"]], sources=list(d["sources"]),
                    notes=list(d.get("notes", ())),
-                   grid_rules=[DimsRule.from_dict(r) for r in d.get("grid_rules", ())])
+                   grid_rules=[DimsRule.from_dict(r) for r in d.get("grid_rules", ())],
+                   left_out=list(d.get("left_out", ())))
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         return write_text_atomic(path, json.dumps(self.to_dict(), indent=1), overwrite=overwrite)

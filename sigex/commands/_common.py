@@ -179,3 +179,28 @@ def explain(err, path: str | Path | None, default: Path) -> None:
     except OSError:
         return
     err.args = (f"{err.args[0]} (every problem: {target})",) + err.args[1:]
+
+
+def strict_arg(a: argparse.ArgumentParser) -> None:
+    """``--strict``: refuse the target when any phase cannot be placed there."""
+    a.add_argument("--strict", action="store_true",
+                   help="refuse the target P when any phase cannot be placed there (default: leave those "
+                        "phases out, name them, and say how much of the measured runs they held)")
+
+
+def placeable_only(model, P: int, *, strict: bool, say):
+    """``model`` (a logical or compute model) with only the phases that can be placed at P,
+    naming each phase it leaves out on one line through ``say`` (``strict``: refuse)."""
+    logical = getattr(model, "logical", model)
+    keep, why = logical.placeable([P])
+    if not why:
+        return model
+    if strict:
+        raise logical.refusal(why)
+    for k, problems in why.items():
+        ph = logical.phases[k]
+        pattern = ph.pattern if len(ph.pattern) <= 48 else ph.pattern[:45].rstrip(" ,") + "..."
+        first = problems[0] if len(problems[0]) <= 200 else problems[0][:197] + "..."
+        say(f"phase {ph.id} ({ph.kind}; {pattern}) cannot be placed at P={P} and is left out: {first}"
+            + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
+    return model.subset(keep, why)
