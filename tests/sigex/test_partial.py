@@ -130,3 +130,26 @@ def test_bundled_examples_lose_nothing(capsys):
     assert m.restricted([4096]) is m
     pred = predict(m, 4096, "cluster-a")
     assert not pred.refused and "NOT PREDICTED" not in pred.report()
+
+
+def test_a_grid_the_model_cannot_use_is_a_usage_error(folder, capsys):
+    assert main(["predict", str(folder), "--target", "64", "--grid", "8x8", "-q"]) == 2
+    assert "the model has no process grid" in capsys.readouterr().err
+    assert main(["compare-machines", str(folder), "--target", "64", "--grid", "8x4", "--machine", "cluster-a",
+                 "-q"]) == 2
+    assert "has 32 processes, not the target's 64" in capsys.readouterr().err
+
+
+def test_predict_takes_the_grid_at_the_target(tmp_path):
+    """`--grid` on predict fixes the process grid at the target, as on extrapolate: a 2-D stencil
+    on 16 x 256 ranks sends other halo sizes than on MPI_Dims_create's 64 x 64."""
+    toml = str(ROOT / "examples" / "stencil.toml")
+    runs = {}
+    for grid in (None, "16x256"):
+        js = tmp_path / f"{grid}.json"
+        assert main(["predict", toml, "--target", "4096", "-q", "--json", str(js)]
+                    + (["--grid", grid] if grid else [])) == 0
+        runs[grid] = json.loads(js.read_text())
+    assert runs[None]["P"] == runs["16x256"]["P"] == 4096
+    comm = {g: [ph["communication"] for ph in r["phases"]] for g, r in runs.items()}
+    assert comm["16x256"] != comm[None] and runs["16x256"]["steady"] != runs[None]["steady"]
