@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from logical_model import LogicalModel
+from logical_model.correspond import align_to, correspond
 from signature.errors import ExtrapolationError
 from signature.model import Signature
 
@@ -114,10 +115,14 @@ def build(logical: LogicalModel, signatures: Sequence[Signature], *,
     if [s.nprocs for s in sigs] != logical.Ps:
         raise ExtrapolationError(f"the signatures (P = {[s.nprocs for s in sigs]}) are not the ones "
                                  f"the logical model was built from (P = {logical.Ps})")
+    sigs, _ = correspond(sigs)  # the phases the logical model kept, as it kept them
     mode = logical.work_mode
     small = sorted(small, key=lambda s: s.nprocs)
     if small:
-        bad = [s for s in small if len(s.phases) != len(logical.phases)]
+        aligned = [align_to(sigs[0], s) for s in small]
+        bad = [s for s, a in zip(small, aligned) if a is None or len(a.phases) != len(logical.phases)]
+        if not bad:
+            small = aligned
         if bad or {s.app for s in small} != {logical.app}:
             s = (bad or small)[0]
             raise ExtrapolationError(f"{s.source}: the small-workload run is not the same program "

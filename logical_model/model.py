@@ -855,7 +855,8 @@ class LogicalModel:
                    phases=[PhaseModel.from_dict(p) for p in d["phases"]], sources=list(d["sources"]),
                    notes=list(d.get("notes", ())),
                    grid_rules=[DimsRule.from_dict(r) for r in d.get("grid_rules", ())],
-                   left_out=list(d.get("left_out", ())))
+                   left_out=[{**x, "measured_share": {int(P): float(v) for P, v in x["measured_share"].items()}}
+                             if "measured_share" in x else x for x in d.get("left_out", ())])
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         return write_text_atomic(path, json.dumps(self.to_dict(), indent=1), overwrite=overwrite)
@@ -1826,29 +1827,6 @@ def _key_text(key: tuple) -> str:
     return f"{OPS[op]}/{tag}/{comm}/{'.'.join(map(str, w))}/{'.'.join(map(str, rw))}/{n}"
 
 
-def _relate(sigs: Sequence[Signature]) -> None:
-    """Functional similarity: the same phase sequence at every P (kinds and operations), or
-    a clear refusal."""
-    base = sigs[0]
-    for s in sigs[1:]:
-        a = [(p.kind, p.ops) for p in base.phases]
-        b = [(p.kind, p.ops) for p in s.phases]
-        # the same operations, first used in another order (a loop whose repetition the
-        # signature starts elsewhere at another P), are the same phase
-        if [(k, sorted(o)) for k, o in a] == [(k, sorted(o)) for k, o in b]:
-            continue
-        for i in range(max(len(a), len(b))):
-            if i >= len(a) or i >= len(b) or a[i][0] != b[i][0] or sorted(a[i][1]) != sorted(b[i][1]):
-                pa = f"{a[i][0]} {', '.join(a[i][1])}" if i < len(a) else "nothing"
-                pb = f"{b[i][0]} {', '.join(b[i][1])}" if i < len(b) else "nothing"
-                raise ModelError(
-                    f"phases do not correspond across P: phase {i} is '{pa}' at P={base.nprocs} "
-                    f"({base.source}) but '{pb}' at P={s.nprocs} ({s.source})"
-                    + (f"; the signatures have {', '.join(str(len(x.phases)) for x in sigs)} phases at P = "
-                       f"{', '.join(str(x.nprocs) for x in sigs)}" if len(a) != len(b) else "")
-                    + ". Are these runs of the same program with the same options?")
-
-
 def _work_levels(w: np.ndarray) -> list[np.ndarray]:
     """Ranks grouped by their work: sorted, a new group where a rank's work is over 5% above
     the previous group's smallest; groups in rising order of work."""
@@ -1972,7 +1950,8 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         raise ModelError(f"signatures mix work modes {sorted(modes)}; trace every run on machines "
                          "of one kind")
     mode = modes.pop()
-    _relate(sigs)
+    from .correspond import correspond
+    sigs, left_out = correspond(sigs)
     if comms is None:
         comms = getattr(grids, "comms", None)
     comms = comms or {}
@@ -2102,7 +2081,7 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                         workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,
                         grid=grid, phases=phases, sources=[s.source or "?" for s in sigs],
                         notes=[f"P={s.nprocs}: {n}" for s in sigs for n in s.unmodelled],
-                        grid_rules=grid_rules)
+                        grid_rules=grid_rules, left_out=left_out)
 
 
 def grid_of(trace) -> tuple[tuple[int, ...], tuple[bool, ...], int] | None:

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from signature._text import table
-from signature.errors import CampaignError, SigexError, UsageError
+from signature.errors import CampaignError, ExtrapolationError, SigexError, UsageError
 
 __all__ = ["Models", "Prediction", "Scaling", "load_models", "physical_trace", "predict", "scaling",
            "compare_machines", "parse_p_range"]
@@ -42,6 +42,12 @@ class Models:
     measured: dict[int, float]  # P -> measured runtime of the signature runs (s)
     #: phases left out because they cannot be placed at the targets (:meth:`restricted`)
     refused: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.refused:  # the phases the runs do not share (logical_model.correspond)
+            self.refused = [{"phase": d["id"], "kind": d["kind"], "pattern": d["pattern"], "problem": d["problem"],
+                             "problems": [d["problem"]], "measured_share": dict(d["measured_share"])}
+                            for d in self.logical.left_out if "measured_share" in d]
 
     @property
     def app(self) -> str:
@@ -60,10 +66,14 @@ class Models:
         :meth:`LogicalModel.check_target` gives it). A process grid the traced P cannot
         decide is always a refusal (give ``--grid``)."""
         keep, why = self.logical.placeable(list(Ps))
+        if strict and why:
+            raise self.logical.refusal(why)
+        if strict and self.refused:
+            raise ExtrapolationError(f"{self.app}: {len(self.refused)} phase(s) cannot be modelled: "
+                                     + "; ".join(_refused_name(r) + f": {r['problem']}" for r in self.refused[:3])
+                                     + (f"; and {len(self.refused) - 3} more" if len(self.refused) > 3 else ""))
         if not why:
             return self
-        if strict:
-            raise self.logical.refusal(why)
         share = {s.nprocs: {p.id: p.share for p in s.phases} for s in self.compute.signatures}
         refused = [{"phase": ph.id, "kind": ph.kind, "pattern": ph.pattern,
                     "problem": why[k][0], "problems": list(why[k]),
@@ -163,6 +173,10 @@ class Prediction:
         return "\n".join(out)
 
 
+def _refused_name(r: dict[str, Any]) -> str:
+    return f"phase {r['phase']}" if r["phase"] is not None else "a phase the smallest P lacks"
+
+
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 3].rstrip(" ,") + "..."
 
@@ -176,11 +190,14 @@ def _refused_text(refused: Sequence[dict[str, Any]]) -> str:
            f"{'are' if n > 1 else 'is'} left out of the runtime above; in the measured signature runs "
            f"{'they' if n > 1 else 'it'} held " + ", ".join(f"{100 * total[P]:.1f}% (P={P})" for P in Ps)
            + " of the runtime:"]
-    for r in refused:
-        out.append(f"  phase {r['phase']} ({r['kind']}; {_cut(r['pattern'], 48)}): "
+    shown = sorted(refused, key=lambda r: -max(r["measured_share"].values()))[:12]
+    for r in shown:
+        out.append(f"  {_refused_name(r)} ({r['kind']}; {_cut(r['pattern'], 48)}): "
                    + ", ".join(f"{100 * r['measured_share'][P]:.1f}%" for P in Ps))
         out.append(f"      {_cut(r['problem'], 200)}"
                    + (f" (+{len(r['problems']) - 1} more)" if len(r["problems"]) > 1 else ""))
+    if len(refused) > len(shown):
+        out.append(f"  ... and {len(refused) - len(shown)} more phases (the --json output lists them all)")
     return "\n".join(out)
 
 
@@ -249,7 +266,8 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
     warnings = _warnings(models)
     if models.refused:
         warnings.insert(0, f"{len(models.refused)} phase(s) not predicted (phases "
-                        + ", ".join(str(r["phase"]) for r in models.refused)
+                        + ", ".join(str(r["phase"]) for r in models.refused[:20] if r["phase"] is not None)
+                        + (" ..." if len(models.refused) > 20 else "")
                         + f"): they held up to {100 * models.refused_share():.1f}% of a measured signature "
                         "run, which the predicted runtime leaves out")
     Pfit = max(models.logical.Ps)

@@ -193,10 +193,19 @@ def placeable_only(model, P: int, *, strict: bool, say):
     naming each phase it leaves out on one line through ``say`` (``strict``: refuse)."""
     logical = getattr(model, "logical", model)
     keep, why = logical.placeable([P])
+    apart = [d for d in logical.left_out if "measured_share" in d]  # phases the runs do not share
+    if strict and why:
+        raise logical.refusal(why)
+    if strict and apart:
+        from signature.errors import ExtrapolationError
+        raise ExtrapolationError(f"{logical.app}: {len(apart)} phase(s) of the signature runs have no counterpart "
+                                 f"in every run: {apart[0]['pattern'][:60]}: {apart[0]['problem']}")
+    for d in apart[:12]:
+        say(f"left out ({d['kind']}; {d['pattern'][:45]}): {d['problem']}")
+    if len(apart) > 12:
+        say(f"... and {len(apart) - 12} more phases the runs do not share")
     if not why:
         return model
-    if strict:
-        raise logical.refusal(why)
     for k, problems in why.items():
         ph = logical.phases[k]
         pattern = ph.pattern if len(ph.pattern) <= 48 else ph.pattern[:45].rstrip(" ,") + "..."
