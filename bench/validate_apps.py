@@ -531,7 +531,9 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
     ev = model.phase_events(k, P)
     T, offs = ph_real.template, ph_real.template_offsets
     w_model, w_real = pm.weight_at(P), int(ph_real.weight)
-    data = any(s.data_note for s in pm.slots)
+    # sizes of the data (LAMMPS's atom exchange), or calls per rank as expected values (a
+    # statistical phase: an FFT's remaps): messages and bytes per rank class
+    data = any(s.data_note for s in pm.slots) or pm.statistical
     m_offs = np.searchsorted(ev["rank"], np.arange(P + 1))
     counts_ok = np.array_equal(m_offs, offs)
     cols = [c for c in _COLUMNS if not (data and c in ("bytes", "recv_bytes"))]
@@ -549,17 +551,20 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
         first_diff = f"rank {r}: {int(offs[r + 1] - offs[r])} events real, {int(m_offs[r + 1] - m_offs[r])} model"
     row = {"phase": pm.id, "kind": pm.kind, "weight_model": w_model, "weight_real": w_real,
            "weight_exact": w_model == w_real, "events": int(offs[-1]), "data_dependent": data,
-           "exact": counts_ok and first_diff is None, "first_difference": first_diff}
+           "exact": counts_ok and first_diff is None and not pm.statistical, "first_difference": first_diff,
+           "statistical": pm.statistical}
     if data:  # messages and bytes per rank class (the model's order classes, else all ranks)
         from logical_model import ORDER_CLASSES
         cls = (ORDER_CLASSES[pm.classes](np.arange(P), P) if pm.classes else np.zeros(P, np.int64))
         real_rank = np.repeat(np.arange(P), np.diff(offs))
-        errs = []
+        errs, msg_errs = [], []
         for c in np.unique(cls):
             mm, mb = _sends(ev, cls[ev["rank"]] == c)
             rm, rb = _sends(T, cls[real_rank] == c)
             errs += [abs(mm - rm) / max(rm, 1), abs(mb - rb) / max(rb, 1)]
+            msg_errs.append((mm - rm) / max(rm, 1))
         row["volume_error"] = max(errs)
+        row["messages_error"] = max(msg_errs, key=abs)
     return row
 
 
@@ -620,7 +625,10 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
                 w = f"{p['weight_model']}/{p['weight_real']}"
                 n = f"{p['events']:,}"
                 res = ("exact" if p["exact"] else f"DIFFERENT ({p['first_difference']})")
-                if p["data_dependent"]:
+                if p.get("statistical"):
+                    res = (f"statistical: messages {100 * p['messages_error']:+.1f}%, messages and bytes "
+                           f"within {100 * p['volume_error']:.1f}%")
+                elif p["data_dependent"]:
                     res = ("peers exact" if p["exact"] else res) + f", sizes of the data: volume {100 * p['volume_error']:.1f}% off"
             table.append((r["app"], str(p["phase"]), p["kind"], w, n, res))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
