@@ -176,6 +176,9 @@ class GridCount:
     form: str
     grid: Grid
     name: str = "calls"
+    #: None: exact on every traced P; else a least-squares fit of an expected value and
+    #: its leave-one-out cross-validation error (mean relative)
+    cv: float | None = None
 
     kind = "gridcount"
 
@@ -192,14 +195,15 @@ class GridCount:
 
     @property
     def stats(self) -> dict[str, float]:
-        return {"r2": 1.0, "exact": True}
+        return {"r2": 1.0, "exact": True} if self.cv is None else {"exact": False, "cv_error": self.cv}
 
     def describe(self) -> str:
-        return f"{self.formula()}  [exact on every traced P]"
+        return f"{self.formula()}  " + ("[exact on every traced P]" if self.cv is None else
+                                         f"[least squares, cross-validation error {100 * self.cv:.1f}%]")
 
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "gridcount", "a": self.a, "b": self.b, "k": self.k, "form": self.form,
-                "grid": self.grid.to_dict(), "name": self.name}
+                "grid": self.grid.to_dict(), "name": self.name, "cv": self.cv}
 
 
 def _count_grids(grid: Grid | None) -> list[Grid]:
@@ -272,10 +276,54 @@ def _vote_grids(counts: list[dict], sizes: list[dict], grid: Grid | None) -> lis
     return [g for _, i, g in sorted(zip(score, range(len(cands)), cands), key=lambda t: (-t[0], t[1]))]
 
 
+def _regressed_count(points: dict[int, float], grids: Sequence[Grid], name: str) -> GridCount | None:
+    """The expected calls per rank as a * f(dims_k(P)) + b by least squares on the grid
+    dimension whose form cross-validates best (leave-one-out, mean relative error; a
+    remap's peers grow with the pencils' width, not smoothly with P); None with fewer than
+    3 points."""
+    Ps = np.array(sorted(points))
+    y = np.array([points[p] for p in Ps], float)
+    if len(Ps) < 3:
+        return None
+    best = None
+    for g in grids:
+        try:
+            dims = np.array([g.dims(int(p)) for p in Ps], float)
+        except ValueError:
+            continue
+        for kdim in range(g.ndims):
+            for form, f in _COUNT_FORMS.items():
+                x = f(dims[:, kdim])
+                A = np.stack([x, np.ones(len(x))], axis=1)
+                if len(set(x)) < 2:
+                    continue
+                errs = []
+                for i in range(len(y)):  # folds whose other points span two widths
+                    keep = np.arange(len(y)) != i
+                    if len(set(x[keep])) < 2:
+                        continue
+                    coef, *_ = np.linalg.lstsq(A[keep], y[keep], rcond=None)
+                    errs.append(abs(A[i] @ coef - y[i]) / max(abs(y[i]), 1e-9))
+                if errs:
+                    cv = float(np.mean(errs))
+                    if best is None or cv < best[0] - 1e-12:
+                        (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+                        best = (cv, GridCount(float(a), float(b), kdim, form, g, name, cv))
+    return best[1] if best else None
+
+
 def _fit_count(points: dict[int, float], grids: Sequence[Grid], name: str):
     """Calls per rank over P: a constant, exact on a grid (:func:`_exact_count`), or
-    else the expected value by model search (:func:`_fit_mean`)."""
-    return _exact_count(points, grids, name) or _fit_mean(points, name)
+    else the expected value: by model search (:func:`_fit_mean`), or by least squares on
+    a grid dimension (:func:`_regressed_count`) where that cross-validates better."""
+    exact = _exact_count(points, grids, name)
+    if exact is not None:
+        return exact
+    mean = _fit_mean(points, name)
+    on_grid = _regressed_count(points, grids, name)
+    if on_grid is not None and on_grid.cv < mean.stats.get("cv_error", np.inf):
+        return on_grid
+    return mean
 
 
 def _fit_size(points: dict[int, float], grids: Sequence[Grid], name: str):
@@ -300,7 +348,7 @@ def _load_quantity(d: dict[str, Any] | None):
         return None
     if d.get("kind") == "gridcount":
         return GridCount(a=float(d["a"]), b=float(d["b"]), k=int(d["k"]), form=d["form"],
-                         grid=Grid.from_dict(d["grid"]), name=d.get("name", "calls"))
+                         grid=Grid.from_dict(d["grid"]), name=d.get("name", "calls"), cv=d.get("cv"))
     if d.get("kind") == "grid":
         grid = Grid.from_dict(d["grid"]) if "grid" in d else Grid(int(d["ndims"]), (False,) * int(d["ndims"]))
         exps = (tuple(int(e) for e in d["exps"]) if "exps" in d else
