@@ -494,11 +494,13 @@ class SlotModel:
             parts.append(f"tag {self.tag}")
         return ", ".join(parts)
 
-    def rows(self, ranks: np.ndarray, P: int, grid: Grid | None, counts: dict[int, np.ndarray]) -> list[dict]:
+    def rows(self, ranks: np.ndarray, P: int, grid: Grid | None, counts: dict[int, np.ndarray],
+             scale: tuple[float, float] = (1.0, 1.0)) -> list[dict]:
         """This slot's events for ``ranks`` at P as rows (a statistical slot has as many as
         its most frequent rank's calls; an exact slot one): each a :meth:`place` dict.
         ``counts``: per slot index already placed, each rank's number of events in it
-        (what a wait run follows)."""
+        (what a wait run follows); ``scale``: factors on the channels' message counts and
+        sizes (:meth:`PhaseModel.stat_scale`)."""
         if not self.statistical:
             return [self.place(ranks, P, grid)]
         ranks = np.asarray(ranks, np.int64)
@@ -516,8 +518,8 @@ class SlotModel:
         out = []
         if self.streams:
             for side, m, b in self.streams:
-                total = int(round(max(0.0, _predict_scalar(m, P)) * P))
-                size = _volume(b, P)
+                total = int(round(max(0.0, _predict_scalar(m, P)) * P * scale[0]))
+                size = max(0, int(round(max(0.0, _predict_scalar(b, P)) * scale[1])))
                 for present, peer, rpeer in channel_rows(total, P, ranks, side):
                     if side == "both":
                         out.append(row(present, peer, rpeer, size, size))
@@ -708,6 +710,29 @@ class PhaseModel:
     #: :data:`ORDER_CLASSES`), and per class the position of each slot in its order
     classes: str | None = None
     orders: list[list[int]] = dataclasses.field(default_factory=list)
+    #: a statistical phase's point-to-point messages and bytes per rank, regressed over P
+    #: as wholes: its channels' counts and sizes are scaled to follow them (a channel's
+    #: share of the phase shifts with P where a tree's stages do; the sum is smoother)
+    stat_messages: Any = None
+    stat_bytes: Any = None
+
+    def stat_scale(self, P: int) -> tuple[float, float]:
+        """Factors on a statistical phase's channel message counts and sizes at P that make
+        their sums the phase's totals (1, 1 for an exact phase)."""
+        if self.stat_messages is None and self.stat_bytes is None:
+            return 1.0, 1.0
+        raw_m = raw_b = 0.0
+        for s in self.slots:
+            for side, m, b in s.streams:
+                if side != "recv":
+                    n = max(0.0, _predict_scalar(m, P)) * P
+                    raw_m += n
+                    raw_b += n * max(0.0, _predict_scalar(b, P))
+        want_m = max(0.0, _predict_scalar(self.stat_messages, P)) * P if self.stat_messages is not None else raw_m
+        want_b = max(0.0, _predict_scalar(self.stat_bytes, P)) * P if self.stat_bytes is not None else raw_b
+        fm = want_m / raw_m if raw_m > 0 else 1.0
+        fb = want_b / (raw_b * fm) if raw_b > 0 and fm > 0 else 1.0
+        return fm, fb
 
     def slot_position(self, ranks: np.ndarray, P: int) -> np.ndarray | None:
         """(n_slots, len(ranks)) position of each slot in each rank's order, or None
@@ -757,7 +782,10 @@ class PhaseModel:
                 "groups": [g.to_dict() for g in self.groups],
                 "measured_weights": {str(k): v for k, v in self.measured_weights.items()},
                 "problems": list(self.problems), "notes": list(self.notes),
-                "classes": self.classes, "orders": self.orders}
+                "classes": self.classes, "orders": self.orders,
+                **({"stat_messages": self.stat_messages.to_dict(),
+                    "stat_bytes": self.stat_bytes.to_dict() if self.stat_bytes is not None else None}
+                   if self.stat_messages is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PhaseModel":
@@ -767,7 +795,9 @@ class PhaseModel:
                    groups=[WorkGroup.from_dict(g) for g in d["groups"]],
                    measured_weights={int(k): int(v) for k, v in d["measured_weights"].items()},
                    problems=list(d["problems"]), notes=list(d.get("notes", [])),
-                   classes=d.get("classes"), orders=[list(map(int, o)) for o in d.get("orders", [])])
+                   classes=d.get("classes"), orders=[list(map(int, o)) for o in d.get("orders", [])],
+                   stat_messages=_load_quantity(d.get("stat_messages")),
+                   stat_bytes=_load_quantity(d.get("stat_bytes")))
 
 
 # ---- the model -----------------------------------------------------------------------
@@ -2097,6 +2127,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     size_points = [{P: c.bytes[P] / c.messages[P] for P in c.messages if c.messages[P]} for c in channels]
     grid = _vote_grids(msg_points, size_points, grid)
     slots = []
+    stream_of: dict[int, set] = {}  # channel -> its streams (send and receive side)
     for i, run in enumerate(runs):
         name = f"phase {k} run {i} ({OPS[run.op]})"
         counts = {P: np.bincount(run.events[P][0], minlength=P) for P in Ps}
@@ -2141,6 +2172,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 m = _fit_count(msg_points[n], grid, f"{name} messages per rank")
                 b = _fit_size(size_points[n], grid, f"{name} bytes per message")
                 slot.streams.append((side, m, b))
+                stream_of.setdefault(id(c), set()).add(id(slot.streams[-1]))
             if not mine:  # calls with MPI_PROC_NULL only: no message
                 continue
         else:
@@ -2170,6 +2202,30 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
         slots.append((i, slot))
     # runs dropped above (PROC_NULL only) shift the indices waits refer to
     at = {i: n for n, (i, _) in enumerate(slots)}
+    # the phase's messages and bytes per rank as wholes
+    # the phase's messages and bytes per rank as wholes, where most of them are on channels
+    # whose counts (sizes) are expected values rather than exact on every traced P
+    totals = (None, None)
+    if channels:
+        top = Ps[-1]
+        exact_m = exact_b = all_m = all_b = 0.0
+        for c, (_, m_model, b_model) in ((c, next(t for sl in [x for _, x in slots] for t in sl.streams
+                                                  if t[0] != "recv" and id(t) in stream_of[id(c)]))
+                                         for c in channels if id(c) in stream_of):
+            n, v = c.messages.get(top, 0), c.bytes.get(top, 0)
+            all_m, all_b = all_m + n, all_b + v
+            exact_m += n * _is_exact(m_model)
+            exact_b += v * (_is_exact(b_model) and not c.mixed)
+        msgs = {P: sum(c.messages.get(P, 0) for c in channels) / P for P in Ps}
+        vol = {P: sum(c.bytes.get(P, 0) for c in channels) / P for P in Ps}
+        # where the counts are (a tree's messages shift between channels with P: their sum is
+        # smooth), the bytes too when their total is exact or cross-validates within 1%
+        scaled = exact_m < 0.5 * all_m
+        vol_model = _fit_size(vol, grid, f"phase {k} bytes per rank") if scaled and any(vol.values()) else None
+        good = vol_model is not None and (_is_exact(vol_model) or (
+            len(getattr(vol_model, "terms", ())) <= 1 and vol_model.stats.get("cv_error", 1.0) <= 0.01))
+        totals = (_fit_count(msgs, grid, f"phase {k} messages per rank") if scaled else None,
+                  vol_model if good and exact_b < 0.5 * all_b else None)
     out = []
     for i, slot in slots:
         if slot.wait_of is not None:
@@ -2180,7 +2236,17 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
             else:
                 slot.wait_of = at[slot.wait_of]
         out.append(slot)
-    return out
+    return out, totals
+
+
+def _is_exact(model) -> bool:
+    """A count or size model that reproduces every traced P exactly (a grid form, a grid
+    power, a constant), not an expected value."""
+    if isinstance(model, GridCount):
+        return model.cv is None
+    if isinstance(model, GridPower):
+        return True
+    return isinstance(model, search.PMNF) and not model.terms
 
 
 def _key_text_run(key: tuple) -> str:
@@ -2432,7 +2498,7 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             # calls per rank that no rule gives (a remap between two decompositions): expected
             # values per run of calls, regressed over P, if the phase allows that
             try:
-                slots = _statistical_phase(sigs, k, comms, grids, cost_col, grid)
+                slots, stat_totals = _statistical_phase(sigs, k, comms, grids, cost_col, grid)
             except StatisticalError as err:
                 notes.append(f"not modelled statistically either: {err}")
             else:
@@ -2453,6 +2519,8 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                          "mean over ranks")
 
         # ---- weight and work ------------------------------------------------------------
+        if not any(sl.statistical for sl in slots):
+            stat_totals = (None, None)
         weights = {s.nprocs: s.phases[k].weight for s in sigs}
         Pw = np.array(sorted(weights))
         Ww = np.array([weights[p] for p in Pw], float)
@@ -2472,7 +2540,7 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         phases.append(PhaseModel(id=ref.id, kind=ref.kind, pattern=ref.pattern, weight=wmodel,
                                  slots=slots, groups=groups, measured_weights=weights,
                                  problems=problems, notes=notes, classes=class_name,
-                                 orders=positions))
+                                 orders=positions, stat_messages=stat_totals[0], stat_bytes=stat_totals[1]))
     return LogicalModel(app=sigs[0].app, work_mode=mode, work_unit=unit, Ps=Ps,
                         workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,
                         grid=grid, phases=phases, sources=[s.source or "?" for s in sigs],

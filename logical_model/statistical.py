@@ -80,6 +80,7 @@ class Channel:
     recv: int  # run index
     messages: dict  # P -> number of messages (all ranks)
     bytes: dict  # P -> bytes in all
+    mixed: bool = False  # its messages differ in size at some P (their mean is an expected value)
 
 
 def _comm_key(c: int, kind: int, world_ids: list[int], world: int, cart: int):
@@ -221,10 +222,11 @@ def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, 
                     "repetition or phase)")
             for a, b in zip(s, r):
                 ch = chans.setdefault((int(runs_[a]), int(runs_[b])), {})
-                n, v = ch.get(P, (0, 0))
-                ch[P] = (n + 1, v + int(nbytes[a]))
-    return [Channel(send=s, recv=r, messages={P: n for P, (n, _) in d.items()},
-                    bytes={P: v for P, (_, v) in d.items()}) for (s, r), d in sorted(chans.items())]
+                n, v, lo, hi = ch.get(P, (0, 0, np.inf, -np.inf))
+                ch[P] = (n + 1, v + int(nbytes[a]), min(lo, int(nbytes[a])), max(hi, int(nbytes[a])))
+    return [Channel(send=s, recv=r, messages={P: x[0] for P, x in d.items()},
+                    bytes={P: x[1] for P, x in d.items()}, mixed=any(x[2] != x[3] for x in d.values()))
+            for (s, r), d in sorted(chans.items())]
 
 
 def spread_counts(total: int, P: int, ranks: np.ndarray) -> np.ndarray:

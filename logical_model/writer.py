@@ -68,8 +68,9 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases:
     # each slot's rows: one for an exact slot, one per call of its busiest rank for a
     # statistical one (a run of calls whose number differs by rank)
     rows, row_slot, first_row, counts = [], [], {}, {}
+    scale = ph.stat_scale(P)
     for i, s in enumerate(ph.slots):
-        placed = s.rows(ranks, P, grid, counts)
+        placed = s.rows(ranks, P, grid, counts, scale)
         first_row[i] = len(rows)
         counts[i] = (np.sum([p["present"] for p in placed], axis=0).astype(np.int64) if placed
                      else np.zeros(nr, np.int64))
