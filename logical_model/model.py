@@ -52,6 +52,14 @@ learns, per phase:
   model's IPT checks. Within a repetition, each slot's burst gets the
   share of the rank's work it had in the traces.
 
+* **Statistical phases.** A phase whose calls per rank no rule gives (an FFT's
+  remap between bricks and pencils: each rank talks to the ranks whose pieces
+  overlap its own) is modelled by expected values instead of refused
+  (:mod:`logical_model.statistical`): runs of calls, channels between them, messages
+  per rank and bytes per message regressed over P, exact on a grid dimension where
+  they are at every traced P. Per-rank sizes that merely differ with no rule still
+  refuse the phase. Reports call such a phase statistical, not exact.
+
 ``model.logical_trace(P, path)`` writes the trace (:mod:`logical_model.writer`).
 ``docs/logical-model.md`` describes all of it for users.
 """
@@ -81,7 +89,7 @@ from .statistical import match as _match_messages
 from .statistical import runs as _runs
 from .topology import DimsRule, SubGrid, fit_dims_rules, infer_subgrid
 
-__all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel",
+__all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel", "GridCount",
            "WorkGroup", "ModelError", "GridPower", "ORDER_CLASSES", "Topologies"]
 
 
@@ -1040,6 +1048,12 @@ class LogicalModel:
                                        for c, o in enumerate(ph.orders)))
             out.append(f"  weight   {ph.weight.formula()}   measured {w_meas}"
                        + (f"   -> {ph.weight_at(target)} at P={target}" if target else ""))
+            if ph.statistical:
+                totals = "; ".join(f"{what} per rank {v.formula()} (the channels scaled to it)"
+                                   for what, v in (("messages", ph.stat_messages), ("bytes", ph.stat_bytes))
+                                   if v is not None)
+                out.append("  statistical: calls per rank are expected values; counts and volumes follow the "
+                           "model, peers do not" + (f"; {totals}" if totals else ""))
             rows = []
             shown = ph.slots if max_slots is None else ph.slots[:max_slots]
             for i, s in enumerate(shown):

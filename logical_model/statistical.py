@@ -15,10 +15,14 @@ the model".
 of one operation with one tag on one communicator (a remap posts its receives in one
 run, sends in the next, waits in a third). A run is keyed by (operation, tag,
 communicator: MPI_COMM_WORLD and each of its duplicates by creation order, or the
-Cartesian grid) and its occurrence; a run of waits by the run of nonblocking posts it
-completes. A rank with no call of a run (no overlap with any pencil) lacks the run.
-The runs of every rank at every P are merged into one order (networkx topological
-sort, as for the exact slots).
+Cartesian grid; the segment of calls on that communicator it belongs to, a segment
+ending where another communicator or a collective comes; for calls to a peer on the
+world or the declared grid, the grid dimensions the peer lies along) and its occurrence
+in the segment; a run of waits by the run of nonblocking posts it completes. A rank
+with no call of a run (no overlap with any pencil) lacks the run. The runs of every
+rank at every P are merged into one order (networkx topological sort, as for the exact
+slots); where a smaller P's order contradicts a larger one's (runs it numbers otherwise
+because it makes fewer), the larger P's order wins.
 
 **Channels.** Every message of a repetition is matched with its receive (sender,
 receiver and communicator in order, as MPI matches them): a *channel* is a pair (run
@@ -34,6 +38,10 @@ per call are fitted over P, their root is a rule of P.
 **Waits.** A run of waits has one call per request its post run made (Waitany,
 Wait), or one call when that made any (Waitall), whichever holds on every rank at
 every P; otherwise its mean count per rank is fitted.
+
+The fits themselves (exact grid forms of counts and sizes, least squares on a grid
+dimension, the model search, phase totals) are in :mod:`logical_model.model`
+(``_statistical_phase``), which builds the slots.
 
 **Realisation** (:func:`channel_rows`): a channel with m(P) messages per rank sends
 round(m P) messages at P, one more on the first ranks than on the others, rank r's
@@ -51,7 +59,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-__all__ = ["Run", "Channel", "runs", "channel_rows", "StatisticalError"]
+__all__ = ["Run", "Channel", "runs", "match", "channel_rows", "spread_counts", "StatisticalError"]
 
 
 class StatisticalError(ValueError):
