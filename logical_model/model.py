@@ -281,7 +281,9 @@ def _vote_grids(counts: list[dict], sizes: list[dict], grid: Grid | None) -> lis
     cands = _count_grids(grid)
     score = [sum(_exact_count(c, [g], "") is not None for c in counts)
              + sum(_exact_size(v, [g], "") is not None for v in sizes) for g in cands]
-    return [g for _, i, g in sorted(zip(score, range(len(cands)), cands), key=lambda t: (-t[0], t[1]))]
+    # ties to the grid of fewer dimensions: its products are fewer, a fit on it less likely by chance
+    return [g for _, i, g in sorted(zip(score, range(len(cands)), cands),
+                                    key=lambda t: (-t[0], t[2].ndims, t[1]))]
 
 
 def _regressed_count(points: dict[int, float], grids: Sequence[Grid], name: str) -> GridCount | None:
@@ -2184,7 +2186,10 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 side = "both" if run.op in SENDRECV_OPS else "send" if c.send == i else "recv"
                 n = channels.index(c)
                 m = _fit_count(msg_points[n], grid, f"{name} messages per rank")
-                b = _fit_size(size_points[n], grid, f"{name} bytes per message")
+                # the sizes on the grid the count follows first (a remap's pieces and peers
+                # both follow the pencils)
+                own = [m.grid] + [x for x in grid if x != m.grid] if isinstance(m, GridCount) else grid
+                b = _fit_size(size_points[n], own, f"{name} bytes per message")
                 slot.streams.append((side, m, b))
                 stream_of.setdefault(id(c), set()).add(id(slot.streams[-1]))
             if not mine:  # calls with MPI_PROC_NULL only: no message
