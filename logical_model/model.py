@@ -2141,6 +2141,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     by_p = {s.nprocs: s.phases[k] for s in sigs}
     msg_points = [{P: c.messages.get(P, 0) / P for P in Ps} for c in channels]
     size_points = [{P: c.bytes[P] / c.messages[P] for P in c.messages if c.messages[P]} for c in channels]
+    declared = grid
     grid = _vote_grids(msg_points, size_points, grid)
     slots = []
     stream_of: dict[int, set] = {}  # channel -> its streams (send and receive side)
@@ -2185,7 +2186,10 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
             for c in mine:
                 side = "both" if run.op in SENDRECV_OPS else "send" if c.send == i else "recv"
                 n = channels.index(c)
-                m = _fit_count(msg_points[n], grid, f"{name} messages per rank")
+                # calls to a neighbour on the declared grid follow its dimensions first
+                on_decl = declared is not None and len(run.key) > 5 and run.key[4][:1] == ("dims",)
+                m = _fit_count(msg_points[n], [declared] + [x for x in grid if x != declared] if on_decl else grid,
+                               f"{name} messages per rank")
                 # the sizes on the grid the count follows first (a remap's pieces and peers
                 # both follow the pencils)
                 own = [m.grid] + [x for x in grid if x != m.grid] if isinstance(m, GridCount) else grid
@@ -2219,9 +2223,10 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 if slot.root is None:
                     raise StatisticalError(f"run {i} ({OPS[run.op]}): no rule gives the root from P ({roots})")
         slots.append((i, slot))
+    if declared is not None:
+        slots += _statistical_analogy(slots, runs, declared, Ps)
     # runs dropped above (PROC_NULL only) shift the indices waits refer to
     at = {i: n for n, (i, _) in enumerate(slots)}
-    # the phase's messages and bytes per rank as wholes
     # the phase's messages and bytes per rank as wholes, where most of them are on channels
     # whose counts (sizes) are expected values rather than exact on every traced P
     totals = (None, None)
@@ -2256,6 +2261,65 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 slot.wait_of = at[slot.wait_of]
         out.append(slot)
     return out, totals
+
+
+def _statistical_analogy(slots: list, runs: list, grid: Grid, Ps: list[int]) -> list:
+    """The calls a program makes along a grid dimension only where it is over 2 wide
+    (:func:`_dimension_analogy` for exact phases), for a dimension 2 wide or less at
+    every traced P: each run along a wider dimension D whose messages follow
+    [dims_D(P) > 2] on the declared grid gets a twin along the narrow dimension d,
+    with [dims_d(P) > 2] messages and sizes scaled by the ratio of the two dimensions'
+    mean sizes at the largest traced P (a grid power with d and D swapped when the
+    size is one); waits of those runs get twins too. Returns the new (index, slot)
+    pairs, numbered after the runs."""
+    try:
+        dims = np.array([grid.dims(P) for P in Ps])
+    except ValueError:
+        return []
+    narrow = [d for d in range(grid.ndims) if np.all(dims[:, d] <= 2)]
+    if not narrow:
+        return []
+
+    def along(i):
+        w = runs[i].key[4] if len(runs[i].key) > 5 else None
+        return w[1] if isinstance(w, tuple) and w[:1] == ("dims",) and len(w) == 2 else None
+
+    def over2(slot, D):
+        return slot.streams and all(isinstance(m, GridCount) and m.cv is None and m.form == "d>2" and m.k == D
+                                    and m.b == 0 and m.grid == grid for _, m, _ in slot.streams)
+
+    def mean_size(d):
+        v = [_predict_scalar(b, Ps[-1]) for i, sl in slots if along(i) == d for side, _, b in sl.streams
+             if side != "recv"]
+        return float(np.mean(v)) if v else None
+
+    out, n = [], len(runs)
+    for d in narrow:
+        copies: dict[int, int] = {}
+        for i, sl in slots:
+            D = along(i)
+            if D is None or D == d or not over2(sl, D):
+                continue
+            ratio = (mean_size(d) or 0.0) / (mean_size(D) or 1.0)
+            streams = []
+            for side, m, b in sl.streams:
+                if isinstance(b, GridPower):
+                    e = list(b.exps)
+                    e[d], e[D] = e[D], e[d]
+                    size = dataclasses.replace(b, exps=tuple(e))
+                elif isinstance(b, search.PMNF):
+                    size = dataclasses.replace(b, c0=b.c0 * ratio, terms=tuple((c * ratio, x, y) for c, x, y in b.terms))
+                else:
+                    size = b
+                streams.append((side, dataclasses.replace(m, k=d), size))
+            copies[i] = n
+            out.append((n, dataclasses.replace(sl, key=f"{sl.key}/dim{d}", streams=streams)))
+            n += 1
+        for i, sl in slots:  # the waits of the twins
+            if sl.wait_of is not None and sl.wait_of in copies:
+                out.append((n, dataclasses.replace(sl, key=f"{sl.key}/dim{d}", wait_of=copies[sl.wait_of])))
+                n += 1
+    return out
 
 
 def _is_exact(model) -> bool:

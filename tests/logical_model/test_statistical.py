@@ -197,3 +197,47 @@ def test_a_remap_between_bricks_and_pencils_is_modelled_statistically(remap, tmp
     from replay import Program, load, replay
     program = Program.from_trace(load_trace(out))  # every message matched, or it raises
     assert np.isfinite(replay(program, load("cluster-a")).runtime)
+
+
+def test_calls_made_only_over_2_wide_are_added_along_a_dimension_never_wider():
+    """LAMMPS's exchanges along a dimension over 2 wide: where dimension 1 was 2 wide at
+    every fit P and dimension 2 was 4 wide at one, the runs along dimension 2 whose
+    messages follow [dims_2 > 2] get twins along dimension 1, with the grid power of
+    their sizes swapped, and their waits follow the twins."""
+    from logical_model.model import GridPower, SlotModel, _statistical_analogy
+    from logical_model.statistical import Run
+    from logical_model.topology import DimsRule
+    grid = Grid(3, (True,) * 3, DimsRule("dims_create", 3))
+    Ps = [8, 27]  # (2, 2, 2), (3, 3, 3): no dimension stays 2 wide
+    send, wait = signature.OP_CODE["Send"], signature.OP_CODE["Wait"]
+    count = GridCount(1.0, 0.0, 2, "d>2", grid)
+    size = GridPower(c=4096.0, exps=(-1, -1, 0), grid=grid)
+    runs = [Run(key=(send, 0, ("world", 0), 0, ("dims", 2), 0), op=send, tag=0, comm=("world", 0)),
+            Run(key=(wait, -1, ("after", "x"), 0), op=wait, tag=-1, comm=("after", "x"))]
+    slots = [(0, SlotModel(key="s", op=send, tag=0, comm=0, everywhere=False, statistical=True,
+                           streams=[("send", count, size)])),
+             (1, SlotModel(key="w", op=wait, tag=-1, comm=-1, everywhere=False, statistical=True,
+                           wait_of=0, wait_rule="each"))]
+    assert _statistical_analogy(slots, runs, grid, Ps) == []  # every dimension is 3 wide at P = 27
+    grid2 = Grid(3, (True,) * 3, DimsRule("pencil", 3))  # LAMMPS peptide's: (1, 2, 2) ... (2, 2, 4)
+    Ps2 = [4, 8, 16]
+    dims = [grid2.dims(P) for P in Ps2]
+    narrow = [d for d in range(3) if all(x[d] <= 2 for x in dims)]
+    wide = [d for d in range(3) if any(x[d] > 2 for x in dims)]
+    assert narrow and wide
+    D, d = wide[0], narrow[-1]
+    count2 = GridCount(1.0, 0.0, D, "d>2", grid2)
+    exps = [0, 0, 0]
+    exps[d] = -1
+    size2 = GridPower(c=4096.0, exps=tuple(exps), grid=grid2)
+    runs[0] = Run(key=(send, 0, ("world", 0), 0, ("dims", D), 0), op=send, tag=0, comm=("world", 0))
+    slots[0] = (0, SlotModel(key="s", op=send, tag=0, comm=0, everywhere=False, statistical=True,
+                             streams=[("send", count2, size2)]))
+    twins = _statistical_analogy(slots, runs, grid2, Ps2)
+    along_d = [sl for _, sl in twins if sl.streams and sl.streams[0][1].k == d]
+    assert len(along_d) == 1
+    _, m, b = along_d[0].streams[0]
+    assert m.form == "d>2" and b.exps[D] == -1 and b.exps[d] == 0
+    waits = [(i, sl) for i, sl in twins if sl.op == wait]
+    twin_index = {id(sl): i for i, sl in twins}
+    assert any(sl.wait_of == twin_index[id(along_d[0])] for _, sl in waits)
