@@ -17,6 +17,10 @@ The model
 Communication rules (logical_model.rules)
     PeerRule, Grid, Observation, infer_peer, infer_root
 
+Statistical phases (logical_model.statistical): calls per rank that differ by rank and P
+    runs, match, channel_rows  runs of calls, channels between them, their realisation
+    GridCount                  calls per rank as a grid dimension's function (d - 1, [d > 1], ...)
+
 Process grids (logical_model.topology)
     dims_create(P, ndims)      MPI_Dims_create's grid
     DimsRule, DIMS_RULES       how a program's grid follows P (pencils, powers of two, q x q,
@@ -29,14 +33,14 @@ Model search (logical_model.modelsearch), shared by every regression in sigex
     PMNF, Displacement, SearchOptions, load_model
 """
 
-from .model import (ORDER_CLASSES, GridPower, LogicalModel, ModelError, PhaseModel, SlotModel, Topologies,
+from .model import (ORDER_CLASSES, GridCount, GridPower, LogicalModel, ModelError, PhaseModel, SlotModel, Topologies,
                     WorkGroup, build, from_traces, grid_of, read_signatures, trace_files)
 from .modelsearch import PMNF, Displacement, SearchOptions, choose, fit, load_model
 from .rules import Grid, Observation, PeerRule, infer_peer, infer_root
 from .topology import DIMS_RULES, DimsRule, SubGrid, dims_create, fit_dims_rules, infer_subgrid
 
 __all__ = ["from_traces", "build", "read_signatures", "grid_of", "trace_files", "LogicalModel", "PhaseModel",
-           "SlotModel", "WorkGroup", "GridPower", "ModelError", "PeerRule", "Grid", "Observation",
+           "SlotModel", "WorkGroup", "GridPower", "GridCount", "ModelError", "PeerRule", "Grid", "Observation",
            "infer_peer", "infer_root", "dims_create", "DimsRule", "DIMS_RULES", "fit_dims_rules", "SubGrid",
            "infer_subgrid", "ORDER_CLASSES", "Topologies", "fit", "choose", "PMNF", "Displacement",
            "SearchOptions", "load_model"]

@@ -52,6 +52,14 @@ learns, per phase:
   model's IPT checks. Within a repetition, each slot's burst gets the
   share of the rank's work it had in the traces.
 
+* **Statistical phases.** A phase whose calls per rank no rule gives (an FFT's
+  remap between bricks and pencils: each rank talks to the ranks whose pieces
+  overlap its own) is modelled by expected values instead of refused
+  (:mod:`logical_model.statistical`): runs of calls, channels between them, messages
+  per rank and bytes per message regressed over P, exact on a grid dimension where
+  they are at every traced P. Per-rank sizes that merely differ with no rule still
+  refuse the phase. Reports call such a phase statistical, not exact.
+
 ``model.logical_trace(P, path)`` writes the trace (:mod:`logical_model.writer`).
 ``docs/logical-model.md`` describes all of it for users.
 """
@@ -76,9 +84,12 @@ from signature.trace import OP_CODE, OPS
 from . import modelsearch as search
 from .rules import (ClassComm, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
                     infer_within)
+from .statistical import StatisticalError, channel_rows
+from .statistical import match as _match_messages
+from .statistical import runs as _runs
 from .topology import DimsRule, SubGrid, fit_dims_rules, infer_subgrid
 
-__all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel",
+__all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel", "GridCount",
            "WorkGroup", "ModelError", "GridPower", "ORDER_CLASSES", "Topologies"]
 
 
@@ -155,6 +166,182 @@ class GridPower:
                 "name": self.name}
 
 
+#: how a count follows one grid dimension d: the other ranks of a row (d - 1: a
+#: redistribution among a pencil's ranks), the row (d), or whether the dimension is over
+#: 1 or over 2 wide (an exchange made only then)
+_COUNT_FORMS = {"d>1": lambda d: (d > 1).astype(float), "d-1": lambda d: d - 1, "d": lambda d: d,
+                "d>2": lambda d: (d > 2).astype(float)}
+
+
+@dataclasses.dataclass(frozen=True)
+class GridCount:
+    """calls = a * f(dims_k(P)) + b: a number of calls per rank that follows one process-grid
+    dimension (f one of :data:`_COUNT_FORMS`), exact on every traced P."""
+
+    a: float
+    b: float
+    k: int
+    form: str
+    grid: Grid
+    name: str = "calls"
+    #: None: exact on every traced P; else a least-squares fit of an expected value and
+    #: its leave-one-out cross-validation error (mean relative)
+    cv: float | None = None
+
+    kind = "gridcount"
+
+    def predict(self, P):
+        P = np.atleast_1d(np.asarray(P, np.int64))
+        d = np.array([self.grid.dims(int(p))[self.k] for p in P], float)
+        return self.a * _COUNT_FORMS[self.form](d) + self.b
+
+    def formula(self) -> str:
+        rule = self.grid.rule.describe() if self.grid.rule else f"MPI_Dims_create(P, {self.grid.ndims})"
+        f = {"d-1": f"(dims{self.k}(P) - 1)", "d": f"dims{self.k}(P)", "d>1": f"[dims{self.k}(P) > 1]",
+             "d>2": f"[dims{self.k}(P) > 2]"}[self.form]
+        return f"{self.a:.6g} * {f}" + (f" + {self.b:.6g}" if self.b else "") + f"  (dims = {rule})"
+
+    @property
+    def stats(self) -> dict[str, float]:
+        return {"r2": 1.0, "exact": True} if self.cv is None else {"exact": False, "cv_error": self.cv}
+
+    def describe(self) -> str:
+        return f"{self.formula()}  " + ("[exact on every traced P]" if self.cv is None else
+                                         f"[least squares, cross-validation error {100 * self.cv:.1f}%]")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "gridcount", "a": self.a, "b": self.b, "k": self.k, "form": self.form,
+                "grid": self.grid.to_dict(), "name": self.name, "cv": self.cv}
+
+
+def _count_grids(grid: Grid | None) -> list[Grid]:
+    """Grids a count may follow: the declared one, then 1-D (every rank) and the 2-D dims
+    rules (pencils: an FFT's decomposition). Undeclared 3-D grids are not tried: with
+    their many dimension products, three traced P would let too many fit by chance."""
+    from .topology import candidate_rules
+    out = [grid] if grid is not None else []
+    out.append(Grid(1, (False,), None))
+    out += [Grid(2, (False, False), r) for r in candidate_rules(2)]
+    return out
+
+
+def _exact_count(points: dict[int, float], grids: Sequence[Grid], name: str):
+    """Calls per rank as :class:`GridCount`, exact on every traced P, on the first of
+    ``grids`` where one is: proportional forms (b = 0) on any grid before offset ones;
+    None where none is."""
+    Ps = np.array(sorted(points))
+    y = np.array([points[p] for p in Ps], float)
+    if len(Ps) < 3 or np.all(y == y[0]):
+        return None
+    for offset in (False, True):
+        for g in grids:
+            try:
+                dims = np.array([g.dims(int(p)) for p in Ps], float)
+            except ValueError:
+                continue
+            for kdim in range(g.ndims):
+                for form, f in _COUNT_FORMS.items():
+                    x = f(dims[:, kdim])
+                    if np.all(x == x[0]):
+                        continue
+                    A = np.stack([x, np.ones(len(x))], axis=1)
+                    if offset:
+                        (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+                    else:
+                        a, b = float(x @ y / (x @ x)), 0.0
+                    a, b = round(a * 4) / 4, round(b * 4) / 4  # whole calls, or a share of ranks in quarters
+                    if a and np.all(np.abs(A @ (a, b) - y) <= 1e-6 * max(1.0, np.abs(y).max())):
+                        return GridCount(float(a), float(b), kdim, form, g, name)
+    return None
+
+
+def _exact_size(points: dict[int, float], grids: Sequence[Grid], name: str):
+    """Bytes per call as an exact product of grid dimension powers on the first of
+    ``grids`` where one is (the remap's pieces of a pencil); None where none is."""
+    Ps = np.array(sorted(points))
+    y = np.array([points[p] for p in Ps], float)
+    if len(Ps) < 3 or np.all(y == y[0]) or not np.all(y > 0):
+        return None
+    for g in grids:
+        try:
+            d = np.array([g.dims(int(p)) for p in Ps], float)
+        except ValueError:
+            continue
+        for exps in _GRID_EXPONENTS[g.ndims]:
+            c = y / np.prod(d ** np.asarray(exps, float)[None, :], axis=1)
+            if np.all(np.abs(c - c[0]) <= 1e-9 * abs(c[0])):
+                return GridPower(c=float(c[0]), exps=tuple(exps), grid=g, name=name)
+    return None
+
+
+def _vote_grids(counts: list[dict], sizes: list[dict], grid: Grid | None) -> list[Grid]:
+    """The grids of :func:`_count_grids`, those on which more of a phase's counts and sizes
+    are exact first (two grids may each fit one quantity at the traced P; the one that
+    explains the phase's other quantities as well is the program's)."""
+    cands = _count_grids(grid)
+    score = [sum(_exact_count(c, [g], "") is not None for c in counts)
+             + sum(_exact_size(v, [g], "") is not None for v in sizes) for g in cands]
+    # ties to the grid of fewer dimensions: its products are fewer, a fit on it less likely by chance
+    return [g for _, i, g in sorted(zip(score, range(len(cands)), cands),
+                                    key=lambda t: (-t[0], t[2].ndims, t[1]))]
+
+
+def _regressed_count(points: dict[int, float], grids: Sequence[Grid], name: str) -> GridCount | None:
+    """The expected calls per rank as a * f(dims_k(P)) + b by least squares on the grid
+    dimension whose form cross-validates best (leave-one-out, mean relative error; a
+    remap's peers grow with the pencils' width, not smoothly with P); None with fewer than
+    3 points."""
+    Ps = np.array(sorted(points))
+    y = np.array([points[p] for p in Ps], float)
+    if len(Ps) < 3:
+        return None
+    best = None
+    for g in grids:
+        try:
+            dims = np.array([g.dims(int(p)) for p in Ps], float)
+        except ValueError:
+            continue
+        for kdim in range(g.ndims):
+            for form, f in _COUNT_FORMS.items():
+                x = f(dims[:, kdim])
+                A = np.stack([x, np.ones(len(x))], axis=1)
+                if len(set(x)) < 2:
+                    continue
+                errs = []
+                for i in range(len(y)):  # folds whose other points span two widths
+                    keep = np.arange(len(y)) != i
+                    if len(set(x[keep])) < 2:
+                        continue
+                    coef, *_ = np.linalg.lstsq(A[keep], y[keep], rcond=None)
+                    errs.append(abs(A[i] @ coef - y[i]) / max(abs(y[i]), 1e-9))
+                if errs:
+                    cv = float(np.mean(errs))
+                    if best is None or cv < best[0] - 1e-12:
+                        (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+                        best = (cv, GridCount(float(a), float(b), kdim, form, g, name, cv))
+    return best[1] if best else None
+
+
+def _fit_count(points: dict[int, float], grids: Sequence[Grid], name: str):
+    """Calls per rank over P: a constant, exact on a grid (:func:`_exact_count`), or
+    else the expected value: by model search (:func:`_fit_mean`), or by least squares on
+    a grid dimension (:func:`_regressed_count`) where that cross-validates better."""
+    exact = _exact_count(points, grids, name)
+    if exact is not None:
+        return exact
+    mean = _fit_mean(points, name)
+    on_grid = _regressed_count(points, grids, name)
+    if on_grid is not None and on_grid.cv < mean.stats.get("cv_error", np.inf):
+        return on_grid
+    return mean
+
+
+def _fit_size(points: dict[int, float], grids: Sequence[Grid], name: str):
+    """Bytes per call over P: exact on a grid (:func:`_exact_size`), else the expected
+    value by model search."""
+    return _exact_size(points, grids, name) or _fit_mean(points, name)
+
+
 def _load_role(d: dict):
     """A communicator layout from JSON: a sub-grid, or the communicator of a class of ranks."""
     return ClassComm.from_dict(d) if d.get("kind") == "class" else SubGrid.from_dict(d)
@@ -169,6 +356,9 @@ def _short(problems: Sequence[str], width: int = 160) -> str:
 def _load_quantity(d: dict[str, Any] | None):
     if d is None:
         return None
+    if d.get("kind") == "gridcount":
+        return GridCount(a=float(d["a"]), b=float(d["b"]), k=int(d["k"]), form=d["form"],
+                         grid=Grid.from_dict(d["grid"]), name=d.get("name", "calls"), cv=d.get("cv"))
     if d.get("kind") == "grid":
         grid = Grid.from_dict(d["grid"]) if "grid" in d else Grid(int(d["ndims"]), (False,) * int(d["ndims"]))
         exps = (tuple(int(e) for e in d["exps"]) if "exps" in d else
@@ -264,8 +454,20 @@ class SlotModel:
     #: ... except on ranks where that slot is their last call of the repetition (the wait
     #: comes after the phase: the next repetition opens with it, or the next phase)
     follows_unless_last: bool = False
+    #: a statistical slot (:mod:`logical_model.statistical`): a run of calls whose number
+    #: per rank is an expected value. Point-to-point: ``streams``, one per channel, as
+    #: (side "send"/"recv"/"both", messages per rank, bytes per message); collectives and
+    #: others: ``count`` calls per rank on every rank; waits: one per request of the run
+    #: ``wait_of`` (``wait_rule`` "each"), one where it has any ("any"), or ``count``
+    statistical: bool = False
+    count: Any = None
+    streams: list = dataclasses.field(default_factory=list)
+    wait_of: int | None = None
+    wait_rule: str | None = None
 
     def describe(self) -> str:
+        if self.statistical:
+            return self._describe_statistical()
         parts = [OPS[self.op]]
         if self.peer is not None:
             parts.append(("to " if self.op not in (OP_CODE["Recv"], OP_CODE["Irecv"]) else "from ")
@@ -286,6 +488,66 @@ class SlotModel:
             parts.append(f"on communicators {self.comm_role.describe()} (ranks and P of the communicator)")
         return ", ".join(parts)
 
+    def _describe_statistical(self) -> str:
+        parts = [f"{OPS[self.op]} (statistical)"]
+        for side, m, b in self.streams:
+            parts.append({"send": "to", "recv": "from", "both": "to and from"}[side]
+                         + f" {m.formula()} peers per rank (expected), {b.formula()} bytes each")
+        if self.wait_of is not None:
+            parts.append(f"one per request of slot {self.wait_of}" if self.wait_rule == "each"
+                         else f"once where slot {self.wait_of} posted any request")
+        elif self.count is not None:
+            parts.append(f"{self.count.formula()} calls per rank")
+        if self.root is not None:
+            parts.append("root " + self.root.describe())
+        if self.tag >= 0:
+            parts.append(f"tag {self.tag}")
+        return ", ".join(parts)
+
+    def rows(self, ranks: np.ndarray, P: int, grid: Grid | None, counts: dict[int, np.ndarray],
+             scale: tuple[float, float] = (1.0, 1.0)) -> list[dict]:
+        """This slot's events for ``ranks`` at P as rows (a statistical slot has as many as
+        its most frequent rank's calls; an exact slot one): each a :meth:`place` dict.
+        ``counts``: per slot index already placed, each rank's number of events in it
+        (what a wait run follows); ``scale``: factors on the channels' message counts and
+        sizes (:meth:`PhaseModel.stat_scale`)."""
+        if not self.statistical:
+            return [self.place(ranks, P, grid)]
+        ranks = np.asarray(ranks, np.int64)
+        n = len(ranks)
+
+        def row(present, peer=None, recv_peer=None, nbytes=0, recv_bytes=0):
+            return {"present": np.asarray(present, bool),
+                    "peer": np.full(n, -1, np.int64) if peer is None else np.asarray(peer, np.int64),
+                    "recv_peer": np.full(n, -1, np.int64) if recv_peer is None else np.asarray(recv_peer, np.int64),
+                    "root": (np.full(n, self.root._k(P), np.int64) if self.root is not None
+                             else np.full(n, -1, np.int64)),
+                    "tag": np.full(n, self.tag, np.int64), "bytes": np.full(n, nbytes, np.int64),
+                    "recv_bytes": np.full(n, recv_bytes, np.int64)}
+
+        out = []
+        if self.streams:
+            for side, m, b in self.streams:
+                total = int(round(max(0.0, _predict_scalar(m, P)) * P * scale[0]))
+                size = max(0, int(round(max(0.0, _predict_scalar(b, P)) * scale[1])))
+                for present, peer, rpeer in channel_rows(total, P, ranks, side):
+                    if side == "both":
+                        out.append(row(present, peer, rpeer, size, size))
+                    elif side == "send":
+                        out.append(row(present, peer, None, size, 0))
+                    else:
+                        out.append(row(present, peer, None, 0, size))
+            return out
+        if self.wait_of is not None:
+            have = counts.get(self.wait_of, np.zeros(n, np.int64))
+            k = int(have.max()) if have.size else 0
+            if self.wait_rule == "any":
+                return [row(have > 0)] if k else []
+            return [row(have > j) for j in range(k)]
+        k = int(round(max(0.0, _predict_scalar(self.count, P)))) if self.count is not None else 1
+        return [row(np.ones(n, bool), nbytes=_volume(self.bytes, P), recv_bytes=_volume(self.recv_bytes, P))
+                for _ in range(k)]
+
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "op": OPS[self.op], "tag": self.tag, "comm": self.comm,
                 "everywhere": self.everywhere,
@@ -305,7 +567,10 @@ class SlotModel:
                                     else None),
                 "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives],
                 "on_grid": self.on_grid, "follows": self.follows,
-                "follows_unless_last": self.follows_unless_last}
+                "follows_unless_last": self.follows_unless_last,
+                **({"statistical": True, "count": self.count.to_dict() if self.count is not None else None,
+                    "streams": [[side, m.to_dict(), b.to_dict()] for side, m, b in self.streams],
+                    "wait_of": self.wait_of, "wait_rule": self.wait_rule} if self.statistical else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
@@ -327,7 +592,10 @@ class SlotModel:
                    root_recv_bytes=_load_quantity(d.get("root_recv_bytes")), alternatives=alts,
                    special=rule(d.get("special")),
                    on_grid=bool(d.get("on_grid", False)), follows=d.get("follows"),
-                   follows_unless_last=bool(d.get("follows_unless_last", False)))
+                   follows_unless_last=bool(d.get("follows_unless_last", False)),
+                   statistical=bool(d.get("statistical", False)), count=_load_quantity(d.get("count")),
+                   streams=[(side, _load_quantity(m), _load_quantity(b)) for side, m, b in d.get("streams", ())],
+                   wait_of=d.get("wait_of"), wait_rule=d.get("wait_rule"))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -452,6 +720,29 @@ class PhaseModel:
     #: :data:`ORDER_CLASSES`), and per class the position of each slot in its order
     classes: str | None = None
     orders: list[list[int]] = dataclasses.field(default_factory=list)
+    #: a statistical phase's point-to-point messages and bytes per rank, regressed over P
+    #: as wholes: its channels' counts and sizes are scaled to follow them (a channel's
+    #: share of the phase shifts with P where a tree's stages do; the sum is smoother)
+    stat_messages: Any = None
+    stat_bytes: Any = None
+
+    def stat_scale(self, P: int) -> tuple[float, float]:
+        """Factors on a statistical phase's channel message counts and sizes at P that make
+        their sums the phase's totals (1, 1 for an exact phase)."""
+        if self.stat_messages is None and self.stat_bytes is None:
+            return 1.0, 1.0
+        raw_m = raw_b = 0.0
+        for s in self.slots:
+            for side, m, b in s.streams:
+                if side != "recv":
+                    n = max(0.0, _predict_scalar(m, P)) * P
+                    raw_m += n
+                    raw_b += n * max(0.0, _predict_scalar(b, P))
+        want_m = max(0.0, _predict_scalar(self.stat_messages, P)) * P if self.stat_messages is not None else raw_m
+        want_b = max(0.0, _predict_scalar(self.stat_bytes, P)) * P if self.stat_bytes is not None else raw_b
+        fm = want_m / raw_m if raw_m > 0 else 1.0
+        fb = want_b / (raw_b * fm) if raw_b > 0 and fm > 0 else 1.0
+        return fm, fb
 
     def slot_position(self, ranks: np.ndarray, P: int) -> np.ndarray | None:
         """(n_slots, len(ranks)) position of each slot in each rank's order, or None
@@ -464,6 +755,12 @@ class PhaseModel:
     @property
     def extrapolable(self) -> bool:
         return not self.problems
+
+    @property
+    def statistical(self) -> bool:
+        """Its calls per rank are expected values (:mod:`logical_model.statistical`): counts
+        and volumes follow the model, peers do not; not exact."""
+        return any(s.statistical for s in self.slots)
 
     def weight_at(self, P: int) -> int:
         return max(1, int(round(_predict_scalar(self.weight, P))))
@@ -495,7 +792,10 @@ class PhaseModel:
                 "groups": [g.to_dict() for g in self.groups],
                 "measured_weights": {str(k): v for k, v in self.measured_weights.items()},
                 "problems": list(self.problems), "notes": list(self.notes),
-                "classes": self.classes, "orders": self.orders}
+                "classes": self.classes, "orders": self.orders,
+                **({"stat_messages": self.stat_messages.to_dict(),
+                    "stat_bytes": self.stat_bytes.to_dict() if self.stat_bytes is not None else None}
+                   if self.stat_messages is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PhaseModel":
@@ -505,7 +805,9 @@ class PhaseModel:
                    groups=[WorkGroup.from_dict(g) for g in d["groups"]],
                    measured_weights={int(k): int(v) for k, v in d["measured_weights"].items()},
                    problems=list(d["problems"]), notes=list(d.get("notes", [])),
-                   classes=d.get("classes"), orders=[list(map(int, o)) for o in d.get("orders", [])])
+                   classes=d.get("classes"), orders=[list(map(int, o)) for o in d.get("orders", [])],
+                   stat_messages=_load_quantity(d.get("stat_messages")),
+                   stat_bytes=_load_quantity(d.get("stat_bytes")))
 
 
 # ---- the model -----------------------------------------------------------------------
@@ -786,6 +1088,12 @@ class LogicalModel:
                                        for c, o in enumerate(ph.orders)))
             out.append(f"  weight   {ph.weight.formula()}   measured {w_meas}"
                        + (f"   -> {ph.weight_at(target)} at P={target}" if target else ""))
+            if ph.statistical:
+                totals = "; ".join(f"{what} per rank {v.formula()} (the channels scaled to it)"
+                                   for what, v in (("messages", ph.stat_messages), ("bytes", ph.stat_bytes))
+                                   if v is not None)
+                out.append("  statistical: calls per rank are expected values; counts and volumes follow the "
+                           "model, peers do not" + (f"; {totals}" if totals else ""))
             rows = []
             shown = ph.slots if max_slots is None else ph.slots[:max_slots]
             for i, s in enumerate(shown):
@@ -1827,6 +2135,247 @@ def _key_text(key: tuple) -> str:
     return f"{OPS[op]}/{tag}/{comm}/{'.'.join(map(str, w))}/{'.'.join(map(str, rw))}/{n}"
 
 
+SEND_OPS = frozenset(OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend", "Isend", "Issend", "Ibsend",
+                                            "Irsend"))
+SENDRECV_OPS = frozenset(OP_CODE[n] for n in ("Sendrecv", "Sendrecv_replace", "Isendrecv",
+                                                "Isendrecv_replace"))
+
+
+def _constant(y: float, P: int, name: str):
+    """A quantity seen at one P only, taken as constant there and beyond."""
+    return search.PMNF(c0=float(y), terms=(), name=name, stats={"n": 1, "constant": True},
+                       points=((float(P), float(y)),))
+
+
+def _fit_mean(points: dict[int, float], name: str):
+    """An expected value (calls per rank, bytes per call) over P: the model search, or a
+    constant where it was seen at one P."""
+    Ps = np.array(sorted(points))
+    y = np.array([points[p] for p in Ps], float)
+    if len(Ps) == 1:
+        return _constant(y[0], int(Ps[0]), name)
+    if np.all(y == y[0]):
+        return search.fit(Ps, y, name=name)
+    return search.fit(Ps, y, name=name, positive=bool(np.all(y >= 0)))
+
+
+def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
+                       grid: Grid | None = None) -> list[SlotModel]:
+    """Phase k as statistical slots (:mod:`logical_model.statistical`): runs of calls, the
+    channels between them, expected counts and sizes fitted over P; raises
+    :class:`~logical_model.statistical.StatisticalError` with the reason where it cannot."""
+    per_run, per_match = {}, {}
+    for s in sigs:
+        ph, P = s.phases[k], s.nprocs
+        T, offs = ph.template, ph.template_offsets
+        gd = grids.get(P)
+        kinds = _comm_classes(comms.get(P), P, gd[2] if gd else None)
+        for c in np.unique(np.asarray(T["comm"], np.int64)):
+            kinds.setdefault(int(c), _NOT_MODELLED)
+        per_run[P] = (T["op"], T["tag"], T["comm"], T["peer"], offs, kinds)
+        per_match[P] = (T["op"], T["peer"], T["recv_peer"], T["comm"], T["bytes"], offs)
+    runs, run_idx = _runs(per_run, POST_OPS, WAIT_OPS, P2P_OPS, COMM_WORLD, COMM_CART,
+                          {P: (tuple(g[0]), tuple(g[1])) for P, g in grids.items()})
+    channels = _match_messages(per_match, run_idx, SEND_OPS, RECV_OPS, SENDRECV_OPS)
+    Ps = sorted(per_run)
+    by_p = {s.nprocs: s.phases[k] for s in sigs}
+    msg_points = [{P: c.messages.get(P, 0) / P for P in Ps} for c in channels]
+    size_points = [{P: c.bytes[P] / c.messages[P] for P in c.messages if c.messages[P]} for c in channels]
+    declared = grid
+    grid = _vote_grids(msg_points, size_points, grid)
+    slots = []
+    stream_of: dict[int, set] = {}  # channel -> its streams (send and receive side)
+    for i, run in enumerate(runs):
+        name = f"phase {k} run {i} ({OPS[run.op]})"
+        counts = {P: np.bincount(run.events[P][0], minlength=P) for P in Ps}
+        # the work after each call: its share of the rank's work, mean over the run's calls
+        shares = []
+        for P in Ps:
+            cost = by_p[P].template_cost.get(cost_col)
+            if cost is None:
+                continue
+            offs = by_p[P].template_offsets
+            tot = np.add.reduceat(np.asarray(cost, float), offs[:-1]) if len(cost) else np.zeros(P)
+            tot = np.where(np.diff(offs) > 0, tot, 0.0)
+            r, e = run.events[P]
+            ok = tot[r] > 0
+            shares += list(np.asarray(cost, float)[e][ok] / tot[r][ok])
+        slot = SlotModel(key=f"run/{_key_text_run(run.key)}", op=run.op, tag=run.tag,
+                         comm=COMM_CART if run.comm == ("cart",) else COMM_NONE if run.comm[0] == "after"
+                         else COMM_WORLD, everywhere=False, work_share=float(np.mean(shares)) if shares else 0.0,
+                         statistical=True)
+        if run.op in WAIT_OPS:
+            if run.after is not None:
+                mine = {P: counts[P] for P in Ps}
+                theirs = {P: np.bincount(runs[run.after].events[P][0], minlength=P) for P in Ps}
+                if all(np.array_equal(mine[P], theirs[P]) for P in Ps):
+                    slot.wait_of, slot.wait_rule = run.after, "each"
+                elif all(np.array_equal(mine[P], (theirs[P] > 0).astype(np.int64)) for P in Ps):
+                    slot.wait_of, slot.wait_rule = run.after, "any"
+            if slot.wait_of is None:
+                slot.count = _fit_count({P: counts[P].mean() for P in Ps}, grid, f"{name} calls per rank")
+        elif run.op in SEND_OPS or run.op in RECV_OPS or run.op in SENDRECV_OPS:
+            mine = [c for c in channels if c.send == i or c.recv == i]
+            if run.op in SENDRECV_OPS:
+                if any(c.send != c.recv for c in mine):
+                    raise StatisticalError(f"run {i} ({OPS[run.op]}): its messages are received by other runs")
+                for P in Ps:
+                    if len(np.unique(counts[P])) > 1:
+                        raise StatisticalError(f"run {i} ({OPS[run.op]}): ranks make different numbers of "
+                                               f"these calls at P={P}")
+            for c in mine:
+                side = "both" if run.op in SENDRECV_OPS else "send" if c.send == i else "recv"
+                n = channels.index(c)
+                # calls to a neighbour on the declared grid follow its dimensions first
+                on_decl = declared is not None and len(run.key) > 5 and run.key[4][:1] == ("dims",)
+                m = _fit_count(msg_points[n], [declared] + [x for x in grid if x != declared] if on_decl else grid,
+                               f"{name} messages per rank")
+                # the sizes on the grid the count follows first (a remap's pieces and peers
+                # both follow the pencils)
+                own = [m.grid] + [x for x in grid if x != m.grid] if isinstance(m, GridCount) else grid
+                b = _fit_size(size_points[n], own, f"{name} bytes per message")
+                slot.streams.append((side, m, b))
+                stream_of.setdefault(id(c), set()).add(id(slot.streams[-1]))
+            if not mine:  # calls with MPI_PROC_NULL only: no message
+                continue
+        else:
+            for P in Ps:
+                if len(np.unique(counts[P])) > 1:
+                    who = np.flatnonzero(counts[P] != np.bincount(counts[P]).argmax())
+                    raise StatisticalError(f"run {i} ({OPS[run.op]}): ranks make different numbers of these calls "
+                                           f"at P={P} (rank {int(who[0])}: {int(counts[P][who[0]])}); a replay "
+                                           "would deadlock")
+            slot.count = _fit_count({P: float(counts[P][0]) for P in Ps}, grid, f"{name} calls per rank")
+            for col in ("bytes", "recv_bytes"):
+                vals = {P: float(np.asarray(by_p[P].template[col], float)[run.events[P][1]].mean())
+                        for P in Ps if len(run.events[P][1])}
+                if any(vals.values()):
+                    setattr(slot, col, _fit_size(vals, grid, f"{name} {col} per call"))
+            if run.op in ROOTED:
+                roots = {}
+                for P in Ps:
+                    rv = np.unique(np.asarray(by_p[P].template["root"], np.int64)[run.events[P][1]])
+                    if len(rv) > 1:
+                        raise StatisticalError(f"run {i} ({OPS[run.op]}): ranks disagree on the root at P={P}")
+                    if len(rv):
+                        roots[P] = int(rv[0])
+                slot.root = infer_root(roots) if roots else None
+                if slot.root is None:
+                    raise StatisticalError(f"run {i} ({OPS[run.op]}): no rule gives the root from P ({roots})")
+        slots.append((i, slot))
+    if declared is not None:
+        slots += _statistical_analogy(slots, runs, declared, Ps)
+    # runs dropped above (PROC_NULL only) shift the indices waits refer to
+    at = {i: n for n, (i, _) in enumerate(slots)}
+    # the phase's messages and bytes per rank as wholes, where most of them are on channels
+    # whose counts (sizes) are expected values rather than exact on every traced P
+    totals = (None, None)
+    if channels:
+        top = Ps[-1]
+        exact_m = exact_b = all_m = all_b = 0.0
+        for c, (_, m_model, b_model) in ((c, next(t for sl in [x for _, x in slots] for t in sl.streams
+                                                  if t[0] != "recv" and id(t) in stream_of[id(c)]))
+                                         for c in channels if id(c) in stream_of):
+            n, v = c.messages.get(top, 0), c.bytes.get(top, 0)
+            all_m, all_b = all_m + n, all_b + v
+            exact_m += n * _is_exact(m_model)
+            exact_b += v * (_is_exact(b_model) and not c.mixed)
+        msgs = {P: sum(c.messages.get(P, 0) for c in channels) / P for P in Ps}
+        vol = {P: sum(c.bytes.get(P, 0) for c in channels) / P for P in Ps}
+        # where the counts are (a tree's messages shift between channels with P: their sum is
+        # smooth), the bytes too when their total is exact or cross-validates within 1%
+        scaled = exact_m < 0.5 * all_m
+        vol_model = _fit_size(vol, grid, f"phase {k} bytes per rank") if scaled and any(vol.values()) else None
+        good = vol_model is not None and (_is_exact(vol_model) or (
+            len(getattr(vol_model, "terms", ())) <= 1 and vol_model.stats.get("cv_error", 1.0) <= 0.01))
+        totals = (_fit_count(msgs, grid, f"phase {k} messages per rank") if scaled else None,
+                  vol_model if good and exact_b < 0.5 * all_b else None)
+    out = []
+    for i, slot in slots:
+        if slot.wait_of is not None:
+            if slot.wait_of not in at:
+                slot.wait_of, slot.wait_rule = None, None
+                slot.count = _fit_count({P: np.bincount(runs[i].events[P][0], minlength=P).mean() for P in Ps},
+                                        grid, f"phase {k} run {i} calls per rank")
+            else:
+                slot.wait_of = at[slot.wait_of]
+        out.append(slot)
+    return out, totals
+
+
+def _statistical_analogy(slots: list, runs: list, grid: Grid, Ps: list[int]) -> list:
+    """The calls a program makes along a grid dimension only where it is over 2 wide
+    (:func:`_dimension_analogy` for exact phases), for a dimension 2 wide or less at
+    every traced P: each run along a wider dimension D whose messages follow
+    [dims_D(P) > 2] on the declared grid gets a twin along the narrow dimension d,
+    with [dims_d(P) > 2] messages and sizes scaled by the ratio of the two dimensions'
+    mean sizes at the largest traced P (a grid power with d and D swapped when the
+    size is one); waits of those runs get twins too. Returns the new (index, slot)
+    pairs, numbered after the runs."""
+    try:
+        dims = np.array([grid.dims(P) for P in Ps])
+    except ValueError:
+        return []
+    narrow = [d for d in range(grid.ndims) if np.all(dims[:, d] <= 2)]
+    if not narrow:
+        return []
+
+    def along(i):
+        w = runs[i].key[4] if len(runs[i].key) > 5 else None
+        return w[1] if isinstance(w, tuple) and w[:1] == ("dims",) and len(w) == 2 else None
+
+    def over2(slot, D):
+        return slot.streams and all(isinstance(m, GridCount) and m.cv is None and m.form == "d>2" and m.k == D
+                                    and m.b == 0 and m.grid == grid for _, m, _ in slot.streams)
+
+    def mean_size(d):
+        v = [_predict_scalar(b, Ps[-1]) for i, sl in slots if along(i) == d for side, _, b in sl.streams
+             if side != "recv"]
+        return float(np.mean(v)) if v else None
+
+    out, n = [], len(runs)
+    for d in narrow:
+        copies: dict[int, int] = {}
+        for i, sl in slots:
+            D = along(i)
+            if D is None or D == d or not over2(sl, D):
+                continue
+            ratio = (mean_size(d) or 0.0) / (mean_size(D) or 1.0)
+            streams = []
+            for side, m, b in sl.streams:
+                if isinstance(b, GridPower):
+                    e = list(b.exps)
+                    e[d], e[D] = e[D], e[d]
+                    size = dataclasses.replace(b, exps=tuple(e))
+                elif isinstance(b, search.PMNF):
+                    size = dataclasses.replace(b, c0=b.c0 * ratio, terms=tuple((c * ratio, x, y) for c, x, y in b.terms))
+                else:
+                    size = b
+                streams.append((side, dataclasses.replace(m, k=d), size))
+            copies[i] = n
+            out.append((n, dataclasses.replace(sl, key=f"{sl.key}/dim{d}", streams=streams)))
+            n += 1
+        for i, sl in slots:  # the waits of the twins
+            if sl.wait_of is not None and sl.wait_of in copies:
+                out.append((n, dataclasses.replace(sl, key=f"{sl.key}/dim{d}", wait_of=copies[sl.wait_of])))
+                n += 1
+    return out
+
+
+def _is_exact(model) -> bool:
+    """A count or size model that reproduces every traced P exactly (a grid form, a grid
+    power, a constant), not an expected value."""
+    if isinstance(model, GridCount):
+        return model.cv is None
+    if isinstance(model, GridPower):
+        return True
+    return isinstance(model, search.PMNF) and not model.terms
+
+
+def _key_text_run(key: tuple) -> str:
+    return f"{OPS[key[0]]}/{key[1]}/{'.'.join(map(str, key[2]))}/" + "/".join(map(str, key[3:]))
+
+
 def _work_levels(w: np.ndarray) -> list[np.ndarray]:
     """Ranks grouped by their work: sorted, a new group where a rank's work is over 5% above
     the previous group's smallest; groups in rising order of work."""
@@ -2046,6 +2595,20 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 if not attempts[-1][3]:
                     break
         order, class_name, positions, slot_problems, slots, slot_notes = min(attempts, key=lambda a: len(a[3]))
+        if not problems and any(" differ between ranks at P=" not in p for p in slot_problems):
+            # calls per rank that no rule gives (a remap between two decompositions): expected
+            # values per run of calls, regressed over P, if the phase allows that
+            try:
+                slots, stat_totals = _statistical_phase(sigs, k, comms, grids, cost_col, grid)
+            except StatisticalError as err:
+                notes.append(f"not modelled statistically either: {err}")
+            else:
+                class_name, positions, slot_notes = None, [], []
+                notes.append("statistical, not exact: no rule gives each rank's calls ("
+                             + _short(slot_problems, 200) + "); modelled as expected messages per rank "
+                             "and bytes per message of each channel between runs of calls, regressed "
+                             "over P: counts and volumes follow the model, peers do not")
+                slot_problems = []
         problems += slot_problems
         notes += slot_notes
         data = [f"{i} ({OPS[sl.op]})" for i, sl in enumerate(slots) if sl.data_note]
@@ -2057,6 +2620,8 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                          "mean over ranks")
 
         # ---- weight and work ------------------------------------------------------------
+        if not any(sl.statistical for sl in slots):
+            stat_totals = (None, None)
         weights = {s.nprocs: s.phases[k].weight for s in sigs}
         Pw = np.array(sorted(weights))
         Ww = np.array([weights[p] for p in Pw], float)
@@ -2076,7 +2641,7 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         phases.append(PhaseModel(id=ref.id, kind=ref.kind, pattern=ref.pattern, weight=wmodel,
                                  slots=slots, groups=groups, measured_weights=weights,
                                  problems=problems, notes=notes, classes=class_name,
-                                 orders=positions))
+                                 orders=positions, stat_messages=stat_totals[0], stat_bytes=stat_totals[1]))
     return LogicalModel(app=sigs[0].app, work_mode=mode, work_unit=unit, Ps=Ps,
                         workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,
                         grid=grid, phases=phases, sources=[s.source or "?" for s in sigs],

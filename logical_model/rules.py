@@ -307,8 +307,34 @@ def inferred_grids() -> list[Grid]:
     return out
 
 
+#: infer_peer's answers by the observations' content (a phase's slots are modelled once per
+#: way of keying them, and many slots see the same peers): (rule, alternatives, weaker)
+_INFERRED: dict[tuple, tuple] = {}
+
+
 def infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
                alternatives: list | None = None, weaker: list | None = None) -> PeerRule | None:
+    """The simplest rule reproducing every observation exactly, or None (see
+    :func:`_infer_peer`; answers are remembered by the observations' content)."""
+    key = (grid, tuple((int(o.P), np.asarray(o.ranks, np.int64).tobytes(), np.asarray(o.peers, np.int64).tobytes())
+                       for o in obs), weaker is not None)
+    hit = _INFERRED.get(key)
+    if hit is None:
+        alts: list = []
+        weak: list | None = [] if weaker is not None else None
+        rule = _infer_peer(obs, grid, alternatives=alts, weaker=weak)
+        if len(_INFERRED) > 100_000:
+            _INFERRED.clear()
+        hit = _INFERRED[key] = (rule, tuple(alts), tuple(weak or ()))
+    if alternatives is not None:
+        alternatives.extend(hit[1])
+    if weaker is not None:
+        weaker.extend(hit[2])
+    return hit[0]
+
+
+def _infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
+                alternatives: list | None = None, weaker: list | None = None) -> PeerRule | None:
     """The simplest rule reproducing every observation exactly, or None.
 
     ``obs`` holds one :class:`Observation` per traced P (ranks without the
@@ -413,7 +439,21 @@ def infer_within(obs: Sequence[Observation], members: PeerRule, grid: Grid | Non
     return found[0] if found else None
 
 
+_MEMBERS: dict[tuple, PeerRule | None] = {}
+
+
 def infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
+    """The class of ranks that have an event (:func:`_infer_members`; answers are
+    remembered by content)."""
+    key = tuple(sorted((int(P), np.sort(np.asarray(r, np.int64)).tobytes()) for P, r in members.items()))
+    if key not in _MEMBERS:
+        if len(_MEMBERS) > 100_000:
+            _MEMBERS.clear()
+        _MEMBERS[key] = _infer_members(members)
+    return _MEMBERS[key]
+
+
+def _infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
     """The ranks that have an event, as a class of rank: one rank (0, the last, a*P + b),
     every rank but one, or every m-th rank, or all but every m-th (m <= 8, when some P has
     two of them); None when no class fits every P."""

@@ -102,9 +102,31 @@ def rank_of(c: np.ndarray, dims: tuple[int, ...], order: str = "row") -> np.ndar
     return r
 
 
+#: neighbour tables of every rank (rank = arange(P)), by (dims, periods, disp, order): rule
+#: inference evaluates the same displacements on the same grids many thousand times
+_NEIGHBOURS: dict[tuple, np.ndarray] = {}
+
+
 def neighbour(rank: np.ndarray, dims: tuple[int, ...], periods: tuple[bool, ...],
               disp: tuple[int, ...], order: str = "row") -> np.ndarray:
     """World rank at coordinate displacement ``disp`` from each rank, -1 off the grid."""
+    rank = np.asarray(rank, np.int64).reshape(-1)
+    n = int(np.prod(dims))
+    if rank.size == n and n <= 4096 and (n == 0 or (rank[0] == 0 and rank[-1] == n - 1)) and \
+            np.all(rank == np.arange(n)):
+        key = (tuple(int(d) for d in dims), tuple(bool(p) for p in periods), tuple(int(x) for x in disp), order)
+        table = _NEIGHBOURS.get(key)
+        if table is None:
+            if len(_NEIGHBOURS) > 65536:
+                _NEIGHBOURS.clear()
+            table = _neighbour(rank, dims, periods, disp, order)
+            table.flags.writeable = False
+            _NEIGHBOURS[key] = table
+        return table.copy()
+    return _neighbour(rank, dims, periods, disp, order)
+
+
+def _neighbour(rank, dims, periods, disp, order) -> np.ndarray:
     c = coords(rank, dims, order) + np.asarray(disp, np.int64)[None, :]
     ok = np.ones(len(c), bool)
     for d, n in enumerate(dims):

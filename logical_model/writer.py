@@ -63,32 +63,46 @@ def comm_ids(model: LogicalModel, P: int) -> tuple[dict, int]:
 def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases: dict):
     """One phase's events for a block of ranks: dict of (n_events,) arrays, rank-major."""
     ph = model.phases[k]
-    nr, ns = len(ranks), len(ph.slots)
+    nr = len(ranks)
     grid = model.grid
+    # each slot's rows: one for an exact slot, one per call of its busiest rank for a
+    # statistical one (a run of calls whose number differs by rank)
+    rows, row_slot, first_row, counts = [], [], {}, {}
+    scale = ph.stat_scale(P)
+    for i, s in enumerate(ph.slots):
+        placed = s.rows(ranks, P, grid, counts, scale)
+        first_row[i] = len(rows)
+        counts[i] = (np.sum([p["present"] for p in placed], axis=0).astype(np.int64) if placed
+                     else np.zeros(nr, np.int64))
+        rows += placed
+        row_slot += [i] * len(placed)
+    ns = len(rows)
+    row_slot = np.asarray(row_slot, np.int64)
     cols = {c: np.zeros((ns, nr), np.int64) for c in ("peer", "recv_peer", "root", "bytes", "recv_bytes",
                                                        "comm", "tag")}
     present = np.zeros((ns, nr), bool)
-    for i, s in enumerate(ph.slots):
-        placed = s.place(ranks, P, grid)
-        present[i] = placed["present"]
+    for j, placed in enumerate(rows):
+        s = ph.slots[row_slot[j]]
+        present[j] = placed["present"]
         for c in ("peer", "recv_peer", "root", "bytes", "recv_bytes", "tag"):
-            cols[c][i] = placed[c]
+            cols[c][j] = placed[c]
         if s.comm_role is not None:
-            cols["comm"][i] = bases[s.comm_role] + s.comm_role.layout(ranks, P)[0]
+            cols["comm"][j] = bases[s.comm_role] + s.comm_role.layout(ranks, P)[0]
         else:
-            cols["comm"][i] = s.comm
+            cols["comm"][j] = s.comm
     # waits present where the call they complete is (but a rank's last call, where the
     # next repetition opens with the wait that completes it)
     follow = [i for i, s in enumerate(ph.slots) if s.follows is not None]
     if follow:
-        calls = np.array([s.op not in WAIT_OPS for s in ph.slots])
+        calls = np.array([ph.slots[i].op not in WAIT_OPS for i in row_slot], bool)
         masked = present & calls[:, None]
         last = np.where(masked.any(0), ns - 1 - np.argmax(masked[::-1], axis=0), -1)
         for i in follow:
             s = ph.slots[i]
-            present[i] = present[s.follows] & ((last != s.follows) if s.follows_unless_last else True)
-    op = np.array([s.op for s in ph.slots], np.int64)
-    share = np.array([s.work_share for s in ph.slots], float)
+            j, f = first_row[i], first_row[s.follows]
+            present[j] = present[f] & ((last != f) if s.follows_unless_last else True)
+    op = np.array([ph.slots[i].op for i in row_slot], np.int64)
+    share = np.array([ph.slots[i].work_share for i in row_slot], float)
     # work after each slot: the rank's work split by the slots' shares (renormalised
     # over the slots the rank has)
     w_rank = ph.work_per_rank(P, ranks)
@@ -101,7 +115,7 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases:
     if pos is not None:  # rank classes with their own event order
         o = np.lexsort((pos[si, ri], ri))
         ri, si = ri[o], si[o]
-    ev = {"rank": ranks[ri], "op": op[si], "slot": si,
+    ev = {"rank": ranks[ri], "op": op[si], "slot": row_slot[si],
           **{c: v[si, ri] for c, v in cols.items()}}
     a = after[si, ri]
     # the burst before each event; a repetition's trailing burst goes before its first event

@@ -1,5 +1,6 @@
 """Predictions that leave out the phases sigex cannot place at the target: a real program
-whose set-up follows no communication rule, traced at P = 4, 8, 16 and predicted at 64.
+whose set-up sends blocks of sizes that follow no rule over the ranks, traced at P = 4, 8,
+16 and predicted at 64.
 The loop and final phases are predicted, exactly as the whole model would place them; the
 set-up is named with the share of the measured runs it held; ``--strict`` refuses instead;
 a phase list and its left-out phases travel in the written traces."""
@@ -22,13 +23,13 @@ from sigex.cli import main
 from sigex.pipeline import load_models, predict, scaling
 
 pytestmark = needs_mpi
-PROGRAM = Path(__file__).parent / "programs" / "setup_unruled.c"
+PROGRAM = Path(__file__).parent / "programs" / "setup_ragged.c"
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     root = tmp_path_factory.mktemp("partial")
-    exe = root / "setup_unruled"
+    exe = root / "setup_ragged"
     subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe), str(PROGRAM)], check=True)
     for P in (4, 8, 16):
         res = trace_run([str(exe), "200000", "12"], P, root / "traces" / f"P{P}.h5")
@@ -44,7 +45,7 @@ def models(folder):
 def test_the_placeable_phases_are_predicted_and_the_others_named(models):
     keep, why = models.logical.placeable([64])
     assert keep == [1, 2] and list(why) == [0]
-    assert any("no communication rule reproduces the peers" in p for p in why[0])
+    assert any("bytes differ between ranks" in p and "no rule gives each rank" in p for p in why[0])
     pred = predict(models, 64, "cluster-a")
     assert [p["phase"] for p in pred.phases] == [1, 2] and pred.runtime > 0
     (r,) = pred.refused
@@ -60,7 +61,7 @@ def test_the_placeable_phases_are_predicted_and_the_others_named(models):
 
 
 def test_strict_refuses_and_names_the_phase(models):
-    with pytest.raises(ExtrapolationError, match=r"phase 0: slot 1 \(Sendrecv\): no communication rule"):
+    with pytest.raises(ExtrapolationError, match=r"phase 0: slot 1 \(Sendrecv\): bytes differ between ranks"):
         predict(models, 64, "cluster-a", strict=True)
 
 
@@ -104,7 +105,7 @@ def test_cli_extrapolate_physical_and_predict(folder, tmp_path, capsys):
     t = load_trace(out)
     assert t.meta["phase_ids"] == [1, 2] and t.nprocs == 64
     assert [d["id"] for d in t.meta["phases_left_out"]] == [0]
-    assert "no communication rule" in t.meta["phases_left_out"][0]["problem"]
+    assert "bytes differ between ranks" in t.meta["phases_left_out"][0]["problem"]
     assert set(np.unique(t.events["phase"])) == {0, 1}  # positions in phase_ids
 
     strict = tmp_path / "strict.h5"

@@ -1,0 +1,275 @@
+"""Phases whose calls per rank depend on the rank and on P, modelled by expected values.
+
+Some phases make a number of calls that differs from rank to rank and from P to P in
+a way no communication rule of :mod:`~logical_model.rules` reproduces: a
+redistribution between two decompositions of one grid (an FFT's remap from bricks to
+pencils: each rank talks to the ranks whose pencils overlap its brick, a set whose size
+depends on the rank, the grid and P), or exchanges whose count follows the data. The
+exact model (:func:`~logical_model.model.build`) refuses such a phase; this module
+models it statistically instead, as the issue asks of data-dependent counts:
+"modelled as expected messages and bytes per slot and class, regressed over P like
+any other quantity; the logical trace realises them so that counts and volumes follow
+the model".
+
+**Runs.** Each rank's events of one repetition are cut into *runs*: consecutive calls
+of one operation with one tag on one communicator (a remap posts its receives in one
+run, sends in the next, waits in a third). A run is keyed by (operation, tag,
+communicator: MPI_COMM_WORLD and each of its duplicates by creation order, or the
+Cartesian grid; the segment of calls on that communicator it belongs to, a segment
+ending where another communicator or a collective comes; for calls to a peer on the
+world or the declared grid, the grid dimensions the peer lies along) and its occurrence
+in the segment; a run of waits by the run of nonblocking posts it completes. A rank
+with no call of a run (no overlap with any pencil) lacks the run. The runs of every
+rank at every P are merged into one order (networkx topological sort, as for the exact
+slots); where a smaller P's order contradicts a larger one's (runs it numbers otherwise
+because it makes fewer), the larger P's order wins.
+
+**Channels.** Every message of a repetition is matched with its receive (sender,
+receiver and communicator in order, as MPI matches them): a *channel* is a pair (run
+that sends, run that receives). Per channel and P: messages per rank (its total over
+the ranks / P, zero at a P where it has none) and bytes per message, each fitted over P
+with the shared model search. A message whose receive lies outside the repetition
+refuses the phase (it would need the next repetition's calls).
+
+**Collectives** of a run are called the same number of times by every rank at each P
+(else the phase is refused: a replay of it would deadlock); their count and mean bytes
+per call are fitted over P, their root is a rule of P.
+
+**Waits.** A run of waits has one call per request its post run made (Waitany,
+Wait), or one call when that made any (Waitall), whichever holds on every rank at
+every P; otherwise its mean count per rank is fitted.
+
+The fits themselves (exact grid forms of counts and sizes, least squares on a grid
+dimension, the model search, phase totals) are in :mod:`logical_model.model`
+(``_statistical_phase``), which builds the slots.
+
+**Realisation** (:func:`channel_rows`): a channel with m(P) messages per rank sends
+round(m P) messages at P, one more on the first ranks than on the others, rank r's
+j-th to rank r + 1 + (j mod (P - 1)) and the receiver posting it where its own run
+is; each of the bytes per message model. The counts and volumes per phase follow the
+model; the peers do not follow the program's (they are not known): reports call such a
+phase statistical, not exact.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+__all__ = ["Run", "Channel", "runs", "match", "channel_rows", "spread_counts", "StatisticalError"]
+
+
+class StatisticalError(ValueError):
+    """The phase cannot be modelled statistically either (the reason, one line)."""
+
+
+@dataclasses.dataclass
+class Run:
+    """One run slot: its key, and per P the events of every rank in it."""
+
+    key: tuple
+    op: int
+    tag: int
+    comm: Any  # ("world", ordinal), ("cart",) or ("-",) for waits
+    #: per P: (ranks, event indices into the phase template), one entry per event
+    events: dict = dataclasses.field(default_factory=dict)
+    #: index of the post run a wait run completes (None: not a wait run, or none)
+    after: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Channel:
+    """Messages from one run to another: per P, messages and bytes in all."""
+
+    send: int  # run index
+    recv: int  # run index
+    messages: dict  # P -> number of messages (all ranks)
+    bytes: dict  # P -> bytes in all
+    mixed: bool = False  # its messages differ in size at some P (their mean is an expected value)
+
+
+def _comm_key(c: int, kind: int, world_ids: list[int], world: int, cart: int):
+    if c < 0:
+        return ("-",)
+    if kind == cart:
+        return ("cart",)
+    if kind == world:
+        return ("world", world_ids.index(c))
+    return None
+
+
+def _moved(rank: int, peer: int, grid) -> tuple:
+    """The grid dimensions along which ``peer`` lies from ``rank`` (row-major numbering):
+    ("self",) for the rank itself, ("-",) off the grid or without one."""
+    if grid is None or peer < 0:
+        return ("-",)
+    dims = grid[0]
+    if peer >= int(np.prod(dims)):
+        return ("-",)
+    if peer == rank:
+        return ("self",)
+    a, b = np.unravel_index(rank, dims), np.unravel_index(peer, dims)
+    return ("dims", *[d for d in range(len(dims)) if a[d] != b[d]])
+
+
+def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozenset, world: int, cart: int,
+         grids: dict | None = None):
+    """The run slots of one phase at every traced P.
+
+    ``per_p[P] = (op, tag, comm, peer, offsets, kinds)``: the template's op, tag,
+    communicator id and peer columns, its per-rank offsets, and each communicator id's
+    kind (model.py's MPI_COMM_WORLD ``world`` and Cartesian ``cart`` kinds; any other
+    makes the phase refused). ``grids[P] = (dims, periods)``: the declared process grid,
+    on which the calls to a peer on MPI_COMM_WORLD or the grid are keyed by the
+    dimensions they move along too (an exchange along a dimension 1 wide at a small P is
+    missing there, not another one). Returns (runs in one order, per P the run index of
+    every template event).
+    """
+    keys_per_p, run_of_event = {}, {}
+    grids = grids or {}
+    for P, (op, tag, comm, peer, offs, kinds) in per_p.items():
+        grid = grids.get(P)
+        world_ids = sorted(c for c, k in kinds.items() if k == world)
+        ev_keys = np.empty(len(op), object)
+        rank_seqs = []
+        for r in range(P):
+            a, b = int(offs[r]), int(offs[r + 1])
+            seq: list[tuple] = []
+            count: dict[tuple, int] = {}
+            last_post: tuple = ("wrap",)
+            prev_base = None
+            segment: tuple = ("-",)
+            segments: dict[tuple, int] = {}
+            for e in range(a, b):
+                o, c = int(op[e]), int(comm[e])
+                if o in wait_ops:
+                    base = (o, -1, ("after", last_post))
+                else:
+                    ck = _comm_key(c, kinds.get(c, -99), world_ids, world, cart)
+                    if ck is None:
+                        raise StatisticalError(f"P={P}: rank {r} calls on a communicator that is neither "
+                                               "MPI_COMM_WORLD, a duplicate of it nor the Cartesian grid")
+                    seg = (ck, o in p2p_ops)
+                    if seg != segment[0]:  # a new segment: calls on another communicator, or
+                        m = segments.get(seg, 0)  # collectives after point-to-point calls
+                        segments[seg] = m + 1
+                        segment = (seg, m)
+                    where = _moved(r, int(peer[e]), grid) if ck in (("world", 0), ("cart",)) else ("-",)
+                    base = (o, int(tag[e]), ck, segment[1], where)
+                if base != prev_base:  # a new run
+                    n = count.get(base, 0)
+                    count[base] = n + 1
+                    seq.append(base + (n,))
+                    prev_base = base
+                    if o in post_ops:
+                        last_post = seq[-1]
+                ev_keys[e] = seq[-1]
+            rank_seqs.append(seq)
+        keys_per_p[P] = rank_seqs
+        run_of_event[P] = ev_keys
+    # one order of the runs: the largest P's first; an order a smaller P has that
+    # contradicts it (runs numbered otherwise where it makes fewer) gives way
+    g = nx.DiGraph()
+    first: dict[tuple, int] = {}
+    edges: dict[tuple, None] = {}
+    for P in sorted(keys_per_p, reverse=True):
+        for seq in {tuple(s): None for s in keys_per_p[P]}:
+            for key in seq:
+                first.setdefault(key, len(first))
+            edges.update(dict.fromkeys(zip(seq[:-1], seq[1:])))
+    g.add_nodes_from(first)
+    for a, b in edges:
+        if not g.has_edge(a, b) and not nx.has_path(g, b, a):
+            g.add_edge(a, b)
+    order = list(nx.lexicographical_topological_sort(g, key=lambda n: first[n]))
+    index = {key: i for i, key in enumerate(order)}
+    out = [Run(key=key, op=key[0], tag=key[1], comm=key[2]) for key in order]
+    for i, run in enumerate(out):
+        if run.comm[0] == "after" and run.comm[1] != ("wrap",):
+            run.after = index.get(run.comm[1])
+    per_event = {}
+    for P, (op, tag, comm, peer, offs, kinds) in per_p.items():
+        idx = np.fromiter((index[k] for k in run_of_event[P]), np.int64, len(run_of_event[P]))
+        rank = np.repeat(np.arange(P), np.diff(offs))
+        for i in range(len(out)):
+            sel = np.flatnonzero(idx == i)
+            out[i].events[P] = (rank[sel], sel)
+        per_event[P] = idx
+    return out, per_event
+
+
+def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, both_ops: frozenset):
+    """Channels: each message matched with its receive, in order per (sender, receiver,
+    communicator). ``per_p[P] = (op, peer, recv_peer, comm, bytes, offsets)``. Raises
+    :class:`StatisticalError` when a message or a receive has no partner in the repetition."""
+    chans: dict[tuple[int, int], dict] = {}
+    for P, (op, peer, rpeer, comm, nbytes, offs) in per_p.items():
+        rank = np.repeat(np.arange(P), np.diff(offs))
+        runs_ = run_idx[P]
+        sends: dict[tuple, list] = {}
+        recvs: dict[tuple, list] = {}
+        for e in range(len(op)):
+            o = int(op[e])
+            if o in send_ops or o in both_ops:
+                q = int(peer[e])
+                if q >= 0:
+                    sends.setdefault((int(rank[e]), q, int(comm[e])), []).append(e)
+            if o in recv_ops or o in both_ops:
+                q = int(rpeer[e]) if o in both_ops else int(peer[e])
+                if q >= 0:
+                    recvs.setdefault((q, int(rank[e]), int(comm[e])), []).append(e)
+        for key in set(sends) | set(recvs):
+            s, r = sends.get(key, []), recvs.get(key, [])
+            if len(s) != len(r):
+                raise StatisticalError(
+                    f"P={P}: rank {key[0]} sends {len(s)} messages to rank {key[1]} and rank {key[1]} posts "
+                    f"{len(r)} receives from it within one repetition (the others are matched in another "
+                    "repetition or phase)")
+            for a, b in zip(s, r):
+                ch = chans.setdefault((int(runs_[a]), int(runs_[b])), {})
+                n, v, lo, hi = ch.get(P, (0, 0, np.inf, -np.inf))
+                ch[P] = (n + 1, v + int(nbytes[a]), min(lo, int(nbytes[a])), max(hi, int(nbytes[a])))
+    return [Channel(send=s, recv=r, messages={P: x[0] for P, x in d.items()},
+                    bytes={P: x[1] for P, x in d.items()}, mixed=any(x[2] != x[3] for x in d.values()))
+            for (s, r), d in sorted(chans.items())]
+
+
+def spread_counts(total: int, P: int, ranks: np.ndarray) -> np.ndarray:
+    """``total`` calls over P ranks: total // P each, one more on the first total % P."""
+    total = max(0, int(total))
+    return total // P + (np.asarray(ranks, np.int64) < total % P)
+
+
+def channel_rows(total: int, P: int, ranks: np.ndarray, side: str):
+    """Rows of one side of a channel of ``total`` messages at P, for ``ranks``: a list of
+    (present, peer, recv_peer) arrays, row j being each rank's j-th message of the
+    channel. ``side``: "send" (rank r's j-th goes to r + 1 + j mod (P - 1)), "recv" (the
+    matching receives, from r - 1 - j mod (P - 1)) or "both" (a Sendrecv: every rank the
+    same count, both at once)."""
+    ranks = np.asarray(ranks, np.int64)
+    n = len(ranks)
+    if P < 2 or total <= 0:
+        return []
+    if side == "both":
+        k = int(round(total / P))
+        rows = []
+        for j in range(k):
+            d = 1 + j % (P - 1)
+            rows.append((np.ones(n, bool), (ranks + d) % P, (ranks - d) % P))
+        return rows
+    K = -(-int(total) // P)
+    rows = []
+    none = np.full(n, -1, np.int64)
+    for j in range(K):
+        d = 1 + j % (P - 1)
+        if side == "send":
+            present = spread_counts(total, P, ranks) > j
+            rows.append((present, (ranks + d) % P, none))
+        else:
+            src = (ranks - d) % P
+            present = spread_counts(total, P, src) > j
+            rows.append((present, src, none))
+    return rows
