@@ -235,7 +235,8 @@ def main() -> None:
                         "error": at_traced.runtime / measured[Pmax] - 1, "replay_error": None})
         for P in opts.targets or APPS[app].get("targets", (256, 1024)):
             tpath, truth = traced_run(app, P, CACHE / app / "truth" / f"P{P}.h5", machine, say,
-                                      trace=P <= (opts.trace_max or APPS[app].get("trace_max", 256)))
+                                      trace=P <= (opts.trace_max if opts.trace_max is not None
+                                                  else APPS[app].get("trace_max", 256)))
             say(f"{app}: predicting P = {P}")
             at_p, given = models, None
             if models.logical.grid_problem(P) and APPS[app].get("user_grid"):
