@@ -38,11 +38,15 @@ the latest entry plus the closed-form LogGP cost. A collective instance is
 evaluated once all its members have entered it (MPI lets collectives
 synchronise, so a correct program cannot depend on them not doing so).
 
-Not modelled: receive-side NIC contention (LogGOPSim's ``g`` on arrival),
-network topology and congestion, the cost of reduction arithmetic, the NIC gap
-for rendezvous data (only the request is gap-limited), the NIC gap between a
-rank's point-to-point and collective messages, and the cost of communicator
-creation.
+Not modelled: receive-side NIC contention (LogGOPSim's ``g`` on arrival; SMPI
+shares a rank's link among the messages arriving at once: three 32 KiB messages
+into one rank take it 7.7 us on ``bench/smpi/cluster.toml``, the replay 4.4 us,
+``tests/replay/test_smpi_network.py``), network topology and congestion, the cost
+of reduction arithmetic, the NIC gap for rendezvous data (only the request is
+gap-limited), the NIC gap between a rank's point-to-point and collective
+messages, and the cost of communicator creation (SMPI's ``MPI_Comm_split`` sends
+2(P - 1) messages through rank 0, about 2o per member, and its traces do not
+show it: ``tests/replay/test_smpi_twins.py``).
 
 Engine
 ------
