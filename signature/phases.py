@@ -304,6 +304,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         _, first, inverse = np.unique(shape[:, it_cols].T, axis=0, return_index=True,
                                       return_inverse=True)
         kind[it_cols] = np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
+    if it_cols.size:
+        kind[it_cols] = _merge_variant_kinds(kind[it_cols], it_cols, seg_loop[it_cols], bounds, struct, ro)
     counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
     # weight-1 iterations at either end of a loop belong to the part beside them, unless
     # they are a whole step or more on every rank (the run's last step rebuilds and
@@ -536,6 +538,86 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                      phases=tuple(phases), sequence=sequence.astype(np.int64),
                      region_problems=problems,
                      unmodelled=tuple(unmodelled_notes(trace.meta, runtime)))
+
+
+#: kinds of one loop whose calls differ by at most ``VARIANT_DISTANCE`` of the larger
+#: one's (as multisets of (rank, call), summed over the ranks) are one kind whose
+#: data-dependent calls differ between repetitions (a neighbour-search step whose atom
+#: exchange skips a direction no atom crosses; a plain step whose halo changed at the
+#: last repartition), unless the two *recur* side by side: a kind that occurs
+#: ``RARE_KIND`` times or more at a regular interval (the commonest gap between its
+#: occurrences is half of them, and ``REGULAR_SHARE`` are multiples of it: every 10th
+#: step, but not the 40th, which rebuilds) is the program's, and two such kinds whose
+#: occurrences interleave (a plain step and the step that reduces every 10) stay apart
+RARE_KIND = 3
+REGULAR_SHARE = 0.75
+VARIANT_DISTANCE = 0.3
+#: the most kinds compared pairwise per loop
+VARIANT_KINDS_MAX = 256
+
+
+def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, bounds: np.ndarray,
+                         struct: np.ndarray, ro: np.ndarray) -> np.ndarray:
+    """Kinds of iteration (``kind[j]`` of global segment ``cols[j]`` of loop ``loop[j]``)
+    with the variants of one kind merged, nearest pairs first, renumbered in order of
+    first occurrence (see ``VARIANT_DISTANCE``)."""
+    n_kind = int(kind.max()) + 1
+    P = bounds.shape[0]
+    parent = np.arange(n_kind)
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            k = parent[k]
+        return k
+
+    for L in np.unique(loop).tolist():
+        mine = np.flatnonzero(loop == L)
+        ks, first = np.unique(kind[mine], return_index=True)
+        if len(ks) < 2 or len(ks) > VARIANT_KINDS_MAX:
+            continue
+        span, regular = {}, {}
+        for k in ks.tolist():
+            at = np.flatnonzero(kind[mine] == k)
+            span[k] = (int(at[0]), int(at[-1]))
+            gaps = np.diff(at)
+            if len(at) >= RARE_KIND:
+                v, n = np.unique(gaps, return_counts=True)
+                mode = int(v[np.argmax(n)])
+                regular[k] = bool(n.max() >= 0.5 * len(gaps)
+                                  and np.mean(gaps % mode == 0) >= REGULAR_SHARE)
+            else:
+                regular[k] = False
+        sets = []
+        for j in mine[first].tolist():
+            g = int(cols[j])
+            keys = np.concatenate([mix(struct[int(ro[r]) + 1 + int(bounds[r, g]):int(ro[r]) + 1 + int(bounds[r, g + 1])],
+                                       np.full(int(bounds[r, g + 1] - bounds[r, g]), r, np.int64))
+                                   for r in range(P)])
+            sets.append(np.unique(keys, return_counts=True))
+        pairs = []
+        for i in range(len(ks)):
+            for j in range(i + 1, len(ks)):
+                (ka, ca), (kb, cb) = sets[i], sets[j]
+                _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
+                apart = int(ca.sum()) + int(cb.sum()) - 2 * int(np.minimum(ca[ia], cb[ib]).sum())
+                size = max(int(ca.sum()), int(cb.sum()))
+                if apart <= VARIANT_DISTANCE * size:
+                    pairs.append((apart / max(size, 1), int(ks[i]), int(ks[j])))
+        members = {int(k): [int(k)] for k in ks}
+        for _, a, b in sorted(pairs):
+            ra, rb = root(a), root(b)
+            if ra == rb:
+                continue
+            ma = [k for k in members[ra] if regular[k]]
+            mb = [k for k in members[rb] if regular[k]]
+            if any(span[x][0] < span[y][1] and span[y][0] < span[x][1] for x in ma for y in mb):
+                continue  # two kinds of step that recur side by side
+            lo, hi = min(ra, rb), max(ra, rb)
+            parent[hi] = lo
+            members[lo] += members.pop(hi)
+    merged = np.array([root(int(k)) for k in kind])
+    _, first, inverse = np.unique(merged, return_index=True, return_inverse=True)
+    return np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
 
 
 def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int, b: int, offset: int,
