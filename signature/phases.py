@@ -544,14 +544,10 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
 #: one's (as multisets of (rank, call), summed over the ranks) are one kind whose
 #: data-dependent calls differ between repetitions (a neighbour-search step whose atom
 #: exchange skips a direction no atom crosses; a plain step whose halo changed at the
-#: last repartition), unless the two *recur* side by side: a kind that occurs
-#: ``RARE_KIND`` times or more at a regular interval (the commonest gap between its
-#: occurrences is half of them, and ``REGULAR_SHARE`` are multiples of it: every 10th
-#: step, but not the 40th, which rebuilds) is the program's, and two such kinds whose
-#: occurrences interleave (a plain step and the step that reduces every 10) stay apart
+#: last repartition), when one follows the other or both fall on a common period
+#: (``_may_merge``): a plain step and the step that reduces every 10 stay apart
+VARIANT_DISTANCE = 0.2
 RARE_KIND = 3
-REGULAR_SHARE = 0.75
-VARIANT_DISTANCE = 0.3
 #: the most kinds compared pairwise per loop
 VARIANT_KINDS_MAX = 256
 
@@ -575,18 +571,8 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
         ks, first = np.unique(kind[mine], return_index=True)
         if len(ks) < 2 or len(ks) > VARIANT_KINDS_MAX:
             continue
-        span, regular = {}, {}
-        for k in ks.tolist():
-            at = np.flatnonzero(kind[mine] == k)
-            span[k] = (int(at[0]), int(at[-1]))
-            gaps = np.diff(at)
-            if len(at) >= RARE_KIND:
-                v, n = np.unique(gaps, return_counts=True)
-                mode = int(v[np.argmax(n)])
-                regular[k] = bool(n.max() >= 0.5 * len(gaps)
-                                  and np.mean(gaps % mode == 0) >= REGULAR_SHARE)
-            else:
-                regular[k] = False
+        pos = {int(k): np.flatnonzero(kind[mine] == k) for k in ks}
+        span = {k: (int(at[0]), int(at[-1])) for k, at in pos.items()}
         sets = []
         for j in mine[first].tolist():
             g = int(cols[j])
@@ -594,30 +580,48 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
                                        np.full(int(bounds[r, g + 1] - bounds[r, g]), r, np.int64))
                                    for r in range(P)])
             sets.append(np.unique(keys, return_counts=True))
+        # a kind seen only at the loop's first or last iteration is left to the rule for
+        # the loop's ends (it joins the part beside it)
+        edge = {k: span[k][0] == span[k][1] and span[k][0] in (0, len(mine) - 1) for k in span}
         pairs = []
         for i in range(len(ks)):
             for j in range(i + 1, len(ks)):
+                if edge[int(ks[i])] or edge[int(ks[j])]:
+                    continue
                 (ka, ca), (kb, cb) = sets[i], sets[j]
                 _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
                 apart = int(ca.sum()) + int(cb.sum()) - 2 * int(np.minimum(ca[ia], cb[ib]).sum())
                 size = max(int(ca.sum()), int(cb.sum()))
-                if apart <= VARIANT_DISTANCE * size:
+                if apart < VARIANT_DISTANCE * size:
                     pairs.append((apart / max(size, 1), int(ks[i]), int(ks[j])))
         members = {int(k): [int(k)] for k in ks}
         for _, a, b in sorted(pairs):
             ra, rb = root(a), root(b)
-            if ra == rb:
+            if ra == rb or not _may_merge([pos[k] for k in members[ra]], [pos[k] for k in members[rb]]):
                 continue
-            ma = [k for k in members[ra] if regular[k]]
-            mb = [k for k in members[rb] if regular[k]]
-            if any(span[x][0] < span[y][1] and span[y][0] < span[x][1] for x in ma for y in mb):
-                continue  # two kinds of step that recur side by side
             lo, hi = min(ra, rb), max(ra, rb)
             parent[hi] = lo
             members[lo] += members.pop(hi)
     merged = np.array([root(int(k)) for k in kind])
     _, first, inverse = np.unique(merged, return_index=True, return_inverse=True)
     return np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
+
+
+def _may_merge(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Whether two groups of kinds (the loop iterations each occurs at) may be one kind:
+    kinds that recur (``RARE_KIND`` times or more each) of which one follows the other (a
+    plain step before and after a repartition), or rare kinds (fewer than ``RARE_KIND`` iterations each), sparse (never two iterations
+    in a row) and fall on a common period (the steps that
+    rebuild every 40th: greatest common divisor of their distances above 1). A kind that
+    occurs beside another, dense one (a reduction every k-th step among plain steps) is
+    the program's, not the data's."""
+    pa, pb = np.concatenate(a), np.concatenate(b)
+    rare = max(len(x) for x in a + b) < RARE_KIND
+    if not rare:
+        return bool(min(len(x) for x in a + b) >= RARE_KIND and (pa.max() < pb.min() or pb.max() < pa.min()))
+    both = np.unique(np.concatenate([pa, pb]))
+    gaps = np.diff(both)
+    return bool(gaps.size and gaps.min() > 1 and np.gcd.reduce(gaps) > 1)
 
 
 def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int, b: int, offset: int,
