@@ -1,0 +1,36 @@
+"""Kinds of step whose calls depend on the data (``signature.phases._merge_variant_kinds``):
+the repetitions of one kind that differ only where the data decides are one phase."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from signature import extract
+from synthetic import build_trace
+
+
+@settings(max_examples=25, deadline=None)
+@given(P=st.sampled_from([6, 8]), k=st.integers(6, 10), rebuilds=st.integers(2, 3),
+       tail=st.integers(2, 5))
+def test_rebuild_steps_whose_exchange_depends_on_the_data_are_one_phase(P, k, rebuilds, tail):
+    """Every k-th step exchanges atoms with a partner (five Sendrecv); in each such step
+    one pair of ranks has atoms to move one way only (a Send and a Recv instead of the
+    first Sendrecv: no atom crossed back), a different pair each time. The rebuild steps
+    are one phase whose weight is their count, beside the plain step's phase."""
+    steps = rebuilds * k + tail
+
+    def step(r, s):
+        calls = [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800),
+                 ("Sendrecv", (r - 1) % P, 800, (r + 1) % P, 800), ("Allreduce", -1, 8)]
+        if s % k == k - 1:
+            partner = r ^ 1
+            exchange = [("Sendrecv", partner, 96, partner, 96)] * 5
+            if r // 2 == (s // k) % (P // 2):  # this pair's atoms move one way
+                exchange[0] = ("Send", partner, 96) if r % 2 == 0 else ("Recv", partner, 96)
+            calls += exchange
+        return calls
+    sig = extract(build_trace(P, steps, step))
+    loops = sig.loop_phases
+    assert [p.weight for p in loops] == [steps - rebuilds, rebuilds]
+    assert set(loops[1].ops) >= {"Sendrecv", "Allreduce", "Send", "Recv"}
