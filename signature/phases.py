@@ -548,6 +548,11 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
 #: (``_may_merge``): a plain step and the step that reduces every 10 stay apart
 VARIANT_DISTANCE = 0.2
 RARE_KIND = 3
+#: two kinds that differ on at most this share of the ranks are one kind wherever they
+#: occur: what the program decides, every rank of a class does (a reduction, a rebuild);
+#: a message that only a rank or two make or skip is the data's (the last particle rank
+#: sends the PME rank its next step's flags before or after its own step ends)
+LOCAL_VARIANT_SHARE = 0.25
 #: the most kinds compared pairwise per loop
 VARIANT_KINDS_MAX = 256
 
@@ -573,13 +578,17 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
             continue
         pos = {int(k): np.flatnonzero(kind[mine] == k) for k in ks}
         span = {k: (int(at[0]), int(at[-1])) for k, at in pos.items()}
-        sets = []
+        sets, per_rank = [], []
         for j in mine[first].tolist():
             g = int(cols[j])
-            keys = np.concatenate([mix(struct[int(ro[r]) + 1 + int(bounds[r, g]):int(ro[r]) + 1 + int(bounds[r, g + 1])],
-                                       np.full(int(bounds[r, g + 1] - bounds[r, g]), r, np.int64))
-                                   for r in range(P)])
+            pieces = [struct[int(ro[r]) + 1 + int(bounds[r, g]):int(ro[r]) + 1 + int(bounds[r, g + 1])]
+                      for r in range(P)]
+            keys = np.concatenate([mix(t, np.full(len(t), r, np.int64)) for r, t in enumerate(pieces)])
             sets.append(np.unique(keys, return_counts=True))
+            # each rank's calls as a multiset (a sum of hashes does not depend on the order)
+            with np.errstate(over="ignore"):
+                per_rank.append(np.array([mix(t, np.zeros(len(t), np.int64)).sum(dtype=np.uint64)
+                                          for t in pieces], np.uint64))
         # a kind seen only at the loop's first or last iteration is left to the rule for
         # the loop's ends (it joins the part beside it)
         edge = {k: span[k][0] == span[k][1] and span[k][0] in (0, len(mine) - 1) for k in span}
@@ -593,15 +602,27 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
                 apart = int(ca.sum()) + int(cb.sum()) - 2 * int(np.minimum(ca[ia], cb[ib]).sum())
                 size = max(int(ca.sum()), int(cb.sum()))
                 if apart < VARIANT_DISTANCE * size:
-                    pairs.append((apart / max(size, 1), int(ks[i]), int(ks[j])))
-        members = {int(k): [int(k)] for k in ks}
-        for _, a, b in sorted(pairs):
+                    local = int(np.sum(per_rank[i] != per_rank[j])) <= LOCAL_VARIANT_SHARE * P
+                    pairs.append((apart / max(size, 1), int(ks[i]), int(ks[j]), local))
+        # the kinds each group stands for: merged as a variant (a local difference, a rare
+        # kind), a kind is no longer one of them; where the others occur says nothing of
+        # where the program's kinds of step occur
+        core = {int(k): [int(k)] for k in ks}
+        for _, a, b, local in sorted(pairs):
             ra, rb = root(a), root(b)
-            if ra == rb or not _may_merge([pos[k] for k in members[ra]], [pos[k] for k in members[rb]]):
+            if ra == rb:
+                continue
+            ca_, cb_ = [pos[k] for k in core[ra]], [pos[k] for k in core[rb]]
+            if local:
+                kept = core[ra] if sum(map(len, ca_)) >= sum(map(len, cb_)) else core[rb]
+            elif _may_merge(ca_, cb_):
+                kept = core[ra] + core[rb]
+            else:
                 continue
             lo, hi = min(ra, rb), max(ra, rb)
             parent[hi] = lo
-            members[lo] += members.pop(hi)
+            del core[hi]
+            core[lo] = kept
     merged = np.array([root(int(k)) for k in kind])
     _, first, inverse = np.unique(merged, return_index=True, return_inverse=True)
     return np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
@@ -615,11 +636,11 @@ def _may_merge(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     rebuild every 40th: greatest common divisor of their distances above 1). A kind that
     occurs beside another, dense one (a reduction every k-th step among plain steps) is
     the program's, not the data's."""
-    pa, pb = np.concatenate(a), np.concatenate(b)
     rare = max(len(x) for x in a + b) < RARE_KIND
     if not rare:
-        return bool(min(len(x) for x in a + b) >= RARE_KIND and (pa.max() < pb.min() or pb.max() < pa.min()))
-    both = np.unique(np.concatenate([pa, pb]))
+        return bool(min(len(x) for x in a + b) >= RARE_KIND
+                    and all(x.max() < y.min() or y.max() < x.min() for x in a for y in b))
+    both = np.unique(np.concatenate(a + b))
     gaps = np.diff(both)
     return bool(gaps.size and gaps.min() > 1 and np.gcd.reduce(gaps) > 1)
 
