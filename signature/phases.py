@@ -540,28 +540,39 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                      unmodelled=tuple(unmodelled_notes(trace.meta, runtime)))
 
 
-#: kinds of one loop whose calls differ by at most ``VARIANT_DISTANCE`` of the larger
-#: one's (as multisets of (rank, call), summed over the ranks) are one kind whose
-#: data-dependent calls differ between repetitions (a neighbour-search step whose atom
-#: exchange skips a direction no atom crosses; a plain step whose halo changed at the
-#: last repartition), when one follows the other or both fall on a common period
-#: (``_may_merge``): a plain step and the step that reduces every 10 stay apart
+#: Kinds of step that are one kind whose data-dependent calls differ between repetitions
+#: (``_merge_variant_kinds``). Distances are between the multisets of (rank, call) of two
+#: kinds' first repetitions, as a share of the larger one. Two kinds are one when they are
+#: nearer than ``VARIANT_DISTANCE`` and
+#:
+#: * differ on ``LOCAL_VARIANT_SHARE`` of the ranks or fewer: what the program decides,
+#:   every rank of a class does (a reduction, a rebuild); a message a rank or two make or
+#:   skip is the data's (the last particle rank sends the PME rank its next step's flags
+#:   before or after its own step ends); or
+#: * both recur (``RARE_KIND`` times or more) and one follows the other: the plain step
+#:   before and after a repartition changed its halo (two kinds that recur side by side,
+#:   a plain step and the step that reduces every 10, are the program's).
+#:
+#: Rare kinds (fewer than ``RARE_KIND`` repetitions each) that never occur twice in a row
+#: and fall on a common period (the steps that rebuild every 40th) are one kind when they
+#: are nearer than ``RARE_VARIANT_DISTANCE`` and nearer to each other than half their
+#: distance to any kind that recurs: the atom exchange of each neighbour-search step
+#: differs from the last one's wherever the atoms moved, but a step that rebuilds and
+#: prints differs from one that only prints as much as the plain step does.
 VARIANT_DISTANCE = 0.2
+RARE_VARIANT_DISTANCE = 0.35
 RARE_KIND = 3
-#: two kinds that differ on at most this share of the ranks are one kind wherever they
-#: occur: what the program decides, every rank of a class does (a reduction, a rebuild);
-#: a message that only a rank or two make or skip is the data's (the last particle rank
-#: sends the PME rank its next step's flags before or after its own step ends)
 LOCAL_VARIANT_SHARE = 0.25
 #: the most kinds compared pairwise per loop
-VARIANT_KINDS_MAX = 256
+VARIANT_KINDS_MAX = 128
 
 
 def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, bounds: np.ndarray,
                          struct: np.ndarray, ro: np.ndarray) -> np.ndarray:
     """Kinds of iteration (``kind[j]`` of global segment ``cols[j]`` of loop ``loop[j]``)
-    with the variants of one kind merged, nearest pairs first, renumbered in order of
-    first occurrence (see ``VARIANT_DISTANCE``)."""
+    with the variants of one kind merged, nearest pairs first (see ``VARIANT_DISTANCE``),
+    renumbered in order of first occurrence. A kind seen only at a loop's first or last
+    iteration is left to the rule for the loop's ends (it joins the part beside it)."""
     n_kind = int(kind.max()) + 1
     P = bounds.shape[0]
     parent = np.arange(n_kind)
@@ -574,10 +585,10 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
     for L in np.unique(loop).tolist():
         mine = np.flatnonzero(loop == L)
         ks, first = np.unique(kind[mine], return_index=True)
-        if len(ks) < 2 or len(ks) > VARIANT_KINDS_MAX:
+        n = len(ks)
+        if n < 2 or n > VARIANT_KINDS_MAX:
             continue
-        pos = {int(k): np.flatnonzero(kind[mine] == k) for k in ks}
-        span = {k: (int(at[0]), int(at[-1])) for k, at in pos.items()}
+        pos = [np.flatnonzero(kind[mine] == k) for k in ks]
         sets, per_rank = [], []
         for j in mine[first].tolist():
             g = int(cols[j])
@@ -589,59 +600,64 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
             with np.errstate(over="ignore"):
                 per_rank.append(np.array([mix(t, np.zeros(len(t), np.int64)).sum(dtype=np.uint64)
                                           for t in pieces], np.uint64))
-        # a kind seen only at the loop's first or last iteration is left to the rule for
-        # the loop's ends (it joins the part beside it)
-        edge = {k: span[k][0] == span[k][1] and span[k][0] in (0, len(mine) - 1) for k in span}
-        pairs = []
-        for i in range(len(ks)):
-            for j in range(i + 1, len(ks)):
-                if edge[int(ks[i])] or edge[int(ks[j])]:
-                    continue
+        dist = np.full((n, n), np.inf)
+        for i in range(n):
+            for j in range(i + 1, n):
                 (ka, ca), (kb, cb) = sets[i], sets[j]
                 _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
                 apart = int(ca.sum()) + int(cb.sum()) - 2 * int(np.minimum(ca[ia], cb[ib]).sum())
-                size = max(int(ca.sum()), int(cb.sum()))
-                if apart < VARIANT_DISTANCE * size:
-                    local = int(np.sum(per_rank[i] != per_rank[j])) <= LOCAL_VARIANT_SHARE * P
-                    pairs.append((apart / max(size, 1), int(ks[i]), int(ks[j]), local))
-        # the kinds each group stands for: merged as a variant (a local difference, a rare
-        # kind), a kind is no longer one of them; where the others occur says nothing of
-        # where the program's kinds of step occur
-        core = {int(k): [int(k)] for k in ks}
-        for _, a, b, local in sorted(pairs):
-            ra, rb = root(a), root(b)
+                dist[i, j] = dist[j, i] = apart / max(int(ca.sum()), int(cb.sum()), 1)
+        recurs = np.array([len(x) >= RARE_KIND for x in pos])
+        near = np.where(recurs[None, :], dist, np.inf).min(axis=1)  # nearest kind that recurs
+        edge = np.array([len(x) == 1 and int(x[0]) in (0, len(mine) - 1) for x in pos])
+        i, j = np.nonzero(np.triu(dist < max(VARIANT_DISTANCE, RARE_VARIANT_DISTANCE), 1))
+        pairs = sorted((float(dist[a, b]), int(a), int(b)) for a, b in zip(i, j) if not (edge[a] or edge[b]))
+        # the kinds each group stands for: a kind merged as a variant no longer is one of
+        # them (where a variant occurs says nothing of where the program's steps occur)
+        core = {k: [k] for k in range(n)}
+        group = list(range(n))
+
+        def top(k: int) -> int:
+            while group[k] != k:
+                k = group[k]
+            return k
+
+        for d, a, b in pairs:
+            ra, rb = top(a), top(b)
             if ra == rb:
                 continue
-            ca_, cb_ = [pos[k] for k in core[ra]], [pos[k] for k in core[rb]]
-            if local:
-                kept = core[ra] if sum(map(len, ca_)) >= sum(map(len, cb_)) else core[rb]
-            elif _may_merge(ca_, cb_):
+            pa, pb = [pos[k] for k in core[ra]], [pos[k] for k in core[rb]]
+            if d < VARIANT_DISTANCE and np.sum(per_rank[a] != per_rank[b]) <= LOCAL_VARIANT_SHARE * P:
+                kept = core[ra] if sum(map(len, pa)) >= sum(map(len, pb)) else core[rb]
+            elif d < VARIANT_DISTANCE and _follow(pa, pb):
+                kept = core[ra] + core[rb]
+            elif d < 0.5 * min(near[a], near[b]) and _rare_on_a_period(pa, pb):
                 kept = core[ra] + core[rb]
             else:
                 continue
             lo, hi = min(ra, rb), max(ra, rb)
-            parent[hi] = lo
+            group[hi] = lo
             del core[hi]
             core[lo] = kept
+            parent[root(int(ks[hi]))] = root(int(ks[lo]))
     merged = np.array([root(int(k)) for k in kind])
     _, first, inverse = np.unique(merged, return_index=True, return_inverse=True)
     return np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
 
 
-def _may_merge(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
-    """Whether two groups of kinds (the loop iterations each occurs at) may be one kind:
-    kinds that recur (``RARE_KIND`` times or more each) of which one follows the other (a
-    plain step before and after a repartition), or rare kinds (fewer than ``RARE_KIND`` iterations each), sparse (never two iterations
-    in a row) and fall on a common period (the steps that
-    rebuild every 40th: greatest common divisor of their distances above 1). A kind that
-    occurs beside another, dense one (a reduction every k-th step among plain steps) is
-    the program's, not the data's."""
-    rare = max(len(x) for x in a + b) < RARE_KIND
-    if not rare:
-        return bool(min(len(x) for x in a + b) >= RARE_KIND
-                    and all(x.max() < y.min() or y.max() < x.min() for x in a for y in b))
-    both = np.unique(np.concatenate(a + b))
-    gaps = np.diff(both)
+def _follow(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Whether two groups of kinds (the loop iterations each kind occurs at) all recur and
+    each kind of one lies wholly before or after each kind of the other."""
+    return bool(min(len(x) for x in a + b) >= RARE_KIND
+                and all(x.max() < y.min() or y.max() < x.min() for x in a for y in b))
+
+
+def _rare_on_a_period(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Whether two groups of rare kinds never occur twice in a row and fall on a common
+    period (greatest common divisor of their distances above 1)."""
+    if max(len(x) for x in a + b) >= RARE_KIND:
+        return False
+    gaps = np.diff(np.unique(np.concatenate(a + b)))
     return bool(gaps.size and gaps.min() > 1 and np.gcd.reduce(gaps) > 1)
 
 
