@@ -324,16 +324,27 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         p2p.append((np.concatenate([send_ev[ms], recv_ev[mr]]) - base,
                     np.concatenate([recv_ev[ms], send_ev[mr]])))
         coll.append((coll_ev[mc] - base, coll_key[mc]))
-    def linked(r: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rank r's calls linked to aligned ones: their positions and global iterations."""
+    rank_ev = trace.events["rank"]
+
+    def linked(r: int, every: bool = False, anchors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Rank r's calls linked to aligned ones: their positions and global iterations
+        (``every``: all its linked calls, -1 where the partner is not in the loop;
+        ``anchors``: only messages with these ranks, if it has any)."""
         pos_p, partner = p2p[r]
+        if anchors is not None:
+            mine = anchors[rank_ev[partner]]
+            if mine.any():
+                pos, g = pos_p[mine], g_ev[partner[mine]]
+                return (pos, g) if every else (pos[g >= 0], g[g >= 0])
         pos_c, keys = coll[r]
         g_c = np.fromiter((coll_g.get(k, -1) for k in keys.tolist()), np.int64, len(keys))
         pos = np.concatenate([pos_p, pos_c])
         g = np.concatenate([g_ev[partner], g_c])
-        return pos[g >= 0], g[g >= 0]
+        return (pos, g) if every else (pos[g >= 0], g[g >= 0])
 
-    def place(r: int, pos: np.ndarray, g: np.ndarray) -> None:
+    anchors: np.ndarray | None = None
+
+    def place(r: int, pos: np.ndarray, g: np.ndarray, final: bool = False) -> None:
         st, en = span(r)
         if not st.size:  # a rank without this loop: its iterations are empty, at its end
             out[r] = [int(segs[r].bounds[-1])] * (n_ref + 1)
@@ -377,7 +388,17 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
             # before their loop: a PME rank's first step, the others' set-up step)
         else:
             cut[0] = st[0]
-        cut = np.minimum(np.concatenate([cut, [en[-1]]]), en[-1])
+        end = int(en[-1])
+        if final and pos.size and len(st) != n_ref:
+            # the loop ends on this rank where its calls linked to the others' loop end: a
+            # call after them linked to the others' next part (the last step, run after
+            # their loop) is the next part's too
+            every, g_all = linked(r, every=True, anchors=anchors)
+            last = int(pos.max())
+            after = every[(g_all < 0) & (every > last) & (every < end)]
+            if after.size:
+                end = int(after.min())
+        cut = np.minimum(np.concatenate([cut, [end]]), end)
         if out[r] is not None:  # placed again: forget the first placement
             g_ev[base + int(out[r][0]):base + int(out[r][-1])] = -1
         out[r] = cut.tolist()
@@ -396,11 +417,14 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         done.append(r)
         place(r, pos, g)
     # ranks cut where their links say (their own count is not the reference's) are placed
-    # again once every rank is: a rank placed early saw only some of its partners (a PME
-    # rank whose FFT partner was aligned before the particle ranks that send to it)
+    # again once every rank is, by their messages with the ranks that cut the loop as the
+    # reference does: a rank placed early saw only some of its partners (a PME rank whose
+    # FFT partner was aligned before the particle ranks that send to it), and ranks of its
+    # own class say nothing the class's own cut did not (where its loop ends)
+    anchors = np.array([s.iterations(L) == n_ref for s in segs])
     for r in done:
         if 0 < segs[r].iterations(L) != n_ref:
-            place(r, *linked(r))
+            place(r, *linked(r, anchors=anchors), final=True)
     return out  # type: ignore[return-value]
 
 
