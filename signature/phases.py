@@ -286,6 +286,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     seg_loop = np.concatenate(cols_l).astype(np.int64)
     seg_section = np.repeat(np.arange(len(cols_b)), [c.shape[1] for c in cols_b])
     G = bounds.shape[1] - 1
+    bounds = _hold_requests(trace, bounds, seg_loop)
     # iteration contents, per rank and global segment: shape (runs collapsed) and exact
     shape = np.zeros((P, G), np.uint64)
     exact = np.zeros((P, G), np.uint64)
@@ -567,12 +568,56 @@ LOCAL_VARIANT_SHARE = 0.25
 VARIANT_KINDS_MAX = 128
 
 
+def _hold_requests(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray) -> np.ndarray:
+    """Per rank, each loop iteration starts early enough to hold the requests it
+    completes: a nonblocking call (Isend, Irecv) posted at the end of one segment and
+    completed in the loop iteration after it belongs to that iteration, which starts at
+    the call (the last particle rank sends the PME rank the next step's flags as its own
+    step ends; a receive posted for the next step). ``bounds``: (P, G+1) positions in
+    each rank's stream without Init."""
+    ev = trace.events
+    c = trace.completions
+    if not len(c["rank"]):
+        return bounds
+    P = trace.nprocs
+    ro = trace.rank_offsets
+    posted = np.flatnonzero(ev["req"] >= 0)
+    big = np.int64(1) << 40
+    key_p = ev["rank"][posted].astype(np.int64) * big + ev["req"][posted]
+    key_c = c["rank"].astype(np.int64) * big + c["req"]
+    order = np.argsort(key_c, kind="stable")
+    at = np.searchsorted(key_c[order], key_p)
+    ok = at < len(order)
+    ok[ok] = key_c[order[at[ok]]] == key_p[ok]
+    posted, done = posted[ok], order[at[ok]]
+    # the completing call's event: its rank's (seq) position
+    rank = c["rank"][done].astype(np.int64)
+    ev_key = ev["rank"].astype(np.int64) * big + ev["seq"]
+    finish = np.searchsorted(ev_key, rank * big + c["seq"][done])
+    out = bounds.copy()
+    starts_loop = np.concatenate([seg_loop >= 0, [False]])  # bound g opens a loop iteration
+    r_of = ev["rank"][posted]
+    for r in np.unique(r_of).tolist():
+        mine = r_of == r
+        base = int(ro[r]) + 1
+        s_pos, c_pos = posted[mine] - base, finish[mine] - base
+        b = bounds[r]
+        k = np.searchsorted(b, s_pos, side="right") - 1  # segment the request is posted in
+        inside = (k >= 0) & (k + 2 < len(b)) & (s_pos > b[np.clip(k, 0, len(b) - 1)])
+        k, s_pos, c_pos = k[inside], s_pos[inside], c_pos[inside]
+        crosses = (c_pos >= b[k + 1]) & (c_pos < b[k + 2]) & starts_loop[k + 1]
+        np.minimum.at(out[r], k[crosses] + 1, s_pos[crosses])
+    return out
+
+
 def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, bounds: np.ndarray,
                          struct: np.ndarray, ro: np.ndarray) -> np.ndarray:
     """Kinds of iteration (``kind[j]`` of global segment ``cols[j]`` of loop ``loop[j]``)
     with the variants of one kind merged, nearest pairs first (see ``VARIANT_DISTANCE``),
-    renumbered in order of first occurrence. A kind seen only at a loop's first or last
-    iteration is left to the rule for the loop's ends (it joins the part beside it)."""
+    renumbered in order of first occurrence. A kind seen only at a loop's first iteration
+    is left to the rule for the loop's ends (it joins the part before: it may still hold
+    set-up), and one seen only at its last merges only as a local variant (the last step
+    skips the flags a rank sends for a next step that never comes)."""
     n_kind = int(kind.max()) + 1
     P = bounds.shape[0]
     parent = np.arange(n_kind)
@@ -609,9 +654,10 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
                 dist[i, j] = dist[j, i] = apart / max(int(ca.sum()), int(cb.sum()), 1)
         recurs = np.array([len(x) >= RARE_KIND for x in pos])
         near = np.where(recurs[None, :], dist, np.inf).min(axis=1)  # nearest kind that recurs
-        edge = np.array([len(x) == 1 and int(x[0]) in (0, len(mine) - 1) for x in pos])
+        first_only = np.array([len(x) == 1 and int(x[0]) == 0 for x in pos])
+        last_only = np.array([len(x) == 1 and int(x[0]) == len(mine) - 1 for x in pos])
         i, j = np.nonzero(np.triu(dist < max(VARIANT_DISTANCE, RARE_VARIANT_DISTANCE), 1))
-        pairs = sorted((float(dist[a, b]), int(a), int(b)) for a, b in zip(i, j) if not (edge[a] or edge[b]))
+        pairs = sorted((float(dist[a, b]), int(a), int(b)) for a, b in zip(i, j) if not (first_only[a] or first_only[b]))
         # the kinds each group stands for: a kind merged as a variant no longer is one of
         # them (where a variant occurs says nothing of where the program's steps occur)
         core = {k: [k] for k in range(n)}
@@ -629,6 +675,8 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
             pa, pb = [pos[k] for k in core[ra]], [pos[k] for k in core[rb]]
             if d < VARIANT_DISTANCE and np.sum(per_rank[a] != per_rank[b]) <= LOCAL_VARIANT_SHARE * P:
                 kept = core[ra] if sum(map(len, pa)) >= sum(map(len, pb)) else core[rb]
+            elif last_only[a] or last_only[b]:
+                continue
             elif d < VARIANT_DISTANCE and _follow(pa, pb):
                 kept = core[ra] + core[rb]
             elif d < 0.5 * min(near[a], near[b]) and _rare_on_a_period(pa, pb):
