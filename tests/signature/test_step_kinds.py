@@ -34,3 +34,32 @@ def test_rebuild_steps_whose_exchange_depends_on_the_data_are_one_phase(P, k, re
     loops = sig.loop_phases
     assert [p.weight for p in loops] == [steps - rebuilds, rebuilds]
     assert set(loops[1].ops) >= {"Sendrecv", "Allreduce", "Send", "Recv"}
+
+
+@settings(max_examples=30, deadline=None)
+@given(P=st.integers(4, 9), steps=st.integers(15, 50), k=st.integers(4, 9))
+def test_a_rank_class_whose_own_iteration_starts_elsewhere_is_aligned_by_its_messages(P, steps, k):
+    """The last rank serves the others (a PME rank): each step it receives from every
+    worker, then answers. Its first step's receives are posted larger (a set-up buffer),
+    so its own loop is found from its first answers on: its own iteration runs from the
+    answers of one step to the receives of the next. Its messages with the workers put its cut
+    where the step begins: the plain step's server template receives, then answers, and
+    the step that reduces every k-th is a phase of its own with the count of reductions."""
+    W = P - 1
+
+    def step(r, s):
+        if r == W:
+            calls = [("Recv", w, 4096 if s == 0 else 512) for w in range(W)] + [("Send", w, 512) for w in range(W)]
+        else:
+            calls = [("Sendrecv", (r + 1) % W, 64, (r - 1) % W, 64), ("Send", W, 512), ("Recv", W, 512)]
+        if s % k == k - 1 and s < steps - 1:
+            calls += [("Allreduce", -1, 8)]
+        return calls
+    sig = extract(build_trace(P, steps, step))
+    loops = sig.loop_phases
+    assert len(loops) == 2
+    reductions = [s for s in range(steps - 1) if s % k == k - 1]
+    assert loops[1].weight == len(reductions)
+    assert sum(p.weight for p in loops) in (steps - 1, steps)  # the set-up step may be initial
+    server = loops[0].rank_template(W)
+    assert list(server["op"]) == [8] * W + [4] * W  # Recv x W, Send x W
