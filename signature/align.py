@@ -11,7 +11,13 @@ member. The coarsest iteration count that a quarter of the ranks share (within 5
 defines the global iterations (its most common value's first rank is the reference);
 every other rank, once one of its partners is aligned, puts each of its iterations in
 the global iteration that most of its linked calls fall in (its median), and where an
-iteration has no such call, where its midpoint in time falls.
+iteration has no such call, where its midpoint in time falls; a rank whose own count
+differs is cut where its linked calls say each global iteration begins, and placed
+again once every rank is, by its messages with the ranks whose count is the
+reference's (its loop then ends where those messages end). Where every rank cuts the
+same number of iterations, a rank that most of its partners disagree with (a quarter of
+their messages cross an iteration boundary) is cut elsewhere in the step (rotated) and
+is cut again by its messages (``_unrotate``).
 
 A loop is the program's only if the ranks run it together: a quarter of them (and at
 least two: the ranks of a class) cut it into the same number of iterations (within 5%),

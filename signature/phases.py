@@ -43,11 +43,20 @@ Algorithm
    not (rank classes: PME ranks, a class whose own unit is a fraction of the
    step), the ranks are aligned by the communication they share: matched
    messages and collective calls put each rank's iterations into the global
-   iterations of a reference rank. A *phase* is a distinct combination of the
-   ranks' iteration shapes (structure with runs collapsed, so that a count that
-   depends on the data is one phase; ``events``/``events_max`` per rank record
-   its spread), numbered in order of first occurrence, with one template per
-   rank (ranks with equal templates form its classes). Weight-1 iterations at
+   iterations of a reference rank. Ranks that cut the loop as often as the others
+   but at another point of the step (a PME rank whose own iteration runs from its
+   FFT to the next step's receives) are cut again where their messages say, and
+   every iteration starts early enough to hold the requests it completes. A
+   *kind* of iteration is a distinct combination of the ranks' iteration shapes
+   (structure with runs collapsed, so that a count that depends on the data is
+   one kind); kinds that differ only where the data decides are merged
+   (``_merge_variant_kinds``: a difference on a quarter of the ranks or fewer; the
+   plain steps before and after a repartition changed the halo; rare
+   neighbour-search steps on a common period whose atom exchanges differ), while
+   kinds that recur side by side (a plain step and the step that reduces every
+   10) stay apart. A *phase* is a kind, numbered in order of first occurrence,
+   with one template per rank (ranks with equal templates form its classes;
+   ``events``/``events_max`` per rank record the spread of its repetitions). Weight-1 iterations at
    either end of a loop join the part beside them; what lies before, between and
    after the loops are weight-1 parts (``initial``, ``between``, ``final``).
    Template message sizes are the mean over the repetitions of the same
