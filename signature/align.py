@@ -429,7 +429,11 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
     # own class say nothing the class's own cut did not (where its loop ends)
     anchors = np.array([s.iterations(L) == n_ref for s in segs])
     for r in done:
-        if 0 < segs[r].iterations(L) != n_ref:
+        # (only where most ranks cut the loop as the reference does: a class beside them,
+        # not counts that scatter, as a data-driven loop's; and only ranks that exchange
+        # messages with them: where collectives alone link them, the first placement stands)
+        if (0 < segs[r].iterations(L) != n_ref and anchors.sum() > P / 2
+                and anchors[rank_ev[p2p[r][1]]].any()):
             place(r, *linked(r, anchors=anchors), final=True)
     return out  # type: ignore[return-value]
 
