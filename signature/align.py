@@ -144,7 +144,12 @@ def align_ranks(trace: Trace, segs: list[RankSegments], cache: dict | None = Non
                 its = np.flatnonzero(s.loop == L)
                 own.append(np.concatenate([s.bounds[its], [s.bounds[its[-1] + 1]]]).astype(np.int64))
                 lows.append(int(s.bounds[its[0] - 1]) if its[0] > 0 else int(s.bounds[0]))
-            if P > 2:
+            # (ranks that all begin their iterations with the same call are cut alike: the
+            # message links are only needed where they do not)
+            first_ops = {int(trace.events["op"][min(int(trace.rank_offsets[r]) + 1 + int(c[0]),
+                                                   int(trace.rank_offsets[r + 1]) - 1)])
+                         for r, c in enumerate(own)}
+            if P > 2 and len(first_ops) > 1:
                 if links is None:
                     links = cache["links"] = (*message_links(trace), *_collective_keys(trace))
                 own = _unrotate(trace, own, lows, links)
