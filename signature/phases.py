@@ -601,8 +601,12 @@ def _hold_requests(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray) -> np
     posted, done = posted[ok], order[at[ok]]
     # the completing call's event: its rank's (seq) position
     rank = c["rank"][done].astype(np.int64)
-    ev_key = ev["rank"].astype(np.int64) * big + ev["seq"]
-    finish = np.searchsorted(ev_key, rank * big + c["seq"][done])
+    first_seq = ev["seq"][ro[:-1]].astype(np.int64) if len(ev["seq"]) else np.zeros(P, np.int64)
+    if np.all(ev["seq"][ro[1:] - 1] - first_seq == np.diff(ro) - 1):  # seq counts each rank's events
+        finish = ro[:-1][rank] + (c["seq"][done] - first_seq[rank])
+    else:
+        ev_key = ev["rank"].astype(np.int64) * big + ev["seq"]
+        finish = np.searchsorted(ev_key, rank * big + c["seq"][done])
     out = bounds.copy()
     starts_loop = np.concatenate([seg_loop >= 0, [False]])  # bound g opens a loop iteration
     r_of = ev["rank"][posted]
