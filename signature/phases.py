@@ -89,7 +89,7 @@ import numpy as np
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
-from .align import align_ranks, global_sections
+from .align import _COLLECTIVE, align_ranks, global_sections
 from .iterations import (RankSegments, find_unit, mix, relative_peers, segment_keys, segment_rank,
                          structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
@@ -315,7 +315,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                                       return_inverse=True)
         kind[it_cols] = np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
     if it_cols.size:
-        kind[it_cols] = _merge_variant_kinds(kind[it_cols], it_cols, seg_loop[it_cols], bounds, struct, ro)
+        kind[it_cols] = _merge_variant_kinds(kind[it_cols], it_cols, seg_loop[it_cols], bounds, struct, ro,
+                                             ev["op"])
     counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
     # weight-1 iterations at either end of a loop belong to the part beside them, unless
     # they are a whole step or more on every rank (the run's last step rebuilds and
@@ -559,9 +560,11 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
 #:   every rank of a class does (a reduction, a rebuild); a message a rank or two make or
 #:   skip is the data's (the last particle rank sends the PME rank its next step's flags
 #:   before or after its own step ends); or
-#: * both recur (``RARE_KIND`` times or more) and one follows the other: the plain step
-#:   before and after a repartition changed its halo (two kinds that recur side by side,
-#:   a plain step and the step that reduces every 10, are the program's).
+#: * both recur (``RARE_KIND`` times or more), one follows the other and they make the
+#:   same collective calls (on some rank): the plain step before and after a
+#:   repartition changed its halo (two kinds that recur side by side, a plain step and
+#:   the step that reduces every 10, are the program's; so is a reduction, wherever
+#:   it falls).
 #:
 #: Rare kinds (fewer than ``RARE_KIND`` repetitions each) that never occur twice in a row
 #: and fall on a common period (the steps that rebuild every 40th) are one kind when they
@@ -573,6 +576,8 @@ VARIANT_DISTANCE = 0.2
 RARE_VARIANT_DISTANCE = 0.35
 RARE_KIND = 3
 LOCAL_VARIANT_SHARE = 0.25
+_IS_COLLECTIVE = np.zeros(256, bool)
+_IS_COLLECTIVE[_COLLECTIVE] = True
 #: the most kinds compared pairwise per loop
 VARIANT_KINDS_MAX = 128
 
@@ -624,7 +629,7 @@ def _hold_requests(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray) -> np
 
 
 def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, bounds: np.ndarray,
-                         struct: np.ndarray, ro: np.ndarray) -> np.ndarray:
+                         struct: np.ndarray, ro: np.ndarray, op: np.ndarray) -> np.ndarray:
     """Kinds of iteration (``kind[j]`` of global segment ``cols[j]`` of loop ``loop[j]``)
     with the variants of one kind merged, nearest pairs first (see ``VARIANT_DISTANCE``),
     renumbered in order of first occurrence. A kind seen only at a loop's first iteration
@@ -647,17 +652,20 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
         if n < 2 or n > VARIANT_KINDS_MAX:
             continue
         pos = [np.flatnonzero(kind[mine] == k) for k in ks]
-        sets, per_rank = [], []
+        sets, per_rank, collectives = [], [], []
         for j in mine[first].tolist():
             g = int(cols[j])
-            pieces = [struct[int(ro[r]) + 1 + int(bounds[r, g]):int(ro[r]) + 1 + int(bounds[r, g + 1])]
-                      for r in range(P)]
+            spans = [(int(ro[r]) + 1 + int(bounds[r, g]), int(ro[r]) + 1 + int(bounds[r, g + 1])) for r in range(P)]
+            pieces = [struct[a:b] for a, b in spans]
             keys = np.concatenate([mix(t, np.full(len(t), r, np.int64)) for r, t in enumerate(pieces)])
             sets.append(np.unique(keys, return_counts=True))
-            # each rank's calls as a multiset (a sum of hashes does not depend on the order)
+            # each rank's calls as a multiset (a sum of hashes does not depend on the order),
+            # and the collective calls the kind makes (on any rank)
             with np.errstate(over="ignore"):
                 per_rank.append(np.array([mix(t, np.zeros(len(t), np.int64)).sum(dtype=np.uint64)
                                           for t in pieces], np.uint64))
+            collectives.append(np.unique(np.concatenate([struct[a:b][_IS_COLLECTIVE[op[a:b]]]
+                                                         for a, b in spans])))
         dist = np.full((n, n), np.inf)
         for i in range(n):
             for j in range(i + 1, n):
@@ -690,7 +698,7 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
                 kept = core[ra] if sum(map(len, pa)) >= sum(map(len, pb)) else core[rb]
             elif last_only[a] or last_only[b]:
                 continue
-            elif d < VARIANT_DISTANCE and _follow(pa, pb):
+            elif d < VARIANT_DISTANCE and _follow(pa, pb) and np.array_equal(collectives[a], collectives[b]):
                 kept = core[ra] + core[rb]
             elif d < 0.5 * min(near[a], near[b]) and _rare_on_a_period(pa, pb):
                 kept = core[ra] + core[rb]

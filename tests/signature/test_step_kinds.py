@@ -63,3 +63,24 @@ def test_a_rank_class_whose_own_iteration_starts_elsewhere_is_aligned_by_its_mes
     assert sum(p.weight for p in loops) in (steps - 1, steps)  # the set-up step may be initial
     server = loops[0].rank_template(W)
     assert list(server["op"]) == [8] * W + [4] * W  # Recv x W, Send x W
+
+
+@settings(max_examples=25, deadline=None)
+@given(P=st.integers(8, 12), m=st.integers(4, 10), intervals=st.integers(3, 8))
+def test_a_step_whose_calls_change_on_one_rank_at_each_repartition_is_one_phase(P, m, intervals):
+    """A halo step (exchanges with the ranks 1 to 4 away, each way). Every m steps the
+    domains are repartitioned, and one rank (another each time) has no atoms to receive
+    back on one exchange: it sends and receives apart (Send, Recv) instead of one
+    Sendrecv, until the next repartition. The steps are one phase, whatever rank changed
+    its calls when. (With a reduction every k-th step as well, the cut of the rank that
+    changed can slip by the reduction: P=8, m=9, 4 intervals, k=4 gives 21 + 2 + 1 + 6 + 6
+    instead of 28 + 8; not covered here.)"""
+    steps = m * intervals
+
+    def step(r, s):
+        calls = [("Sendrecv", (r + d) % P, 256, (r - d) % P, 256) for d in (1, -1, 2, -2, 3, -3, 4, -4)]
+        if r == (3 * (s // m)) % P:
+            calls[2:3] = [("Send", (r + 2) % P, 256), ("Recv", (r - 2) % P, 256)]
+        return calls
+    sig = extract(build_trace(P, steps, step))
+    assert [p.weight for p in sig.loop_phases] == [steps]
