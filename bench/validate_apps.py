@@ -46,6 +46,12 @@ against its "Neighbor list builds"), hpcc's kernels against the times it reports
 and the detector's speed (events per CPU second of ``extract``, less disturbed than wall
 time by other work on the machine).
 
+The predict part (``--part predict``) makes the whole prediction at P = 32 from the
+models of P = 4, 8, 16 (the phases that cannot be placed there left out, with their
+share of the real run) and sets each placed phase's computation per process beside the
+real run's (thread CPU time: the real run is oversubscribed, its wall time is not a
+32-core runtime; both are shown).
+
 The logical part (``--part logical``) fits each application's logical model at P = 4, 8,
 16 and holds out P = 32: per phase, extrapolated or refused (the reason, one line); an
 extrapolated phase's events at P = 32 against the real run's, rank by rank and event by
@@ -693,6 +699,102 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
     }
 
 
+def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dict:
+    """The whole prediction of one application from its runs at ``fit``, at ``held``,
+    beside the real run there: the phases that can be placed (the others left out and
+    their share of the real run), each placed phase's computation per process and
+    repetition (CRM, CPU seconds) against the real run's, and the predicted runtime on
+    this machine's profile against the real run's wall time, oversubscribed."""
+    from compute_model import from_traces
+    from signature import extract
+    from signature.errors import SigexError
+    from sigex.pipeline import Models, predict
+    files = [out / app / f"P{P}" / f"P{P}.h5" for P in fit]
+    t0 = time.process_time()
+    try:
+        compute = from_traces(files)
+        models = Models(logical=compute.logical, compute=compute, source=app,
+                        measured={s.nprocs: s.runtime for s in compute.signatures})
+        pred = predict(models, held, ROOT / "machines" / "this-machine.toml")
+    except SigexError as err:  # nothing can be placed, or the signatures cannot be related
+        return {"app": app, "predicted": False, "refused": str(err).splitlines()[0],
+                "model_cpu_s": time.process_time() - t0}
+    took = time.process_time() - t0
+    real = extract(load_trace(out / app / f"P{held}" / f"P{held}.h5"))
+    same = [(p.kind, p.ops) for p in real.phases] == [(p.kind, p.ops) for p in compute.signatures[-1].phases]
+    by_id = {p.id: p for p in real.phases}
+    phases = []
+    for ph in pred.phases:
+        k = ph["phase"]
+        row = {"phase": k, "kind": ph["kind"], "weight": ph["weight"], "te": ph["te"],
+               "computation": ph["computation"]}
+        if same:
+            rp = by_id[k]
+            row["weight_real"] = rp.weight
+            row["computation_real"] = float(np.mean(rp.stats["cpu_mean"]))
+            row["computation_error"] = row["computation"] / row["computation_real"] - 1 \
+                if row["computation_real"] > 0 else None
+        phases.append(row)
+    left = sum(by_id[r["phase"]].share for r in pred.refused) if same else None
+    placed = [p for p in phases if "computation_real" in p]
+    comp_pred = sum(p["computation"] * p["weight"] for p in placed)
+    comp_real = sum(p["computation_real"] * p["weight_real"] for p in placed)
+    return {"app": app, "predicted": True, "model_cpu_s": took, "phases_same_at_held": same,
+            "phases": phases, "left_out": [r["phase"] for r in pred.refused],
+            "left_out_share_real": left,
+            "left_out_share_fit": {P: sum(r["measured_share"][P] for r in pred.refused) for P in fit}
+            if pred.refused else {},
+            "runtime_predicted": pred.runtime, "runtime_real_wall": real.runtime,
+            "oversubscription": held / (os.cpu_count() or 1),
+            "computation_predicted": comp_pred, "computation_real": comp_real,
+            "computation_error": comp_pred / comp_real - 1 if comp_real > 0 else None}
+
+
+def predict_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dict:
+    rows = []
+    for app in apps:
+        if not all((out / app / f"P{P}" / f"P{P}.h5").exists() for P in (*fit, held)):
+            print(f"{app}: no cached traces at P = {', '.join(map(str, (*fit, held)))} (run the capture part)",
+                  file=sys.stderr)
+            continue
+        print(f"{app} ...", file=sys.stderr, flush=True)
+        rows.append(predict_row(app, out, fit, held))
+    cores = os.cpu_count() or 1
+    print(f"whole predictions of the real applications: models from P = {', '.join(map(str, fit))}, "
+          f"predicted at P = {held}, beside the real run there. The real run shared {cores} cores "
+          f"({held // cores}x oversubscribed), so its wall time is not a {held}-core runtime; the "
+          "computation (thread CPU time per process, summed over the repetitions of the placed "
+          "phases) is what compares. Phases that cannot be placed are left out and their share of "
+          "the real run shown.\n")
+    table = [("app", "phases placed", "left out (share of real run)", "computation pred/real (s)", "error",
+              "runtime pred (this-machine)", "real wall (oversubscribed)")]
+    for r in rows:
+        if not r["predicted"]:
+            table.append((r["app"], "none", "all: " + r["refused"][:60] + "...", "-", "-", "-", "-"))
+            continue
+        left = ", ".join(map(str, r["left_out"])) or "none"
+        if r["left_out_share_real"] is not None and r["left_out"]:
+            left += f" ({100 * r['left_out_share_real']:.1f}%)"
+        err = r["computation_error"]
+        table.append((r["app"], ", ".join(str(p["phase"]) for p in r["phases"]), left,
+                      f"{r['computation_predicted']:.3f}/{r['computation_real']:.3f}",
+                      f"{100 * err:+.1f}%" if err is not None else "-",
+                      f"{r['runtime_predicted']:.3f} s", f"{r['runtime_real_wall']:.3f} s"))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for k, row in enumerate(table):
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    errs = [abs(r["computation_error"]) for r in rows if r["predicted"] and r["computation_error"] is not None]
+    return {"bench": "validate_apps", "part": "predict", "fit_P": list(fit), "held_P": held,
+            "apps": [r["app"] for r in rows], "predicted_apps": [r["app"] for r in rows if r["predicted"]],
+            "computation_error_max": max(errs) if errs else None,
+            "oversubscription": held / cores,
+            "goal": {"predicted_apps": "every app"},
+            "met": {"predicted_apps": bool(rows) and all(r["predicted"] for r in rows)},
+            "rows": rows}
+
+
 def _sampling(r: dict) -> str:
     """'lazy, 91% est.' or 'always' (rows cached before lazy sampling have neither key)."""
     mode = r.get("cpu_sampling", "always")
@@ -708,10 +810,11 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=2,
                     help="runs of each kind, untraced and traced alternating; the best is kept")
     ap.add_argument("--force", action="store_true", help="redo cached runs")
-    ap.add_argument("--part", choices=("capture", "signature", "logical"), default="capture",
+    ap.add_argument("--part", choices=("capture", "signature", "logical", "predict"), default="capture",
                     help="capture: run and trace the apps (cached); signature: the signatures "
                          "of the cached traces against the apps' own counts; logical: the logical "
-                         "model fitted at P = 4, 8, 16 against the real run at P = 32")
+                         "model fitted at P = 4, 8, 16 against the real run at P = 32; predict: the "
+                         "whole prediction at P = 32 (placed phases, computation, runtime)")
     ap.add_argument("--out", type=Path, default=OUT,
                     help=f"where runs and traces are cached (default {OUT.relative_to(ROOT)}); "
                          "e.g. another folder for SIGEX_CPU_SAMPLE_MIN_US=0 runs")
@@ -720,6 +823,11 @@ def main(argv=None) -> int:
         summary = logical_part(opts.apps, opts.out)
         print()
         print(json.dumps(summary))
+        return 0
+    if opts.part == "predict":
+        summary = predict_part(opts.apps, opts.out)
+        print()
+        print(json.dumps(summary, default=float))
         return 0
     if opts.part == "signature":
         summary = signature_part(opts.apps, opts.p, opts.out)

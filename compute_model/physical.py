@@ -20,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from logical_model import LogicalModel
+from logical_model.correspond import align_to, correspond
 from signature.errors import ExtrapolationError
 from signature.model import Signature
 
@@ -56,9 +57,8 @@ class ComputeModel:
 
     def describe(self, target: int | None = None) -> str:
         out = []
-        for crm, ipt in zip(self.crms, self.ipts):
-            ph = self.logical.phases[crm.phase]
-            out.append(f"phase {crm.phase} ({ph.kind}) {ph.pattern}")
+        for ph, crm, ipt in zip(self.logical.phases, self.crms, self.ipts):
+            out.append(f"phase {ph.id} ({ph.kind}) {ph.pattern}")
             out.append("  " + crm.describe().replace("\n", "\n  "))
             if target:
                 out.append(f"  predicted computation per process and repetition at P={target}: "
@@ -67,6 +67,13 @@ class ComputeModel:
                        f"({'constant' if ipt.constant else 'not constant'} within "
                        f"{100 * ipt.tolerance:.0f}%)")
         return "\n".join(out)
+
+    def subset(self, keep: Sequence[int], why: dict[int, list[str]] | None = None) -> "ComputeModel":
+        """This model with only the phases at indices ``keep`` (:meth:`LogicalModel.placeable`:
+        the phases that can be placed at the targets when others cannot; ``why``: the others'
+        problems)."""
+        return dataclasses.replace(self, logical=self.logical.subset(keep, why),
+                                   crms=[self.crms[k] for k in keep], ipts=[self.ipts[k] for k in keep])
 
     def physical_trace(self, P: int, path: str | Path, *, overwrite: bool = False, block: int = 65536,
                        progress=None) -> Path:
@@ -82,7 +89,8 @@ class ComputeModel:
             return ev["work"] * scale[ev["phase"]]
 
         meta = {"source": f"compute model from P = {', '.join(map(str, self.logical.Ps))}",
-                "crm": "; ".join(f"phase {c.phase}: {c.model.formula()}" for c in self.crms)}
+                "crm": "; ".join(f"phase {ph.id}: {c.model.formula()}"
+                                 for ph, c in zip(self.logical.phases, self.crms))}
         return write_logical_trace(self.logical, P, path, overwrite=overwrite, block=block,
                                    progress=progress, trace_kind="physical", extra={"t_comp": t_comp},
                                    extra_meta=meta)
@@ -107,10 +115,14 @@ def build(logical: LogicalModel, signatures: Sequence[Signature], *,
     if [s.nprocs for s in sigs] != logical.Ps:
         raise ExtrapolationError(f"the signatures (P = {[s.nprocs for s in sigs]}) are not the ones "
                                  f"the logical model was built from (P = {logical.Ps})")
+    sigs, _ = correspond(sigs)  # the phases the logical model kept, as it kept them
     mode = logical.work_mode
     small = sorted(small, key=lambda s: s.nprocs)
     if small:
-        bad = [s for s in small if len(s.phases) != len(logical.phases)]
+        aligned = [align_to(sigs[0], s) for s in small]
+        bad = [s for s, a in zip(small, aligned) if a is None or len(a.phases) != len(logical.phases)]
+        if not bad:
+            small = aligned
         if bad or {s.app for s in small} != {logical.app}:
             s = (bad or small)[0]
             raise ExtrapolationError(f"{s.source}: the small-workload run is not the same program "

@@ -528,6 +528,9 @@ class LogicalModel:
     notes: list[str] = dataclasses.field(default_factory=list)
     #: dims rules other than ``grid.rule`` that give the declared grid at every traced P
     grid_rules: list[DimsRule] = dataclasses.field(default_factory=list)
+    #: phases of the signature this model leaves out (:meth:`subset`): id, kind, pattern and
+    #: why, written into its traces (``phases_left_out``)
+    left_out: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     # ---- use ---------------------------------------------------------------------
     def grid_problem(self, P: int) -> str | None:
@@ -621,22 +624,57 @@ class LogicalModel:
         return out
 
     def check_target(self, P: int) -> None:
-        if not isinstance(P, (int, np.integer)) or P < 1:
-            raise ExtrapolationError(f"target P must be a positive integer, got {P!r}")
-        grid = self.grid_problem(P)
-        if grid is not None:
-            err = ExtrapolationError(f"{self.app}: cannot write a logical trace: {grid}")
-            err.detail = grid
-            raise err
-        bad = [(self.phases[k].id, pr) for k, pr in self.phase_problems(P).items() if pr]
-        if bad:
-            err = ExtrapolationError(
-                f"{self.app}: cannot write a logical trace, {len(bad)} phase(s) not extrapolable: "
-                + "; ".join(f"phase {pid}: {_short(pr)}" for pid, pr in bad[:5])
-                + (f"; and {len(bad) - 5} more phases" if len(bad) > 5 else ""))
-            # every problem of every phase, for a file the caller names (sigex: --explain)
-            err.detail = "\n".join(f"phase {pid}: {p}" for pid, pr in bad for p in pr)
-            raise err
+        """Refuse P unless every phase can be placed there (:meth:`placeable` keeps the
+        ones that can)."""
+        _, refused = self.placeable([P])
+        if refused:
+            raise self.refusal(refused)
+
+    def placeable(self, Ps: Sequence[int]) -> tuple[list[int], dict[int, list[str]]]:
+        """The phases that can be placed at every P of ``Ps`` (indices), and for each of the
+        others (by index) why not, every P's problems together. Raises when none can, or
+        when the process grid at one of ``Ps`` is not known (:meth:`grid_problem`: a
+        ``--grid`` decides it, and leaving out the phases on the grid would mislead)."""
+        refused: dict[int, list[str]] = {}
+        for P in Ps:
+            if not isinstance(P, (int, np.integer)) or P < 1:
+                raise ExtrapolationError(f"target P must be a positive integer, got {P!r}")
+            grid = self.grid_problem(P)
+            if grid is not None:
+                err = ExtrapolationError(f"{self.app}: cannot write a logical trace: {grid}")
+                err.detail = grid
+                raise err
+            for k, pr in self.phase_problems(P).items():
+                for text in pr:
+                    if text not in refused.setdefault(k, []):
+                        refused[k].append(text)
+        refused = {k: pr for k, pr in refused.items() if pr}
+        keep = [k for k in range(len(self.phases)) if k not in refused]
+        if not keep:
+            raise self.refusal(refused)
+        return keep, refused
+
+    def refusal(self, refused: dict[int, list[str]]) -> ExtrapolationError:
+        """The error that refuses the phases ``refused`` (index -> problems): one line naming
+        each phase once, every problem in its ``detail`` (for a file: sigex --explain)."""
+        bad = [(self.phases[k].id, pr) for k, pr in refused.items()]
+        err = ExtrapolationError(
+            f"{self.app}: cannot write a logical trace, {len(bad)} phase(s) not extrapolable: "
+            + "; ".join(f"phase {pid}: {_short(pr)}" for pid, pr in bad[:5])
+            + (f"; and {len(bad) - 5} more phases" if len(bad) > 5 else ""))
+        err.detail = "\n".join(f"phase {pid}: {p}" for pid, pr in bad for p in pr)
+        return err
+
+    def subset(self, keep: Sequence[int], why: dict[int, list[str]] | None = None) -> "LogicalModel":
+        """This model with only the phases at indices ``keep`` (they keep their ids, so the
+        logical trace and the reports still name them as the signature did); the others
+        go to :attr:`left_out` with their problems ``why`` (index -> problems)."""
+        keep = list(keep)
+        out = [{"id": ph.id, "kind": ph.kind, "pattern": ph.pattern,
+                "problem": _short((why or {}).get(k) or ["left out"])}
+               for k, ph in enumerate(self.phases) if k not in keep]
+        return dataclasses.replace(self, phases=[self.phases[k] for k in keep],
+                                   left_out=self.left_out + out)
 
     def with_grid(self, P: int, dims: Sequence[int]) -> "LogicalModel":
         """This model with the process grid fixed to ``dims`` at P (``--grid``): for the
@@ -803,7 +841,7 @@ class LogicalModel:
                 "grid": self.grid.to_dict() if self.grid else None,
                 "grid_rules": [r.to_dict() for r in self.grid_rules],
                 "phases": [p.to_dict() for p in self.phases], "sources": self.sources,
-                "notes": self.notes}
+                "notes": self.notes, "left_out": self.left_out}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "LogicalModel":
@@ -816,7 +854,9 @@ class LogicalModel:
                    grid=Grid.from_dict(g) if g else None,
                    phases=[PhaseModel.from_dict(p) for p in d["phases"]], sources=list(d["sources"]),
                    notes=list(d.get("notes", ())),
-                   grid_rules=[DimsRule.from_dict(r) for r in d.get("grid_rules", ())])
+                   grid_rules=[DimsRule.from_dict(r) for r in d.get("grid_rules", ())],
+                   left_out=[{**x, "measured_share": {int(P): float(v) for P, v in x["measured_share"].items()}}
+                             if "measured_share" in x else x for x in d.get("left_out", ())])
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         return write_text_atomic(path, json.dumps(self.to_dict(), indent=1), overwrite=overwrite)
@@ -1787,39 +1827,6 @@ def _key_text(key: tuple) -> str:
     return f"{OPS[op]}/{tag}/{comm}/{'.'.join(map(str, w))}/{'.'.join(map(str, rw))}/{n}"
 
 
-def _relate(sigs: Sequence[Signature]) -> None:
-    """Functional similarity: the same phase sequence at every P (kinds and operations), or
-    a clear refusal."""
-    base = sigs[0]
-    for s in sigs[1:]:
-        a = [(p.kind, p.ops) for p in base.phases]
-        b = [(p.kind, p.ops) for p in s.phases]
-        # the same operations, first used in another order (a loop whose repetition the
-        # signature starts elsewhere at another P), are the same phase; so are phases of
-        # the same kind at the same place whose operations mostly agree (a class of one
-        # rank at the smallest P has no traffic within it: GROMACS's single PME rank at
-        # P=4 makes no Alltoall); their slots are related one by one after this
-        if [(k, sorted(o)) for k, o in a] == [(k, sorted(o)) for k, o in b]:
-            continue
-        for i in range(max(len(a), len(b))):
-            if i >= len(a) or i >= len(b) or a[i][0] != b[i][0] or not _ops_agree(a[i][1], b[i][1]):
-                pa = f"{a[i][0]} {', '.join(a[i][1])}" if i < len(a) else "nothing"
-                pb = f"{b[i][0]} {', '.join(b[i][1])}" if i < len(b) else "nothing"
-                raise ModelError(
-                    f"phases do not correspond across P: phase {i} is '{pa}' at P={base.nprocs} "
-                    f"({base.source}) but '{pb}' at P={s.nprocs} ({s.source})"
-                    + (f"; the signatures have {', '.join(str(len(x.phases)) for x in sigs)} phases at P = "
-                       f"{', '.join(str(x.nprocs) for x in sigs)}" if len(a) != len(b) else "")
-                    + ". Are these runs of the same program with the same options?")
-
-
-def _ops_agree(a: Sequence[str], b: Sequence[str]) -> bool:
-    """Two phases' operations agree when at least half of all the operations either uses
-    are used by both."""
-    sa, sb = set(a), set(b)
-    return len(sa & sb) >= 0.5 * len(sa | sb)
-
-
 def _work_levels(w: np.ndarray) -> list[np.ndarray]:
     """Ranks grouped by their work: sorted, a new group where a rank's work is over 5% above
     the previous group's smallest; groups in rising order of work."""
@@ -1943,7 +1950,8 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         raise ModelError(f"signatures mix work modes {sorted(modes)}; trace every run on machines "
                          "of one kind")
     mode = modes.pop()
-    _relate(sigs)
+    from .correspond import correspond
+    sigs, left_out = correspond(sigs)
     if comms is None:
         comms = getattr(grids, "comms", None)
     comms = comms or {}
@@ -2073,7 +2081,7 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                         workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,
                         grid=grid, phases=phases, sources=[s.source or "?" for s in sigs],
                         notes=[f"P={s.nprocs}: {n}" for s in sigs for n in s.unmodelled],
-                        grid_rules=grid_rules)
+                        grid_rules=grid_rules, left_out=left_out)
 
 
 def grid_of(trace) -> tuple[tuple[int, ...], tuple[bool, ...], int] | None:

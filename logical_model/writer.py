@@ -206,7 +206,10 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
                 "phase_weights": json.dumps(model.weights(P)),
                 "phase_kinds": json.dumps([ph.kind for ph in model.phases]),
                 "phase_patterns": json.dumps([ph.pattern for ph in model.phases]),
+                "phase_ids": json.dumps([ph.id for ph in model.phases]),
             }
+            if model.left_out:  # phases of the signature this trace does not hold, and why
+                meta["phases_left_out"] = json.dumps(model.left_out)
             meta.update(extra_meta or {})
             for k, v in meta.items():
                 f.attrs[k] = v

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from signature._text import table
-from signature.errors import CampaignError, SigexError, UsageError
+from signature.errors import CampaignError, ExtrapolationError, SigexError, UsageError
 
 __all__ = ["Models", "Prediction", "Scaling", "load_models", "physical_trace", "predict", "scaling",
            "compare_machines", "parse_p_range"]
@@ -40,10 +40,54 @@ class Models:
     compute: Any
     source: str
     measured: dict[int, float]  # P -> measured runtime of the signature runs (s)
+    #: phases left out because they cannot be placed at the targets (:meth:`restricted`)
+    refused: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.refused:  # the phases the runs do not share (logical_model.correspond)
+            self.refused = [{"phase": d["id"], "kind": d["kind"], "pattern": d["pattern"], "problem": d["problem"],
+                             "problems": [d["problem"]], "measured_share": dict(d["measured_share"])}
+                            for d in self.logical.left_out if "measured_share" in d]
 
     @property
     def app(self) -> str:
         return self.logical.app or "app"
+
+    def with_grid(self, P: int, dims: Sequence[int]) -> "Models":
+        """These models with the process grid at P fixed to ``dims`` (``--grid``)."""
+        logical = self.logical.with_grid(P, dims)
+        return dataclasses.replace(self, logical=logical, compute=dataclasses.replace(self.compute, logical=logical))
+
+    def restricted(self, Ps: Sequence[int], *, strict: bool = False) -> "Models":
+        """These models with only the phases that can be placed at every P of ``Ps``; each
+        phase left out goes to :attr:`refused` with its problems and the share of the
+        measured signature runs it held, so that a report can say how much of the run the
+        prediction leaves out. ``strict``: refuse instead (the whole error, as
+        :meth:`LogicalModel.check_target` gives it). A process grid the traced P cannot
+        decide is always a refusal (give ``--grid``)."""
+        keep, why = self.logical.placeable(list(Ps))
+        if strict and why:
+            raise self.logical.refusal(why)
+        if strict and self.refused:
+            raise ExtrapolationError(f"{self.app}: {len(self.refused)} phase(s) cannot be modelled: "
+                                     + "; ".join(_refused_name(r) + f": {r['problem']}" for r in self.refused[:3])
+                                     + (f"; and {len(self.refused) - 3} more" if len(self.refused) > 3 else ""))
+        if not why:
+            return self
+        share = {s.nprocs: {p.id: p.share for p in s.phases} for s in self.compute.signatures}
+        refused = [{"phase": ph.id, "kind": ph.kind, "pattern": ph.pattern,
+                    "problem": why[k][0], "problems": list(why[k]),
+                    "measured_share": {P: float(sh.get(ph.id, float("nan"))) for P, sh in sorted(share.items())}}
+                   for k, ph in enumerate(self.logical.phases) if k in why]
+        compute = self.compute.subset(keep, why)
+        return dataclasses.replace(self, logical=compute.logical, compute=compute, refused=self.refused + refused)
+
+    def refused_share(self) -> float:
+        """The largest share of a measured signature run that the refused phases held."""
+        if not self.refused:
+            return 0.0
+        Ps = self.refused[0]["measured_share"].keys()
+        return max((sum(r["measured_share"][P] for r in self.refused) for P in Ps), default=0.0)
 
 
 def load_models(source: str | Path, *, work: str | None = None, p_rule: str | None = None,
@@ -89,6 +133,9 @@ class Prediction:
     models: list[dict[str, Any]]
     warnings: list[str]
     work_mode: str
+    #: phases not predicted (:meth:`Models.restricted`): id, kind, pattern, problem(s) and
+    #: the share of each measured signature run they held
+    refused: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def runtime(self) -> float:
@@ -106,6 +153,8 @@ class Prediction:
                    + ("full replay of every repetition; " if self.full is not None else "")
                    + f"steady-state replay {self.steady:.4f} s; PET = sum TE_i x W_i = {self.pet:.4f} s)")
         out.append(f"core-hours         {self.core_hours():.3f}")
+        if self.refused:
+            out += ["", _refused_text(self.refused)]
         out.append("")
         rows = [(p["phase"], p["kind"], p["pattern"][:34], f"{p['weight']:,}", f"{1e3 * p['te']:.4f}",
                  f"{1e3 * p['computation']:.4f}", f"{1e3 * p['communication']:.4f}",
@@ -122,6 +171,34 @@ class Prediction:
             out.append("warnings:")
             out += [f"  - {w}" for w in self.warnings]
         return "\n".join(out)
+
+
+def _refused_name(r: dict[str, Any]) -> str:
+    return f"phase {r['phase']}" if r["phase"] is not None else "a phase the smallest P lacks"
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3].rstrip(" ,") + "..."
+
+
+def _refused_text(refused: Sequence[dict[str, Any]]) -> str:
+    """The phases a prediction leaves out, with the share of the measured runs they held."""
+    Ps = sorted(refused[0]["measured_share"])
+    total = {P: sum(r["measured_share"][P] for r in refused) for P in Ps}
+    n = len(refused)
+    out = [f"NOT PREDICTED: {n} phase{'s' if n > 1 else ''} cannot be placed at this P and "
+           f"{'are' if n > 1 else 'is'} left out of the runtime above; in the measured signature runs "
+           f"{'they' if n > 1 else 'it'} held " + ", ".join(f"{100 * total[P]:.1f}% (P={P})" for P in Ps)
+           + " of the runtime:"]
+    shown = sorted(refused, key=lambda r: -max(r["measured_share"].values()))[:12]
+    for r in shown:
+        out.append(f"  {_refused_name(r)} ({r['kind']}; {_cut(r['pattern'], 48)}): "
+                   + ", ".join(f"{100 * r['measured_share'][P]:.1f}%" for P in Ps))
+        out.append(f"      {_cut(r['problem'], 200)}"
+                   + (f" (+{len(r['problems']) - 1} more)" if len(r["problems"]) > 1 else ""))
+    if len(refused) > len(shown):
+        out.append(f"  ... and {len(refused) - len(shown)} more phases (the --json output lists them all)")
+    return "\n".join(out)
 
 
 def _warnings(models: Models) -> list[str]:
@@ -144,7 +221,8 @@ def _warnings(models: Models) -> list[str]:
 
 
 def physical_trace(models: Models, P: int, progress: Callable[[str], None] | None = None):
-    """The physical trace for P (machine-independent: one serves every machine), in memory."""
+    """The physical trace for P (machine-independent: one serves every machine), in memory;
+    ``models`` must place every phase there (:meth:`Models.restricted`)."""
     from signature import load_trace
 
     models.logical.check_target(P)
@@ -154,13 +232,15 @@ def physical_trace(models: Models, P: int, progress: Callable[[str], None] | Non
 
 
 def predict(models: Models, P: int, machine, *, full: bool = False, collectives: str = "algorithms",
-            progress: Callable[[str], None] | None = None, trace=None) -> Prediction:
+            progress: Callable[[str], None] | None = None, trace=None, strict: bool = False) -> Prediction:
     """Predict the run at P on ``machine`` (a :class:`replay.Machine` or a profile name/path);
-    ``trace``: the :func:`physical_trace` for P, if already written."""
+    ``trace``: the :func:`physical_trace` for P, if already written. Phases that cannot be
+    placed at P are left out and reported (:meth:`Models.restricted`; ``strict``: refuse)."""
     from replay import Program, load, replay
     from replay.unroll import replay_steady, unroll
 
     say = progress or (lambda m: None)
+    models = models.restricted([P], strict=strict)
     m = load(machine) if isinstance(machine, (str, Path)) else machine
     if trace is None:
         trace = physical_trace(models, P, progress)
@@ -177,13 +257,19 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
     phases = []
     for k, ph in enumerate(models.logical.phases):
         te = float(res.te[k])
-        phases.append({"phase": k, "kind": ph.kind, "pattern": ph.pattern, "weight": int(w[k]), "te": te,
+        phases.append({"phase": ph.id, "kind": ph.kind, "pattern": ph.pattern, "weight": int(w[k]), "te": te,
                        "computation": float(res.phase_computation[k].max()),
                        "communication": float(res.phase_communication[k].max()),
                        "share": te * w[k] / pet if pet > 0 else 0.0})
-    fitted = [{"phase": c.phase, "crm": c.model.describe(), "weight": ph.weight.formula()}
+    fitted = [{"phase": ph.id, "crm": c.model.describe(), "weight": ph.weight.formula()}
               for c, ph in zip(models.compute.crms, models.logical.phases)]
     warnings = _warnings(models)
+    if models.refused:
+        warnings.insert(0, f"{len(models.refused)} phase(s) not predicted (phases "
+                        + ", ".join(str(r["phase"]) for r in models.refused[:20] if r["phase"] is not None)
+                        + (" ..." if len(models.refused) > 20 else "")
+                        + f"): they held up to {100 * models.refused_share():.1f}% of a measured signature "
+                        "run, which the predicted runtime leaves out")
     Pfit = max(models.logical.Ps)
     if P > Pfit:
         at_fit, at_p = models.compute.computation(Pfit), models.compute.computation(P)
@@ -197,7 +283,8 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
                         f"{100 * abs(pet / steady - 1):.0f}%: repetitions of a phase overlap (a pipeline), "
                         "so PET pays its fill and drain every repetition; the runtime is the steady-state one")
     return Prediction(app=models.app, P=P, machine=m.name, pet=pet, steady=steady, full=full_t, phases=phases,
-                      models=fitted, warnings=warnings, work_mode=models.logical.work_mode)
+                      models=fitted, warnings=warnings, work_mode=models.logical.work_mode,
+                      refused=models.refused)
 
 
 def parse_p_range(text: str) -> list[int]:
@@ -228,12 +315,18 @@ class Scaling:
     measured: dict[int, float]
     bottleneck: str | None
     half_efficiency_P: int | None
+    phase_ids: list[int] = dataclasses.field(default_factory=list)  # the phase of each "phases" entry
+    #: phases left out of every point (:meth:`Models.restricted`)
+    refused: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def _ids(self) -> list[int]:
+        return self.phase_ids or list(range(len(self.rows[0]["phases"])))
+
     def csv(self) -> str:
-        head = ["P", "runtime_s", "speedup", "efficiency"] + [f"phase{k}_s" for k in range(len(self.rows[0]["phases"]))]
+        head = ["P", "runtime_s", "speedup", "efficiency"] + [f"phase{k}_s" for k in self._ids()]
         lines = [",".join(head)]
         for r in self.rows:
             lines.append(",".join([str(r["P"]), f"{r['runtime']:.6g}", f"{r['speedup']:.6g}",
@@ -251,6 +344,8 @@ class Scaling:
         out.append(f"scalability bottleneck: {self.bottleneck or 'none within the range'}")
         out.append("parallel efficiency stays above 50% over the whole range" if self.half_efficiency_P is None
                    else f"parallel efficiency drops below 50% at P = {self.half_efficiency_P:,}")
+        if self.refused:
+            out.append(_refused_text(self.refused))
         return "\n".join(out)
 
     def plot(self, path: str | Path) -> Path:
@@ -265,7 +360,7 @@ class Scaling:
         ph = np.array([r["phases"] for r in self.rows])
         for k in range(ph.shape[1]):
             if ph[:, k].max() > 0.02 * T.max():
-                a1.loglog(P, ph[:, k], "--", base=2, alpha=0.7, label=f"phase {k}")
+                a1.loglog(P, ph[:, k], "--", base=2, alpha=0.7, label=f"phase {self._ids()[k]}")
         if self.measured:
             mp = sorted(self.measured)
             a1.loglog(mp, [self.measured[p] for p in mp], "s", base=2, label="measured (traced machine)")
@@ -284,9 +379,11 @@ class Scaling:
         return Path(path)
 
 
-def scaling(models: Models, Ps: Sequence[int], machine, *,
+def scaling(models: Models, Ps: Sequence[int], machine, *, strict: bool = False,
             progress: Callable[[str], None] | None = None) -> Scaling:
-    """The predicted strong-scaling curve over ``Ps``; names the phase that stops scaling first."""
+    """The predicted strong-scaling curve over ``Ps``; names the phase that stops scaling first.
+    Every point holds the same phases: those that can be placed at every P of ``Ps``."""
+    models = models.restricted([int(P) for P in Ps], strict=strict)
     preds = [predict(models, int(P), machine, progress=progress) for P in Ps]
     P0, T0 = preds[0].P, preds[0].runtime
     rows = []
@@ -311,18 +408,20 @@ def scaling(models: Models, Ps: Sequence[int], machine, *,
     if first_bad is not None:
         P_b, k, _ = first_bad
         ph = preds[0].phases[k]
-        bottleneck = (f"phase {k} ({ph['pattern']}) stops scaling first: its efficiency falls below 50% at "
+        bottleneck = (f"phase {ph['phase']} ({ph['pattern']}) stops scaling first: its efficiency falls below 50% at "
                       f"P = {P_b:,}")
     return Scaling(app=models.app, machine=preds[0].machine, rows=rows,
                    measured={p: t for p, t in models.measured.items() if np.isfinite(t)},
-                   bottleneck=bottleneck, half_efficiency_P=half)
+                   bottleneck=bottleneck, half_efficiency_P=half,
+                   phase_ids=[ph["phase"] for ph in preds[0].phases], refused=models.refused)
 
 
-def compare_machines(models: Models, P: int, machines: Sequence, *,
+def compare_machines(models: Models, P: int, machines: Sequence, *, strict: bool = False,
                      progress: Callable[[str], None] | None = None) -> list[Prediction]:
     """Predictions on every machine, fastest first."""
     if not machines:
         raise SigexError("give at least one --machine")
+    models = models.restricted([P], strict=strict)
     trace = physical_trace(models, P, progress)
     preds = [predict(models, P, m, progress=progress, trace=trace) for m in machines]
     return sorted(preds, key=lambda p: p.runtime)
@@ -332,8 +431,9 @@ def machines_table(preds: Sequence[Prediction]) -> str:
     best = preds[0].runtime
     rows = [(i + 1, p.machine, f"{p.runtime:.4f}", f"{p.runtime / best:.2f}x", f"{p.core_hours():.3f}")
             for i, p in enumerate(preds)]
-    return (f"{preds[0].app} at P = {preds[0].P:,}, ranked by predicted runtime\n"
+    text = (f"{preds[0].app} at P = {preds[0].P:,}, ranked by predicted runtime\n"
             + table(("rank", "machine", "runtime (s)", "vs best", "core-hours"), rows, align="rlrrr"))
+    return text + ("\n" + _refused_text(preds[0].refused) if preds[0].refused else "")
 
 
 def to_json(obj) -> str:

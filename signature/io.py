@@ -32,8 +32,8 @@ FORMAT_NAME = "sigex-trace"
 FORMAT_VERSION = 1
 
 #: Metadata keys stored as JSON (everything else is a scalar attribute).
-_JSON_META = ("command", "hosts", "phase_weights", "phase_kinds", "phase_patterns",
-              "unmodelled_calls")
+_JSON_META = ("command", "hosts", "phase_weights", "phase_kinds", "phase_patterns", "phase_ids",
+              "phases_left_out", "unmodelled_calls")
 _LIST_COLUMNS = ("rank", "seq", "kind", "start", "length")
 _COMM_COLUMNS = ("size", "inter", "member_offsets", "members", "cart_offsets",
                  "cart_dims", "cart_periods")

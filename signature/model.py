@@ -139,6 +139,7 @@ class Signature:
     coverage_slowest: float = float("nan")  # the same on the rank with the longest run
     loop_span: float = float("nan")  # share of the runtime from the loop's first entry to its last exit
     unmodelled: tuple[str, ...] = ()  # MPI calls of the run that sigex does not model
+    notes: tuple[str, ...] = ()  # what the run did that a reader should know (sends never received)
 
     @property
     def loop_phases(self) -> tuple[Phase, ...]:
@@ -210,6 +211,10 @@ class Signature:
         if self.unmodelled:
             lines += ["", "not modelled (MPI calls of this run that sigex does not model):"]
             lines += [f"  {m}" for m in self.unmodelled]
+        if self.notes:
+            lines += ["", "notes:"] + [f"  {m}" for m in self.notes[:8]]
+            if len(self.notes) > 8:
+                lines.append(f"  ... and {len(self.notes) - 8} more")
         if self.region_problems:
             lines += ["", "user regions that disagree with the detected phases:"]
             lines += [f"  {m}" for m in self.region_problems]
@@ -224,7 +229,7 @@ class Signature:
             "coverage_slowest": self.coverage_slowest, "loop_span": self.loop_span,
             "sequence": self.sequence.tolist(), "phases": [p.to_dict() for p in self.phases],
             "region_problems": list(self.region_problems),
-            "unmodelled": list(self.unmodelled),
+            "unmodelled": list(self.unmodelled), "notes": list(self.notes),
         }
 
     @classmethod
@@ -240,7 +245,7 @@ class Signature:
                    sequence=np.asarray(d["sequence"], np.int64),
                    phases=tuple(Phase.from_dict(p) for p in d["phases"]),
                    region_problems=tuple(d.get("region_problems", ())),
-                   unmodelled=tuple(d.get("unmodelled", ())))
+                   unmodelled=tuple(d.get("unmodelled", ())), notes=tuple(d.get("notes", ())))
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write as JSON, atomically; an existing file is kept unless ``overwrite``."""

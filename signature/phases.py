@@ -124,9 +124,12 @@ def find_anchor(tokens: np.ndarray, window: int = 4096) -> tuple[int, int] | Non
     return None if found is None else (found[0], found[2])
 
 
-def check_messages(trace: Trace) -> None:
-    """Every point-to-point message has a send and a receive: raise naming the first
-    rank and event whose message has no partner.
+def check_messages(trace: Trace) -> list[str]:
+    """Every point-to-point receive has its send: raise naming the first rank and event
+    whose message has no partner. Sends that nobody receives are a program's own doing
+    (an eager message left behind as a communicator is freed: Quantum ESPRESSO's pools do
+    it), not a damaged trace: they come back as notes, one per (source, destination)
+    pair, and the replay keeps them unmatched.
 
     Pairs are counted per (source, destination, communicator). Receives posted with
     MPI_ANY_SOURCE take their source from the completion record. Traces with
@@ -140,7 +143,7 @@ def check_messages(trace: Trace) -> None:
                                    "truncated run would be wrong. Re-run `sigex trace`")
     op = ev["op"]
     if np.isin(op, [OP_CODE["Start"], OP_CODE["Startall"]]).any():
-        return
+        return []
     rank = ev["rank"].astype(np.int64)
     P = trace.nprocs
     idx = np.arange(len(op))
@@ -169,25 +172,32 @@ def check_messages(trace: Trace) -> None:
     nr = np.zeros(len(allk), np.int64)
     ns[np.searchsorted(allk, su)] = sc
     nr[np.searchsorted(allk, ru)] = rc
-    bad = np.flatnonzero(ns != nr)
-    if not bad.size:
-        return
-    k = allk[bad[0]]
-    src, dst = divmod(int(k // (len(trace.comms) + 1)), P)
-    if ns[bad[0]] > nr[bad[0]]:
-        rows = idx[is_send][skey == k]
-        extra = rows[nr[bad[0]]]
-        what = (f"rank {src} sends {ns[bad[0]]} messages to rank {dst} but rank {dst} receives "
-                f"{nr[bad[0]]}; the first unmatched send is rank {src} event seq "
-                f"{int(ev['seq'][extra])} ({trace.op_name(op[extra])})")
-    else:
+    ncomm = len(trace.comms) + 1
+    bad = np.flatnonzero(nr > ns)
+    if bad.size:
+        k = allk[bad[0]]
+        src, dst = divmod(int(k // ncomm), P)
         rows = idx[is_recv][rkey == k]
         extra = rows[ns[bad[0]]]
         what = (f"rank {dst} receives {nr[bad[0]]} messages from rank {src} but rank {src} sends "
                 f"{ns[bad[0]]}; the first unmatched receive is rank {dst} event seq "
                 f"{int(ev['seq'][extra])} ({trace.op_name(op[extra])})")
-    raise TraceFormatError(f"{trace.name}: unmatched point-to-point messages: {what}. The trace "
-                           "is inconsistent (edited, or from a run that lost messages)")
+        raise TraceFormatError(f"{trace.name}: unmatched point-to-point messages: {what}. The trace "
+                               "is inconsistent (edited, or from a run that lost messages)")
+    pairs: dict[tuple[int, int], list] = {}  # (source, destination) -> [messages, comms, first row]
+    for b in np.flatnonzero(ns > nr):
+        k = allk[b]
+        src, dst = divmod(int(k // ncomm), P)
+        row = int(idx[is_send][skey == k][nr[b]])
+        got = pairs.setdefault((src, dst), [0, 0, row])
+        got[0] += int(ns[b] - nr[b])
+        got[1] += 1
+        got[2] = min(got[2], row)
+    return [f"rank {src} sent {n} message{'s' if n > 1 else ''} to rank {dst} that rank {dst} never received"
+            + (f" (on {c} communicators)" if c > 1 else "")
+            + f"; the first is event seq {int(ev['seq'][row])}, {trace.op_name(op[row])} of "
+            f"{int(ev['bytes'][row])} bytes; kept as sent, unreceived"
+            for (src, dst), (n, c, row) in sorted(pairs.items())]
 
 
 def cut_rank(tokens: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, int]:
@@ -255,9 +265,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     >>> [(p.kind, p.weight) for p in sig.phases]
     [('initial', 1), ('loop', 90), ('loop', 10), ('final', 1)]
     """
-    if check:
-        check_messages(trace)
-    elif not trace.complete:
+    notes = check_messages(trace) if check else []
+    if not check and not trace.complete:
         raise IncompleteTraceError(f"{trace.name}: the traced run did not finish")
     ev = trace.events
     P = trace.nprocs
@@ -548,7 +557,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                      loop_span=min(1.0, window / runtime) if runtime > 0 else 0.0,
                      phases=tuple(phases), sequence=sequence.astype(np.int64),
                      region_problems=problems,
-                     unmodelled=tuple(unmodelled_notes(trace.meta, runtime)))
+                     unmodelled=tuple(unmodelled_notes(trace.meta, runtime)), notes=tuple(notes))
 
 
 #: Kinds of step that are one kind whose data-dependent calls differ between repetitions

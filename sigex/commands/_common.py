@@ -179,3 +179,37 @@ def explain(err, path: str | Path | None, default: Path) -> None:
     except OSError:
         return
     err.args = (f"{err.args[0]} (every problem: {target})",) + err.args[1:]
+
+
+def strict_arg(a: argparse.ArgumentParser) -> None:
+    """``--strict``: refuse the target when any phase cannot be placed there."""
+    a.add_argument("--strict", action="store_true",
+                   help="refuse the target P when any phase cannot be placed there (default: leave those "
+                        "phases out, name them, and say how much of the measured runs they held)")
+
+
+def placeable_only(model, P: int, *, strict: bool, say):
+    """``model`` (a logical or compute model) with only the phases that can be placed at P,
+    naming each phase it leaves out on one line through ``say`` (``strict``: refuse)."""
+    logical = getattr(model, "logical", model)
+    keep, why = logical.placeable([P])
+    apart = [d for d in logical.left_out if "measured_share" in d]  # phases the runs do not share
+    if strict and why:
+        raise logical.refusal(why)
+    if strict and apart:
+        from signature.errors import ExtrapolationError
+        raise ExtrapolationError(f"{logical.app}: {len(apart)} phase(s) of the signature runs have no counterpart "
+                                 f"in every run: {apart[0]['pattern'][:60]}: {apart[0]['problem']}")
+    for d in apart[:12]:
+        say(f"left out ({d['kind']}; {d['pattern'][:45]}): {d['problem']}")
+    if len(apart) > 12:
+        say(f"... and {len(apart) - 12} more phases the runs do not share")
+    if not why:
+        return model
+    for k, problems in why.items():
+        ph = logical.phases[k]
+        pattern = ph.pattern if len(ph.pattern) <= 48 else ph.pattern[:45].rstrip(" ,") + "..."
+        first = problems[0] if len(problems[0]) <= 200 else problems[0][:197] + "..."
+        say(f"phase {ph.id} ({ph.kind}; {pattern}) cannot be placed at P={P} and is left out: {first}"
+            + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
+    return model.subset(keep, why)

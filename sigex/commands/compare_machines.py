@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ._common import formatter, say_for, whole
-from .predict import machines, models, source_args
+from .predict import grid_arg, machines, models, source_args
 
 NAME = "compare-machines"
 HELP = "rank machines by predicted runtime and core-hours"
@@ -20,6 +20,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     source_args(cm)
     cm.add_argument("--target", type=whole(1, "processes"), required=True, help="process count")
     cm.add_argument("--machine", action="append", required=True, help="a machine profile (repeat)")
+    grid_arg(cm)
     return cm
 
 
@@ -27,6 +28,7 @@ def run(opts: argparse.Namespace) -> int:
     from sigex.pipeline import compare_machines, machines_table
 
     ms = machines(opts.machine)
-    preds = compare_machines(models(opts, NAME), opts.target, ms, progress=say_for(opts, NAME))
+    preds = compare_machines(models(opts, NAME), opts.target, ms, progress=say_for(opts, NAME),
+                             strict=opts.strict)
     print(machines_table(preds))
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from signature.errors import ExtrapolationError, UsageError
 
 from ._common import (P_RULE_CHOICES, app_of, enough_runs, explain, formatter, output_file,
-                      writable_folder, whole)
+                      placeable_only, strict_arg, writable_folder, whole)
 
 NAME = "extrapolate"
 HELP = "learn the logical model from signature traces and write the logical trace for P"
@@ -31,7 +31,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                "  sigex extrapolate traces/stencil/ --target 4096 --no-trace --save-model /tmp/stencil.json\n"
                "  sigex extrapolate traces/stencil/ --target 4096 --grid 32x128 -o /tmp/\n"
                "A folder contributes its *.h5 files (not its subfolders); give 3 or more P (fewer are "
-               "refused).")
+               "refused). Phases that cannot be placed at the target are left out of the trace and "
+               "named (its attribute phases_left_out lists them); --strict refuses instead.")
     x.add_argument("traces", nargs="+", help="folder of signature traces, or the trace files")
     x.add_argument("--target", type=whole(1, "processes"), required=True,
                    help="process count to extrapolate to")
@@ -49,6 +50,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     x.add_argument("--explain", metavar="FILE",
                    help="write the whole model (every slot and problem of every phase) to FILE; the "
                         "terminal shows at most %d of each per phase" % BRIEF)
+    strict_arg(x)
     x.add_argument("--force", action="store_true", help="replace existing output files")
     x.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return x
@@ -104,7 +106,7 @@ def run(opts: argparse.Namespace) -> int:
     if out is None:
         return 0
     try:
-        model.check_target(opts.target)
+        model = placeable_only(model, opts.target, strict=opts.strict, say=say)
     except ExtrapolationError as err:
         if opts.explain:  # the whole model, every problem included, is there already
             err.args = (f"{err.args[0]} (every problem: {opts.explain})",)
@@ -120,6 +122,7 @@ def run(opts: argparse.Namespace) -> int:
             print(f"sigex extrapolate: writing ranks {done}/{total} ({pct}%)", file=sys.stderr)
 
     model.logical_trace(opts.target, out, overwrite=opts.force, progress=blocks)
-    print(f"wrote {out}: logical trace for P={opts.target}, phases weighted "
-          f"{model.weights(opts.target)} (stored once each, not unrolled)")
+    print(f"wrote {out}: logical trace for P={opts.target}, phases "
+          f"{[ph.id for ph in model.phases]} weighted {model.weights(opts.target)} (stored once each, "
+          "not unrolled)" + (f"; left out: phases {[d['id'] for d in model.left_out]}" if model.left_out else ""))
     return 0

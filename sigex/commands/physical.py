@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ._common import app_of, enough_runs, formatter, output_file, whole
+from ._common import app_of, enough_runs, formatter, output_file, placeable_only, say_for, strict_arg, whole
 from .ipt import compute_args, compute_from_folder
 
 NAME = "physical"
@@ -24,13 +24,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
     ph.add_argument("--target", type=whole(1, "processes"), required=True, help="process count")
     ph.add_argument("-o", "--output", help="physical trace file (default ./<app>-P<target>.physical.h5)")
     ph.add_argument("--force", action="store_true", help="replace an existing output file")
+    strict_arg(ph)
     return ph
 
 
 def run(opts: argparse.Namespace) -> int:
     enough_runs(opts.traces, NAME)  # the inputs first: the default output name comes from them
     out = output_file(Path(opts.output or f"{app_of(opts.traces)}-P{opts.target}.physical.h5"), opts.force)
-    cm = compute_from_folder(opts, NAME)
+    cm = placeable_only(compute_from_folder(opts, NAME), opts.target, strict=opts.strict,
+                        say=say_for(opts, NAME))
     print(cm.describe(opts.target))
     cm.physical_trace(opts.target, out, overwrite=opts.force)
     print(f"wrote {out}: physical trace for P={opts.target} (t_comp = predicted computation, s)")

@@ -6,7 +6,7 @@ import argparse
 
 from signature.errors import UsageError
 
-from ._common import P_RULE_CHOICES, formatter, output_file, p_rule, say_for, whole
+from ._common import P_RULE_CHOICES, formatter, output_file, p_rule, say_for, strict_arg, whole
 
 NAME = "predict"
 HELP = "predict the runtime at a large P on a machine: the whole pipeline and a report"
@@ -19,7 +19,15 @@ def source_args(a: argparse.ArgumentParser) -> None:
                    help="the P values the application accepts (folders only; a campaign says it)")
     a.add_argument("--work", help="declared work per process, e.g. 'n*n/P' (folders only: enables "
                    "the distant point from <folder>/small)")
+    strict_arg(a)
     a.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
+
+
+def grid_arg(a: argparse.ArgumentParser) -> None:
+    from .extrapolate import _grid
+    a.add_argument("--grid", metavar="DIMS", type=_grid,
+                   help="the process grid at the target (e.g. 4x6x1), where the traced P cannot decide "
+                        "it (a program that chooses its grid by load)")
 
 
 def models(opts, cmd: str):
@@ -32,7 +40,14 @@ def models(opts, cmd: str):
     if src.exists() and not src.is_dir() and src.suffix != ".toml":
         raise UsageError(f"{src}: give a campaign file (.toml) or a folder of signature traces, "
                          "not a single file")
-    return load_models(opts.source, work=opts.work, p_rule=p_rule(opts), progress=say_for(opts, cmd))
+    m = load_models(opts.source, work=opts.work, p_rule=p_rule(opts), progress=say_for(opts, cmd))
+    if getattr(opts, "grid", None):
+        from signature.errors import ExtrapolationError
+        try:
+            m = m.with_grid(opts.target, opts.grid)
+        except ExtrapolationError as err:  # a grid that does not fit the target or the model
+            raise UsageError(str(err)) from err
+    return m
 
 
 def machines(names):
@@ -54,6 +69,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     source_args(pr)
     pr.add_argument("--target", type=whole(1, "processes"), required=True, help="process count to predict")
     pr.add_argument("--machine", default="cluster-a", help="machine profile (file or shipped name)")
+    grid_arg(pr)
     pr.add_argument("--full", action="store_true", help="also replay every repetition (slower)")
     pr.add_argument("--collectives", choices=("algorithms", "closed-form"), default="algorithms")
     pr.add_argument("--json", help="also write the prediction as JSON")
@@ -67,7 +83,7 @@ def run(opts: argparse.Namespace) -> int:
     out = output_file(opts.json, opts.force, "--json")
     (machine,) = machines([opts.machine])
     pred = predict(models(opts, NAME), opts.target, machine, full=opts.full,
-                   collectives=opts.collectives, progress=say_for(opts, NAME))
+                   collectives=opts.collectives, progress=say_for(opts, NAME), strict=opts.strict)
     print(pred.report())
     if out:
         from signature._files import write_text_atomic

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 
-from ._common import formatter, input_file, output_file, say_for, whole
+from ._common import formatter, input_file, output_file, placeable_only, say_for, strict_arg, whole
 from .extrapolate import BRIEF
 
 NAME = "run"
@@ -34,6 +34,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true",
                    help="print every run, whether it is traced already and its command; run nothing")
     r.add_argument("--force", action="store_true", help="replace an existing output file")
+    strict_arg(r)
     r.add_argument("-q", "--quiet", action="store_true", help="no progress messages")
     return r
 
@@ -121,6 +122,7 @@ def run(opts: argparse.Namespace) -> int:
             json.dump(report, f, indent=1, default=float)
         print(f"\nwrote {opts.json}")
     if opts.output:
-        compute.physical_trace(c.target, opts.output, overwrite=opts.force)
+        placeable_only(compute, c.target, strict=opts.strict, say=say).physical_trace(
+            c.target, opts.output, overwrite=opts.force)
         print(f"\nwrote {opts.output}: physical trace for P={c.target}")
     return 0

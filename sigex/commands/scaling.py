@@ -54,7 +54,7 @@ def run(opts: argparse.Namespace) -> int:
     prefix = Path(opts.output or f"{m.app}-scaling")
     for out in outputs(prefix):  # every one before writing any of them
         output_file(out, opts.force)
-    curve = scaling(m, Ps, machine, progress=say_for(opts, NAME))
+    curve = scaling(m, Ps, machine, progress=say_for(opts, NAME), strict=opts.strict)
     print(curve.report())
     write_text_atomic(prefix.with_suffix(".json"), to_json(curve), overwrite=opts.force)
     write_text_atomic(prefix.with_suffix(".csv"), curve.csv(), overwrite=opts.force)

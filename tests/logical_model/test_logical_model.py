@@ -180,13 +180,17 @@ def test_a_refusal_is_short_and_its_detail_goes_to_a_file(models, tmp_path, caps
     assert explain.read_text().count("problem: slot") == 3000 * len(m.phases)
 
 
-def test_phase_sequences_that_disagree_are_refused():
-    """Signatures whose phases differ are refused, naming the phase and both runs."""
+def test_phase_sequences_that_disagree_leave_the_odd_phase_out():
+    """A phase one run lacks is left out of the model, named with its share of each run
+    (tests/logical_model/test_correspond.py: runs without a common loop are refused)."""
     a = signature.extract(load_trace(TRACES / "stencil" / "P4.h5"))
     b = signature.extract(load_trace(TRACES / "stencil" / "P8.h5"))
     b = dataclasses.replace(b, phases=b.phases[:2] + b.phases[3:])
-    with pytest.raises(ModelError, match=r"phase 2 is .* at P=4 .* but .* at P=8"):
-        build([a, b])
+    model = build([a, b])
+    assert [ph.id for ph in model.phases] == [0, 1, 3]
+    (d,) = model.left_out
+    assert d["id"] == 2 and d["measured_share"] == {4: a.phases[2].share, 8: 0.0}
+    assert "phase 2 at P=4; none at P=8" in d["problem"]
 
 
 @pytest.mark.parametrize("files, match", [

@@ -130,11 +130,13 @@ def _drop_event(trace, rank: int, op_name: str):
 
 
 def test_unmatched_messages_name_rank_and_event():
-    """A receive removed from the trace leaves a send without partner: named, not phased."""
+    """A Sendrecv removed from the trace leaves a receive without its send: named, not phased
+    (the send it also removes leaves a message nobody receives, which alone would be a note:
+    tests/signature/test_unreceived.py)."""
     t = load_trace(TRACES / "nbody" / "P4.h5")
     broken, _ = _drop_event(t, 2, "Sendrecv")
-    with pytest.raises(TraceFormatError, match=r"unmatched point-to-point messages: rank \d sends "
-                       r"\d+ messages to rank \d but rank \d receives \d+; the first unmatched"):
+    with pytest.raises(TraceFormatError, match=r"unmatched point-to-point messages: rank \d receives "
+                       r"\d+ messages from rank 2 but rank 2 sends \d+; the first unmatched"):
         extract(broken)
 
 

@@ -1,0 +1,155 @@
+"""Predictions that leave out the phases sigex cannot place at the target: a real program
+whose set-up follows no communication rule, traced at P = 4, 8, 16 and predicted at 64.
+The loop and final phases are predicted, exactly as the whole model would place them; the
+set-up is named with the share of the measured runs it held; ``--strict`` refuses instead;
+a phase list and its left-out phases travel in the written traces."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, needs_mpi
+from signature import load_trace, trace_run
+from signature.errors import ExtrapolationError
+from sigex.cli import main
+from sigex.pipeline import load_models, predict, scaling
+
+pytestmark = needs_mpi
+PROGRAM = Path(__file__).parent / "programs" / "setup_unruled.c"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    root = tmp_path_factory.mktemp("partial")
+    exe = root / "setup_unruled"
+    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe), str(PROGRAM)], check=True)
+    for P in (4, 8, 16):
+        res = trace_run([str(exe), "200000", "12"], P, root / "traces" / f"P{P}.h5")
+        assert res.ok, res.trace.meta.get("incomplete_reason")
+    return root / "traces"
+
+
+@pytest.fixture(scope="module")
+def models(folder):
+    return load_models(folder)
+
+
+def test_the_placeable_phases_are_predicted_and_the_others_named(models):
+    keep, why = models.logical.placeable([64])
+    assert keep == [1, 2] and list(why) == [0]
+    assert any("no communication rule reproduces the peers" in p for p in why[0])
+    pred = predict(models, 64, "cluster-a")
+    assert [p["phase"] for p in pred.phases] == [1, 2] and pred.runtime > 0
+    (r,) = pred.refused
+    assert r["phase"] == 0 and r["kind"] == "initial" and "Sendrecv" in r["pattern"]
+    measured = {s.nprocs: s.phases[0].share for s in models.compute.signatures}
+    assert r["measured_share"] == pytest.approx(measured) and all(v > 0 for v in measured.values())
+    text = pred.report()
+    assert "NOT PREDICTED: 1 phase" in text and "phase 0 (initial" in text
+    assert f"{100 * measured[16]:.1f}% (P=16)" in text
+    assert pred.warnings[0].startswith("1 phase(s) not predicted (phases 0)")
+    # the model itself is untouched: the caller's Models still hold every phase
+    assert len(models.logical.phases) == 3 and not models.refused
+
+
+def test_strict_refuses_and_names_the_phase(models):
+    with pytest.raises(ExtrapolationError, match=r"phase 0: slot 1 \(Sendrecv\): no communication rule"):
+        predict(models, 64, "cluster-a", strict=True)
+
+
+def test_a_subset_places_its_phases_exactly_as_the_whole_model(models):
+    """Leaving phases out changes nothing in the others: the same events, weights and work."""
+    sub = models.restricted([64])
+    for k_sub, k in enumerate([1, 2]):
+        a, b = sub.logical.phase_events(k_sub, 64), models.logical.phase_events(k, 64)
+        assert a.keys() == b.keys() and all(np.array_equal(a[c], b[c]) for c in a if c != "phase")
+        assert (a["phase"] == k_sub).all() and (b["phase"] == k).all()  # the position in its model
+        assert np.array_equal(sub.logical.phases[k_sub].work_per_rank(64), models.logical.phases[k].work_per_rank(64))
+    assert sub.logical.weights(64) == models.logical.weights(64)[1:]
+    assert np.allclose(sub.compute.computation(64), models.compute.computation(64)[1:])
+    assert [d["id"] for d in sub.logical.left_out] == [0]
+    assert sub.restricted([64]) is sub  # nothing more to leave out
+
+
+def test_scaling_keeps_the_same_phases_at_every_p(models):
+    curve = scaling(models, [32, 64, 128], "cluster-a")
+    assert curve.phase_ids == [1, 2] and all(len(r["phases"]) == 2 for r in curve.rows)
+    assert curve.csv().splitlines()[0].endswith("phase1_s,phase2_s")
+    assert [r["phase"] for r in curve.refused] == [0] and "NOT PREDICTED" in curve.report()
+
+
+def test_no_phase_placeable_is_a_refusal(models):
+    logical = dataclasses.replace(models.logical, phases=[dataclasses.replace(ph, problems=["broken on purpose"])
+                                                          for ph in models.logical.phases])
+    m = dataclasses.replace(models, logical=logical, compute=dataclasses.replace(models.compute, logical=logical))
+    with pytest.raises(ExtrapolationError, match="3 phase\\(s\\) not extrapolable"):
+        predict(m, 64, "cluster-a")
+
+
+def test_cli_extrapolate_physical_and_predict(folder, tmp_path, capsys):
+    """`sigex extrapolate`/`physical` write the placeable phases and say which they left out
+    (in the terminal and in the trace's attributes); `--strict` writes nothing."""
+    out = tmp_path / "su-64.h5"
+    assert main(["extrapolate", str(folder), "--target", "64", "-o", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert "phase 0 (initial; Init, Sendrecv) cannot be placed at P=64 and is left out" in cap.err
+    assert "left out: phases [0]" in cap.out
+    t = load_trace(out)
+    assert t.meta["phase_ids"] == [1, 2] and t.nprocs == 64
+    assert [d["id"] for d in t.meta["phases_left_out"]] == [0]
+    assert "no communication rule" in t.meta["phases_left_out"][0]["problem"]
+    assert set(np.unique(t.events["phase"])) == {0, 1}  # positions in phase_ids
+
+    strict = tmp_path / "strict.h5"
+    assert main(["extrapolate", str(folder), "--target", "64", "-o", str(strict), "-q", "--strict"]) == 1
+    assert "not extrapolable" in capsys.readouterr().err and not strict.exists()
+
+    phys = tmp_path / "su-64.physical.h5"
+    assert main(["physical", str(folder), "--target", "64", "-o", str(phys), "-q"]) == 0
+    capsys.readouterr()
+    assert load_trace(phys).meta["phase_ids"] == [1, 2]
+
+    js = tmp_path / "p.json"
+    assert main(["predict", str(folder), "--target", "64", "-q", "--json", str(js)]) == 0
+    assert "NOT PREDICTED" in capsys.readouterr().out
+    d = json.loads(js.read_text())
+    assert [p["phase"] for p in d["phases"]] == [1, 2] and d["refused"][0]["phase"] == 0
+    assert main(["predict", str(folder), "--target", "64", "-q", "--strict"]) == 1
+
+
+def test_bundled_examples_lose_nothing(capsys):
+    """Where every phase can be placed, nothing is left out and nothing is said about it."""
+    m = load_models(ROOT / "examples" / "stencil.toml")
+    assert m.restricted([4096]) is m
+    pred = predict(m, 4096, "cluster-a")
+    assert not pred.refused and "NOT PREDICTED" not in pred.report()
+
+
+def test_a_grid_the_model_cannot_use_is_a_usage_error(folder, capsys):
+    assert main(["predict", str(folder), "--target", "64", "--grid", "8x8", "-q"]) == 2
+    assert "the model has no process grid" in capsys.readouterr().err
+    assert main(["compare-machines", str(folder), "--target", "64", "--grid", "8x4", "--machine", "cluster-a",
+                 "-q"]) == 2
+    assert "has 32 processes, not the target's 64" in capsys.readouterr().err
+
+
+def test_predict_takes_the_grid_at_the_target(tmp_path):
+    """`--grid` on predict fixes the process grid at the target, as on extrapolate: a 2-D stencil
+    on 16 x 256 ranks sends other halo sizes than on MPI_Dims_create's 64 x 64."""
+    toml = str(ROOT / "examples" / "stencil.toml")
+    runs = {}
+    for grid in (None, "16x256"):
+        js = tmp_path / f"{grid}.json"
+        assert main(["predict", toml, "--target", "4096", "-q", "--json", str(js)]
+                    + (["--grid", grid] if grid else [])) == 0
+        runs[grid] = json.loads(js.read_text())
+    assert runs[None]["P"] == runs["16x256"]["P"] == 4096
+    comm = {g: [ph["communication"] for ph in r["phases"]] for g, r in runs.items()}
+    assert comm["16x256"] != comm[None] and runs["16x256"]["steady"] != runs[None]["steady"]
