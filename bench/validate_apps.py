@@ -389,6 +389,34 @@ def _rebuild_weight(sig) -> int:
     return sum(p.weight for p in sig.loop_phases if "Sendrecv" in p.ops)
 
 
+def _gromacs_counts(folder: Path) -> dict:
+    """GROMACS's own counts of its kinds of step, from the cycle accounting in md.log
+    ("Call Count"): force evaluations (every step, 0 to nsteps), neighbour searches and
+    energy reductions (every nstcalcenergy-th step, changed by mdrun)."""
+    log = (folder / "md.log").read_text(errors="replace") if (folder / "md.log").exists() else ""
+    counts = {}
+    for key, name in (("steps", "Force"), ("neighbour_searches", "Neighbor search"),
+                      ("energy_steps", "Comm. energies")):
+        m = re.search(rf"^ {re.escape(name)}\s+\d+\s+\d+\s+(\d+)\s", log, flags=re.M)
+        counts[key] = int(m.group(1)) if m else None
+    return counts
+
+
+def _gromacs_kinds(sig) -> dict:
+    """The loop's steps by kind, as GROMACS counts them: the neighbour-search steps are
+    the loop phases with twice the calls of the commonest one (they repartition the
+    domains), the energy steps those that call Allreduce (a neighbour-search step
+    reduces energies too)."""
+    loops = list(sig.loop_phases)
+    if not loops:
+        return {"steps": 0, "neighbour_searches": 0, "energy_steps": 0}
+    plain = max(loops, key=lambda p: p.weight)
+    calls = float(np.nansum(plain.stats["events"]))
+    return {"steps": sum(p.weight for p in loops),
+            "neighbour_searches": sum(p.weight for p in loops if np.nansum(p.stats["events"]) >= 2 * calls),
+            "energy_steps": sum(p.weight for p in loops if "Allreduce" in p.ops)}
+
+
 def _hpcc_kernels(sig, own: dict) -> list[dict]:
     """hpcc's timed kernels beside the sections sigex found (``Phase.section``: the run cut
     at the global synchronisation between kernels): for each kernel that holds 0.5% of the
@@ -438,6 +466,12 @@ def signature_row(app: str, P: int, out: Path = OUT) -> dict:
     if app in ("melt", "peptide"):
         check["rebuilds"] = own.get("neighbor_builds")
         found["rebuilds"] = _rebuild_weight(sig)
+    if app == "gromacs":
+        # GROMACS counts steps 0 to nsteps; its first step (the first partitioning of the
+        # system) is sigex's initial part and its last (which writes the final frame) the
+        # final part: the loop holds the others
+        check = {k: (v - 2 if v else None) for k, v in _gromacs_counts(folder).items()}
+        found = _gromacs_kinds(sig)
     match = all(v is not None and found[k] == v for k, v in check.items()) if check["steps"] else None
     # LAMMPS and the FFT loop time their own run loop ("Loop time"), GROMACS its run
     # ("Time: ... wall" in md.log, from the start of the MD loop): their share of the run

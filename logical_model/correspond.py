@@ -29,17 +29,30 @@ def _key(p) -> tuple:
     return p.kind, tuple(sorted(p.ops))
 
 
-def _lcs(a: Sequence, b: Sequence) -> list[tuple[int, int]]:
-    """Index pairs of a longest common subsequence of ``a`` and ``b`` (earliest matches)."""
+def _same(a: tuple, b: tuple) -> bool:
+    """Two phases' keys match: the same kind, and operations that mostly agree (at least
+    half of all the operations either uses are used by both: a class of one rank at the
+    smallest P has no traffic within it, as GROMACS's single PME rank at P = 4 makes no
+    Alltoall; the phases' slots are related one by one after this)."""
+    if a == b:
+        return True
+    sa, sb = set(a[1]), set(b[1])
+    return a[0] == b[0] and len(sa & sb) >= 0.5 * len(sa | sb)
+
+
+def _lcs(a: Sequence, b: Sequence, same=None) -> list[tuple[int, int]]:
+    """Index pairs of a longest common subsequence of ``a`` and ``b`` (earliest matches);
+    ``same(x, y)`` says which elements match (equality by default)."""
+    same = same or (lambda x, y: x == y)
     n, m = len(a), len(b)
     L = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
         Li, Li1, ai = L[i], L[i + 1], a[i]
         for j in range(m - 1, -1, -1):
-            Li[j] = Li1[j + 1] + 1 if ai == b[j] else max(Li1[j], Li[j + 1])
+            Li[j] = Li1[j + 1] + 1 if same(ai, b[j]) else max(Li1[j], Li[j + 1])
     out, i, j = [], 0, 0
     while i < n and j < m:
-        if a[i] == b[j]:
+        if same(a[i], b[j]):
             out.append((i, j))
             i, j = i + 1, j + 1
         elif L[i + 1][j] >= L[i][j + 1]:
@@ -83,7 +96,7 @@ def correspond(signatures: Sequence[Signature]) -> tuple[list[Signature], list[d
     common = list(range(len(keys[0])))  # positions in the smallest P's phases
     match = [list(common)]  # per run: the position of each common phase in its phases
     for j in range(1, len(sigs)):
-        pairs = _lcs([keys[0][i] for i in common], keys[j])
+        pairs = _lcs([keys[0][i] for i in common], keys[j], _same)
         keep = [a for a, _ in pairs]
         common = [common[a] for a in keep]
         match = [[m[a] for a in keep] for m in match] + [[b for _, b in pairs]]
@@ -125,7 +138,7 @@ def align_to(base: Signature, run: Signature) -> Signature | None:
     if a == b:
         return dataclasses.replace(run, phases=tuple(dataclasses.replace(p, id=q.id)
                                                      for p, q in zip(run.phases, base.phases)))
-    pairs = _lcs(a, b)
+    pairs = _lcs(a, b, _same)
     if len(pairs) != len(a):
         return None
     return dataclasses.replace(run, phases=tuple(dataclasses.replace(run.phases[j], id=base.phases[i].id)

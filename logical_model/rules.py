@@ -110,6 +110,13 @@ class PeerRule:
     def __call__(self, rank: np.ndarray, P: int, grid: Grid | None = None) -> np.ndarray:
         rank = np.asarray(rank, np.int64)
         f, p = self.family, self.params
+        if f == "cart" and np.ndim(P):  # communicators of different sizes: each its own grid
+            sizes = np.broadcast_to(np.asarray(P, np.int64), rank.shape)
+            q = np.full(rank.shape, -1, np.int64)
+            for size in np.unique(sizes).tolist():
+                sel = sizes == size
+                q[sel] = self(rank[sel], int(size), grid)
+            return q
         if f == "cart":
             grid = p.get("grid") or grid  # an inferred grid travels with its rule
             if grid is None:

@@ -11,7 +11,13 @@ member. The coarsest iteration count that a quarter of the ranks share (within 5
 defines the global iterations (its most common value's first rank is the reference);
 every other rank, once one of its partners is aligned, puts each of its iterations in
 the global iteration that most of its linked calls fall in (its median), and where an
-iteration has no such call, where its midpoint in time falls.
+iteration has no such call, where its midpoint in time falls; a rank whose own count
+differs is cut where its linked calls say each global iteration begins, and placed
+again once every rank is, by its messages with the ranks whose count is the
+reference's (its loop then ends where those messages end). Where every rank cuts the
+same number of iterations, a rank that most of its partners disagree with (a quarter of
+their messages cross an iteration boundary) is cut elsewhere in the step (rotated) and
+is cut again by its messages (``_unrotate``).
 
 A loop is the program's only if the ranks run it together: a quarter of them (and at
 least two: the ranks of a class) cut it into the same number of iterations (within 5%),
@@ -133,9 +139,22 @@ def align_ranks(trace: Trace, segs: list[RankSegments], cache: dict | None = Non
     for L in range(max((s.n_loops for s in segs), default=0)):
         counts = np.array([s.iterations(L) for s in segs])
         if np.all(counts == counts[0]):
-            for r, s in enumerate(segs):
+            own, lows = [], []
+            for s in segs:
                 its = np.flatnonzero(s.loop == L)
-                per_rank[r] += s.bounds[its].tolist() + [int(s.bounds[its[-1] + 1])]
+                own.append(np.concatenate([s.bounds[its], [s.bounds[its[-1] + 1]]]).astype(np.int64))
+                lows.append(int(s.bounds[its[0] - 1]) if its[0] > 0 else int(s.bounds[0]))
+            # (ranks that all begin their iterations with the same call are cut alike: the
+            # message links are only needed where they do not)
+            first_ops = {int(trace.events["op"][min(int(trace.rank_offsets[r]) + 1 + int(c[0]),
+                                                   int(trace.rank_offsets[r + 1]) - 1)])
+                         for r, c in enumerate(own)}
+            if P > 2 and len(first_ops) > 1:
+                if links is None:
+                    links = cache["links"] = (*message_links(trace), *_collective_keys(trace))
+                own = _unrotate(trace, own, lows, links)
+            for r in range(P):
+                per_rank[r] += own[r].tolist()
             cols += [L] * int(counts[0]) + [-1]
             continue
         if links is None:
@@ -147,6 +166,78 @@ def align_ranks(trace: Trace, segs: list[RankSegments], cache: dict | None = Non
     for r, s in enumerate(segs):
         per_rank[r].append(int(s.bounds[-1]))
     return np.array(per_rank, np.int64), np.array(cols, np.int64)
+
+
+#: a pair of ranks disagrees on where the iterations begin when this share of the messages
+#: between them is sent in one iteration and received in another; a rank disagrees with
+#: more than ``ROTATED_PARTNERS`` of its partners is cut elsewhere in its step (rotated)
+ROTATED_PAIR_SHARE = 0.25
+ROTATED_PARTNERS = 0.5
+
+
+def _unrotate(trace: Trace, cuts: list[np.ndarray], lows: list[int],
+              links: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+    """Ranks that cut a loop into as many iterations as the others, but at another point of
+    the step (a PME rank whose own iteration runs from its FFT of one step to its receive
+    of the next), are cut again where their messages with the other ranks say each global
+    iteration begins.
+
+    ``cuts[r]``: the (N+1,) iteration starts and loop end of rank r, in its stream without
+    Init; ``lows[r]`` where the part before its loop begins (a first iteration may start
+    earlier, not before it). A rank is *rotated* when more than ``ROTATED_PARTNERS`` of the ranks it exchanges
+    messages with disagree with it (``ROTATED_PAIR_SHARE`` of their messages cross an
+    iteration boundary). Nothing changes when no rank is, or when more than half of the
+    ranks are (a pipeline whose messages always arrive one iteration later: the program's
+    own shift, not a rank cut elsewhere). Each rotated rank is cut before its first call
+    linked to each global iteration of the other ranks (where it has one)."""
+    P = trace.nprocs
+    ro = trace.rank_offsets
+    send_ev, recv_ev = links[0], links[1]
+    if not send_ev.size:
+        return cuts
+    n_ev = len(trace.events["op"])
+    it = np.full(n_ev, -1, np.int64)
+    for r, c in enumerate(cuts):
+        base = int(ro[r]) + 1
+        a, b = base + int(c[0]), base + int(c[-1])
+        it[a:b] = np.searchsorted(c, np.arange(int(c[0]), int(c[-1])), side="right") - 1
+    ok = (it[send_ev] >= 0) & (it[recv_ev] >= 0)
+    s_ev, r_ev = send_ev[ok], recv_ev[ok]
+    rank = trace.events["rank"].astype(np.int64)
+    a, b = rank[s_ev], rank[r_ev]
+    pair = np.minimum(a, b) * P + np.maximum(a, b)
+    off = (it[s_ev] != it[r_ev]).astype(float)
+    total = np.bincount(pair, minlength=P * P)
+    apart = np.bincount(pair, weights=off, minlength=P * P)
+    has = total > 0
+    disagree = has & (apart > ROTATED_PAIR_SHARE * np.maximum(total, 1))
+    has, disagree = has.reshape(P, P), disagree.reshape(P, P)
+    has, disagree = has | has.T, disagree | disagree.T
+    partners = has.sum(axis=1)
+    rotated = (partners > 0) & (disagree.sum(axis=1) > ROTATED_PARTNERS * partners)
+    if not rotated.any() or rotated.sum() > P / 2:
+        return cuts
+    out = list(cuts)
+    for r in np.flatnonzero(rotated).tolist():
+        base = int(ro[r]) + 1
+        c = cuts[r]
+        N = len(c) - 1
+        mine_s = (a == r) & ~rotated[b]
+        mine_r = (b == r) & ~rotated[a]
+        pos = np.concatenate([s_ev[mine_s], r_ev[mine_r]]) - base
+        g = np.concatenate([it[r_ev[mine_s]], it[s_ev[mine_r]]])
+        if not pos.size:
+            continue
+        order = np.argsort(pos, kind="stable")
+        p_s, g_s = pos[order], np.maximum.accumulate(g[order])
+        at = np.searchsorted(g_s, np.arange(N), side="left")
+        known = at < len(p_s)
+        known[1:] &= at[1:] > at[:-1]  # a global iteration with a linked call of its own
+        new = c[:-1].copy()
+        new[known] = p_s[at[known]]
+        new = np.maximum.accumulate(np.clip(new, lows[r], c[-1]))
+        out[r] = np.concatenate([new, [c[-1]]]).astype(np.int64)
+    return out
 
 
 def _scattered(counts: np.ndarray) -> bool:
@@ -244,25 +335,31 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         p2p.append((np.concatenate([send_ev[ms], recv_ev[mr]]) - base,
                     np.concatenate([recv_ev[ms], send_ev[mr]])))
         coll.append((coll_ev[mc] - base, coll_key[mc]))
-    todo = [r for r in range(P) if r != q]
-    while todo:
-        best = None
-        for r in todo:  # the rank with the most calls linked to aligned ones goes next
-            pos_p, partner = p2p[r]
-            g_p = g_ev[partner]
-            pos_c, keys = coll[r]
-            g_c = np.fromiter((coll_g.get(k, -1) for k in keys.tolist()), np.int64, len(keys))
-            pos = np.concatenate([pos_p, pos_c])
-            g = np.concatenate([g_p, g_c])
-            ok = g >= 0
-            if best is None or ok.sum() > best[1]:
-                best = (r, int(ok.sum()), pos[ok], g[ok])
-        r, _, pos, g = best
-        todo.remove(r)
+    rank_ev = trace.events["rank"]
+
+    def linked(r: int, every: bool = False, anchors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Rank r's calls linked to aligned ones: their positions and global iterations
+        (``every``: all its linked calls, -1 where the partner is not in the loop;
+        ``anchors``: only messages with these ranks, if it has any)."""
+        pos_p, partner = p2p[r]
+        if anchors is not None:
+            mine = anchors[rank_ev[partner]]
+            if mine.any():
+                pos, g = pos_p[mine], g_ev[partner[mine]]
+                return (pos, g) if every else (pos[g >= 0], g[g >= 0])
+        pos_c, keys = coll[r]
+        g_c = np.fromiter((coll_g.get(k, -1) for k in keys.tolist()), np.int64, len(keys))
+        pos = np.concatenate([pos_p, pos_c])
+        g = np.concatenate([g_ev[partner], g_c])
+        return (pos, g) if every else (pos[g >= 0], g[g >= 0])
+
+    anchors: np.ndarray | None = None
+
+    def place(r: int, pos: np.ndarray, g: np.ndarray, final: bool = False) -> None:
         st, en = span(r)
         if not st.size:  # a rank without this loop: its iterations are empty, at its end
             out[r] = [int(segs[r].bounds[-1])] * (n_ref + 1)
-            continue
+            return
         # only calls inside the rank's part of the run (its section) say where its global
         # iterations begin (a receive from any source is not linked: a message count that
         # skips it can pair a call of one kernel with one of another)
@@ -296,10 +393,53 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
             known[1:] &= at[1:] > at[:-1]  # a global iteration with a linked call of its own
             cut[known] = p_s[at[known]]
             cut = np.maximum.accumulate(cut)
-        cut[0] = st[0]
-        cut = np.minimum(np.concatenate([cut, [en[-1]]]), en[-1])
+            if not known[0]:
+                cut[0] = st[0]
+            # (else the rank's own first iteration may hold a step that the others run
+            # before their loop: a PME rank's first step, the others' set-up step)
+        else:
+            cut[0] = st[0]
+        end = int(en[-1])
+        if final and pos.size and len(st) != n_ref:
+            # the loop ends on this rank where its calls linked to the others' loop end: a
+            # call after them linked to the others' next part (the last step, run after
+            # their loop) is the next part's too
+            every, g_all = linked(r, every=True, anchors=anchors)
+            last = int(pos.max())
+            after = every[(g_all < 0) & (every > last) & (every < end)]
+            if after.size:
+                end = int(after.min())
+        cut = np.minimum(np.concatenate([cut, [end]]), end)
+        if out[r] is not None:  # placed again: forget the first placement
+            g_ev[base + int(out[r][0]):base + int(out[r][-1])] = -1
         out[r] = cut.tolist()
         mark(r, cut)
+
+    todo = [r for r in range(P) if r != q]
+    done: list[int] = []
+    while todo:
+        best = None
+        for r in todo:  # the rank with the most calls linked to aligned ones goes next
+            pos, g = linked(r)
+            if best is None or len(pos) > best[1]:
+                best = (r, len(pos), pos, g)
+        r, _, pos, g = best
+        todo.remove(r)
+        done.append(r)
+        place(r, pos, g)
+    # ranks cut where their links say (their own count is not the reference's) are placed
+    # again once every rank is, by their messages with the ranks that cut the loop as the
+    # reference does: a rank placed early saw only some of its partners (a PME rank whose
+    # FFT partner was aligned before the particle ranks that send to it), and ranks of its
+    # own class say nothing the class's own cut did not (where its loop ends)
+    anchors = np.array([s.iterations(L) == n_ref for s in segs])
+    for r in done:
+        # (only where most ranks cut the loop as the reference does: a class beside them,
+        # not counts that scatter, as a data-driven loop's; and only ranks that exchange
+        # messages with them: where collectives alone link them, the first placement stands)
+        if (0 < segs[r].iterations(L) != n_ref and anchors.sum() > P / 2
+                and anchors[rank_ev[p2p[r][1]]].any()):
+            place(r, *linked(r, anchors=anchors), final=True)
     return out  # type: ignore[return-value]
 
 

@@ -43,11 +43,20 @@ Algorithm
    not (rank classes: PME ranks, a class whose own unit is a fraction of the
    step), the ranks are aligned by the communication they share: matched
    messages and collective calls put each rank's iterations into the global
-   iterations of a reference rank. A *phase* is a distinct combination of the
-   ranks' iteration shapes (structure with runs collapsed, so that a count that
-   depends on the data is one phase; ``events``/``events_max`` per rank record
-   its spread), numbered in order of first occurrence, with one template per
-   rank (ranks with equal templates form its classes). Weight-1 iterations at
+   iterations of a reference rank. Ranks that cut the loop as often as the others
+   but at another point of the step (a PME rank whose own iteration runs from its
+   FFT to the next step's receives) are cut again where their messages say, and
+   every iteration starts early enough to hold the requests it completes. A
+   *kind* of iteration is a distinct combination of the ranks' iteration shapes
+   (structure with runs collapsed, so that a count that depends on the data is
+   one kind); kinds that differ only where the data decides are merged
+   (``_merge_variant_kinds``: a difference on a quarter of the ranks or fewer; the
+   plain steps before and after a repartition changed the halo; rare
+   neighbour-search steps on a common period whose atom exchanges differ), while
+   kinds that recur side by side (a plain step and the step that reduces every
+   10) stay apart. A *phase* is a kind, numbered in order of first occurrence,
+   with one template per rank (ranks with equal templates form its classes;
+   ``events``/``events_max`` per rank record the spread of its repetitions). Weight-1 iterations at
    either end of a loop join the part beside them; what lies before, between and
    after the loops are weight-1 parts (``initial``, ``between``, ``final``).
    Template message sizes are the mean over the repetitions of the same
@@ -80,7 +89,7 @@ import numpy as np
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
-from .align import align_ranks, global_sections
+from .align import _COLLECTIVE, align_ranks, global_sections
 from .iterations import (RankSegments, find_unit, mix, relative_peers, segment_keys, segment_rank,
                          structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
@@ -295,6 +304,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     seg_loop = np.concatenate(cols_l).astype(np.int64)
     seg_section = np.repeat(np.arange(len(cols_b)), [c.shape[1] for c in cols_b])
     G = bounds.shape[1] - 1
+    bounds = _hold_requests(trace, bounds, seg_loop)
     # iteration contents, per rank and global segment: shape (runs collapsed) and exact
     shape = np.zeros((P, G), np.uint64)
     exact = np.zeros((P, G), np.uint64)
@@ -313,6 +323,9 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         _, first, inverse = np.unique(shape[:, it_cols].T, axis=0, return_index=True,
                                       return_inverse=True)
         kind[it_cols] = np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
+    if it_cols.size:
+        kind[it_cols] = _merge_variant_kinds(kind[it_cols], it_cols, seg_loop[it_cols], bounds, struct, ro,
+                                             ev["op"])
     counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
     # weight-1 iterations at either end of a loop belong to the part beside them, unless
     # they are a whole step or more on every rank (the run's last step rebuilds and
@@ -545,6 +558,185 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                      phases=tuple(phases), sequence=sequence.astype(np.int64),
                      region_problems=problems,
                      unmodelled=tuple(unmodelled_notes(trace.meta, runtime)), notes=tuple(notes))
+
+
+#: Kinds of step that are one kind whose data-dependent calls differ between repetitions
+#: (``_merge_variant_kinds``). Distances are between the multisets of (rank, call) of two
+#: kinds' first repetitions, as a share of the larger one. Two kinds are one when they are
+#: nearer than ``VARIANT_DISTANCE`` and
+#:
+#: * differ on ``LOCAL_VARIANT_SHARE`` of the ranks or fewer: what the program decides,
+#:   every rank of a class does (a reduction, a rebuild); a message a rank or two make or
+#:   skip is the data's (the last particle rank sends the PME rank its next step's flags
+#:   before or after its own step ends); or
+#: * both recur (``RARE_KIND`` times or more), one follows the other and they make the
+#:   same collective calls (on some rank): the plain step before and after a
+#:   repartition changed its halo (two kinds that recur side by side, a plain step and
+#:   the step that reduces every 10, are the program's; so is a reduction, wherever
+#:   it falls).
+#:
+#: Rare kinds (fewer than ``RARE_KIND`` repetitions each) that never occur twice in a row
+#: and fall on a common period (the steps that rebuild every 40th) are one kind when they
+#: are nearer than ``RARE_VARIANT_DISTANCE`` and nearer to each other than half their
+#: distance to any kind that recurs: the atom exchange of each neighbour-search step
+#: differs from the last one's wherever the atoms moved, but a step that rebuilds and
+#: prints differs from one that only prints as much as the plain step does.
+VARIANT_DISTANCE = 0.2
+RARE_VARIANT_DISTANCE = 0.35
+RARE_KIND = 3
+LOCAL_VARIANT_SHARE = 0.25
+_IS_COLLECTIVE = np.zeros(256, bool)
+_IS_COLLECTIVE[_COLLECTIVE] = True
+#: the most kinds compared pairwise per loop
+VARIANT_KINDS_MAX = 128
+
+
+def _hold_requests(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray) -> np.ndarray:
+    """Per rank, each loop iteration starts early enough to hold the requests it
+    completes: a nonblocking call (Isend, Irecv) posted at the end of one segment and
+    completed in the loop iteration after it belongs to that iteration, which starts at
+    the call (the last particle rank sends the PME rank the next step's flags as its own
+    step ends; a receive posted for the next step). ``bounds``: (P, G+1) positions in
+    each rank's stream without Init."""
+    ev = trace.events
+    c = trace.completions
+    if not len(c["rank"]):
+        return bounds
+    P = trace.nprocs
+    ro = trace.rank_offsets
+    posted = np.flatnonzero(ev["req"] >= 0)
+    big = np.int64(1) << 40
+    key_p = ev["rank"][posted].astype(np.int64) * big + ev["req"][posted]
+    key_c = c["rank"].astype(np.int64) * big + c["req"]
+    order = np.argsort(key_c, kind="stable")
+    at = np.searchsorted(key_c[order], key_p)
+    ok = at < len(order)
+    ok[ok] = key_c[order[at[ok]]] == key_p[ok]
+    posted, done = posted[ok], order[at[ok]]
+    # the completing call's event: its rank's (seq) position
+    rank = c["rank"][done].astype(np.int64)
+    first_seq = ev["seq"][ro[:-1]].astype(np.int64) if len(ev["seq"]) else np.zeros(P, np.int64)
+    if np.all(ev["seq"][ro[1:] - 1] - first_seq == np.diff(ro) - 1):  # seq counts each rank's events
+        finish = ro[:-1][rank] + (c["seq"][done] - first_seq[rank])
+    else:
+        ev_key = ev["rank"].astype(np.int64) * big + ev["seq"]
+        finish = np.searchsorted(ev_key, rank * big + c["seq"][done])
+    out = bounds.copy()
+    starts_loop = np.concatenate([seg_loop >= 0, [False]])  # bound g opens a loop iteration
+    r_of = ev["rank"][posted]
+    for r in np.unique(r_of).tolist():
+        mine = r_of == r
+        base = int(ro[r]) + 1
+        s_pos, c_pos = posted[mine] - base, finish[mine] - base
+        b = bounds[r]
+        k = np.searchsorted(b, s_pos, side="right") - 1  # segment the request is posted in
+        inside = (k >= 0) & (k + 2 < len(b)) & (s_pos > b[np.clip(k, 0, len(b) - 1)])
+        k, s_pos, c_pos = k[inside], s_pos[inside], c_pos[inside]
+        crosses = (c_pos >= b[k + 1]) & (c_pos < b[k + 2]) & starts_loop[k + 1]
+        np.minimum.at(out[r], k[crosses] + 1, s_pos[crosses])
+    return out
+
+
+def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, bounds: np.ndarray,
+                         struct: np.ndarray, ro: np.ndarray, op: np.ndarray) -> np.ndarray:
+    """Kinds of iteration (``kind[j]`` of global segment ``cols[j]`` of loop ``loop[j]``)
+    with the variants of one kind merged, nearest pairs first (see ``VARIANT_DISTANCE``),
+    renumbered in order of first occurrence. A kind seen only at a loop's first iteration
+    is left to the rule for the loop's ends (it joins the part before: it may still hold
+    set-up), and one seen only at its last merges only as a local variant (the last step
+    skips the flags a rank sends for a next step that never comes)."""
+    n_kind = int(kind.max()) + 1
+    P = bounds.shape[0]
+    parent = np.arange(n_kind)
+
+    def root(k: int) -> int:
+        while parent[k] != k:
+            k = parent[k]
+        return k
+
+    for L in np.unique(loop).tolist():
+        mine = np.flatnonzero(loop == L)
+        ks, first = np.unique(kind[mine], return_index=True)
+        n = len(ks)
+        if n < 2 or n > VARIANT_KINDS_MAX:
+            continue
+        pos = [np.flatnonzero(kind[mine] == k) for k in ks]
+        sets, per_rank, collectives = [], [], []
+        for j in mine[first].tolist():
+            g = int(cols[j])
+            spans = [(int(ro[r]) + 1 + int(bounds[r, g]), int(ro[r]) + 1 + int(bounds[r, g + 1])) for r in range(P)]
+            pieces = [struct[a:b] for a, b in spans]
+            keys = np.concatenate([mix(t, np.full(len(t), r, np.int64)) for r, t in enumerate(pieces)])
+            sets.append(np.unique(keys, return_counts=True))
+            # each rank's calls as a multiset (a sum of hashes does not depend on the order),
+            # and the collective calls the kind makes (on any rank)
+            with np.errstate(over="ignore"):
+                per_rank.append(np.array([mix(t, np.zeros(len(t), np.int64)).sum(dtype=np.uint64)
+                                          for t in pieces], np.uint64))
+            collectives.append(np.unique(np.concatenate([struct[a:b][_IS_COLLECTIVE[op[a:b]]]
+                                                         for a, b in spans])))
+        dist = np.full((n, n), np.inf)
+        for i in range(n):
+            for j in range(i + 1, n):
+                (ka, ca), (kb, cb) = sets[i], sets[j]
+                _, ia, ib = np.intersect1d(ka, kb, assume_unique=True, return_indices=True)
+                apart = int(ca.sum()) + int(cb.sum()) - 2 * int(np.minimum(ca[ia], cb[ib]).sum())
+                dist[i, j] = dist[j, i] = apart / max(int(ca.sum()), int(cb.sum()), 1)
+        recurs = np.array([len(x) >= RARE_KIND for x in pos])
+        near = np.where(recurs[None, :], dist, np.inf).min(axis=1)  # nearest kind that recurs
+        first_only = np.array([len(x) == 1 and int(x[0]) == 0 for x in pos])
+        last_only = np.array([len(x) == 1 and int(x[0]) == len(mine) - 1 for x in pos])
+        i, j = np.nonzero(np.triu(dist < max(VARIANT_DISTANCE, RARE_VARIANT_DISTANCE), 1))
+        pairs = sorted((float(dist[a, b]), int(a), int(b)) for a, b in zip(i, j) if not (first_only[a] or first_only[b]))
+        # the kinds each group stands for: a kind merged as a variant no longer is one of
+        # them (where a variant occurs says nothing of where the program's steps occur)
+        core = {k: [k] for k in range(n)}
+        group = list(range(n))
+
+        def top(k: int) -> int:
+            while group[k] != k:
+                k = group[k]
+            return k
+
+        for d, a, b in pairs:
+            ra, rb = top(a), top(b)
+            if ra == rb:
+                continue
+            pa, pb = [pos[k] for k in core[ra]], [pos[k] for k in core[rb]]
+            if d < VARIANT_DISTANCE and np.sum(per_rank[a] != per_rank[b]) <= LOCAL_VARIANT_SHARE * P:
+                kept = core[ra] if sum(map(len, pa)) >= sum(map(len, pb)) else core[rb]
+            elif last_only[a] or last_only[b]:
+                continue
+            elif d < VARIANT_DISTANCE and _follow(pa, pb) and np.array_equal(collectives[a], collectives[b]):
+                kept = core[ra] + core[rb]
+            elif d < 0.5 * min(near[a], near[b]) and _rare_on_a_period(pa, pb):
+                kept = core[ra] + core[rb]
+            else:
+                continue
+            lo, hi = min(ra, rb), max(ra, rb)
+            group[hi] = lo
+            del core[hi]
+            core[lo] = kept
+            parent[root(int(ks[hi]))] = root(int(ks[lo]))
+    merged = np.array([root(int(k)) for k in kind])
+    _, first, inverse = np.unique(merged, return_index=True, return_inverse=True)
+    return np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
+
+
+def _follow(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Whether two groups of kinds (the loop iterations each kind occurs at) all recur and
+    each kind of one lies wholly before or after each kind of the other."""
+    return bool(min(len(x) for x in a + b) >= RARE_KIND
+                and all(x.max() < y.min() or y.max() < x.min() for x in a for y in b))
+
+
+def _rare_on_a_period(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """Whether two groups of rare kinds never occur twice in a row and fall on a common
+    period (greatest common divisor of their distances above 1)."""
+    if max(len(x) for x in a + b) >= RARE_KIND:
+        return False
+    gaps = np.diff(np.unique(np.concatenate(a + b)))
+    return bool(gaps.size and gaps.min() > 1 and np.gcd.reduce(gaps) > 1)
 
 
 def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int, b: int, offset: int,
