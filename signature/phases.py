@@ -304,20 +304,35 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     seg_loop = np.concatenate(cols_l).astype(np.int64)
     seg_section = np.repeat(np.arange(len(cols_b)), [c.shape[1] for c in cols_b])
     G = bounds.shape[1] - 1
-    bounds = _hold_requests(trace, bounds, seg_loop)
-    # iteration contents, per rank and global segment: shape (runs collapsed) and exact
-    shape = np.zeros((P, G), np.uint64)
-    exact = np.zeros((P, G), np.uint64)
     keyed: dict[tuple[bytes, bytes], tuple[np.ndarray, np.ndarray]] = {}
-    for r in range(P):
-        a, b = int(ro[r]), int(ro[r + 1])
-        key = (struct[a + 1:b - 1].tobytes(), bounds[r].tobytes())
-        if key not in keyed:
-            keyed[key] = segment_keys(struct[a + 1:b - 1], bounds[r])
-        shape[r], exact[r] = keyed[key]
+
+    def contents(bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Iteration contents, per rank and global segment: shape (runs collapsed) and exact."""
+        shape = np.zeros((P, G), np.uint64)
+        exact = np.zeros((P, G), np.uint64)
+        for r in range(P):
+            a, b = int(ro[r]), int(ro[r + 1])
+            key = (struct[a + 1:b - 1].tobytes(), bounds[r].tobytes())
+            if key not in keyed:
+                keyed[key] = segment_keys(struct[a + 1:b - 1], bounds[r])
+            shape[r], exact[r] = keyed[key]
+        return shape, exact
+
     is_it = seg_loop >= 0
-    # a phase is a distinct combination of the ranks' iteration shapes
     it_cols = np.flatnonzero(is_it)
+    shape, exact = contents(bounds)
+    held = _hold_requests(trace, bounds, seg_loop)
+    if not np.array_equal(held, bounds):
+        # iterations that hold the requests they complete, where that does not make more
+        # kinds of iteration than the cut had (a cut that rotates every step evenly, as a
+        # halo exchange's Irecv before the step's end, keeps its one kind)
+        h_shape, h_exact = contents(held)
+
+        def n_kinds(sh: np.ndarray) -> int:
+            return len(np.unique(sh[:, it_cols].T, axis=0)) if it_cols.size else 0
+        if n_kinds(h_shape) <= n_kinds(shape):
+            bounds, shape, exact = held, h_shape, h_exact
+    # a phase is a distinct combination of the ranks' iteration shapes
     kind = np.full(G, -1, np.int64)
     if it_cols.size:
         _, first, inverse = np.unique(shape[:, it_cols].T, axis=0, return_index=True,
