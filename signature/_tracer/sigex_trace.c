@@ -958,10 +958,10 @@ static inline int poll_begin(ev_t *e, int op, MPI_Comm comm) {
   e->seq = g.seq;
   e->op = op;
   e->t_start = wall_now() - g.t0;
+  poll.gap_sw = cpu_switched(); /* the burst before this poll lost the CPU */
   /* sampling always, the burst before a poll is read before the call, in case
    * the call ends the loop (so two readings per poll); in check mode, the same
    * for the reference */
-  poll.gap_sw = cpu_switched(); /* the burst before this poll lost the CPU */
   if (g.cpu_min_s <= 0) {
     sample(&g.pre);
     g.n_samples++;

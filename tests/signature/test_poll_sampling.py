@@ -101,7 +101,9 @@ def test_polls_read_few_clocks_and_bursts_after_loops_are_exact(tmp_path, monkey
     assert within.mean() >= share, (
         f"{(~within).sum()} of {after.sum()} bursts after a loop off; worst: wall "
         f"{wall[worst]:.6f} s, lazy {lazy[worst]:.6f} s, exact {exact[worst]:.6f} s")
-    assert abs(lazy[after].sum() - exact[after].sum()) <= total * exact[after].sum() + 20e-6
+    # (check mode's own reading at the end of the loop's last poll lies inside the wall time
+    # of the gap after it, which an estimated burst takes: up to 1 us each)
+    assert abs(lazy[after].sum() - exact[after].sum()) <= total * exact[after].sum() + 1e-6 * after.sum()
     assert (err <= BURST_REL * exact + BURST_ABS).mean() >= 0.97
     # context switches: none invented (a loop's tail gives the burst after it its switches
     # less one per poll that switched)
