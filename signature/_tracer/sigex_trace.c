@@ -846,7 +846,7 @@ static inline int cpu_call_end(double dt) {
  *   the same (once per loop), so that the tail's estimate belongs to no burst
  *   and its error to none.  Only where that burst lost the CPU or lasted
  *   cpu_min_s does the tail's error (its CPU time less its estimate) land in
- *   it, with the tail's context switches.
+ *   it, with the tail's context switches less one per poll that switched.
  * A poll that ends a loop can read the clock only after its call: the call is
  * estimated as one more poll of the loop.  In check mode the reference (g.ref)
  * reads every boundary, as sampling always does. */

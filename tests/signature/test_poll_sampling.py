@@ -80,14 +80,16 @@ def _after_loops(t, bursts):
 @pytest.mark.parametrize("mpi", list(MPICC))
 @pytest.mark.parametrize("how", ["test", "testany", "iprobe"])
 def test_polls_read_few_clocks_and_bursts_after_loops_are_exact(tmp_path, monkeypatch, mpi, how):
-    """Lazily: at most one clock reading per ten polls beyond the events' own, and the
+    """Lazily: at most one clock reading per 50 polls beyond the events' own, and the
     burst after each loop agrees with the always-sampled figure within the stated bound."""
     t, bursts, check = _traced(tmp_path, monkeypatch, mpi, how)
     polls = int(t.events["repeat"].sum()) - t.n_events
     loops = int((t.events["repeat"] > 1).sum())
     assert loops >= 20, f"only {loops} polling loops held"  # how many: as the ranks are scheduled
-    # an event reads the clock at most twice, a loop once more where it ends
-    assert t.meta["cpu_samples"] <= 2 * t.n_events + loops + polls / 10, (
+    # an event reads the clock at most twice, a loop once more where it ends, and the polls
+    # once per ~100 us of the CPU time of those that switched (a poll takes 1-3 us): the
+    # tracer refreshing every 20 us of polling read 1 in 3 (Open MPI) or 1 in 20 (MPICH)
+    assert t.meta["cpu_samples"] <= 2 * t.n_events + loops + polls / 50, (
         f"{t.meta['cpu_samples']} clock readings for {t.n_events} events and {polls} polls")
     lazy, exact, wall = t.events["t_cpu"][bursts], check["t_cpu"], t.events["t_comp"][bursts]
     # a reference read across a preemption of its own reading shows more CPU time than wall
