@@ -20,6 +20,14 @@ sampling), the same through CLOCK_THREAD_CPUTIME_ID and getrusage
 (``SIGEX_NO_PERF=1``: half the difference to lazy is what one lazy clock reading
 costs at most), and lazily (the default; see docs/trace-format.md).
 
+Polling loops (``bench/c/poll_loop.c``: a ring of P = 4 ranks, each computing, sending
+and polling MPI_Testany for its neighbour's message, as hpcc's RandomAccess does; built
+with Debian's Open MPI where installed, whose polls yield the CPU at every call when
+ranks outnumber cores, as here): the thread CPU time per poll inside the loops, untraced
+and traced (median of ``--repeat`` alternating runs; CPU time, which other load on the
+machine disturbs less than wall time), the tracer's clock readings per poll, and in check
+mode the error of the burst after each loop.
+
 A context switch costs more in a thread with perf events open: ``bench/c/switch_cost.c``
 times two processes yielding one CPU to each other (as the ranks of an oversubscribed
 MPI do while they wait) bare, with the always-sampling tracer's perf group open, and
@@ -56,7 +64,7 @@ sys.path.insert(0, str(ROOT))
 from signature import load_trace, trace_run, tracer_library  # noqa: E402
 from signature._raw import read_cpu_check  # noqa: E402
 from signature._text import table  # noqa: E402
-from signature.capture import PINNED_THREADS_ENV  # noqa: E402
+from signature.capture import PINNED_THREADS_ENV, launch_for, run_environment  # noqa: E402
 
 # (name, script, args) at the bundled traces' original workloads
 CASES = [
@@ -136,6 +144,49 @@ def unit_costs(n: int = 300_000) -> dict[str, float]:
             "sample_s": 1e-9 * (c["send_always_clock"] - c["send_lazy"]) / 2}
 
 
+POLL_RE = re.compile(r"polls (\d+) loop_cpu_s (\S+) ns_per_poll (\S+)")
+
+
+def _poll_program(tmp: Path) -> Path:
+    """``bench/c/poll_loop.c`` built with Debian's Open MPI where installed, else ``mpicc``."""
+    exe = tmp / "poll_loop"
+    mpicc = shutil.which("mpicc.openmpi") or "mpicc"
+    subprocess.run([mpicc, "-O2", "-o", str(exe), str(ROOT / "bench/c/poll_loop.c")], check=True)
+    return exe
+
+
+def poll_cost(repeat: int, nprocs: int = 4, iters: int = 2000, work_us: int = 50,
+              how: str = "testany") -> dict:
+    """Thread CPU time per poll inside ``poll_loop``'s loops, untraced and traced (median
+    of ``repeat`` alternating runs), the tracer's clock readings per poll and the polls."""
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        exe = _poll_program(tmp)
+        cmd = [str(exe), str(iters), str(work_us), how]
+        launch = launch_for(cmd)
+        env = run_environment(nprocs)
+        plain, traced, readings, polls = [], [], [], []
+        for k in range(repeat):
+            out = subprocess.run(launch.argv(cmd, nprocs, (), env), env=launch.environment(env),
+                                 capture_output=True, text=True, check=True).stdout
+            plain.append(float(POLL_RE.search(out).group(3)))
+            log = tmp / f"traced{k}.out"
+            with open(log, "w") as f:
+                res = trace_run(cmd, nprocs, tmp / f"t{k}.h5", overwrite=True, stdout=f)
+            if not res.ok:
+                raise SystemExit(f"poll_loop: traced run failed: {res.trace.meta.get('incomplete_reason')}")
+            m = POLL_RE.search(log.read_text())
+            traced.append(float(m.group(3)))
+            polls.append(int(m.group(1)))
+            readings.append(res.trace.meta.get("cpu_samples", 0) / max(int(m.group(1)), 1))
+    return {"program": f"poll_loop {iters} {work_us} {how}", "P": nprocs,
+            "mpi": Path(shutil.which("mpicc.openmpi") or "mpicc").name,
+            "untraced_ns_per_poll": statistics.median(plain),
+            "traced_ns_per_poll": statistics.median(traced),
+            "tracer_ns_per_poll": statistics.median(traced) - statistics.median(plain),
+            "readings_per_poll": statistics.median(readings), "polls": statistics.median(polls)}
+
+
 def switch_cost(n: int = 200_000, best_of: int = 5) -> dict[str, float]:
     """ns per context switch of two processes yielding one CPU to each other
     (``bench/c/switch_cost.c``): bare, with the tracer's perf_event_open group open (the
@@ -180,14 +231,19 @@ def accuracy(name: str, cmd: list[str], nprocs: int, folder: Path) -> list[dict]
     b = t.events["seq"] > 0
     wall, lazy, exact = t.events["t_comp"][b], t.events["t_cpu"][b], check["t_cpu"]
     err = np.abs(lazy - exact)
+    rep = t.events["repeat"] if "repeat" in t.events else np.ones(t.n_events, np.int32)
+    after = np.zeros(t.n_events, bool)  # the burst after a held polling loop
+    after[1:] = (rep[:-1] > 1) & (t.events["rank"][1:] == t.events["rank"][:-1])
+    after = after[b]
     rows = []
-    for lo, hi in CLASSES + [(0, float("inf"))]:
-        sel = (wall >= lo) & (wall < hi)
+    for lo, hi in CLASSES + [(0, float("inf")), (None, "after")]:
+        sel = after if hi == "after" else (wall >= lo) & (wall < hi)
         if not sel.any():
             continue
         rows.append({
             "program": name, "P": nprocs,
-            "bursts": "all" if (lo, hi) == (0, float("inf")) else f"{lo * 1e6:g}-{hi * 1e6:g} us",
+            "bursts": "after a polling loop" if hi == "after" else
+                      "all" if (lo, hi) == (0, float("inf")) else f"{lo * 1e6:g}-{hi * 1e6:g} us",
             "n": int(sel.sum()), "estimated_share": float(np.mean(lazy[sel] == wall[sel])),
             "err_median_us": 1e6 * float(np.median(err[sel])),
             "err_p99_us": 1e6 * float(np.percentile(err[sel], 99)),
@@ -204,6 +260,8 @@ def accuracy_cases(nprocs: int, folder: Path) -> list[tuple[str, list[str], int,
     cases = []
     for name, script, args in CASES[:2]:
         cases.append((name, [sys.executable, str(ROOT / "examples" / script), *args], nprocs, folder))
+    exe = _poll_program(folder)
+    cases.append(("poll_loop", [str(exe), "1000", "50", "testany"], 4, folder))
     from validate_apps import APPS  # noqa: E402  (bench/ is on sys.path when run as a script)
     for name in ("melt", "peptide"):
         app = APPS[name]
@@ -251,6 +309,7 @@ def main() -> None:
                 acc += accuracy(*case)
     cost = call_cost(opts.calls, configs=("untraced", "always", "lazy", "always_clock"))
     switch = switch_cost()
+    polls = poll_cost(opts.repeat)
     if rows:
         print(f"{'example':10s} {'P':>3s} {'untraced (s)':>13s} {'traced (s)':>11s} {'ratio':>7s} "
               f"{'median burst (ms)':>18s}")
@@ -267,6 +326,11 @@ def main() -> None:
         print(f"{what:34s} {u:9.0f} {a:9.0f} {k:9.0f} {z:9.0f} {a - u:14.0f} {z - u:12.0f}")
     print("(always: both ends of every call read through perf_event_open, the tracer before lazy "
           "sampling; clocks: the same through CLOCK_THREAD_CPUTIME_ID and getrusage)")
+    print(f"\npolling loops, {polls['program']} at P={polls['P']} ({polls['mpi']}, "
+          f"{os.cpu_count()} cores), thread CPU time per poll, median of {opts.repeat}: untraced "
+          f"{polls['untraced_ns_per_poll']:.0f} ns, traced {polls['traced_ns_per_poll']:.0f} ns "
+          f"(tracer {polls['tracer_ns_per_poll']:+.0f} ns); {polls['readings_per_poll']:.3f} clock "
+          f"readings per poll ({polls['polls']:.0f} polls)")
     print(f"\none context switch (two processes yielding one CPU, best of 5): bare "
           f"{switch['none']:.0f} ns, with the perf group open {switch['perf']:.0f} ns, with the "
           f"rseq pointer armed {switch['rseq']:.0f} ns")
@@ -288,6 +352,7 @@ def main() -> None:
         "tracer_ns_per_call_lazy": cost["send_lazy"] - cost["send_untraced"],
         "tracer_ns_per_poll_lazy": cost["test_lazy"] - cost["test_untraced"],
         "switch_ns": switch,
+        "poll_loop": polls,
         "accuracy": acc,
         "goal": {"ratio_max_where_bursts_ge_1ms": 1.05},
         "goal_met": all(r["ratio"] < 1.05 for r in long_bursts) if long_bursts else None,

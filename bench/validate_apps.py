@@ -21,7 +21,7 @@ overhead (traced / untraced launcher wall time - 1, best of ``--reps`` alternati
 after one untraced warm-up run that fills the page cache; goal <= 5%), the same for the
 CPU time of the launcher and its ranks (less disturbed than wall time when other work
 shares the machine, though ranks that spin while they wait spend more of it when their
-peers are descheduled), the tracer's own work as a share of the untraced run's CPU time
+peers are descheduled; best of ``--reps``, and the ratio of the medians), the tracer's own work as a share of the untraced run's CPU time
 (its events, held polls and clock readings times their unit costs, measured with
 ``bench/tracer_overhead.py``'s ``call_cost``: undisturbed by other load, but without
 start-up, write-back and cache effects), how the tracer
@@ -71,6 +71,7 @@ import os
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -82,7 +83,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from signature import load_trace, trace_run, unmodelled_calls  # noqa: E402
+from signature import load_trace, trace_run, tracer_library, unmodelled_calls  # noqa: E402
 from signature.capture import launch_for, run_environment  # noqa: E402
 
 OUT = ROOT / "bench" / "_apps"
@@ -303,6 +304,7 @@ def measure(app: App, P: int, reps: int, force: bool, out: Path = OUT) -> dict:
     command = app.command(folder, P)
     launch = launch_for(command)
     env = run_environment(P)
+    tracer_library(mpicc=launch.mpicc)  # built (once per tracer source) before anything is timed
     untraced, traced, cpu_untraced, cpu_traced = [], [], [], []
     trace_path = folder / f"P{P}.h5"
     here = os.getcwd()
@@ -339,6 +341,8 @@ def measure(app: App, P: int, reps: int, force: bool, out: Path = OUT) -> dict:
         "overhead": min(traced) / min(untraced) - 1,
         "untraced_cpu_s": min(cpu_untraced), "traced_cpu_s": min(cpu_traced),
         "cpu_overhead": min(cpu_traced) / min(cpu_untraced) - 1,
+        "cpu_overhead_median": statistics.median(cpu_traced) / statistics.median(cpu_untraced) - 1,
+        "untraced_cpu_all_s": cpu_untraced, "traced_cpu_all_s": cpu_traced,
         "own_account": app.account(folder, out_text),
         "trace_grid": cart, "mpi": t.meta.get("mpi_library", "")[:40],
         **_tracer_counts(t),
@@ -879,7 +883,9 @@ def main(argv=None) -> int:
         table.append((r["app"], str(r["P"]), "yes" if r["complete"] else "NO", f"{r['events']:,}",
                       str(r["unmodelled_calls"]) + (f" ({'; '.join(r['unmodelled'])})" if r["unmodelled"] else ""),
                       f"{r['untraced_s']:.2f}", f"{r['traced_s']:.2f}", f"{100 * r['overhead']:+.1f}%",
-                      f"{100 * r['cpu_overhead']:+.1f}%" if "cpu_overhead" in r else "-",
+                      (f"{100 * r['cpu_overhead']:+.1f}%" if "cpu_overhead" in r else "-")
+                      + (f" (median {100 * r['cpu_overhead_median']:+.1f}%)"
+                         if "cpu_overhead_median" in r else ""),
                       f"{100 * r['tracer_work_share']:.2f}%" if r.get("tracer_work_share") is not None else "-",
                       _sampling(r), acc, f"grid {r['trace_grid']}" if r["trace_grid"] else "-"))
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
@@ -901,6 +907,8 @@ def main(argv=None) -> int:
                 "overhead_max": bool(rows) and over <= GOAL_OVERHEAD},
         "rows": [{**{k: r[k] for k in ("app", "P", "complete", "events", "unmodelled_calls",
                                         "overhead")}, "cpu_overhead": r.get("cpu_overhead"),
+                  "cpu_overhead_median": r.get("cpu_overhead_median"),
+                  "polls": r.get("polls"), "cpu_samples": r.get("cpu_samples"),
                   "tracer_work_share": r.get("tracer_work_share"),
                   "cpu_sampling": r.get("cpu_sampling", "always")}
                  for r in rows],

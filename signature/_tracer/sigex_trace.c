@@ -230,6 +230,7 @@ static struct {
   pthread_t main_thread;
   double t0, last_end;
   sample_t last;
+  sample_t pre;       /* read before a poll's call (sampling always, check mode: poll_begin) */
   int64_t seq, nevents, ncompletions, untraced_calls, next_req;
   mstream m_events, m_compl, m_lists;
   FILE *f_comms;
@@ -240,6 +241,7 @@ static struct {
   double cpu_min_s;   /* T: an interval shorter than this ends without a sample (0: always) */
   double cpu_chain_s; /* bound on the estimated time between two real samples */
   double est;         /* wall time of the intervals estimated since the last real sample */
+  int64_t est_ctx;    /* context switches of those intervals known to have switched (polls) */
   int64_t n_bursts, n_bursts_est, n_samples;
   double t_bursts, t_bursts_est;
   int check;          /* SIGEX_CPU_SAMPLE_CHECK: also sample always, write rank<r>.cpucheck */
@@ -738,17 +740,21 @@ static inline int cpu_must_sample(double dt) {
   return cpu_switched() | (dt >= g.cpu_min_s) | (g.est + dt >= g.cpu_chain_s);
 }
 
-/* The burst before event e ended now, after dt s of wall time. */
-static inline void cpu_burst_end(ev_t *e, double dt) {
+/* The burst before event e ended after dt s of wall time; `real`: read the
+ * clock (else estimate).  The reading is taken now, or is *pre where the clock
+ * was read when the burst ended, before a poll that ended a loop (sampling
+ * always, and the check mode's reference). */
+static inline void cpu_burst_record(ev_t *e, double dt, int real, const sample_t *pre) {
   sample_t s;
-  int real = cpu_must_sample(dt);
   g.n_bursts++;
   g.t_bursts += dt;
-  if (real || g.check) sample(&s);
+  if (pre && g.cpu_min_s <= 0) s = *pre;
+  else if (real || g.check) sample(&s);
   if (g.check) {
-    struct sigex_cpucheck c = {e->seq, s.cpu - g.ref.cpu, s.ctx - g.ref.ctx};
+    const sample_t *x = pre ? pre : &s;
+    struct sigex_cpucheck c = {e->seq, x->cpu - g.ref.cpu, x->ctx - g.ref.ctx};
     ms_write(&g.m_check, &c, sizeof c);
-    g.ref = s;
+    g.ref = *x;
   }
   if (!real) {
     e->t_cpu = dt;
@@ -762,7 +768,8 @@ static inline void cpu_burst_end(ev_t *e, double dt) {
   g.n_samples++;
   e->t_cpu = s.cpu - g.last.cpu - g.est;
   if (e->t_cpu < 0) e->t_cpu = 0; /* an estimated interval was off the CPU after all */
-  e->ctx_switches = s.ctx - g.last.ctx;
+  e->ctx_switches = s.ctx - g.last.ctx - g.est_ctx;
+  if (e->ctx_switches < 0) e->ctx_switches = 0;
   if (g.hw_ok) {
     e->instr = s.instr - g.last.instr;
     e->cycles = s.cycles - g.last.cycles;
@@ -772,6 +779,15 @@ static inline void cpu_burst_end(ev_t *e, double dt) {
   }
   g.last = s;
   g.est = 0;
+  g.est_ctx = 0;
+}
+
+/* The burst before event e ended now, after dt s of wall time; 1 if the clock
+ * was read. */
+static inline int cpu_burst_end(ev_t *e, double dt) {
+  int real = cpu_must_sample(dt);
+  cpu_burst_record(e, dt, real, NULL);
+  return real;
 }
 
 /* The sample that starts the next burst, taken now (in check mode g.ref was
@@ -781,14 +797,17 @@ static inline void cpu_take(void) {
   if (g.check) g.last = g.ref;
   else sample(&g.last);
   g.est = 0;
+  g.est_ctx = 0;
 }
 
-/* A call ended now after dt s: the next burst starts here. */
-static inline void cpu_call_end(double dt) {
+/* A call ended now after dt s: the next burst starts here.  1 if the CPU time
+ * was read. */
+static inline int cpu_call_end(double dt) {
   int must = cpu_must_sample(dt); /* first: it notes a switch before any reading */
   if (g.check) sample(&g.ref);
   if (must) cpu_take();
   else g.est += dt;
+  return must;
 }
 
 /* Polling loops (MPI_Test*, MPI_Iprobe and MPI_Improbe called again and again
@@ -796,25 +815,75 @@ static inline void cpu_call_end(double dt) {
  * P = 4) are held, not written: a poll that finds nothing becomes one event
  * whose t_comm spans the loop and whose `repeat` counts the calls, and the
  * identical polls that follow (same function, same requests or source/tag/
- * communicator) only extend it, without reading the counters.  The first
- * poll that finds something, or any other MPI call, writes the held event.
- * The CPU-time sample that starts the next burst is refreshed at most every
- * POLL_SAMPLE_S of polling (poll_again), so a burst after a loop may include
- * up to that much of the loop's CPU time (sampling every boundary), or be
- * short of that much where the loop's last polls lost the CPU (lazily). */
-#define POLL_SAMPLE_S 20e-6
+ * communicator) only extend it.  The first poll that finds something, or any
+ * other MPI call, writes the held event.
+ *
+ * The burst after a loop is the time from the loop's last poll to the next
+ * call.  Sampling always (SIGEX_CPU_SAMPLE_MIN_US=0, or with hardware
+ * counters) every boundary is read, each poll's start and end included (two
+ * readings per poll: the burst before a poll that ends the loop is read before
+ * its call).  Lazily, a poll reads no clock.  Under an oversubscribed MPI a
+ * poll yields the CPU and lasts tens of microseconds, so reading at every
+ * switch, or every 20 us as this tracer once did, read the clock at almost
+ * every poll (1.27 M readings for hpcc's 4.24 M polls at P = 4, over half of
+ * the tracer's work there).  Instead:
+ * - each poll notes, from the rseq pointer (re-armed at both ends of a poll),
+ *   whether the burst before it and its call kept the CPU.  An interval that
+ *   kept it took its wall time of CPU time (as an estimated burst does); one
+ *   that lost it took the loop's CPU time per switched poll, measured between
+ *   readings as their CPU time less the wall time of the intervals that kept
+ *   the CPU, over the polls that switched (a mean in which each older pair of
+ *   readings weighs half as much);
+ * - the clock is read (the sample that starts the next burst refreshed) when
+ *   the switched polls since the last reading took about POLL_TAIL_CPU_S of
+ *   CPU time by that figure, or after POLL_TAIL_S of polling (a bound on the
+ *   error of the intervals estimated from their wall time: interrupts, and
+ *   the time a hypervisor takes);
+ * - when the loop ends, the polls since the last reading (the loop's tail)
+ *   are taken out of what follows as estimated time (g.est, at most their wall
+ *   time).  The burst after the loop is almost always short and on the CPU,
+ *   so estimated from its wall time; the clock is then read at its end all
+ *   the same (once per loop), so that the tail's estimate belongs to no burst
+ *   and its error to none.  Only where that burst lost the CPU or lasted
+ *   cpu_min_s does the tail's error (its CPU time less its estimate) land in
+ *   it, with the tail's context switches less one per poll that switched.
+ * A poll that ends a loop can read the clock only after its call: the call is
+ * estimated as one more poll of the loop.  In check mode the reference (g.ref)
+ * reads every boundary, as sampling always does. */
+#define POLL_TAIL_CPU_S 100e-6
+#define POLL_TAIL_S 200e-6
 static struct {
   int active, op;
   uintptr_t k1;
   int64_t k2;
-  double sampled;
+  int anchored;      /* g.last was read in this loop */
+  int gap_sw;        /* the burst before the current poll lost the CPU */
+  int64_t n_sw;      /* polls since then whose interval lost the CPU ... */
+  double t_on;       /* ... the wall time of those that kept it ... */
+  double t_tail;     /* ... and of all of them (their calls and the bursts between) */
+  double sw_cpu, sw_n; /* CPU time and count of the switched polls between readings, each
+                        * older pair of readings weighted half as much as the next */
   struct sigex_event ev;
 } poll;
+
+/* The held loop's tail, as estimated time before the next burst (see above). */
+static inline void poll_tail_estimate(void) {
+  double est = poll.t_tail;
+  if (poll.n_sw && poll.sw_n > 0) {
+    double on_cpu = poll.t_on + (double)poll.n_sw * poll.sw_cpu / poll.sw_n;
+    if (on_cpu < est) est = on_cpu;
+  }
+  g.est += est;
+  g.est_ctx += poll.n_sw; /* at least one switch each */
+  poll.n_sw = 0;
+  poll.t_on = poll.t_tail = 0;
+}
 
 static void poll_flush(void) {
   if (!poll.active) return;
   poll.active = 0;
   ms_write(&g.m_events, &poll.ev, sizeof poll.ev);
+  poll_tail_estimate();
 }
 
 static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
@@ -824,14 +893,17 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
     return 0;
   }
   g.depth = 1;
-  if (poll.active) poll_flush();
+  int closing = poll.active;
+  if (closing) poll_flush();
   double now = wall_now();
   memset(e, 0, sizeof *e);
   e->seq = g.seq;
   e->op = op;
   e->t_start = now - g.t0;
   e->t_comp = now - g.last_end;
-  cpu_burst_end(e, e->t_comp);
+  /* after a held loop, a burst estimated from its wall time is read at its end
+   * all the same: the loop's estimated tail then belongs to no burst */
+  if (!cpu_burst_end(e, e->t_comp) && closing) cpu_take();
   e->peer = e->recv_peer = e->root = PEER_NONE;
   e->tag = -1;
   e->req = -1;
@@ -840,22 +912,37 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
   return 1;
 }
 
-/* Another poll of a held loop ended now.  The sample that starts the next
- * burst is refreshed every POLL_SAMPLE_S of polling, lazily sampled or not:
- * a poll loop under an oversubscribed MPI yields the CPU at every poll, and
- * sampling at each of those switches would cost more than the refresh. In
- * between, lazily, the loop's intervals are estimated; a switch since the
- * last refresh makes the next boundary sample (the rseq pointer stays
- * cleared until then). */
+/* Another poll of a held loop ended now (see "Polling loops" above). */
 static inline void poll_again(double now) {
-  if (now - poll.sampled > POLL_SAMPLE_S) {
-    poll.sampled = now;
-    (void)cpu_switched(); /* re-arm, noting a switch before the reading */
-    if (g.check) sample(&g.ref);
-    cpu_take();
-  } else if (g.cpu_min_s > 0) {
-    g.est += now - g.last_end;
+  if (g.check) { /* the always-sampling reference reads every poll's end, switches included */
+    g.switch_seen = 1;
+    sample(&g.ref);
   }
+  if (g.cpu_min_s <= 0) { /* sampling always: this boundary as any other */
+    cpu_take();
+    return;
+  }
+  double dt = now - g.last_end;
+  poll.t_tail += dt;
+  if (poll.gap_sw | cpu_switched()) poll.n_sw++;
+  else poll.t_on += dt;
+  /* read when the switched polls since the last reading took about POLL_TAIL_CPU_S
+   * (at once while there is no reading in this loop or no figure per poll yet), and
+   * after POLL_TAIL_S of polling in any case */
+  if (poll.t_tail < POLL_TAIL_S &&
+      (!poll.n_sw || (poll.anchored && poll.sw_n > 0 &&
+                      (double)poll.n_sw * poll.sw_cpu < POLL_TAIL_CPU_S * poll.sw_n)))
+    return;
+  double before = g.last.cpu;
+  cpu_take();
+  if (poll.anchored && poll.n_sw) {
+    double c = g.last.cpu - before - poll.t_on;
+    poll.sw_cpu = 0.5 * poll.sw_cpu + (c > 0 ? c : 0);
+    poll.sw_n = 0.5 * poll.sw_n + (double)poll.n_sw;
+  }
+  poll.anchored = 1;
+  poll.n_sw = 0;
+  poll.t_on = poll.t_tail = 0;
 }
 
 /* A poll with a held twin: no counter read; e->seq is the next seq (the held
@@ -871,6 +958,16 @@ static inline int poll_begin(ev_t *e, int op, MPI_Comm comm) {
   e->seq = g.seq;
   e->op = op;
   e->t_start = wall_now() - g.t0;
+  poll.gap_sw = cpu_switched(); /* the burst before this poll lost the CPU */
+  /* sampling always, the burst before a poll is read before the call, in case
+   * the call ends the loop (so two readings per poll); in check mode, the same
+   * for the reference */
+  if (g.cpu_min_s <= 0) {
+    sample(&g.pre);
+    g.n_samples++;
+  } else if (g.check) {
+    sample(&g.pre);
+  }
   e->peer = e->recv_peer = e->root = PEER_NONE;
   e->tag = -1;
   e->req = -1;
@@ -901,19 +998,51 @@ static void poll_end(ev_t *e, int fast, int op, uintptr_t k1, int64_t k2) {
       poll.active = 1;
       g.nevents++;
       g.seq++;
-      cpu_call_end(e->t_comm);
-      poll.sampled = now;
+      poll.anchored = cpu_call_end(e->t_comm);
+      poll.n_sw = 0;
+      poll.t_on = poll.t_tail = 0;
     }
     g.last_end = now;
     g.depth = 0;
     return;
   }
-  if (fast) { /* the burst before this call was the loop's: wall since the last poll */
-    poll_flush();
-    e->t_comp = g.t0 + e->t_start - g.last_end;
-    cpu_burst_end(e, e->t_comp);
+  if (!fast) { /* found something at once: an event as any other */
+    ev_end(e);
+    return;
   }
-  ev_end(e);
+  /* A poll that ends a held loop: the burst before it is the loop's last gap
+   * (wall since the last poll). */
+  poll_flush();
+  double gap = g.t0 + e->t_start - g.last_end;
+  e->t_comp = gap;
+  if (g.cpu_min_s <= 0) { /* read before the call (poll_begin), then after it as any call */
+    cpu_burst_record(e, gap, 1, &g.pre);
+    ev_end(e);
+    return;
+  }
+  /* Lazily the clock can be read only now, after the call.  Where the gap kept
+   * the CPU and was short, it is estimated (its wall time) and the clock read
+   * now closes the loop: its tail and this call belong to no burst.  Else the
+   * gap is what the reading shows less the loop's tail and this call, the call
+   * estimated as one more poll of the loop. */
+  double call = now - g.t0 - e->t_start;
+  int call_sw = cpu_switched();
+  int real = poll.gap_sw | (gap >= g.cpu_min_s);
+  if (real) {
+    double est_call = call;
+    if (call_sw && poll.sw_n > 0 && poll.sw_cpu < call * poll.sw_n) est_call = poll.sw_cpu / poll.sw_n;
+    g.est += est_call;
+    g.est_ctx += call_sw;
+  }
+  cpu_burst_record(e, gap, real, g.check ? &g.pre : NULL);
+  if (g.check) sample(&g.ref); /* the reference reads the call's end, as cpu_call_end */
+  if (!real) cpu_take();
+  e->t_comm = call;
+  ms_write(&g.m_events, e, sizeof *e);
+  g.nevents++;
+  g.seq++;
+  g.last_end = now;
+  g.depth = 0;
 }
 
 static inline void ev_end(ev_t *e) {
