@@ -508,62 +508,53 @@ class ReplayState:
         prog, mach = self.program, self.machine
         I = len(self.inst_size)
         inst_pat = np.full(I, -1, np.int64)
-        tabs = {"pat_rounds": [0], "round_msgs": [0], "pat_busy": [0], "c_src": [], "c_dst": [],
-                "c_terms": [], "busy": [], "c_rdv": []}
-        widest, longest = 1, 1
+        parts: list[dict] = []  # the tables of each pattern, in id order
         if self.collectives == "algorithms" and I:
             offsets = prog.coll_offsets
             has = self.inst_size > 0
-            local = np.arange(len(prog.coll_rank)) - offsets[self.slot_inst]
-            ordered = np.zeros(I, bool)
-            if has.any():
-                ordered[has] = np.logical_and.reduceat(prog.coll_rank == local, offsets[:-1][has])
-            ordered &= prog.coll_op != COLLECTIVE_NAMES.index("Neighbor")
             cand = self._inst_has_local & has & ~self.inst_done
             if self.defer_spanning:
                 cand &= ~self._inst_spans
             flat = mach.link(True) == mach.network or mach.cores <= 1
+            neighbor = COLLECTIVE_NAMES.index("Neighbor")
+            if flat:
+                same = cand  # one link: the members' ranks do not change the costs
+            else:
+                local = np.arange(len(prog.coll_rank)) - offsets[self.slot_inst]
+                ordered = np.zeros(I, bool)
+                if has.any():
+                    ordered[has] = np.logical_and.reduceat(prog.coll_rank == local, offsets[:-1][has])
+                same = cand & ordered & (prog.coll_op != neighbor)
 
-            def add(name, n, root, nbytes, world):
-                """Tables of one pattern with the costs on members ``world``: its id, or -1."""
-                nonlocal widest, longest
-                pat = prog.pattern(name, n, root, nbytes)
-                if pat.n_messages > _KERNEL_PATTERN_MAX:
+            def add(tables) -> int:
+                """The id of a pattern with these tables; -1 for None (not compiled)."""
+                if tables is None:
                     return -1
-                cst = (_world_costs(mach, name, n, root, nbytes) if world is None
-                       else _machine_costs(mach, pat, world[None, :]))
-                for k in range(pat.n_rounds):
-                    a, b = int(pat.round_offsets[k]), int(pat.round_offsets[k + 1])
-                    terms = np.empty((b - a, 4))
-                    for j, x in enumerate(cst.rounds[k]):
-                        terms[:, j] = np.asarray(x, np.float64).reshape(-1)  # a float or (1, b - a)
-                    rdv = cst.rdv[k]
-                    tabs["c_rdv"].append(np.zeros(b - a, np.uint8) if rdv is None else
-                                         np.ones(b - a, np.uint8) if rdv is True else
-                                         np.asarray(rdv, np.uint8).reshape(-1))
-                    tabs["c_terms"].append(terms)
-                    tabs["c_src"].append(pat.src[a:b])
-                    tabs["c_dst"].append(pat.dst[a:b])
-                    tabs["round_msgs"].append(tabs["round_msgs"][-1] + b - a)
-                    longest = max(longest, b - a)
-                tabs["pat_rounds"].append(tabs["pat_rounds"][-1] + pat.n_rounds)
-                tabs["busy"].append(np.asarray(cst.busy, np.float64).reshape(-1))
-                tabs["pat_busy"].append(tabs["pat_busy"][-1] + n)
-                widest = max(widest, n)
-                return len(tabs["pat_rounds"]) - 2
+                parts.append(tables)
+                return len(parts) - 1
 
             # instances over the world in rank order, or any on a machine with one link: one
-            # pattern per (collective, size, root, bytes)
-            same = cand & (ordered | flat)
+            # pattern per (collective, size, root, bytes), its tables kept per machine
             idx = np.flatnonzero(same)
             if len(idx):
-                keys = np.stack([prog.coll_op[idx], self.inst_size[idx], prog.coll_root[idx],
-                                 prog.coll_bytes[idx], ordered[idx]], axis=1)
-                uk, inv = np.unique(keys, axis=0, return_inverse=True)
-                ids = [add(COLLECTIVE_NAMES[op_code], n, root, nbytes,
-                           None if is_ordered else np.arange(n))
-                       for op_code, n, root, nbytes, is_ordered in uk.tolist()]
-                inst_pat[idx] = np.asarray(ids, np.int64)[inv.reshape(-1)]
+                cols = (prog.coll_op[idx], self.inst_size[idx], prog.coll_root[idx], prog.coll_bytes[idx])
+                order = np.lexsort(cols[::-1])
+                first = np.zeros(len(idx), bool)
+                first[0] = True
+                for c in cols:
+                    c = c[order]
+                    first[1:] |= c[1:] != c[:-1]
+                group = np.empty(len(idx), np.int64)
+                group[order] = np.cumsum(first) - 1
+                ids = []
+                for op_code, n, root, nbytes in zip(*(c[order[first]].tolist() for c in cols)):
+                    if op_code == neighbor:  # the program's own pattern
+                        pat = prog.pattern("Neighbor", n, root, nbytes)
+                        ids.append(add(None if pat.n_messages > _KERNEL_PATTERN_MAX else
+                                       _kernel_tables(pat, _machine_costs(mach, pat, np.arange(n)[None, :]))))
+                    else:
+                        ids.append(add(_world_tables(mach, COLLECTIVE_NAMES[op_code], n, root, nbytes)))
+                inst_pat[idx] = np.asarray(ids, np.int64)[group]
             # others: their links depend on which members share a node (one key per instance,
             # worked out in Python: past _KERNEL_LOOP_MAX of them numpy's batches are cheaper)
             seen: dict[tuple, int] = {}
@@ -575,16 +566,26 @@ class ReplayState:
                 key = (int(prog.coll_op[i]), b - a, int(prog.coll_root[i]), int(prog.coll_bytes[i]),
                        shape.astype(np.int64).tobytes())
                 if key not in seen:
-                    seen[key] = add(COLLECTIVE_NAMES[key[0]], key[1], key[2], key[3], world)
+                    pat = prog.pattern(COLLECTIVE_NAMES[key[0]], key[1], key[2], key[3])
+                    seen[key] = add(None if pat.n_messages > _KERNEL_PATTERN_MAX else
+                                    _kernel_tables(pat, _machine_costs(mach, pat, world[None, :])))
                 inst_pat[i] = seen[key]
         out = {"inst_pat": inst_pat, "coll_off": prog.coll_offsets, "coll_rank": prog.coll_rank}
-        for key, vals in tabs.items():
-            dtype = np.float64 if key in ("c_terms", "busy") else np.uint8 if key == "c_rdv" else np.int64
-            if key in ("pat_rounds", "round_msgs", "pat_busy"):
-                out[key] = np.asarray(vals, np.int64)
-            else:
-                out[key] = (np.concatenate(vals) if vals else np.zeros((0, 4) if key == "c_terms" else 0))
-                out[key] = np.ascontiguousarray(out[key], dtype)
+        for key, empty in (("c_src", np.zeros(0, np.int64)), ("c_dst", np.zeros(0, np.int64)),
+                           ("c_terms", np.zeros((0, 4))), ("busy", np.zeros(0)),
+                           ("c_rdv", np.zeros(0, np.uint8))):
+            out[key] = np.concatenate([t[key] for t in parts]) if parts else empty
+        # per pattern its first round, per round its first message, per pattern its first member
+        rounds = [len(t["round_msgs"]) - 1 for t in parts]
+        out["pat_rounds"] = np.concatenate([[0], np.cumsum(rounds, dtype=np.int64)]).astype(np.int64)
+        out["pat_busy"] = np.concatenate([[0], np.cumsum([len(t["busy"]) for t in parts],
+                                                         dtype=np.int64)]).astype(np.int64)
+        msgs = [0]
+        for t in parts:
+            msgs.extend((t["round_msgs"][1:] + msgs[-1]).tolist())
+        out["round_msgs"] = np.asarray(msgs, np.int64)
+        widest = max([len(t["busy"]) for t in parts], default=1)
+        longest = max([t["longest"] for t in parts], default=1)
         out.update(cT=np.empty(widest), cnic=np.empty(widest), cts=np.empty(longest),
                    cstart=np.empty(longest), carr=np.empty(longest))
         self._ctables = out
@@ -1136,6 +1137,9 @@ _KERNEL_TABLES = (
     ("c_rdv", np.uint8), ("cT", np.float64), ("cnic", np.float64), ("cts", np.float64),
     ("cstart", np.float64), ("carr", np.float64))
 
+_KERNEL_ARRAYS_DT = tuple((k, None if d is None else np.dtype(d)) for k, d in _KERNEL_ARRAYS)
+_KERNEL_TABLES_DT = tuple((k, np.dtype(d)) for k, d in _KERNEL_TABLES)
+
 #: Collective patterns of more messages are evaluated by numpy (vectorised) rather than compiled
 _KERNEL_PATTERN_MAX = 1 << 15
 #: Sub-communicator instances on a machine with intra-node links are compiled one by one up to
@@ -1146,21 +1150,20 @@ _KERNEL_LOOP_MAX = 4096
 def _kernel_pointers(st: "ReplayState", scratch: dict):
     """The data pointers of ``st``'s arrays (then the scratch arrays) for the kernel, after
     checking their dtypes and contiguity: the C code trusts them."""
-    arrays = []
-    for name, dtype in _KERNEL_ARRAYS:
-        a = getattr(st, name)
-        want = st.f_send.dtype if dtype is None else np.dtype(dtype)
-        if a.dtype != want or not a.flags.c_contiguous:
-            raise TypeError(f"replay kernel: {name} is {a.dtype} (contiguous {a.flags.c_contiguous}), "
-                            f"expected contiguous {want}")
-        arrays.append(a)
-    for k, dtype in _KERNEL_TABLES:
-        a = scratch[k]
-        if a.dtype != np.dtype(dtype) or not a.flags.c_contiguous:
-            raise TypeError(f"replay kernel: {k} is {a.dtype} (contiguous {a.flags.c_contiguous}), "
-                            f"expected contiguous {np.dtype(dtype)}")
-        arrays.append(a)
-    return (ctypes.c_void_p * len(arrays))(*(a.__array_interface__["data"][0] for a in arrays))
+    addresses = []
+    want_f = st.f_send.dtype
+    for source, spec in ((st.__dict__, _KERNEL_ARRAYS_DT), (scratch, _KERNEL_TABLES_DT)):
+        for name, dtype in spec:
+            a = source[name]
+            want = want_f if dtype is None else dtype
+            if a.dtype != want or not a.flags.c_contiguous:
+                raise TypeError(f"replay kernel: {name} is {a.dtype} (contiguous "
+                                f"{a.flags.c_contiguous}), expected contiguous {np.dtype(want)}")
+            # a ctypes view of a writable buffer gives its address ~5x faster than the
+            # array interface (which builds a dict): this runs ~55 times a replay
+            addresses.append(ctypes.addressof(ctypes.c_char.from_buffer(a)) if a.nbytes and
+                             a.flags.writeable else a.__array_interface__["data"][0])
+    return (ctypes.c_void_p * len(addresses))(*addresses)
 
 
 def gather_result(program: Program, machine: Machine, collectives: str, states: list,
@@ -1232,6 +1235,46 @@ def _world_costs(mach: Machine, name: str, n: int, root: int, nbytes: int) -> _c
                 v.flags.writeable = False  # shared by every replay
     cst.busy.flags.writeable = False
     return cst
+
+
+def _kernel_tables(pat, cst: _coll.Costs) -> dict[str, np.ndarray]:
+    """The compiled kernel's tables of one collective pattern with costs ``cst`` (one
+    instance's: ``cst.busy`` of shape (1, n)): its messages' senders, receivers, LogGP
+    terms (cpu, gap, lat, oL) and rendezvous flags in round order, ``round_msgs`` (each
+    round's first message, then the total), ``longest`` (messages of its largest round)
+    and each member's overheads ``busy``, the values :meth:`ReplayState._evaluate` uses."""
+    offs = np.asarray(pat.round_offsets, np.int64)
+    n_msg = int(offs[-1]) if len(offs) else 0
+    sizes = np.diff(offs)
+    terms = np.empty((n_msg, 4))
+    rdv = np.zeros(n_msg, np.uint8)
+    for k in range(pat.n_rounds):
+        a, b = int(offs[k]), int(offs[k + 1])
+        for j, x in enumerate(cst.rounds[k]):
+            terms[a:b, j] = np.asarray(x, np.float64).reshape(-1)  # a float or (1, b - a)
+        r = cst.rdv[k]
+        if r is not None:
+            rdv[a:b] = 1 if r is True else np.asarray(r, np.uint8).reshape(-1)
+    out = {"c_src": np.ascontiguousarray(pat.src[:n_msg], np.int64),
+           "c_dst": np.ascontiguousarray(pat.dst[:n_msg], np.int64), "c_terms": terms, "c_rdv": rdv,
+           "round_msgs": offs, "longest": int(sizes.max(initial=1)),
+           "busy": np.ascontiguousarray(np.asarray(cst.busy, np.float64).reshape(-1))}
+    for v in out.values():
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False  # kept (_world_tables) and shared by replays
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _world_tables(mach: Machine, name: str, n: int, root: int, nbytes: int) -> dict | None:
+    """:func:`_kernel_tables` of a collective over world ranks 0..n-1 (any members on a
+    machine with one link), kept (the last 32, as :func:`_world_costs`): every instance
+    of it has the same tables. None when the pattern has over ``_KERNEL_PATTERN_MAX``
+    messages (numpy evaluates it)."""
+    pat = _coll.pattern_for(name, n, root, nbytes)
+    if pat.n_messages > _KERNEL_PATTERN_MAX:
+        return None
+    return _kernel_tables(pat, _world_costs(mach, name, n, root, nbytes))
 
 
 @functools.lru_cache(maxsize=None)
