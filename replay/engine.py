@@ -471,20 +471,19 @@ class ReplayState:
                    "scr_r": np.empty(width), "scr_c": np.empty(width)}
         scratch.update(self._compile_collectives())
         fn = self._lib.sigex_replay_run32 if self.f_send.dtype == np.int32 else self._lib.sigex_replay_run64
-        ints = np.array([n, self.lo, self.M, _KERNEL_BURST], np.int64)
-        n_full = np.zeros(1, np.int64)
+        ints = (ctypes.c_int64 * 4)(n, self.lo, self.M, _KERNEL_BURST)
+        n_full = ctypes.c_int64(0)
         total = 0
         n_ev = self.ev_hi - self.ev_lo
         first = self.program.rank_offsets[self.lo:self.hi]
         ptrs = _kernel_pointers(self, scratch)  # the arrays are updated in place below
         while not self.finished:
-            moved = int(fn(ptrs, ints.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
-                           n_full.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))))
+            moved = int(fn(ptrs, ints, ctypes.byref(n_full)))
             self.steps += 1
             total += moved
             self.ready = np.flatnonzero(~self.posted & (self.idx < self.limit))
-            if n_full[0]:
-                self._instances_full(scratch["full"][:int(n_full[0])].copy())
+            if n_full.value:
+                self._instances_full(scratch["full"][:n_full.value].copy())
             if progress is not None:
                 progress(int(np.sum(self.idx - first)), n_ev)
             if moved == 0:
@@ -571,21 +570,9 @@ class ReplayState:
                                     _kernel_tables(pat, _machine_costs(mach, pat, world[None, :])))
                 inst_pat[i] = seen[key]
         out = {"inst_pat": inst_pat, "coll_off": prog.coll_offsets, "coll_rank": prog.coll_rank}
-        for key, empty in (("c_src", np.zeros(0, np.int64)), ("c_dst", np.zeros(0, np.int64)),
-                           ("c_terms", np.zeros((0, 4))), ("busy", np.zeros(0)),
-                           ("c_rdv", np.zeros(0, np.uint8))):
-            out[key] = np.concatenate([t[key] for t in parts]) if parts else empty
-        # per pattern its first round, per round its first message, per pattern its first member
-        rounds = [len(t["round_msgs"]) - 1 for t in parts]
-        out["pat_rounds"] = np.concatenate([[0], np.cumsum(rounds, dtype=np.int64)]).astype(np.int64)
-        out["pat_busy"] = np.concatenate([[0], np.cumsum([len(t["busy"]) for t in parts],
-                                                         dtype=np.int64)]).astype(np.int64)
-        msgs = [0]
-        for t in parts:
-            msgs.extend((t["round_msgs"][1:] + msgs[-1]).tolist())
-        out["round_msgs"] = np.asarray(msgs, np.int64)
-        widest = max([len(t["busy"]) for t in parts], default=1)
-        longest = max([t["longest"] for t in parts], default=1)
+        out.update(_joined_tables(tuple(parts)))
+        widest, longest = out.pop("widest"), out.pop("longest")
+        # the kernel's work arrays for one instance (written: one set per state)
         out.update(cT=np.empty(widest), cnic=np.empty(widest), cts=np.empty(longest),
                    cstart=np.empty(longest), carr=np.empty(longest))
         self._ctables = out
@@ -1152,17 +1139,20 @@ def _kernel_pointers(st: "ReplayState", scratch: dict):
     checking their dtypes and contiguity: the C code trusts them."""
     addresses = []
     want_f = st.f_send.dtype
+    known = scratch.get("addresses", {})  # of kept read-only tables (_joined_tables)
     for source, spec in ((st.__dict__, _KERNEL_ARRAYS_DT), (scratch, _KERNEL_TABLES_DT)):
         for name, dtype in spec:
             a = source[name]
-            want = want_f if dtype is None else dtype
-            if a.dtype != want or not a.flags.c_contiguous:
+            flags = a.flags
+            if a.dtype != (want_f if dtype is None else dtype) or not flags.c_contiguous:
                 raise TypeError(f"replay kernel: {name} is {a.dtype} (contiguous "
-                                f"{a.flags.c_contiguous}), expected contiguous {np.dtype(want)}")
+                                f"{flags.c_contiguous}), expected contiguous "
+                                f"{np.dtype(want_f if dtype is None else dtype)}")
             # a ctypes view of a writable buffer gives its address ~5x faster than the
             # array interface (which builds a dict): this runs ~55 times a replay
-            addresses.append(ctypes.addressof(ctypes.c_char.from_buffer(a)) if a.nbytes and
-                             a.flags.writeable else a.__array_interface__["data"][0])
+            addresses.append(known[name] if name in known else
+                             ctypes.addressof(ctypes.c_char.from_buffer(a)) if flags.writeable
+                             and a.nbytes else a.__array_interface__["data"][0])
     return (ctypes.c_void_p * len(addresses))(*addresses)
 
 
@@ -1255,13 +1245,57 @@ def _kernel_tables(pat, cst: _coll.Costs) -> dict[str, np.ndarray]:
         r = cst.rdv[k]
         if r is not None:
             rdv[a:b] = 1 if r is True else np.asarray(r, np.uint8).reshape(-1)
-    out = {"c_src": np.ascontiguousarray(pat.src[:n_msg], np.int64),
+    src = np.ascontiguousarray(pat.src[:n_msg], np.int64)
+    out = {"c_src": src,
            "c_dst": np.ascontiguousarray(pat.dst[:n_msg], np.int64), "c_terms": terms, "c_rdv": rdv,
            "round_msgs": offs, "longest": int(sizes.max(initial=1)),
            "busy": np.ascontiguousarray(np.asarray(cst.busy, np.float64).reshape(-1))}
     for v in out.values():
         if isinstance(v, np.ndarray):
             v.flags.writeable = False  # kept (_world_tables) and shared by replays
+    return out
+
+
+#: _joined_tables of the last few tuples of patterns, by the patterns' ids (each entry
+#: keeps its patterns alive, so an id is not reused while it is a key)
+_JOINED: dict[tuple, tuple] = {}
+
+
+def _joined_tables(parts: tuple) -> dict:
+    """The tables of patterns ``parts`` (:func:`_kernel_tables`, in pattern id order) one
+    after another, as the kernel reads them: per pattern its first round (``pat_rounds``)
+    and first member (``pat_busy``), per round its first message (``round_msgs``), then
+    the messages' columns and the members' overheads; ``widest`` and ``longest``: the
+    largest pattern and round. Kept for the last 16 tuples whose tables are all kept
+    themselves (:func:`_world_tables`): a replay of an Allreduce loop joins them once."""
+    key = tuple(map(id, parts))
+    hit = _JOINED.get(key)
+    if hit is not None:
+        return hit[1]
+    out = {}
+    for name, empty in (("c_src", np.zeros(0, np.int64)), ("c_dst", np.zeros(0, np.int64)),
+                        ("c_terms", np.zeros((0, 4))), ("busy", np.zeros(0)),
+                        ("c_rdv", np.zeros(0, np.uint8))):
+        out[name] = np.concatenate([t[name] for t in parts]) if parts else empty
+    rounds = [len(t["round_msgs"]) - 1 for t in parts]
+    out["pat_rounds"] = np.concatenate([[0], np.cumsum(rounds, dtype=np.int64)]).astype(np.int64)
+    out["pat_busy"] = np.concatenate([[0], np.cumsum([len(t["busy"]) for t in parts],
+                                                     dtype=np.int64)]).astype(np.int64)
+    msgs = [0]
+    for t in parts:
+        msgs.extend((t["round_msgs"][1:] + msgs[-1]).tolist())
+    out["round_msgs"] = np.asarray(msgs, np.int64)
+    out["widest"] = max([len(t["busy"]) for t in parts], default=1)
+    out["longest"] = max([t["longest"] for t in parts], default=1)
+    if all(t.get("kept") for t in parts):
+        out["addresses"] = {}
+        for k, v in list(out.items()):
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False
+                out["addresses"][k] = v.__array_interface__["data"][0]
+        if len(_JOINED) >= 16:
+            _JOINED.pop(next(iter(_JOINED)))
+        _JOINED[key] = (parts, out)
     return out
 
 
@@ -1274,7 +1308,9 @@ def _world_tables(mach: Machine, name: str, n: int, root: int, nbytes: int) -> d
     pat = _coll.pattern_for(name, n, root, nbytes)
     if pat.n_messages > _KERNEL_PATTERN_MAX:
         return None
-    return _kernel_tables(pat, _world_costs(mach, name, n, root, nbytes))
+    out = _kernel_tables(pat, _world_costs(mach, name, n, root, nbytes))
+    out["kept"] = True
+    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -1320,19 +1356,22 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
     ne, nr = ev_hi - ev_lo, hi - lo
     counts, order, pos = _time_major(program, lo, hi)
     starts = ro[lo:hi] - ev_lo
-    uniform = order is None
-    nc = int(counts[0]) if uniform else 0
+    uniform = order is None  # every rank has counts[0] events
     sl = slice(ev_lo, ev_hi)
     # every value is below one of these bounds (ids of messages, slots, wait-list entries, events)
     big = max(program.n_slots, len(program.wait_slots), program.n_events) + 1
     dtype = np.int32 if big < (1 << 31) - 1 else np.int64
 
+    if uniform:
+        lay = _uniform_layout(program, sl, nr, int(counts[0]), dtype)
+        lay.update(pos=pos, counts=counts)
+        if lo == 0 and hi == program.nprocs:
+            cache[key] = lay
+        return lay
+
     def tm(c):
         """A column of these ranks' events in program order, time-major."""
-        c = c.astype(dtype, copy=False)
-        if uniform:
-            return np.ascontiguousarray(c.reshape(nr, nc).T).reshape(-1)
-        return c.take(order)
+        return c.astype(dtype, copy=False).take(order)
 
     woff = program.wait_offsets
     nxt = np.empty(ne, np.int64)
@@ -1341,15 +1380,39 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
     lay = {"pos": pos, "send": tm(program.send_msg[sl]), "recv": tm(program.recv_msg[sl]),
            "coll": tm(program.coll_slot[sl]), "wstart": tm(woff[sl]),
            "wlen": tm(woff[ev_lo + 1:ev_hi + 1] - woff[sl]), "next": tm(nxt)}
-    comp = program.comp[sl]
-    lay["comp"] = (np.ascontiguousarray(comp.reshape(nr, nc).T).reshape(-1) if uniform
-                   else comp.take(order))
+    lay["comp"] = program.comp[sl].take(order)
     first = np.full(nr, -1, np.int64)
     first[counts > 0] = pos[starts[counts > 0]]
     lay.update(first=first, counts=counts)
     if lo == 0 and hi == program.nprocs:
         cache[key] = lay
     return lay
+
+
+def _uniform_layout(program: Program, sl: slice, nr: int, nc: int, dtype) -> dict:
+    """:func:`_layout`'s columns when each of the ``nr`` ranks has ``nc`` events
+    (program events ``sl``): time-major is then a transpose, done once for the integer
+    columns together; the next event of a rank is ``nr`` further on. Also the bins of
+    the per-phase sums (``keys``, what :func:`_layout_keys` computes)."""
+    woff = program.wait_offsets
+    block = np.empty((5, nr, nc), dtype)
+    for j, col in enumerate((program.send_msg[sl], program.recv_msg[sl], program.coll_slot[sl],
+                             woff[sl])):
+        block[j] = col.reshape(nr, nc)
+    np.subtract(woff[sl.start + 1:sl.stop + 1].reshape(nr, nc), block[3], out=block[4])
+    send, recv, coll, wstart, wlen = np.ascontiguousarray(block.transpose(0, 2, 1)).reshape(5, -1)
+    nxt = np.arange(nr, nr * (nc + 1), dtype=dtype)
+    nxt[-nr:] = -1
+    comp = np.ascontiguousarray(program.comp[sl].reshape(nr, nc).T).reshape(-1)
+    keys = np.empty((nc, nr), np.intp)  # (phase + 1) * nr + rank
+    if program.phase is None:
+        keys[:] = 0
+    else:
+        np.add(program.phase[sl].reshape(nr, nc).T, 1, out=keys)
+        keys *= nr
+    keys += np.arange(nr, dtype=np.intp)
+    return {"send": send, "recv": recv, "coll": coll, "wstart": wstart, "wlen": wlen, "next": nxt,
+            "comp": comp, "first": np.arange(nr, dtype=np.int64), "keys": keys.reshape(-1)}
 
 
 def _time_major(program: Program, lo: int, hi: int):
