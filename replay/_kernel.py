@@ -72,7 +72,8 @@ def _build(cc: str, source: Path = SOURCE, stem: str = "libsigex_replay") -> Pat
 
 
 def kernel():
-    """The loaded kernel library (functions ``sigex_replay_run32``/``run64``), or None if it
+    """The loaded kernel library (functions ``sigex_replay_run32``/``run64``, and
+    ``sigex_layout32``/``64``: the time-major layout), or None if it
     cannot be built here (see :func:`kernel_error`) or ``SIGEX_REPLAY_KERNEL=numpy``."""
     if os.environ.get("SIGEX_REPLAY_KERNEL", "").lower() == "numpy":
         return None
@@ -89,6 +90,10 @@ def kernel():
                     fn.restype = ctypes.c_int64
                     fn.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int64),
                                    ctypes.POINTER(ctypes.c_int64)]
+                for name in ("sigex_layout32", "sigex_layout64"):
+                    fn = getattr(lib, name)
+                    fn.restype = None
+                    fn.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64] + [ctypes.c_void_p] * 17
             except OSError as e:
                 lib, err = None, str(e)
         if err is not None:

@@ -233,7 +233,7 @@ class ReplayState:
         ro = program.rank_offsets
         self.ev_lo, self.ev_hi = int(ro[lo]), int(ro[hi])
         # ---- time-major layout of this piece's events (machine-independent, cached) -----
-        lay = self._lay = _layout(program, lo, hi)
+        lay = self._lay = _layout(program, lo, hi, self._lib)
         self._pos = lay["pos"]
         # per event, time-major: message sent, message received, collective slot (-1:
         # none), first wait slot and number of wait slots, the rank's next event (-1)
@@ -1340,13 +1340,16 @@ def _span(a: np.ndarray, ordered: bool = False, shortest: int = 17):
     return a
 
 
-def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
+def _layout(program: Program, lo: int, hi: int, lib=None) -> dict[str, np.ndarray]:
     """Machine-independent arrays of ranks lo..hi-1 with events numbered time-major
     (the first event of each rank in rank order, then the second, ...): ``pos``
     (program event - ev_lo -> new number), the per-event columns of
     :class:`ReplayState` (``send``, ``recv``, ``coll``, ``wstart``, ``wlen``,
     ``next``), ``comp`` (bursts), ``first`` (each rank's first event, -1 if none),
-    ``counts`` (events per rank). The layout of the whole program is cached on it."""
+    ``counts`` (events per rank), ``keys`` (the bins of the per-phase sums, see
+    :func:`_layout_keys`; here or when first asked). With the kernel's library ``lib``,
+    its ``sigex_layout`` writes them in one pass (the same arrays). The layout of the whole
+    program is cached on it."""
     key = ("layout", lo, hi)
     cache = program._cache
     if key in cache:
@@ -1354,14 +1357,18 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
     ro = program.rank_offsets
     ev_lo, ev_hi = int(ro[lo]), int(ro[hi])
     ne, nr = ev_hi - ev_lo, hi - lo
+    # every value is below one of these bounds (ids of messages, slots, wait-list entries, events)
+    big = max(program.n_slots, len(program.wait_slots), program.n_events) + 1
+    dtype = np.int32 if big < (1 << 31) - 1 else np.int64
+    if lib is not None and ne and np.dtype(np.intp) == np.int64:
+        lay = _compiled_layout(lib, program, lo, hi, dtype)
+        if lo == 0 and hi == program.nprocs:
+            cache[key] = lay
+        return lay
     counts, order, pos = _time_major(program, lo, hi)
     starts = ro[lo:hi] - ev_lo
     uniform = order is None  # every rank has counts[0] events
     sl = slice(ev_lo, ev_hi)
-    # every value is below one of these bounds (ids of messages, slots, wait-list entries, events)
-    big = max(program.n_slots, len(program.wait_slots), program.n_events) + 1
-    dtype = np.int32 if big < (1 << 31) - 1 else np.int64
-
     if uniform:
         lay = _uniform_layout(program, sl, nr, int(counts[0]), dtype)
         lay.update(pos=pos, counts=counts)
@@ -1387,6 +1394,41 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
     if lo == 0 and hi == program.nprocs:
         cache[key] = lay
     return lay
+
+
+def _address(a: np.ndarray) -> int:
+    """The data address of contiguous array ``a`` (through a ctypes view where it is
+    writable: ~5x cheaper than the array interface, which builds a dict)."""
+    if a.flags.writeable and a.nbytes:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    return a.__array_interface__["data"][0]
+
+
+def _compiled_layout(lib, program: Program, lo: int, hi: int, dtype) -> dict:
+    """:func:`_layout` of ranks lo..hi-1 (at least one event) by the kernel library's
+    ``sigex_layout``: one pass over the events instead of a sort and a gather per column."""
+    ro = program.rank_offsets
+    ev_lo, ev_hi = int(ro[lo]), int(ro[hi])
+    ne, nr = ev_hi - ev_lo, hi - lo
+    sl = slice(ev_lo, ev_hi)
+    counts = np.ascontiguousarray(np.diff(ro[lo:hi + 1]), np.int64)
+    maxc = int(counts.max())
+    cols = np.empty((6, ne), dtype)  # send, recv, coll, wstart, wlen, next
+    comp, keys = np.empty(ne), np.empty(ne, np.int64)
+    pos, first, work = np.empty(ne, np.int64), np.empty(nr, np.int64), np.empty(maxc + 1, np.int64)
+    ins = [np.ascontiguousarray(c, np.int64) for c in
+           (program.send_msg[sl], program.recv_msg[sl], program.coll_slot[sl],
+            program.wait_offsets[ev_lo:ev_hi + 1])]
+    ins.append(np.ascontiguousarray(program.comp[sl], np.float64))
+    phase = None if program.phase is None else np.ascontiguousarray(program.phase[sl], np.int64)
+    base, step = _address(cols), ne * cols.itemsize
+    fn = lib.sigex_layout32 if dtype == np.int32 else lib.sigex_layout64
+    fn(nr, _address(counts), maxc, *map(_address, ins), None if phase is None else _address(phase),
+       _address(work), *(base + j * step for j in range(6)), _address(comp), _address(keys),
+       _address(pos), _address(first))
+    return {"pos": pos, "send": cols[0], "recv": cols[1], "coll": cols[2], "wstart": cols[3],
+            "wlen": cols[4], "next": cols[5], "comp": comp, "first": first, "counts": counts,
+            "keys": keys}
 
 
 def _uniform_layout(program: Program, sl: slice, nr: int, nc: int, dtype) -> dict:
