@@ -96,6 +96,7 @@ import numpy as np
 
 from signature.errors import DeadlockError
 
+from . import _kernel
 from . import collectives as _coll
 from .machine import Machine
 from .program import COLLECTIVE_NAMES, MODE_BUFFERED, MODE_SYNC, Program
@@ -1089,7 +1090,6 @@ def _kernel_library(kernel: str):
         raise ValueError(f"kernel must be 'auto', 'compiled' or 'numpy', got {kernel!r}")
     if kernel == "numpy":
         return None
-    from . import _kernel
     lib = _kernel.kernel()
     if lib is None and kernel == "compiled":
         why = _kernel.kernel_error() or "SIGEX_REPLAY_KERNEL=numpy is set"
@@ -1396,14 +1396,6 @@ def _layout(program: Program, lo: int, hi: int, lib=None) -> dict[str, np.ndarra
     return lay
 
 
-def _address(a: np.ndarray) -> int:
-    """The data address of contiguous array ``a`` (through a ctypes view where it is
-    writable: ~5x cheaper than the array interface, which builds a dict)."""
-    if a.flags.writeable and a.nbytes:
-        return ctypes.addressof(ctypes.c_char.from_buffer(a))
-    return a.__array_interface__["data"][0]
-
-
 def _compiled_layout(lib, program: Program, lo: int, hi: int, dtype) -> dict:
     """:func:`_layout` of ranks lo..hi-1 (at least one event) by the kernel library's
     ``sigex_layout``: one pass over the events instead of a sort and a gather per column."""
@@ -1421,11 +1413,11 @@ def _compiled_layout(lib, program: Program, lo: int, hi: int, dtype) -> dict:
             program.wait_offsets[ev_lo:ev_hi + 1])]
     ins.append(np.ascontiguousarray(program.comp[sl], np.float64))
     phase = None if program.phase is None else np.ascontiguousarray(program.phase[sl], np.int64)
-    base, step = _address(cols), ne * cols.itemsize
+    adr = _kernel.address
+    base, step = adr(cols), ne * cols.itemsize
     fn = lib.sigex_layout32 if dtype == np.int32 else lib.sigex_layout64
-    fn(nr, _address(counts), maxc, *map(_address, ins), None if phase is None else _address(phase),
-       _address(work), *(base + j * step for j in range(6)), _address(comp), _address(keys),
-       _address(pos), _address(first))
+    fn(nr, adr(counts), maxc, *map(adr, ins), None if phase is None else adr(phase), adr(work),
+       *(base + j * step for j in range(6)), adr(comp), adr(keys), adr(pos), adr(first))
     return {"pos": pos, "send": cols[0], "recv": cols[1], "coll": cols[2], "wstart": cols[3],
             "wlen": cols[4], "next": cols[5], "comp": comp, "first": first, "counts": counts,
             "keys": keys}

@@ -104,3 +104,15 @@ def test_subcommunicator_instances_share_patterns():
     ref = replay(p, machine, kernel="numpy")
     got = replay(p, machine, kernel="compiled")
     assert np.array_equal(got.event_end, ref.event_end) and got.runtime == ref.runtime
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(n=st.integers(0, 300), span=st.integers(1, 40), seed=st.integers(0, 2 ** 32 - 1))
+def test_call_ordinals_count_earlier_rows_with_the_key(n, span, seed):
+    """A collective call's ordinal on its communicator: counted in _match.c, sorted in numpy."""
+    from replay.program import _key_ordinals, _ordinals_in_order
+
+    key = np.random.default_rng(seed).integers(0, span, n)
+    got = _key_ordinals(key, span)
+    assert np.array_equal(got, _ordinals_in_order(key))
+    assert np.array_equal(got, [int(np.sum(key[:i] == key[i])) for i in range(n)])
