@@ -1166,14 +1166,19 @@ def gather_result(program: Program, machine: Machine, collectives: str, states: 
     it, called when ``event_end`` is first read): a :class:`ReplayState`, or the same
     arrays sent by an MPI worker (:mod:`replay.workers`)."""
     P = program.nprocs
-    cat = np.concatenate
-    finish = cat([s.clock for s in states])
-    comp = cat([s.comp_acc for s in states])
-    comm = cat([s.comm_acc for s in states])
+    if len(states) == 1:  # (the sums are fresh arrays, the clock is the state's own)
+        s = states[0]
+        finish, comp, comm = s.clock.copy(), s.comp_acc, s.comm_acc
+        ph_time, ph_comp, ph_comm = s.ph_time, s.ph_comp, s.ph_comm
+    else:
+        cat = np.concatenate
+        finish = cat([s.clock for s in states])
+        comp = cat([s.comp_acc for s in states])
+        comm = cat([s.comm_acc for s in states])
+        ph_time = cat([s.ph_time for s in states], axis=1)
+        ph_comp = cat([s.ph_comp for s in states], axis=1)
+        ph_comm = cat([s.ph_comm for s in states], axis=1)
     wait = np.maximum(finish - comp - comm, 0.0)
-    ph_time = cat([s.ph_time for s in states], axis=1)
-    ph_comp = cat([s.ph_comp for s in states], axis=1)
-    ph_comm = cat([s.ph_comm for s in states], axis=1)
     ph_wait = np.maximum(ph_time - ph_comp - ph_comm, 0.0)
     crit = int(np.argmax(finish)) if P else 0
     return ReplayResult(
