@@ -636,7 +636,7 @@ def _expand_starts(cols, comp, phase, lists, rank_offsets):
     pos = np.arange(n, dtype=np.int64)
     rmax = int(max(req.max(), 0)) + 2
     key = cols["rank"] * rmax + (req + 1)
-    ii = _nonzero(PERSISTENT_INIT[op] & (req >= 0))
+    ii = _nonzero(PERSISTENT_INIT.take(op) & (req >= 0))
     si = _nonzero(is_start & (req >= 0))
     found = _lookup(key[ii], pos[ii], key[si], pos[si], side="before")
     ok = found >= 0
@@ -698,12 +698,12 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
             span = int(max(seq.max(), c_seq.max())) + 1
             key = rank * span + seq
             i = np.minimum(np.searchsorted(key, c_rank * span + c_seq), E - 1)
-            hit = (key[i] == c_rank * span + c_seq) & WAITS[act[i]] & (c_req >= 0)
+            hit = (key[i] == c_rank * span + c_seq) & WAITS.take(act[i]) & (c_req >= 0)
         c_ev[hit] = i[hit]
     live = c_ev >= 0
     c_creator = np.full(nc, -1, np.int64)
     if live.any():
-        post_idx = _nonzero((req >= 0) & _POSTS[act])
+        post_idx = _nonzero((req >= 0) & _POSTS.take(act))
         rmax = int(max(req.max() if E else 0, c_req.max() if nc else 0)) + 2
         found = _latest_before(rank[post_idx] * rmax + req[post_idx] + 1, post_idx,
                                c_rank[live] * rmax + c_req[live] + 1, c_ev[live])
@@ -725,10 +725,10 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     # ---- point-to-point messages ------------------------------------------------------
     # a send whose completion says it was cancelled (peer MPI_PROC_NULL) sent nothing;
     # a cancelled receive is dropped below through its completed source
-    sending = SEND_POST[act] & (peer >= 0)
+    sending = SEND_POST.take(act) & (peer >= 0)
     if comp_peer is not None:
         sending &= comp_peer != PEER_NULL
-    if not sending.any() and not RECV_POST[act].any() and not RMA[act].any():
+    if not sending.any() and not RECV_POST.take(act).any() and not RMA.take(act).any():
         # no point-to-point operation (a trace of collectives): no message
         msg_send_event = msg_recv_event = msg_src = msg_dst = msg_bytes = msg_mode = \
             np.zeros(0, np.int64)
@@ -736,11 +736,11 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         s_ev = _nonzero(sending)
         s_src, s_dst = rank[s_ev], peer[s_ev].astype(np.int64)
         s_comm, s_tag = comm[s_ev].astype(np.int64), tag[s_ev].astype(np.int64)
-        r_ev = _nonzero(RECV_POST[act])
+        r_ev = _nonzero(RECV_POST.take(act))
         a = act[r_ev]
-        both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
+        both = SEND_POST.take(a)  # Sendrecv family: the receive's source is in recv_peer
         r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev]).astype(np.int64)
-        nb = NONBLOCKING_RECV[a]
+        nb = NONBLOCKING_RECV.take(a)
         if comp_peer is not None:
             cp, ct = comp_peer[r_ev], comp_tag[r_ev]
             r_src = np.where(nb & ((cp >= 0) | (cp == PEER_NULL)), cp, r_src)
@@ -771,7 +771,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         # left-over sends in order, on (src, dst, comm)
         s_left = _nonzero(~hit)
         r_left = _nonzero((r_src >= 0) & _unused_mask(len(r_ev), by_send[hit]))
-        r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV[act[r_ev[r_left]]]]
+        r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV.take(act[r_ev[r_left]])]
         if len(s_left) and len(r_left):
             m2 = _match_sends(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
                               k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
@@ -782,7 +782,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         ri = by_send[si]
         s_un = _nonzero(by_send < 0)
         r_un = _unused(len(r_ev), ri)
-        rma = _nonzero(RMA[act] & (peer >= 0))  # transfers no receive matches
+        rma = _nonzero(RMA.take(act) & (peer >= 0))  # transfers no receive matches
         msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], rma, np.full(len(r_un), -1, np.int64)])
         msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un) + len(rma), -1, np.int64),
                                          r_ev[r_un]])
@@ -817,12 +817,12 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
 
     # ---- what each event waits for ----------------------------------------------------
     owners, slots = [], []
-    blk = _nonzero(BLOCKING_P2P[act])
+    blk = _nonzero(BLOCKING_P2P.take(act))
     for arr, base in ((send_msg, 0), (recv_msg, M)):
         v = arr[blk]
         owners.append(blk[v >= 0])
         slots.append(v[v >= 0] + base)
-    bc = _nonzero(BLOCKING_COLLECTIVE[act])
+    bc = _nonzero(BLOCKING_COLLECTIVE.take(act))
     owners.append(bc)
     slots.append(coll_slot[bc] + 2 * M)
     w, cr = c_ev[done], c_creator[done]
@@ -910,7 +910,7 @@ def _neighbor_patterns(name, coll_op, offsets, event, slot_rank, inst_comm, root
 
 def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None) -> dict:
     """Number collective calls into instances (communicator, ordinal) and slots."""
-    ce = _nonzero(COLLECTIVE[act])
+    ce = _nonzero(COLLECTIVE.take(act))
     c_comm = cols["comm"][ce].astype(np.int64)
     n_comms = len(comms)
     bad = _nonzero((c_comm < 0) | (c_comm >= n_comms))
@@ -975,7 +975,7 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
     slot_inst = np.repeat(np.arange(I, dtype=np.int64), inst_size)
     slot_local = np.arange(C, dtype=np.int64) - offsets[slot_inst]
     slot_rank = members[moff[inst_comm][slot_inst] + slot_local] if C else np.zeros(0, np.int64)
-    code = _COLL_CODE[act[ce]]
+    code = _COLL_CODE.take(act[ce])
     coll_op = np.full(I, -1, np.int64)
     coll_op[inst] = code
     clash = _nonzero(coll_op[inst] != code)
@@ -993,9 +993,9 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
     np.maximum.at(root, inst, root_l)
     nbytes, rbytes = cols["bytes"][ce], cols["recv_bytes"][ce]
     a = act[ce]
-    block = np.where(_RECV_BLOCK[a], rbytes, nbytes)
-    block = np.where(_SYMMETRIC[a], np.maximum(nbytes, rbytes), block)
-    total = _TOTAL_SENT[a]
+    block = np.where(_RECV_BLOCK.take(a), rbytes, nbytes)
+    block = np.where(_SYMMETRIC.take(a), np.maximum(nbytes, rbytes), block)
+    total = _TOTAL_SENT.take(a)
     if total.any():  # (an integer division over every call costs more than the test)
         block = np.where(total, -(-nbytes // np.maximum(sizes[c_comm], 1)), block)
     coll_bytes = np.zeros(I, np.int64)
