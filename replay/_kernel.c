@@ -48,7 +48,11 @@ typedef struct {
     double *scr_r, *scr_c;
 } State;
 
-static inline double dmax(double a, double b) { return a >= b ? a : b; }
+/* a >= b ? a : b (numpy's engine: np.maximum), written as b > a ? b : a, which the compiler
+ * turns into one maxsd instead of four instructions: the same for any two numbers, ties
+ * (+0.0 and -0.0 too) included; they would differ on a NaN, and the kernel never compares
+ * one (an unknown time is tested with isnan before it is used) */
+static inline double dmax(double a, double b) { return b > a ? b : a; }
 
 /* the work list: a ring of the piece's ranks (each at most once: its dirty flag) */
 static inline void push(State *S, int64_t r) {
