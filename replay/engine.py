@@ -264,7 +264,7 @@ class ReplayState:
             if not intra.any():
                 intra = None
         MP = np.empty((len(s), 4))
-        for k, f in enumerate((
+        for k, f in enumerate(() if not len(s) else (  # (no message: no numpy calls)
                 lambda q: q.o + s * q.O if q.O else q.o,          # CPU cost of a send or receive
                 lambda q: q.g + s * q.G if q.G else q.g,          # NIC gap after a send
                 lambda q: q.o + s * q.G + q.L if q.G else q.o + q.L,  # send start to arrival
@@ -558,8 +558,8 @@ class ReplayState:
             # others: their links depend on which members share a node (one key per instance,
             # worked out in Python: past _KERNEL_LOOP_MAX of them numpy's batches are cheaper)
             seen: dict[tuple, int] = {}
-            rest = np.flatnonzero(cand & ~same)
-            for i in (rest if len(rest) <= _KERNEL_LOOP_MAX else rest[:0]).tolist():
+            rest = np.flatnonzero(cand & ~same).tolist() if not flat else []
+            for i in (rest if len(rest) <= _KERNEL_LOOP_MAX else []):
                 a, b = int(prog.coll_offsets[i]), int(prog.coll_offsets[i + 1])
                 world = prog.coll_rank[a:b]
                 shape = np.unique(mach.node_of(world), return_inverse=True)[1].reshape(-1)
