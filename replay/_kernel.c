@@ -48,7 +48,11 @@ typedef struct {
     double *scr_r, *scr_c;
 } State;
 
-static inline double dmax(double a, double b) { return a >= b ? a : b; }
+/* a >= b ? a : b (numpy's engine: np.maximum), written as b > a ? b : a, which the compiler
+ * turns into one maxsd instead of four instructions: the same for any two numbers, ties
+ * (+0.0 and -0.0 too) included; they would differ on a NaN, and the kernel never compares
+ * one (an unknown time is tested with isnan before it is used) */
+static inline double dmax(double a, double b) { return b > a ? b : a; }
 
 /* the work list: a ring of the piece's ranks (each at most once: its dirty flag) */
 static inline void push(State *S, int64_t r) {
@@ -204,16 +208,63 @@ static void sort_pairs(double *r, double *c, int64_t n) {
 
 #define IDX int32_t
 #define KERNEL sigex_replay_run32
+#define LAYOUT sigex_layout32
 #include __FILE__
 #undef IDX
 #undef KERNEL
+#undef LAYOUT
 #define IDX int64_t
 #define KERNEL sigex_replay_run64
+#define LAYOUT sigex_layout64
 #include __FILE__
 #undef IDX
 #undef KERNEL
+#undef LAYOUT
 
 #else /* the kernel, once per event-column type IDX */
+
+/* The time-major layout of a block of nr ranks (replay/engine.py, _layout): rank r has
+ * counts[r] events, in program order from row sum(counts[:r]) of the columns; event j
+ * of rank r gets the number base[j] + (ranks before r with a j-th event), base[j]
+ * counting the events of index below j. Writes, per new number, the event's message
+ * sent, message received, collective slot, first wait slot and number of them, next
+ * event of its rank (-1), burst and per-phase bin ((phase + 1) * nr + r; phase NULL:
+ * none); per row its new number (pos), per rank its first event (-1). work: maxc + 1. */
+void LAYOUT(int64_t nr, const int64_t *counts, int64_t maxc, const int64_t *send,
+            const int64_t *recv, const int64_t *coll, const int64_t *woff, const double *comp,
+            const int64_t *phase, int64_t *work, IDX *o_send, IDX *o_recv, IDX *o_coll,
+            IDX *o_wstart, IDX *o_wlen, IDX *o_next, double *o_comp, int64_t *o_keys,
+            int64_t *o_pos, int64_t *o_first) {
+    for (int64_t j = 0; j <= maxc; j++) work[j] = 0;
+    for (int64_t r = 0; r < nr; r++) work[counts[r]]++;
+    /* work[j] <- base[j]: events of index below j (ranks with more than j' events, j' < j) */
+    int64_t left = nr, base = 0;
+    for (int64_t j = 0; j <= maxc; j++) {
+        int64_t ended = work[j];  /* ranks with exactly j events */
+        work[j] = base;
+        left -= ended;
+        base += left;
+    }
+    int64_t row = 0;
+    for (int64_t r = 0; r < nr; r++) {
+        int64_t prev = -1;
+        o_first[r] = counts[r] > 0 ? work[0] : -1;
+        for (int64_t j = 0; j < counts[r]; j++, row++) {
+            int64_t d = work[j]++;
+            o_pos[row] = d;
+            if (prev >= 0) o_next[prev] = (IDX)d;
+            prev = d;
+            o_send[d] = (IDX)send[row];
+            o_recv[d] = (IDX)recv[row];
+            o_coll[d] = (IDX)coll[row];
+            o_wstart[d] = (IDX)woff[row];
+            o_wlen[d] = (IDX)(woff[row + 1] - woff[row]);
+            o_comp[d] = comp[row];
+            o_keys[d] = (phase ? phase[row] + 1 : 0) * nr + r;
+        }
+        if (prev >= 0) o_next[prev] = -1;
+    }
+}
 
 /* arrays: see replay/_kernel.py (KernelArgs); ints: n, lo, M.
  * Returns the number of posts plus completions; the instances whose members have all

@@ -8,6 +8,9 @@
  * sigex_csr: the CSR of (owner, value) pairs, each owner's values in input order (a
  * counting sort: count, prefix sum, scatter).
  *
+ * sigex_ordinals: the number of earlier rows with the same key, per row (a counter per
+ * key, keys dense in lo..lo+span-1): a collective call's ordinal on its communicator.
+ *
  * sigex_find_events, sigex_latest_before: the Wait/Test event of each completion record
  * (a binary search in its rank's events) and the post that created its request (the
  * latest post of that rank and request id before the wait: one merge pass).
@@ -104,6 +107,14 @@ void sigex_csr(int64_t n, const int64_t *owner, const int64_t *value, int64_t n_
     for (i = 0; i < n; i++) out[offsets[owner[i]]++] = value[i];
     for (i = n_owners; i > 0; i--) offsets[i] = offsets[i - 1];
     offsets[0] = 0;
+}
+
+/* out[i] = rows before i with key[i]; counters: scratch of span (keys in lo..lo+span-1) */
+void sigex_ordinals(int64_t n, const int64_t *key, int64_t lo, int64_t span, int64_t *counters,
+                    int64_t *out) {
+    int64_t i;
+    memset(counters, 0, (size_t)span * sizeof(int64_t));
+    for (i = 0; i < n; i++) out[i] = counters[key[i] - lo]++;
 }
 
 /* For each query (rank, seq): the event of that rank with that seq (events sorted by rank,

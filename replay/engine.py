@@ -100,6 +100,7 @@ import numpy as np
 
 from signature.errors import DeadlockError
 
+from . import _kernel
 from . import collectives as _coll
 from .machine import Machine
 from .program import COLLECTIVE_NAMES, MODE_BUFFERED, MODE_SYNC, Program
@@ -237,7 +238,7 @@ class ReplayState:
         ro = program.rank_offsets
         self.ev_lo, self.ev_hi = int(ro[lo]), int(ro[hi])
         # ---- time-major layout of this piece's events (machine-independent, cached) -----
-        lay = self._lay = _layout(program, lo, hi)
+        lay = self._lay = _layout(program, lo, hi, self._lib)
         self._pos = lay["pos"]
         # per event, time-major: message sent, message received, collective slot (-1:
         # none), first wait slot and number of wait slots, the rank's next event (-1)
@@ -267,7 +268,7 @@ class ReplayState:
             if not intra.any():
                 intra = None
         MP = np.empty((len(s), 4))
-        for k, f in enumerate((
+        for k, f in enumerate(() if not len(s) else (  # (no message: no numpy calls)
                 lambda q: q.o + s * q.O if q.O else q.o,          # CPU cost of a send or receive
                 lambda q: q.g + s * q.G if q.G else q.g,          # NIC gap after a send
                 lambda q: q.o + s * q.G + q.L if q.G else q.o + q.L,  # send start to arrival
@@ -475,20 +476,19 @@ class ReplayState:
                    "scr_r": np.empty(width), "scr_c": np.empty(width)}
         scratch.update(self._compile_collectives())
         fn = self._lib.sigex_replay_run32 if self.f_send.dtype == np.int32 else self._lib.sigex_replay_run64
-        ints = np.array([n, self.lo, self.M, _KERNEL_BURST], np.int64)
-        n_full = np.zeros(1, np.int64)
+        ints = (ctypes.c_int64 * 4)(n, self.lo, self.M, _KERNEL_BURST)
+        n_full = ctypes.c_int64(0)
         total = 0
         n_ev = self.ev_hi - self.ev_lo
         first = self.program.rank_offsets[self.lo:self.hi]
         ptrs = _kernel_pointers(self, scratch)  # the arrays are updated in place below
         while not self.finished:
-            moved = int(fn(ptrs, ints.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
-                           n_full.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))))
+            moved = int(fn(ptrs, ints, ctypes.byref(n_full)))
             self.steps += 1
             total += moved
             self.ready = np.flatnonzero(~self.posted & (self.idx < self.limit))
-            if n_full[0]:
-                self._instances_full(scratch["full"][:int(n_full[0])].copy())
+            if n_full.value:
+                self._instances_full(scratch["full"][:n_full.value].copy())
             if progress is not None:
                 progress(int(np.sum(self.idx - first)), n_ev)
             if moved == 0:
@@ -512,83 +512,72 @@ class ReplayState:
         prog, mach = self.program, self.machine
         I = len(self.inst_size)
         inst_pat = np.full(I, -1, np.int64)
-        tabs = {"pat_rounds": [0], "round_msgs": [0], "pat_busy": [0], "c_src": [], "c_dst": [],
-                "c_terms": [], "busy": [], "c_rdv": []}
-        widest, longest = 1, 1
+        parts: list[dict] = []  # the tables of each pattern, in id order
         if self.collectives == "algorithms" and I:
             offsets = prog.coll_offsets
             has = self.inst_size > 0
-            local = np.arange(len(prog.coll_rank)) - offsets[self.slot_inst]
-            ordered = np.zeros(I, bool)
-            if has.any():
-                ordered[has] = np.logical_and.reduceat(prog.coll_rank == local, offsets[:-1][has])
-            ordered &= prog.coll_op != COLLECTIVE_NAMES.index("Neighbor")
             cand = self._inst_has_local & has & ~self.inst_done
             if self.defer_spanning:
                 cand &= ~self._inst_spans
             flat = mach.link(True) == mach.network or mach.cores <= 1
+            neighbor = COLLECTIVE_NAMES.index("Neighbor")
+            if flat:
+                same = cand  # one link: the members' ranks do not change the costs
+            else:
+                local = np.arange(len(prog.coll_rank)) - offsets[self.slot_inst]
+                ordered = np.zeros(I, bool)
+                if has.any():
+                    ordered[has] = np.logical_and.reduceat(prog.coll_rank == local, offsets[:-1][has])
+                same = cand & ordered & (prog.coll_op != neighbor)
 
-            def add(name, n, root, nbytes, world):
-                """Tables of one pattern with the costs on members ``world``: its id, or -1."""
-                nonlocal widest, longest
-                pat = prog.pattern(name, n, root, nbytes)
-                if pat.n_messages > _KERNEL_PATTERN_MAX:
+            def add(tables) -> int:
+                """The id of a pattern with these tables; -1 for None (not compiled)."""
+                if tables is None:
                     return -1
-                cst = (_world_costs(mach, name, n, root, nbytes) if world is None
-                       else _machine_costs(mach, pat, world[None, :]))
-                for k in range(pat.n_rounds):
-                    a, b = int(pat.round_offsets[k]), int(pat.round_offsets[k + 1])
-                    terms = np.empty((b - a, 4))
-                    for j, x in enumerate(cst.rounds[k]):
-                        terms[:, j] = np.asarray(x, np.float64).reshape(-1)  # a float or (1, b - a)
-                    rdv = cst.rdv[k]
-                    tabs["c_rdv"].append(np.zeros(b - a, np.uint8) if rdv is None else
-                                         np.ones(b - a, np.uint8) if rdv is True else
-                                         np.asarray(rdv, np.uint8).reshape(-1))
-                    tabs["c_terms"].append(terms)
-                    tabs["c_src"].append(pat.src[a:b])
-                    tabs["c_dst"].append(pat.dst[a:b])
-                    tabs["round_msgs"].append(tabs["round_msgs"][-1] + b - a)
-                    longest = max(longest, b - a)
-                tabs["pat_rounds"].append(tabs["pat_rounds"][-1] + pat.n_rounds)
-                tabs["busy"].append(np.asarray(cst.busy, np.float64).reshape(-1))
-                tabs["pat_busy"].append(tabs["pat_busy"][-1] + n)
-                widest = max(widest, n)
-                return len(tabs["pat_rounds"]) - 2
+                parts.append(tables)
+                return len(parts) - 1
 
             # instances over the world in rank order, or any on a machine with one link: one
-            # pattern per (collective, size, root, bytes)
-            same = cand & (ordered | flat)
+            # pattern per (collective, size, root, bytes), its tables kept per machine
             idx = np.flatnonzero(same)
             if len(idx):
-                keys = np.stack([prog.coll_op[idx], self.inst_size[idx], prog.coll_root[idx],
-                                 prog.coll_bytes[idx], ordered[idx]], axis=1)
-                uk, inv = np.unique(keys, axis=0, return_inverse=True)
-                ids = [add(COLLECTIVE_NAMES[op_code], n, root, nbytes,
-                           None if is_ordered else np.arange(n))
-                       for op_code, n, root, nbytes, is_ordered in uk.tolist()]
-                inst_pat[idx] = np.asarray(ids, np.int64)[inv.reshape(-1)]
+                cols = (prog.coll_op[idx], self.inst_size[idx], prog.coll_root[idx], prog.coll_bytes[idx])
+                order = np.lexsort(cols[::-1])
+                first = np.zeros(len(idx), bool)
+                first[0] = True
+                for c in cols:
+                    c = c[order]
+                    first[1:] |= c[1:] != c[:-1]
+                group = np.empty(len(idx), np.int64)
+                group[order] = np.cumsum(first) - 1
+                ids = []
+                for op_code, n, root, nbytes in zip(*(c[order[first]].tolist() for c in cols)):
+                    if op_code == neighbor:  # the program's own pattern
+                        pat = prog.pattern("Neighbor", n, root, nbytes)
+                        ids.append(add(None if pat.n_messages > _KERNEL_PATTERN_MAX else
+                                       _kernel_tables(pat, _machine_costs(mach, pat, np.arange(n)[None, :]))))
+                    else:
+                        ids.append(add(_world_tables(mach, COLLECTIVE_NAMES[op_code], n, root, nbytes)))
+                inst_pat[idx] = np.asarray(ids, np.int64)[group]
             # others: their links depend on which members share a node (one key per instance,
             # worked out in Python: past _KERNEL_LOOP_MAX of them numpy's batches are cheaper)
             seen: dict[tuple, int] = {}
-            rest = np.flatnonzero(cand & ~same)
-            for i in (rest if len(rest) <= _KERNEL_LOOP_MAX else rest[:0]).tolist():
+            rest = np.flatnonzero(cand & ~same).tolist() if not flat else []
+            for i in (rest if len(rest) <= _KERNEL_LOOP_MAX else []):
                 a, b = int(prog.coll_offsets[i]), int(prog.coll_offsets[i + 1])
                 world = prog.coll_rank[a:b]
                 shape = np.unique(mach.node_of(world), return_inverse=True)[1].reshape(-1)
                 key = (int(prog.coll_op[i]), b - a, int(prog.coll_root[i]), int(prog.coll_bytes[i]),
                        shape.astype(np.int64).tobytes())
                 if key not in seen:
-                    seen[key] = add(COLLECTIVE_NAMES[key[0]], key[1], key[2], key[3], world)
+                    pat = prog.pattern(COLLECTIVE_NAMES[key[0]], key[1], key[2], key[3])
+                    seen[key] = add(None if pat.n_messages > _KERNEL_PATTERN_MAX else
+                                    _kernel_tables(pat, _machine_costs(mach, pat, world[None, :])))
                 inst_pat[i] = seen[key]
         out = {"inst_pat": inst_pat, "coll_off": prog.coll_offsets, "coll_rank": prog.coll_rank}
-        for key, vals in tabs.items():
-            dtype = np.float64 if key in ("c_terms", "busy") else np.uint8 if key == "c_rdv" else np.int64
-            if key in ("pat_rounds", "round_msgs", "pat_busy"):
-                out[key] = np.asarray(vals, np.int64)
-            else:
-                out[key] = (np.concatenate(vals) if vals else np.zeros((0, 4) if key == "c_terms" else 0))
-                out[key] = np.ascontiguousarray(out[key], dtype)
+        out.update(_joined_tables(tuple(parts)))
+        widest, longest = out.pop("widest"), out.pop("longest")
+        # the kernel's work arrays for one instance (written: one set per state)
         out.update(cT=np.empty(widest), cnic=np.empty(widest), cts=np.empty(longest),
                    cstart=np.empty(longest), carr=np.empty(longest))
         self._ctables = out
@@ -1105,7 +1094,6 @@ def _kernel_library(kernel: str):
         raise ValueError(f"kernel must be 'auto', 'compiled' or 'numpy', got {kernel!r}")
     if kernel == "numpy":
         return None
-    from . import _kernel
     lib = _kernel.kernel()
     if lib is None and kernel == "compiled":
         why = _kernel.kernel_error() or "SIGEX_REPLAY_KERNEL=numpy is set"
@@ -1140,6 +1128,9 @@ _KERNEL_TABLES = (
     ("c_rdv", np.uint8), ("cT", np.float64), ("cnic", np.float64), ("cts", np.float64),
     ("cstart", np.float64), ("carr", np.float64))
 
+_KERNEL_ARRAYS_DT = tuple((k, None if d is None else np.dtype(d)) for k, d in _KERNEL_ARRAYS)
+_KERNEL_TABLES_DT = tuple((k, np.dtype(d)) for k, d in _KERNEL_TABLES)
+
 #: Collective patterns of more messages are evaluated by numpy (vectorised) rather than compiled
 _KERNEL_PATTERN_MAX = 1 << 15
 #: Sub-communicator instances on a machine with intra-node links are compiled one by one up to
@@ -1150,21 +1141,23 @@ _KERNEL_LOOP_MAX = 4096
 def _kernel_pointers(st: "ReplayState", scratch: dict):
     """The data pointers of ``st``'s arrays (then the scratch arrays) for the kernel, after
     checking their dtypes and contiguity: the C code trusts them."""
-    arrays = []
-    for name, dtype in _KERNEL_ARRAYS:
-        a = getattr(st, name)
-        want = st.f_send.dtype if dtype is None else np.dtype(dtype)
-        if a.dtype != want or not a.flags.c_contiguous:
-            raise TypeError(f"replay kernel: {name} is {a.dtype} (contiguous {a.flags.c_contiguous}), "
-                            f"expected contiguous {want}")
-        arrays.append(a)
-    for k, dtype in _KERNEL_TABLES:
-        a = scratch[k]
-        if a.dtype != np.dtype(dtype) or not a.flags.c_contiguous:
-            raise TypeError(f"replay kernel: {k} is {a.dtype} (contiguous {a.flags.c_contiguous}), "
-                            f"expected contiguous {np.dtype(dtype)}")
-        arrays.append(a)
-    return (ctypes.c_void_p * len(arrays))(*(a.__array_interface__["data"][0] for a in arrays))
+    addresses = []
+    want_f = st.f_send.dtype
+    known = scratch.get("addresses", {})  # of kept read-only tables (_joined_tables)
+    for source, spec in ((st.__dict__, _KERNEL_ARRAYS_DT), (scratch, _KERNEL_TABLES_DT)):
+        for name, dtype in spec:
+            a = source[name]
+            flags = a.flags
+            if a.dtype != (want_f if dtype is None else dtype) or not flags.c_contiguous:
+                raise TypeError(f"replay kernel: {name} is {a.dtype} (contiguous "
+                                f"{flags.c_contiguous}), expected contiguous "
+                                f"{np.dtype(want_f if dtype is None else dtype)}")
+            # a ctypes view of a writable buffer gives its address ~5x faster than the
+            # array interface (which builds a dict): this runs ~55 times a replay
+            addresses.append(known[name] if name in known else
+                             ctypes.addressof(ctypes.c_char.from_buffer(a)) if flags.writeable
+                             and a.nbytes else a.__array_interface__["data"][0])
+    return (ctypes.c_void_p * len(addresses))(*addresses)
 
 
 def gather_result(program: Program, machine: Machine, collectives: str, states: list,
@@ -1177,14 +1170,19 @@ def gather_result(program: Program, machine: Machine, collectives: str, states: 
     it, called when ``event_end`` is first read): a :class:`ReplayState`, or the same
     arrays sent by an MPI worker (:mod:`replay.workers`)."""
     P = program.nprocs
-    cat = np.concatenate
-    finish = cat([s.clock for s in states])
-    comp = cat([s.comp_acc for s in states])
-    comm = cat([s.comm_acc for s in states])
+    if len(states) == 1:  # (the sums are fresh arrays, the clock is the state's own)
+        s = states[0]
+        finish, comp, comm = s.clock.copy(), s.comp_acc, s.comm_acc
+        ph_time, ph_comp, ph_comm = s.ph_time, s.ph_comp, s.ph_comm
+    else:
+        cat = np.concatenate
+        finish = cat([s.clock for s in states])
+        comp = cat([s.comp_acc for s in states])
+        comm = cat([s.comm_acc for s in states])
+        ph_time = cat([s.ph_time for s in states], axis=1)
+        ph_comp = cat([s.ph_comp for s in states], axis=1)
+        ph_comm = cat([s.ph_comm for s in states], axis=1)
     wait = np.maximum(finish - comp - comm, 0.0)
-    ph_time = cat([s.ph_time for s in states], axis=1)
-    ph_comp = cat([s.ph_comp for s in states], axis=1)
-    ph_comm = cat([s.ph_comm for s in states], axis=1)
     ph_wait = np.maximum(ph_time - ph_comp - ph_comm, 0.0)
     crit = int(np.argmax(finish)) if P else 0
     return ReplayResult(
@@ -1238,6 +1236,92 @@ def _world_costs(mach: Machine, name: str, n: int, root: int, nbytes: int) -> _c
     return cst
 
 
+def _kernel_tables(pat, cst: _coll.Costs) -> dict[str, np.ndarray]:
+    """The compiled kernel's tables of one collective pattern with costs ``cst`` (one
+    instance's: ``cst.busy`` of shape (1, n)): its messages' senders, receivers, LogGP
+    terms (cpu, gap, lat, oL) and rendezvous flags in round order, ``round_msgs`` (each
+    round's first message, then the total), ``longest`` (messages of its largest round)
+    and each member's overheads ``busy``, the values :meth:`ReplayState._evaluate` uses."""
+    offs = np.asarray(pat.round_offsets, np.int64)
+    n_msg = int(offs[-1]) if len(offs) else 0
+    sizes = np.diff(offs)
+    terms = np.empty((n_msg, 4))
+    rdv = np.zeros(n_msg, np.uint8)
+    for k in range(pat.n_rounds):
+        a, b = int(offs[k]), int(offs[k + 1])
+        for j, x in enumerate(cst.rounds[k]):
+            terms[a:b, j] = np.asarray(x, np.float64).reshape(-1)  # a float or (1, b - a)
+        r = cst.rdv[k]
+        if r is not None:
+            rdv[a:b] = 1 if r is True else np.asarray(r, np.uint8).reshape(-1)
+    src = np.ascontiguousarray(pat.src[:n_msg], np.int64)
+    out = {"c_src": src,
+           "c_dst": np.ascontiguousarray(pat.dst[:n_msg], np.int64), "c_terms": terms, "c_rdv": rdv,
+           "round_msgs": offs, "longest": int(sizes.max(initial=1)),
+           "busy": np.ascontiguousarray(np.asarray(cst.busy, np.float64).reshape(-1))}
+    for v in out.values():
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False  # kept (_world_tables) and shared by replays
+    return out
+
+
+#: _joined_tables of the last few tuples of patterns, by the patterns' ids (each entry
+#: keeps its patterns alive, so an id is not reused while it is a key)
+_JOINED: dict[tuple, tuple] = {}
+
+
+def _joined_tables(parts: tuple) -> dict:
+    """The tables of patterns ``parts`` (:func:`_kernel_tables`, in pattern id order) one
+    after another, as the kernel reads them: per pattern its first round (``pat_rounds``)
+    and first member (``pat_busy``), per round its first message (``round_msgs``), then
+    the messages' columns and the members' overheads; ``widest`` and ``longest``: the
+    largest pattern and round. Kept for the last 16 tuples whose tables are all kept
+    themselves (:func:`_world_tables`): a replay of an Allreduce loop joins them once."""
+    key = tuple(map(id, parts))
+    hit = _JOINED.get(key)
+    if hit is not None:
+        return hit[1]
+    out = {}
+    for name, empty in (("c_src", np.zeros(0, np.int64)), ("c_dst", np.zeros(0, np.int64)),
+                        ("c_terms", np.zeros((0, 4))), ("busy", np.zeros(0)),
+                        ("c_rdv", np.zeros(0, np.uint8))):
+        out[name] = np.concatenate([t[name] for t in parts]) if parts else empty
+    rounds = [len(t["round_msgs"]) - 1 for t in parts]
+    out["pat_rounds"] = np.concatenate([[0], np.cumsum(rounds, dtype=np.int64)]).astype(np.int64)
+    out["pat_busy"] = np.concatenate([[0], np.cumsum([len(t["busy"]) for t in parts],
+                                                     dtype=np.int64)]).astype(np.int64)
+    msgs = [0]
+    for t in parts:
+        msgs.extend((t["round_msgs"][1:] + msgs[-1]).tolist())
+    out["round_msgs"] = np.asarray(msgs, np.int64)
+    out["widest"] = max([len(t["busy"]) for t in parts], default=1)
+    out["longest"] = max([t["longest"] for t in parts], default=1)
+    if all(t.get("kept") for t in parts):
+        out["addresses"] = {}
+        for k, v in list(out.items()):
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False
+                out["addresses"][k] = v.__array_interface__["data"][0]
+        if len(_JOINED) >= 16:
+            _JOINED.pop(next(iter(_JOINED)))
+        _JOINED[key] = (parts, out)
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _world_tables(mach: Machine, name: str, n: int, root: int, nbytes: int) -> dict | None:
+    """:func:`_kernel_tables` of a collective over world ranks 0..n-1 (any members on a
+    machine with one link), kept (the last 32, as :func:`_world_costs`): every instance
+    of it has the same tables. None when the pattern has over ``_KERNEL_PATTERN_MAX``
+    messages (numpy evaluates it)."""
+    pat = _coll.pattern_for(name, n, root, nbytes)
+    if pat.n_messages > _KERNEL_PATTERN_MAX:
+        return None
+    out = _kernel_tables(pat, _world_costs(mach, name, n, root, nbytes))
+    out["kept"] = True
+    return out
+
+
 @functools.lru_cache(maxsize=None)
 def _sorting_network(n: int) -> tuple[tuple[int, int], ...]:
     """Batcher's odd-even merge sort comparators for n (a power of two) inputs."""
@@ -1265,13 +1349,16 @@ def _span(a: np.ndarray, ordered: bool = False, shortest: int = 17):
     return a
 
 
-def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
+def _layout(program: Program, lo: int, hi: int, lib=None) -> dict[str, np.ndarray]:
     """Machine-independent arrays of ranks lo..hi-1 with events numbered time-major
     (the first event of each rank in rank order, then the second, ...): ``pos``
     (program event - ev_lo -> new number), the per-event columns of
     :class:`ReplayState` (``send``, ``recv``, ``coll``, ``wstart``, ``wlen``,
     ``next``), ``comp`` (bursts), ``first`` (each rank's first event, -1 if none),
-    ``counts`` (events per rank). The layout of the whole program is cached on it."""
+    ``counts`` (events per rank), ``keys`` (the bins of the per-phase sums, see
+    :func:`_layout_keys`; here or when first asked). With the kernel's library ``lib``,
+    its ``sigex_layout`` writes them in one pass (the same arrays). The layout of the whole
+    program is cached on it."""
     key = ("layout", lo, hi)
     cache = program._cache
     if key in cache:
@@ -1279,21 +1366,28 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
     ro = program.rank_offsets
     ev_lo, ev_hi = int(ro[lo]), int(ro[hi])
     ne, nr = ev_hi - ev_lo, hi - lo
-    counts, order, pos = _time_major(program, lo, hi)
-    starts = ro[lo:hi] - ev_lo
-    uniform = order is None
-    nc = int(counts[0]) if uniform else 0
-    sl = slice(ev_lo, ev_hi)
     # every value is below one of these bounds (ids of messages, slots, wait-list entries, events)
     big = max(program.n_slots, len(program.wait_slots), program.n_events) + 1
     dtype = np.int32 if big < (1 << 31) - 1 else np.int64
+    if lib is not None and ne and np.dtype(np.intp) == np.int64:
+        lay = _compiled_layout(lib, program, lo, hi, dtype)
+        if lo == 0 and hi == program.nprocs:
+            cache[key] = lay
+        return lay
+    counts, order, pos = _time_major(program, lo, hi)
+    starts = ro[lo:hi] - ev_lo
+    uniform = order is None  # every rank has counts[0] events
+    sl = slice(ev_lo, ev_hi)
+    if uniform:
+        lay = _uniform_layout(program, sl, nr, int(counts[0]), dtype)
+        lay.update(pos=pos, counts=counts)
+        if lo == 0 and hi == program.nprocs:
+            cache[key] = lay
+        return lay
 
     def tm(c):
         """A column of these ranks' events in program order, time-major."""
-        c = c.astype(dtype, copy=False)
-        if uniform:
-            return np.ascontiguousarray(c.reshape(nr, nc).T).reshape(-1)
-        return c.take(order)
+        return c.astype(dtype, copy=False).take(order)
 
     woff = program.wait_offsets
     nxt = np.empty(ne, np.int64)
@@ -1302,15 +1396,66 @@ def _layout(program: Program, lo: int, hi: int) -> dict[str, np.ndarray]:
     lay = {"pos": pos, "send": tm(program.send_msg[sl]), "recv": tm(program.recv_msg[sl]),
            "coll": tm(program.coll_slot[sl]), "wstart": tm(woff[sl]),
            "wlen": tm(woff[ev_lo + 1:ev_hi + 1] - woff[sl]), "next": tm(nxt)}
-    comp = program.comp[sl]
-    lay["comp"] = (np.ascontiguousarray(comp.reshape(nr, nc).T).reshape(-1) if uniform
-                   else comp.take(order))
+    lay["comp"] = program.comp[sl].take(order)
     first = np.full(nr, -1, np.int64)
     first[counts > 0] = pos[starts[counts > 0]]
     lay.update(first=first, counts=counts)
     if lo == 0 and hi == program.nprocs:
         cache[key] = lay
     return lay
+
+
+def _compiled_layout(lib, program: Program, lo: int, hi: int, dtype) -> dict:
+    """:func:`_layout` of ranks lo..hi-1 (at least one event) by the kernel library's
+    ``sigex_layout``: one pass over the events instead of a sort and a gather per column."""
+    ro = program.rank_offsets
+    ev_lo, ev_hi = int(ro[lo]), int(ro[hi])
+    ne, nr = ev_hi - ev_lo, hi - lo
+    sl = slice(ev_lo, ev_hi)
+    counts = np.ascontiguousarray(np.diff(ro[lo:hi + 1]), np.int64)
+    maxc = int(counts.max())
+    cols = np.empty((6, ne), dtype)  # send, recv, coll, wstart, wlen, next
+    comp, keys = np.empty(ne), np.empty(ne, np.int64)
+    pos, first, work = np.empty(ne, np.int64), np.empty(nr, np.int64), np.empty(maxc + 1, np.int64)
+    ins = [np.ascontiguousarray(c, np.int64) for c in
+           (program.send_msg[sl], program.recv_msg[sl], program.coll_slot[sl],
+            program.wait_offsets[ev_lo:ev_hi + 1])]
+    ins.append(np.ascontiguousarray(program.comp[sl], np.float64))
+    phase = None if program.phase is None else np.ascontiguousarray(program.phase[sl], np.int64)
+    adr = _kernel.address
+    base, step = adr(cols), ne * cols.itemsize
+    fn = lib.sigex_layout32 if dtype == np.int32 else lib.sigex_layout64
+    fn(nr, adr(counts), maxc, *map(adr, ins), None if phase is None else adr(phase), adr(work),
+       *(base + j * step for j in range(6)), adr(comp), adr(keys), adr(pos), adr(first))
+    return {"pos": pos, "send": cols[0], "recv": cols[1], "coll": cols[2], "wstart": cols[3],
+            "wlen": cols[4], "next": cols[5], "comp": comp, "first": first, "counts": counts,
+            "keys": keys}
+
+
+def _uniform_layout(program: Program, sl: slice, nr: int, nc: int, dtype) -> dict:
+    """:func:`_layout`'s columns when each of the ``nr`` ranks has ``nc`` events
+    (program events ``sl``): time-major is then a transpose, done once for the integer
+    columns together; the next event of a rank is ``nr`` further on. Also the bins of
+    the per-phase sums (``keys``, what :func:`_layout_keys` computes)."""
+    woff = program.wait_offsets
+    block = np.empty((5, nr, nc), dtype)
+    for j, col in enumerate((program.send_msg[sl], program.recv_msg[sl], program.coll_slot[sl],
+                             woff[sl])):
+        block[j] = col.reshape(nr, nc)
+    np.subtract(woff[sl.start + 1:sl.stop + 1].reshape(nr, nc), block[3], out=block[4])
+    send, recv, coll, wstart, wlen = np.ascontiguousarray(block.transpose(0, 2, 1)).reshape(5, -1)
+    nxt = np.arange(nr, nr * (nc + 1), dtype=dtype)
+    nxt[-nr:] = -1
+    comp = np.ascontiguousarray(program.comp[sl].reshape(nr, nc).T).reshape(-1)
+    keys = np.empty((nc, nr), np.intp)  # (phase + 1) * nr + rank
+    if program.phase is None:
+        keys[:] = 0
+    else:
+        np.add(program.phase[sl].reshape(nr, nc).T, 1, out=keys)
+        keys *= nr
+    keys += np.arange(nr, dtype=np.intp)
+    return {"send": send, "recv": recv, "coll": coll, "wstart": wstart, "wlen": wlen, "next": nxt,
+            "comp": comp, "first": np.arange(nr, dtype=np.int64), "keys": keys.reshape(-1)}
 
 
 def _time_major(program: Program, lo: int, hi: int):

@@ -233,16 +233,18 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
     msel = np.flatnonzero(keep)
     del keep
     Mn = len(msel)
-    mmap = np.full(M, -1, np.int64)
+    # old message -> new (-1: not this piece's), and -1 -> -1 through the extra last entry:
+    # one gather per column, no masks
+    mmap = np.full(M + 1, -1, np.int64)
     mmap[msel] = np.arange(Mn, dtype=np.int64)
     src, dst = program.msg_src[msel], program.msg_dst[msel]
     g_send, g_recv = program.msg_send_event[msel], program.msg_recv_event[msel]
 
     def remap(x):
-        out = x if consume else np.full(len(x), -1, np.int64)
-        ok = x >= 0
-        out[ok] = mmap[x[ok]]
-        return out
+        if consume:
+            x[...] = mmap[x]
+            return x
+        return mmap[x]
 
     send_msg, recv_msg = remap(sm), remap(rm)
 
@@ -251,15 +253,19 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
     cs_all = program.coll_slot[a:b]
     has_c = cs_all >= 0
     cs = cs_all[has_c]
-    inst_of = np.searchsorted(off, cs, side="right") - 1
-    isel = np.unique(inst_of)
+    slot_inst = np.repeat(np.arange(len(off) - 1, dtype=np.int64), np.diff(off))
+    inst_of = slot_inst[cs]
+    mark = np.zeros(len(off) - 1, bool)
+    mark[inst_of] = True
+    isel = mark.nonzero()[0]  # (np.unique without its sort)
+    new_inst = np.cumsum(mark) - 1  # per instance of the program: its number here (if marked)
+    del mark
     sizes = np.diff(off)[isel]
     noff = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     C = int(noff[-1])
     gslots = np.repeat(off[isel] - noff[:-1], sizes) + np.arange(C, dtype=np.int64)
     coll_slot = cs_all if consume else np.full(E, -1, np.int64)
-    k = np.searchsorted(isel, inst_of)
-    coll_slot[has_c] = noff[k] + (cs - off[inst_of])
+    coll_slot[has_c] = noff[new_inst[inst_of]] + (cs - off[inst_of])
     coll_rank = program.coll_rank[gslots]
 
     # ---- wait lists in local slot numbers -------------------------------------------------
@@ -268,8 +274,8 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
     s_, c_ = ws < M, ws >= 2 * M
     r_ = ~(s_ | c_)
     c = ws[c_] - 2 * M
-    ci = np.searchsorted(off, c, side="right") - 1
-    kc = np.minimum(np.searchsorted(isel, ci), max(len(isel) - 1, 0))
+    ci = slot_inst[c]
+    kc = np.maximum(new_inst[ci], 0) if len(isel) else np.zeros(len(ci), np.int64)
     new = ws if consume else np.full(len(ws), -1, np.int64)
     new[s_] = mmap[ws[s_]]
     new[r_] = Mn + mmap[ws[r_] - M]
@@ -293,7 +299,7 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
     cross_pos = np.full(Mn, -1, np.int64)
     cross_pos[cross_ids] = np.arange(len(cross_ids), dtype=np.int64) - np.repeat(
         cross_offsets[:-1], np.diff(cross_offsets))
-    owner = np.searchsorted(bounds, coll_rank, side="right") - 1
+    owner = np.repeat(np.arange(K, dtype=np.int64), np.diff(bounds))[coll_rank]  # piece of a rank
     parts = np.zeros((len(isel), K), bool)
     parts[np.repeat(np.arange(len(isel)), sizes), owner] = True
 

@@ -403,9 +403,9 @@ def _latest_before(table_key, table_pos, query_key, query_pos) -> np.ndarray:
     # request ids are usually counters per rank: their keys fill a range an array can index
     lo, hi = int(t_key.min()), int(t_key.max())
     span = hi - lo + 1 if hi - lo < 8 * (len(t_key) + len(q_key)) + 4096 else 0
-    if lib.sigex_latest_before(len(t_key), t_key.ctypes.data, t_pos.ctypes.data, len(q_key),
-                               q_key.ctypes.data, q_pos.ctypes.data, order.ctypes.data, lo, span,
-                               out.ctypes.data) != 0:
+    adr = _kernel.address
+    if lib.sigex_latest_before(len(t_key), adr(t_key), adr(t_pos), len(q_key), adr(q_key),
+                               adr(q_pos), adr(order), lo, span, adr(out)) != 0:
         return _lookup(table_key, table_pos, query_key, query_pos, side="before")
     return out
 
@@ -426,6 +426,12 @@ def _ordinals(k1, k2, pos) -> np.ndarray:
     return out
 
 
+def _nonzero(mask: np.ndarray) -> np.ndarray:
+    """``np.flatnonzero`` of a 1-D mask without its ravel (half its cost on the small arrays
+    of a narrow trace, where the build makes a few hundred numpy calls)."""
+    return mask.nonzero()[0]
+
+
 def _ordinals_in_order(key) -> np.ndarray:
     """Position of each row among the rows with the same key, rows in position order (what
     :func:`_ordinals` gives for ascending positions, with one stable sort: the rows of a
@@ -441,6 +447,20 @@ def _ordinals_in_order(key) -> np.ndarray:
     start = np.maximum.accumulate(np.where(new, idx, 0))
     out = np.empty(n, np.int64)
     out[order] = idx - start
+    return out
+
+
+def _key_ordinals(key: np.ndarray, span: int) -> np.ndarray:
+    """:func:`_ordinals_in_order` of keys in 0..span-1: one counter per key in ``_match.c``
+    where the counters are few (no sort), else the sort."""
+    lib = _kernel.match()
+    if lib is None or not len(key) or span > max(1 << 20, 4 * len(key)):
+        return _ordinals_in_order(key)
+    key = np.ascontiguousarray(key, np.int64)
+    out = np.empty(len(key), np.int64)
+    counters = np.empty(span, np.int64)
+    lib.sigex_ordinals(len(key), _kernel.address(key), 0, span, _kernel.address(counters),
+                       _kernel.address(out))
     return out
 
 
@@ -491,8 +511,9 @@ def _match_sends(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos) -> np.ndarray:
     if lib is not None and _ascending(s_pos) and _ascending(r_pos):
         sk1, sk2, rk1, rk2 = (np.ascontiguousarray(a, np.int64) for a in (s_k1, s_k2, r_k1, r_k2))
         scratch = np.empty(len(rk1), np.int64)
-        if lib.sigex_pair(len(sk1), sk1.ctypes.data, sk2.ctypes.data, len(rk1), rk1.ctypes.data,
-                          rk2.ctypes.data, out.ctypes.data, scratch.ctypes.data) == 0:
+        adr = _kernel.address
+        if lib.sigex_pair(len(sk1), adr(sk1), adr(sk2), len(rk1), adr(rk1), adr(rk2), adr(out),
+                          adr(scratch)) == 0:
             return out
         out[:] = -1
     si, ri = _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos)
@@ -528,7 +549,7 @@ def _pair(s_k1, s_k2, s_pos, r_k1, r_k2, r_pos):
     # j-th send of the run takes the receive j places on if that one has the key too
     new = np.ones(len(sks), bool)
     new[1:] = sks[1:] != sks[:-1]
-    starts = np.flatnonzero(new)
+    starts = _nonzero(new)
     lens = np.diff(np.append(starts, len(sks)))
     cand = np.repeat(np.searchsorted(rks, sks[starts]) - starts, lens) + np.arange(len(sks))
     hit = cand < len(rks)
@@ -545,7 +566,7 @@ def _unused_mask(n: int, used: np.ndarray) -> np.ndarray:
 
 def _unused(n: int, used: np.ndarray) -> np.ndarray:
     """Rows 0..n-1 not in ``used``, in order."""
-    return np.flatnonzero(_unused_mask(n, used))
+    return _nonzero(_unused_mask(n, used))
 
 
 def _csr(owners: list[np.ndarray], values: list[np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -559,8 +580,8 @@ def _csr(owners: list[np.ndarray], values: list[np.ndarray], n: int) -> tuple[np
         value = np.ascontiguousarray(value, np.int64)
         offsets = np.empty(n + 1, np.int64)
         out = np.empty(len(owner), np.int64)
-        lib.sigex_csr(len(owner), owner.ctypes.data, value.ctypes.data, n, offsets.ctypes.data,
-                      out.ctypes.data)
+        adr = _kernel.address
+        lib.sigex_csr(len(owner), adr(owner), adr(value), n, adr(offsets), adr(out))
         return offsets, out
     offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=n))]).astype(np.int64)
     # the groups' owners are each sorted (blocking calls, waits in trace order): a merge sort
@@ -615,8 +636,8 @@ def _expand_starts(cols, comp, phase, lists, rank_offsets):
     pos = np.arange(n, dtype=np.int64)
     rmax = int(max(req.max(), 0)) + 2
     key = cols["rank"] * rmax + (req + 1)
-    ii = np.flatnonzero(PERSISTENT_INIT[op] & (req >= 0))
-    si = np.flatnonzero(is_start & (req >= 0))
+    ii = _nonzero(PERSISTENT_INIT.take(op) & (req >= 0))
+    si = _nonzero(is_start & (req >= 0))
     found = _lookup(key[ii], pos[ii], key[si], pos[si], side="before")
     ok = found >= 0
     si, init = si[ok], ii[found[ok]]
@@ -645,7 +666,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
             for k, v in cols.items()}
     comp = np.asarray(comp, np.float64)
     rank_offsets = np.asarray(rank_offsets, np.int64)
-    bad = np.flatnonzero(~np.isfinite(comp) | (comp < 0))
+    bad = _nonzero(~np.isfinite(comp) | (comp < 0))
     if bad.size:
         i = int(bad[0])
         raise TraceFormatError(f"{name}: rank {cols['rank'][i]} seq {cols['seq'][i]} "
@@ -670,23 +691,23 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
             # (every array handed to C contiguous: a trace's columns may be strided views)
             q_rank, q_seq, offs, ev_seq = (np.ascontiguousarray(a, np.int64)
                                            for a in (c_rank, c_seq, rank_offsets, seq))
-            lib.sigex_find_events(nc, q_rank.ctypes.data, q_seq.ctypes.data, P, offs.ctypes.data,
-                                  ev_seq.ctypes.data, i.ctypes.data)
+            adr = _kernel.address
+            lib.sigex_find_events(nc, adr(q_rank), adr(q_seq), P, adr(offs), adr(ev_seq), adr(i))
             hit = (i >= 0) & WAITS[act[np.maximum(i, 0)]] & (c_req >= 0)
         else:
             span = int(max(seq.max(), c_seq.max())) + 1
             key = rank * span + seq
             i = np.minimum(np.searchsorted(key, c_rank * span + c_seq), E - 1)
-            hit = (key[i] == c_rank * span + c_seq) & WAITS[act[i]] & (c_req >= 0)
+            hit = (key[i] == c_rank * span + c_seq) & WAITS.take(act[i]) & (c_req >= 0)
         c_ev[hit] = i[hit]
     live = c_ev >= 0
     c_creator = np.full(nc, -1, np.int64)
     if live.any():
-        post_idx = np.flatnonzero((req >= 0) & _POSTS[act])
+        post_idx = _nonzero((req >= 0) & _POSTS.take(act))
         rmax = int(max(req.max() if E else 0, c_req.max() if nc else 0)) + 2
         found = _latest_before(rank[post_idx] * rmax + req[post_idx] + 1, post_idx,
                                c_rank[live] * rmax + c_req[live] + 1, c_ev[live])
-        c_creator[np.flatnonzero(live)[found >= 0]] = post_idx[found[found >= 0]]
+        c_creator[_nonzero(live)[found >= 0]] = post_idx[found[found >= 0]]
     done = c_creator >= 0
     # the actual source and tag of nonblocking receives, from their completion (int32 where
     # the values fit, as they do in a trace: E-long columns of fresh memory cost page faults
@@ -704,22 +725,22 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     # ---- point-to-point messages ------------------------------------------------------
     # a send whose completion says it was cancelled (peer MPI_PROC_NULL) sent nothing;
     # a cancelled receive is dropped below through its completed source
-    sending = SEND_POST[act] & (peer >= 0)
+    sending = SEND_POST.take(act) & (peer >= 0)
     if comp_peer is not None:
         sending &= comp_peer != PEER_NULL
-    if not sending.any() and not RECV_POST[act].any() and not RMA[act].any():
+    if not sending.any() and not RECV_POST.take(act).any() and not RMA.take(act).any():
         # no point-to-point operation (a trace of collectives): no message
         msg_send_event = msg_recv_event = msg_src = msg_dst = msg_bytes = msg_mode = \
             np.zeros(0, np.int64)
     else:
-        s_ev = np.flatnonzero(sending)
+        s_ev = _nonzero(sending)
         s_src, s_dst = rank[s_ev], peer[s_ev].astype(np.int64)
         s_comm, s_tag = comm[s_ev].astype(np.int64), tag[s_ev].astype(np.int64)
-        r_ev = np.flatnonzero(RECV_POST[act])
+        r_ev = _nonzero(RECV_POST.take(act))
         a = act[r_ev]
-        both = SEND_POST[a]  # Sendrecv family: the receive's source is in recv_peer
+        both = SEND_POST.take(a)  # Sendrecv family: the receive's source is in recv_peer
         r_src = np.where(both, cols["recv_peer"][r_ev], peer[r_ev]).astype(np.int64)
-        nb = NONBLOCKING_RECV[a]
+        nb = NONBLOCKING_RECV.take(a)
         if comp_peer is not None:
             cp, ct = comp_peer[r_ev], comp_tag[r_ev]
             r_src = np.where(nb & ((cp >= 0) | (cp == PEER_NULL)), cp, r_src)
@@ -739,7 +760,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         def k2(c, t):
             return (c + 1) * (1 << 32) + (t & 0xFFFFFFFF)
 
-        known = np.flatnonzero((r_src >= 0) & (r_tag >= 0))
+        known = _nonzero((r_src >= 0) & (r_tag >= 0))
         # by_send[i]: the receive (index into r_ev) send i is matched with, or -1
         by_send = _match_sends(k1(s_src, s_dst), k2(s_comm, s_tag), s_ev,
                                k1(r_src[known], r_dst[known]), k2(r_comm[known], r_tag[known]),
@@ -748,20 +769,20 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         by_send[hit] = known[by_send[hit]]
         # receives whose tag is unknown, or whose assumed tag matched nothing, take the
         # left-over sends in order, on (src, dst, comm)
-        s_left = np.flatnonzero(~hit)
-        r_left = np.flatnonzero((r_src >= 0) & _unused_mask(len(r_ev), by_send[hit]))
-        r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV[act[r_ev[r_left]]]]
+        s_left = _nonzero(~hit)
+        r_left = _nonzero((r_src >= 0) & _unused_mask(len(r_ev), by_send[hit]))
+        r_left = r_left[(r_tag[r_left] < 0) | TAGLESS_RECV.take(act[r_ev[r_left]])]
         if len(s_left) and len(r_left):
             m2 = _match_sends(k1(s_src[s_left], s_dst[s_left]), s_comm[s_left], s_ev[s_left],
                               k1(r_src[r_left], r_dst[r_left]), r_comm[r_left], r_ev[r_left])
             by_send[s_left] = np.where(m2 >= 0, r_left[np.maximum(m2, 0)], -1)
         # the matched pairs in send order: the messages numbered below then come as a few runs
         # sorted by position within each rank, which a merge sort takes in near-linear time
-        si = np.flatnonzero(by_send >= 0)
+        si = _nonzero(by_send >= 0)
         ri = by_send[si]
-        s_un = np.flatnonzero(by_send < 0)
+        s_un = _nonzero(by_send < 0)
         r_un = _unused(len(r_ev), ri)
-        rma = np.flatnonzero(RMA[act] & (peer >= 0))  # transfers no receive matches
+        rma = _nonzero(RMA.take(act) & (peer >= 0))  # transfers no receive matches
         msg_send_event = np.concatenate([s_ev[si], s_ev[s_un], rma, np.full(len(r_un), -1, np.int64)])
         msg_recv_event = np.concatenate([r_ev[ri], np.full(len(s_un) + len(rma), -1, np.int64),
                                          r_ev[r_un]])
@@ -785,9 +806,9 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
     send_msg = np.full(E, -1, np.int64)
     recv_msg = np.full(E, -1, np.int64)
     has = msg_send_event >= 0
-    send_msg[msg_send_event[has]] = np.flatnonzero(has)
+    send_msg[msg_send_event[has]] = _nonzero(has)
     has = msg_recv_event >= 0
-    recv_msg[msg_recv_event[has]] = np.flatnonzero(has)
+    recv_msg[msg_recv_event[has]] = _nonzero(has)
 
     # ---- collective instances ---------------------------------------------------------
     coll = _collectives(name, P, rank, seq, op, act, cols, comms, lists)
@@ -796,12 +817,12 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
 
     # ---- what each event waits for ----------------------------------------------------
     owners, slots = [], []
-    blk = np.flatnonzero(BLOCKING_P2P[act])
+    blk = _nonzero(BLOCKING_P2P.take(act))
     for arr, base in ((send_msg, 0), (recv_msg, M)):
         v = arr[blk]
         owners.append(blk[v >= 0])
         slots.append(v[v >= 0] + base)
-    bc = np.flatnonzero(BLOCKING_COLLECTIVE[act])
+    bc = _nonzero(BLOCKING_COLLECTIVE.take(act))
     owners.append(bc)
     slots.append(coll_slot[bc] + 2 * M)
     w, cr = c_ev[done], c_creator[done]
@@ -842,7 +863,7 @@ def _neighbor_patterns(name, coll_op, offsets, event, slot_rank, inst_comm, root
     destinations and bytes per destination (``lists``); sets their ``root`` to the
     pattern's index (equal patterns shared) and ``coll_bytes`` to the largest message."""
     code = COLLECTIVE_NAMES.index("Neighbor")
-    insts = np.flatnonzero(coll_op == code)
+    insts = _nonzero(coll_op == code)
     if not insts.size:
         return ()
     table: dict[tuple, tuple[int, int]] = {}
@@ -889,10 +910,10 @@ def _neighbor_patterns(name, coll_op, offsets, event, slot_rank, inst_comm, root
 
 def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None) -> dict:
     """Number collective calls into instances (communicator, ordinal) and slots."""
-    ce = np.flatnonzero(COLLECTIVE[act])
+    ce = _nonzero(COLLECTIVE.take(act))
     c_comm = cols["comm"][ce].astype(np.int64)
     n_comms = len(comms)
-    bad = np.flatnonzero((c_comm < 0) | (c_comm >= n_comms))
+    bad = _nonzero((c_comm < 0) | (c_comm >= n_comms))
     if bad.size:
         e = int(ce[bad[0]])
         raise TraceFormatError(f"{name}: rank {rank[e]} seq {seq[e]} ({OPS[op[e]]}) names "
@@ -924,23 +945,27 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
         return np.where(mkey_sorted[i] == q, m_local[morder[i]], -1)
 
     c_local = local_of(c_comm, rank[ce])
-    bad = np.flatnonzero(c_local < 0)
+    bad = _nonzero(c_local < 0)
     if bad.size:
         e = int(ce[bad[0]])
         raise TraceFormatError(f"{name}: rank {rank[e]} seq {seq[e]} ({OPS[op[e]]}) calls a "
                                f"collective on communicator {c_comm[bad[0]]} without being a member")
     if np.any(np.asarray(comms.inter, bool)[c_comm]):
-        e = int(ce[np.flatnonzero(np.asarray(comms.inter, bool)[c_comm])[0]])
+        e = int(ce[_nonzero(np.asarray(comms.inter, bool)[c_comm])[0]])
         raise TraceFormatError(f"{name}: rank {rank[e]} seq {seq[e]} ({OPS[op[e]]}): collectives "
                                "on intercommunicators are not replayed yet")
     # the k-th call of a rank on a communicator, in event order (ce ascends: a stable sort of
     # the combined key is the lexsort of _ordinals)
-    ordinal = _ordinals_in_order(c_comm * (P + 1) + rank[ce])
-    width = int(ordinal.max()) + 1 if len(ce) else 1
-    ukeys, inst = np.unique(c_comm * width + ordinal, return_inverse=True)
-    inst = inst.reshape(-1)
-    I = len(ukeys)
-    inst_comm = ukeys // width
+    ordinal = _key_ordinals(c_comm * (P + 1) + rank[ce], n_comms * (P + 1))
+    # instances (communicator, ordinal) numbered in that order: the ordinals of a
+    # communicator are 0..k-1 (every member counts its own calls), so an instance's number is
+    # the instances of the communicators before its own plus its ordinal (what np.unique of
+    # the pairs gives, without its sort)
+    n_ord = np.zeros(n_comms, np.int64)
+    np.maximum.at(n_ord, c_comm, ordinal + 1)
+    inst = (np.cumsum(n_ord) - n_ord)[c_comm] + ordinal
+    I = int(n_ord.sum())
+    inst_comm = np.repeat(np.arange(n_comms, dtype=np.int64), n_ord)
     inst_size = sizes[inst_comm]
     offsets = np.concatenate([[0], np.cumsum(inst_size)]).astype(np.int64)
     C = int(offsets[-1])
@@ -950,14 +975,14 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
     slot_inst = np.repeat(np.arange(I, dtype=np.int64), inst_size)
     slot_local = np.arange(C, dtype=np.int64) - offsets[slot_inst]
     slot_rank = members[moff[inst_comm][slot_inst] + slot_local] if C else np.zeros(0, np.int64)
-    code = _COLL_CODE[act[ce]]
+    code = _COLL_CODE.take(act[ce])
     coll_op = np.full(I, -1, np.int64)
     coll_op[inst] = code
-    clash = np.flatnonzero(coll_op[inst] != code)
+    clash = _nonzero(coll_op[inst] != code)
     if clash.size:
         j = int(clash[0])
         e = int(ce[j])
-        other = int(ce[np.flatnonzero((inst == inst[j]) & (code != code[j]))[0]])
+        other = int(ce[_nonzero((inst == inst[j]) & (code != code[j]))[0]])
         raise TraceFormatError(
             f"{name}: collective call {int(ordinal[j])} on communicator {c_comm[j]} is "
             f"{OPS[op[e]]} on rank {rank[e]} (seq {seq[e]}) but {OPS[op[other]]} on rank "
@@ -968,9 +993,11 @@ def _collectives(name, P, rank, seq, op, act, cols, comms: CommTable, lists=None
     np.maximum.at(root, inst, root_l)
     nbytes, rbytes = cols["bytes"][ce], cols["recv_bytes"][ce]
     a = act[ce]
-    block = np.where(_RECV_BLOCK[a], rbytes, nbytes)
-    block = np.where(_SYMMETRIC[a], np.maximum(nbytes, rbytes), block)
-    block = np.where(_TOTAL_SENT[a], -(-nbytes // np.maximum(sizes[c_comm], 1)), block)
+    block = np.where(_RECV_BLOCK.take(a), rbytes, nbytes)
+    block = np.where(_SYMMETRIC.take(a), np.maximum(nbytes, rbytes), block)
+    total = _TOTAL_SENT.take(a)
+    if total.any():  # (an integer division over every call costs more than the test)
+        block = np.where(total, -(-nbytes // np.maximum(sizes[c_comm], 1)), block)
     coll_bytes = np.zeros(I, np.int64)
     np.maximum.at(coll_bytes, inst, block)
     patterns = _neighbor_patterns(name, coll_op, offsets, event, slot_rank, inst_comm, root,
