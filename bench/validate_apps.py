@@ -645,7 +645,9 @@ def logical_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
             "extrapolated": all(p["refused"] is None for p in phases)}
 
 
-def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dict:
+def _cached_rows(row: Callable, apps: list[str], out: Path, fit, held: int) -> list[dict]:
+    """``row(app, out, fit, held)`` of every app whose traces at the fit and held-out P are
+    cached (the others named on stderr)."""
     rows = []
     for app in apps:
         if not all((out / app / f"P{P}" / f"P{P}.h5").exists() for P in (*fit, held)):
@@ -653,7 +655,12 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
                   file=sys.stderr)
             continue
         print(f"{app} ...", file=sys.stderr, flush=True)
-        rows.append(logical_row(app, out, fit, held))
+        rows.append(row(app, out, fit, held))
+    return rows
+
+
+def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dict:
+    rows = _cached_rows(logical_row, apps, out, fit, held)
     print(f"the logical model of the real applications: fitted at P = {', '.join(map(str, fit))}, "
           f"placed at P = {held} and compared with the real run there\n")
     table = [("app", "phase", "kind", "weight model/real", "events", "result")]
@@ -769,14 +776,7 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
 
 
 def predict_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dict:
-    rows = []
-    for app in apps:
-        if not all((out / app / f"P{P}" / f"P{P}.h5").exists() for P in (*fit, held)):
-            print(f"{app}: no cached traces at P = {', '.join(map(str, (*fit, held)))} (run the capture part)",
-                  file=sys.stderr)
-            continue
-        print(f"{app} ...", file=sys.stderr, flush=True)
-        rows.append(predict_row(app, out, fit, held))
+    rows = _cached_rows(predict_row, apps, out, fit, held)
     cores = os.cpu_count() or 1
     print(f"whole predictions of the real applications: models from P = {', '.join(map(str, fit))}, "
           f"predicted at P = {held}, beside the real run there. The real run shared {cores} cores "

@@ -20,6 +20,8 @@ TRACES = ROOT / "traces"
 
 HAVE_MPI = bool(shutil.which("mpiexec") and (os.environ.get("SIGEX_MPICC") or shutil.which("mpicc")))
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="no mpiexec/mpicc on PATH (pip install mpich)")
+needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None or shutil.which("smpicc") is None,
+                                   reason="SimGrid not installed: apt-get install libsimgrid-dev")
 
 
 @pytest.fixture

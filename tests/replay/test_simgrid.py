@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import TRACES
+from conftest import TRACES, needs_simgrid
 from replay import _kernel, simgrid
 from replay.machine import LogGP, Machine
 from replay.simgrid import (HOST_SPEED, SIMGRID_DATATYPES, datatype_table, export_ti, import_ti,
@@ -17,8 +17,6 @@ from signature import load_trace
 from signature.errors import TraceFormatError
 from signature.trace import LIST_RECV, LIST_SEND, OP_CODE, OPS, PEER_NULL
 
-needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None or shutil.which("smpicc") is None,
-                                   reason="SimGrid not installed: apt-get install libsimgrid-dev")
 
 PINGPONG = {0: ["0 init", "0 compute 1e6", "0 send 1 0 1000 6", "0 recv 1 0 1000 6", "0 finalize"],
             1: ["1 init", "1 recv 0 0 1000 6", "1 send 0 0 1000 6", "1 finalize"]}

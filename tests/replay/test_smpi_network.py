@@ -5,20 +5,18 @@ the one it does not (receive-side contention, listed under "Not modelled" in
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from conftest import needs_simgrid
 from replay import Program, load, replay
 from replay.simgrid import import_ti, run_program
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = load(ROOT / "bench" / "smpi" / "cluster.toml")
 
-needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None or shutil.which("smpicc") is None,
-                                   reason="SimGrid not installed: apt-get install libsimgrid-dev")
 
 # every rank but 0 sends argv[1] bytes to rank 0 at once; rank 0 posts every receive, then waits
 INCAST = r"""

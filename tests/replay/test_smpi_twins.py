@@ -11,20 +11,18 @@ pme_split's runtime, that no prediction from the traces can see: a twin run for 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from conftest import needs_simgrid
 from replay import Program, load, replay
 from replay.simgrid import import_ti, run_program
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = load(ROOT / "bench" / "smpi" / "cluster.toml")
 
-needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None or shutil.which("smpicc") is None,
-                                   reason="SimGrid not installed: apt-get install libsimgrid-dev")
 
 SPLIT_ONLY = r"""
 #include <mpi.h>
