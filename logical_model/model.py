@@ -2159,6 +2159,12 @@ def _fit_mean(points: dict[int, float], name: str):
     return search.fit(Ps, y, name=name, positive=bool(np.all(y >= 0)))
 
 
+def _rank_totals(cost, offs: np.ndarray, P: int) -> np.ndarray:
+    """Each rank's sum of ``cost`` over its events ``offs[r]:offs[r+1]``; 0 for a rank
+    without events (hpcc's ranks that sit out a kernel)."""
+    return np.bincount(np.repeat(np.arange(P), np.diff(offs)), weights=np.asarray(cost, float), minlength=P)
+
+
 def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                        grid: Grid | None = None) -> list[SlotModel]:
     """Phase k as statistical slots (:mod:`logical_model.statistical`): runs of calls, the
@@ -2195,8 +2201,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
             if cost is None:
                 continue
             offs = by_p[P].template_offsets
-            tot = np.add.reduceat(np.asarray(cost, float), offs[:-1]) if len(cost) else np.zeros(P)
-            tot = np.where(np.diff(offs) > 0, tot, 0.0)
+            tot = _rank_totals(cost, offs, P)
             r, e = run.events[P]
             ok = tot[r] > 0
             shares += list(np.asarray(cost, float)[e][ok] / tot[r][ok])

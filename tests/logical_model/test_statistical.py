@@ -241,3 +241,12 @@ def test_calls_made_only_over_2_wide_are_added_along_a_dimension_never_wider():
     waits = [(i, sl) for i, sl in twins if sl.op == wait]
     twin_index = {id(sl): i for i, sl in twins}
     assert any(sl.wait_of == twin_index[id(along_d[0])] for _, sl in waits)
+
+
+def test_rank_totals_hold_ranks_without_events():
+    """A rank with no event in a phase (hpcc's ranks that sit out a kernel, the last ones
+    included) has no work there; np.add.reduceat crashed on such offsets."""
+    from logical_model.model import _rank_totals
+    got = _rank_totals([1.0, 2.0, 3.0, 4.0, 5.0], np.array([0, 2, 2, 5, 5]), 4)
+    assert got.tolist() == [3.0, 0.0, 12.0, 0.0]
+    assert _rank_totals([], np.zeros(4, np.int64), 3).tolist() == [0.0, 0.0, 0.0]
