@@ -186,10 +186,10 @@ def _refused_text(refused: Sequence[dict[str, Any]]) -> str:
     Ps = sorted(refused[0]["measured_share"])
     total = {P: sum(r["measured_share"][P] for r in refused) for P in Ps}
     n = len(refused)
-    out = [f"NOT PREDICTED: {n} phase{'s' if n > 1 else ''} cannot be placed at this P and "
-           f"{'are' if n > 1 else 'is'} left out of the runtime above; in the measured signature runs "
-           f"{'they' if n > 1 else 'it'} held " + ", ".join(f"{100 * total[P]:.1f}% (P={P})" for P in Ps)
-           + " of the runtime:"]
+    out = [f"NOT PREDICTED: {n} phase{'s' if n > 1 else ''} {'are' if n > 1 else 'is'} left out of the "
+           "runtime above (cannot be placed at this P, or not every signature run has it); in the measured "
+           f"signature runs {'they' if n > 1 else 'it'} held "
+           + ", ".join(f"{100 * total[P]:.1f}% (P={P})" for P in Ps) + " of the runtime:"]
     shown = sorted(refused, key=lambda r: -max(r["measured_share"].values()))[:12]
     for r in shown:
         out.append(f"  {_refused_name(r)} ({r['kind']}; {_cut(r['pattern'], 48)}): "
