@@ -756,7 +756,7 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
         if same:
             rp = by_id[k]
             row["weight_real"] = rp.weight
-            row["computation_real"] = float(np.mean(rp.stats["cpu_mean"]))
+            row["computation_real"] = float(np.nanmean(rp.stats["cpu_mean"]))
             row["computation_error"] = row["computation"] / row["computation_real"] - 1 \
                 if row["computation_real"] > 0 else None
         phases.append(row)

@@ -30,16 +30,24 @@ from .crm import (CRM, IPT, build_ipt, distant_point_counters, distant_point_dec
 __all__ = ["ComputeModel", "build", "from_traces"]
 
 
+def _rank_mean(values) -> float:
+    """The mean over the ranks that have the phase (a rank that sits it out, as hpcc's do
+    in some kernels, has no figure: NaN); NaN when none has."""
+    v = np.asarray(values, float)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if v.size else float("nan")
+
+
 def _time_per_rep(sig: Signature, k: int, mode: str) -> float:
     """A phase's computation per process and repetition in one run (seconds)."""
     st = sig.phases[k].stats
     col = "comp_mean" if mode == "counters" else "cpu_mean"
-    return float(np.mean(st[col]))
+    return _rank_mean(st[col])
 
 
 def _work_per_rep(sig: Signature, k: int, mode: str) -> float:
     st = sig.phases[k].stats
-    return float(np.mean(st["instr_mean" if mode == "counters" else "cpu_mean"]))
+    return _rank_mean(st["instr_mean" if mode == "counters" else "cpu_mean"])
 
 
 @dataclasses.dataclass
@@ -155,8 +163,8 @@ def build(logical: LogicalModel, signatures: Sequence[Signature], *,
             st = np.array([_time_per_rep(s, k, mode) for s in small])
             try:
                 if mode == "counters":
-                    ins = np.array([np.mean(s.phases[k].stats["instr_mean"]) for s in small])
-                    cyc = np.array([np.mean(s.phases[k].stats["cycles_mean"]) for s in small])
+                    ins = np.array([_rank_mean(s.phases[k].stats["instr_mean"]) for s in small])
+                    cyc = np.array([_rank_mean(s.phases[k].stats["cycles_mean"]) for s in small])
                     dp = distant_point_counters(ipt, sP, ins, cyc, st, P_max=P_max)
                 else:
                     dp = distant_point_declared(sP, st, work=wf, small=float(small[0].workload_value),

@@ -59,3 +59,11 @@ def test_signatures_must_match_the_logical_model(fft):
     lm, sigs, _ = fft
     with pytest.raises(ExtrapolationError, match="not the ones"):
         build(lm, sigs[:2])
+
+
+def test_a_rank_that_sits_a_phase_out_does_not_void_its_computation():
+    """Ranks without a phase's events (hpcc's in some kernels) have no figure there (NaN);
+    the phase's computation per process is the mean over the ranks that have it."""
+    from compute_model.physical import _rank_mean
+    assert _rank_mean([1.0, float("nan"), 3.0]) == 2.0
+    assert np.isnan(_rank_mean([float("nan"), float("nan")]))
