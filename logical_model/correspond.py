@@ -41,18 +41,25 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 def _lcs(a: Sequence, b: Sequence, same=None) -> list[tuple[int, int]]:
-    """Index pairs of a longest common subsequence of ``a`` and ``b`` (earliest matches);
-    ``same(x, y)`` says which elements match (equality by default)."""
-    same = same or (lambda x, y: x == y)
+    """Index pairs of a common subsequence of ``a`` and ``b``: the longest one under
+    equality; with ``same(x, y)`` (a looser match), the one of highest score where an
+    equal pair scores 3 and a merely similar one 1, so that loose matches fill the gaps
+    between equal ones but never displace them (two swapped phases that look alike are
+    not paired crosswise)."""
+    def score(x, y) -> int:
+        return 3 if x == y else (1 if same is not None and same(x, y) else 0)
+
     n, m = len(a), len(b)
     L = [[0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
         Li, Li1, ai = L[i], L[i + 1], a[i]
         for j in range(m - 1, -1, -1):
-            Li[j] = Li1[j + 1] + 1 if same(ai, b[j]) else max(Li1[j], Li[j + 1])
+            w = score(ai, b[j])
+            Li[j] = max(Li1[j], Li[j + 1], Li1[j + 1] + w if w else 0)
     out, i, j = [], 0, 0
     while i < n and j < m:
-        if same(a[i], b[j]):
+        w = score(a[i], b[j])
+        if w and L[i][j] == L[i + 1][j + 1] + w:
             out.append((i, j))
             i, j = i + 1, j + 1
         elif L[i + 1][j] >= L[i][j + 1]:
@@ -124,8 +131,9 @@ def correspond(signatures: Sequence[Signature]) -> tuple[list[Signature], list[d
     for d in left:
         where = ", ".join(f"phase {pos} at P={P}" for P, pos in sorted(d["at"].items()))
         missing = [x.nprocs for x in sigs if x.nprocs not in d["at"]]
-        d["problem"] = (f"no counterpart in every run ({where}; none at P="
-                        + ", ".join(map(str, missing)) + "): the phases do not correspond across P here")
+        d["problem"] = (f"no counterpart in every run ({where}; none at P=" + ", ".join(map(str, missing))
+                        + "): the phases do not correspond across P here" if missing else
+                        f"it comes in another place among the common phases at some P ({where})")
         del d["key"], d["at"]
     return out, left
 

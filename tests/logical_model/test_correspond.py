@@ -94,3 +94,14 @@ def test_lcs_is_a_longest_common_subsequence(a, b):
             best = n
             break
     assert len(pairs) == best
+
+
+def test_a_phase_out_of_place_is_named_as_such(stencil):
+    """Every run has the phase, but one has it elsewhere among the common phases: only one
+    of the two swapped phases can be kept in order, and the other is named as out of place."""
+    s4, s8, s16 = stencil
+    s8x = _with_phases(s8, [s8.phases[0], s8.phases[2], s8.phases[1], s8.phases[3]])
+    out, left = correspond([s4, s8x, s16])
+    assert len(out[0].phases) == 3 and len(left) == 1
+    assert left[0]["problem"].startswith("it comes in another place among the common phases")
+    assert set(left[0]["measured_share"]) == {4, 8, 16} and min(left[0]["measured_share"].values()) > 0
