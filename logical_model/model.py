@@ -225,6 +225,19 @@ def _count_grids(grid: Grid | None) -> list[Grid]:
     return out
 
 
+def _count_columns(Ps: np.ndarray, grids: Sequence[Grid]):
+    """(grid, dimension, form, f(dims_k(P)) over ``Ps``) for every count form on every
+    dimension of every grid that places each of ``Ps`` (the columns a count is fitted on)."""
+    for g in grids:
+        try:
+            dims = np.array([g.dims(int(p)) for p in Ps], float)
+        except ValueError:
+            continue
+        for kdim in range(g.ndims):
+            for form, f in _COUNT_FORMS.items():
+                yield g, kdim, form, f(dims[:, kdim])
+
+
 def _exact_count(points: dict[int, float], grids: Sequence[Grid], name: str):
     """Calls per rank as :class:`GridCount`, exact on every traced P, on the first of
     ``grids`` where one is: proportional forms (b = 0) on any grid before offset ones;
@@ -234,24 +247,17 @@ def _exact_count(points: dict[int, float], grids: Sequence[Grid], name: str):
     if len(Ps) < 3 or np.all(y == y[0]):
         return None
     for offset in (False, True):
-        for g in grids:
-            try:
-                dims = np.array([g.dims(int(p)) for p in Ps], float)
-            except ValueError:
+        for g, kdim, form, x in _count_columns(Ps, grids):
+            if np.all(x == x[0]):
                 continue
-            for kdim in range(g.ndims):
-                for form, f in _COUNT_FORMS.items():
-                    x = f(dims[:, kdim])
-                    if np.all(x == x[0]):
-                        continue
-                    A = np.stack([x, np.ones(len(x))], axis=1)
-                    if offset:
-                        (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
-                    else:
-                        a, b = float(x @ y / (x @ x)), 0.0
-                    a, b = round(a * 4) / 4, round(b * 4) / 4  # whole calls, or a share of ranks in quarters
-                    if a and np.all(np.abs(A @ (a, b) - y) <= 1e-6 * max(1.0, np.abs(y).max())):
-                        return GridCount(float(a), float(b), kdim, form, g, name)
+            A = np.stack([x, np.ones(len(x))], axis=1)
+            if offset:
+                (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+            else:
+                a, b = float(x @ y / (x @ x)), 0.0
+            a, b = round(a * 4) / 4, round(b * 4) / 4  # whole calls, or a share of ranks in quarters
+            if a and np.all(np.abs(A @ (a, b) - y) <= 1e-6 * max(1.0, np.abs(y).max())):
+                return GridCount(float(a), float(b), kdim, form, g, name)
     return None
 
 
@@ -296,29 +302,22 @@ def _regressed_count(points: dict[int, float], grids: Sequence[Grid], name: str)
     if len(Ps) < 3:
         return None
     best = None
-    for g in grids:
-        try:
-            dims = np.array([g.dims(int(p)) for p in Ps], float)
-        except ValueError:
+    for g, kdim, form, x in _count_columns(Ps, grids):
+        A = np.stack([x, np.ones(len(x))], axis=1)
+        if len(set(x)) < 2:
             continue
-        for kdim in range(g.ndims):
-            for form, f in _COUNT_FORMS.items():
-                x = f(dims[:, kdim])
-                A = np.stack([x, np.ones(len(x))], axis=1)
-                if len(set(x)) < 2:
-                    continue
-                errs = []
-                for i in range(len(y)):  # folds whose other points span two widths
-                    keep = np.arange(len(y)) != i
-                    if len(set(x[keep])) < 2:
-                        continue
-                    coef, *_ = np.linalg.lstsq(A[keep], y[keep], rcond=None)
-                    errs.append(abs(A[i] @ coef - y[i]) / max(abs(y[i]), 1e-9))
-                if errs:
-                    cv = float(np.mean(errs))
-                    if best is None or cv < best[0] - 1e-12:
-                        (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
-                        best = (cv, GridCount(float(a), float(b), kdim, form, g, name, cv))
+        errs = []
+        for i in range(len(y)):  # folds whose other points span two widths
+            keep = np.arange(len(y)) != i
+            if len(set(x[keep])) < 2:
+                continue
+            coef, *_ = np.linalg.lstsq(A[keep], y[keep], rcond=None)
+            errs.append(abs(A[i] @ coef - y[i]) / max(abs(y[i]), 1e-9))
+        if errs:
+            cv = float(np.mean(errs))
+            if best is None or cv < best[0] - 1e-12:
+                (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+                best = (cv, GridCount(float(a), float(b), kdim, form, g, name, cv))
     return best[1] if best else None
 
 

@@ -806,36 +806,10 @@ class _TIReader:
         for e in self.wild:
             by_dst.setdefault(c["rank"][e], []).append(e)
         for d, events in by_dst.items():
-            left = dict(sends.get(d, {}))
-            wild_tags = {c["tag"][e] for e in events}
-            tags_known = True
-            # receives with a tag first; a receive without one (MPI_ANY_TAG, Sendrecv) takes a
-            # message with a tag no wildcard receive wants if there is one
-            for s_, t in sorted(named.get(d, []), key=lambda x: x[1] < 0):
-                order = [(s_, t), (s_, -1)] if t >= 0 else (
-                    [(s_, -1)] + sorted((k for k, n in left.items() if k[0] == s_ and n > 0),
-                                        key=lambda k: (k[1] in wild_tags, k[1])))
-                for k in order:
-                    if left.get(k, 0) > 0:
-                        left[k] -= 1
-                        tags_known &= not (t < 0 and k[1] in wild_tags)
-                        break
-            left = {k: n for k, n in left.items() if n > 0}
-            src = _one_source({k[0] for k in left}, sum(left.values()), len(events))
-            if src is not None:
-                assign = {e: src for e in events}
-            elif (tags_known and all(k[1] >= 0 for k in left)
-                  and all(c["op"][e] != sendrecv and c["tag"][e] >= 0 for e in events)):
-                assign = {}
-                for t in {c["tag"][e] for e in events}:
-                    group = [e for e in events if c["tag"][e] == t]
-                    mine = {k: n for k, n in left.items() if k[1] == t}
-                    one = _one_source({k[0] for k in mine}, sum(mine.values()), len(group))
-                    if one is None:
-                        break
-                    assign.update(dict.fromkeys(group, one))
-            else:
-                assign = {}
+            assign, left = _assign_sources(sends.get(d, {}), named.get(d, []),
+                                           [c["tag"][e] for e in events],
+                                           [c["op"][e] == sendrecv for e in events])
+            assign = {events[i]: src for i, src in assign.items()}
             if len(assign) != len(events):
                 raise TraceFormatError(
                     f"{self.where(events[0])}: receive from MPI_ANY_SOURCE or MPI_PROC_NULL (SimGrid "
@@ -1073,6 +1047,45 @@ def _assemble(index: Path, read: dict, files: list[Path], host_speed: float, sou
                    grid=grid, clock=clock, app=app, workload=workload)
 
 
+def _assign_sources(sends: dict[tuple[int, int], int], named: list[tuple[int, int]],
+                    tags: list[int], sendrecv: list[bool]) -> tuple[dict[int, int], dict]:
+    """One destination's wildcard receives (their ``tags``, and whether each is a Sendrecv)
+    given the sends to it by (source, tag) and its receives that name a source: the source
+    of each wildcard receive by position, where the sends left over decide it (all of them
+    from one rank, as many as the receives; else the same per tag when every tag is known),
+    or {}; and the sends left over, for the error."""
+    left = dict(sends)
+    wild_tags = set(tags)
+    tags_known = True
+    # receives with a tag first; a receive without one (MPI_ANY_TAG, Sendrecv) takes a
+    # message with a tag no wildcard receive wants if there is one
+    for s_, t in sorted(named, key=lambda x: x[1] < 0):
+        order = [(s_, t), (s_, -1)] if t >= 0 else (
+            [(s_, -1)] + sorted((k for k, n in left.items() if k[0] == s_ and n > 0),
+                                key=lambda k: (k[1] in wild_tags, k[1])))
+        for k in order:
+            if left.get(k, 0) > 0:
+                left[k] -= 1
+                tags_known &= not (t < 0 and k[1] in wild_tags)
+                break
+    left = {k: n for k, n in left.items() if n > 0}
+    src = _one_source({k[0] for k in left}, sum(left.values()), len(tags))
+    if src is not None:
+        return dict.fromkeys(range(len(tags)), src), left
+    if not (tags_known and all(k[1] >= 0 for k in left)
+            and not any(sendrecv) and all(t >= 0 for t in tags)):
+        return {}, left
+    assign: dict[int, int] = {}
+    for t in set(tags):
+        group = [i for i, ti in enumerate(tags) if ti == t]
+        mine = {k: n for k, n in left.items() if k[1] == t}
+        one = _one_source({k[0] for k in mine}, sum(mine.values()), len(group))
+        if one is None:
+            return {}, left
+        assign.update(dict.fromkeys(group, one))
+    return assign, left
+
+
 def _resolve_wildcards(c: dict[str, np.ndarray], wild: np.ndarray, where) -> None:
     """:meth:`_TIReader.resolve_wildcards` over the assembled columns (in place): the
     sends and named receives are counted with whole-column operations, the rest is the
@@ -1103,34 +1116,10 @@ def _resolve_wildcards(c: dict[str, np.ndarray], wild: np.ndarray, where) -> Non
     for i, d in enumerate(w_rank):
         by_dst.setdefault(d, []).append(i)
     for d, events in by_dst.items():
-        left = dict(sends.get(d, {}))
-        wild_tags = {w_tag[i] for i in events}
-        tags_known = True
-        for s_, t in sorted(named.get(d, []), key=lambda x: x[1] < 0):
-            order = [(s_, t), (s_, -1)] if t >= 0 else (
-                [(s_, -1)] + sorted((k for k, n in left.items() if k[0] == s_ and n > 0),
-                                    key=lambda k: (k[1] in wild_tags, k[1])))
-            for k in order:
-                if left.get(k, 0) > 0:
-                    left[k] -= 1
-                    tags_known &= not (t < 0 and k[1] in wild_tags)
-                    break
-        left = {k: n for k, n in left.items() if n > 0}
-        src = _one_source({k[0] for k in left}, sum(left.values()), len(events))
-        if src is not None:
-            assign = {i: src for i in events}
-        elif (tags_known and all(k[1] >= 0 for k in left)
-              and all(w_op[i] != sendrecv and w_tag[i] >= 0 for i in events)):
-            assign = {}
-            for t in {w_tag[i] for i in events}:
-                group = [i for i in events if w_tag[i] == t]
-                mine = {k: n for k, n in left.items() if k[1] == t}
-                one = _one_source({k[0] for k in mine}, sum(mine.values()), len(group))
-                if one is None:
-                    break
-                assign.update(dict.fromkeys(group, one))
-        else:
-            assign = {}
+        assign, left = _assign_sources(sends.get(d, {}), named.get(d, []),
+                                       [w_tag[i] for i in events],
+                                       [w_op[i] == sendrecv for i in events])
+        assign = {events[i]: src for i, src in assign.items()}
         if len(assign) != len(events):
             raise TraceFormatError(
                 f"{where(int(wild[events[0]]))}: receive from MPI_ANY_SOURCE or MPI_PROC_NULL "
