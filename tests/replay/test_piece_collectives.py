@@ -1,0 +1,136 @@
+"""Workers reading their rank blocks exchange one summary per collective instance, not the
+other blocks' collective calls: the root and block size of an instance come from every
+member, a clash of operations is an error on every worker, and neighbourhood collectives
+(whose patterns need every member's destinations) still travel whole."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from replay import Program, replay
+from test_workers import assert_same, mixed_machine, records, run_workers, write_trace_file
+
+
+def uneven_collectives(P: int) -> dict:
+    """P ranks whose collective calls disagree in what each member records, as real traces
+    do: a Gatherv whose root (in the upper half) receives far more than the others send, a
+    Bcast whose root only the upper half records (-1 elsewhere), a Reduce whose size only
+    the lower half records, and an Alltoallv whose totals differ per rank; with a ring of
+    messages between them so that the halves also exchange point-to-point."""
+    names = ("rank", "op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "tag", "phase", "comp")
+    ev = {k: [] for k in names}
+    rng = np.random.default_rng(7)
+
+    def add(r, op, root=-1, b=0, rb=0, peer=-1, rpeer=-1, tag=0, phase=0):
+        for k, v in zip(names, (r, op, peer, rpeer, root, b, rb, tag, phase, float(rng.random() * 3e-5))):
+            ev[k].append(v)
+
+    top = P - 2
+    for r in range(P):
+        upper = r >= P // 2
+        add(r, "Init", phase=0)
+        add(r, "Gatherv", root=top, b=100 + 10 * r, rb=100_000 if r == top else 0, phase=1)
+        add(r, "Sendrecv", peer=(r + 1) % P, rpeer=(r - 1) % P, b=5000, rb=5000, tag=2, phase=1)
+        add(r, "Bcast", root=1 if upper else -1, b=40_000 if r == 1 else 0, rb=40_000, phase=1)
+        add(r, "Reduce", root=0, b=0 if upper else 3000, rb=0 if upper else 3000, phase=2)
+        add(r, "Alltoallv", b=64 * P * (1 + r % 3), rb=64 * P, phase=2)
+        add(r, "Finalize", phase=2)
+    return {"nprocs": P, **{k: np.array(v) for k, v in ev.items()},
+            "completions": {k: np.zeros(0, np.int64) for k in ("rank", "seq", "req")}}
+
+
+BODY = """
+import dataclasses
+from replay.pieces import extract, read_piece
+from replay.workers import worker_bounds
+comm = MPI.COMM_WORLD
+for path in PATHS:
+    whole = Program.from_trace(load_trace(path))
+    b = worker_bounds(whole.nprocs, comm.size)
+    got = read_piece(path, comm, b)
+    ref = extract(whole, int(b[comm.rank]), int(b[comm.rank + 1]), b, comm.rank)
+    same = all(np.array_equal(getattr(got.program, f.name), getattr(ref.program, f.name))
+               for f in dataclasses.fields(ref.program) if isinstance(getattr(ref.program, f.name), np.ndarray))
+    same &= all(np.array_equal(getattr(got, k), getattr(ref, k)) for k in
+                ("cross_offsets", "cross_ids", "cross_pos", "coll_key", "inst_parts"))
+    equal = comm.gather(bool(same), root=0)
+    res = replay_workers(path, mixed_machine(True), **SPLIT)
+    if comm.rank == 0:
+        print(json.dumps({"key": path, "pieces_equal": equal}), flush=True)
+    report(path + "/replay", res)
+"""
+
+
+def test_instance_summaries_give_every_member_the_whole_instance(tmp_path):
+    """Two and three workers on a trace whose members record different roots and sizes: each
+    worker's piece equals the one cut out of the whole program (root and block size the
+    largest over all members) and worker 0's result equals replay() to the last bit."""
+    paths = []
+    for P in (8, 13):
+        spec = uneven_collectives(P)
+        paths.append(str(write_trace_file(tmp_path / f"uneven{P}.h5", spec)))
+    for n in (2, 3):
+        got = records(run_workers(tmp_path, f"PATHS = {paths!r}\n" + BODY, n))
+        for path in paths:
+            assert got[path]["pieces_equal"] == [True] * n, (n, path)
+            from signature import load_trace
+            ref = replay(Program.from_trace(load_trace(path)), mixed_machine(True))
+            assert_same(got[path + "/replay"], ref)
+
+
+def test_a_worker_holds_no_collective_call_of_another_block(tmp_path):
+    """The ghosts a worker receives are whole streams of the ranks its ranks exchange
+    messages with, and nothing else: on a trace of collectives alone (no messages) no
+    event travels."""
+    spec = uneven_collectives(8)
+    keep = ~np.isin(spec["op"], ["Sendrecv"])
+    spec = {k: (v[keep] if isinstance(v, np.ndarray) and len(v) == len(keep) else v) for k, v in spec.items()}
+    path = str(write_trace_file(tmp_path / "colls.h5", spec))
+    res = run_workers(tmp_path, f"""
+        from signature.io import read_trace_ranks
+        from replay.pieces import _ghost_rows
+        from replay.workers import worker_bounds
+        comm = MPI.COMM_WORLD
+        b = worker_bounds(8, comm.size)
+        block = read_trace_ranks({path!r}, int(b[comm.rank]), int(b[comm.rank + 1]), columns=())
+        rows = _ghost_rows(block, int(b[comm.rank]), int(b[comm.rank + 1]), b, comm.rank, False)
+        n = comm.gather(sum(len(r[0]) for r in rows if r is not None), root=0)
+        if comm.rank == 0:
+            print(json.dumps({{"key": "ghosts", "n": n}}), flush=True)
+        report("replay", replay_workers({path!r}, mixed_machine(False), **SPLIT))
+    """, 2)
+    got = records(res)
+    assert got["ghosts"]["n"] == [0, 0]
+    from signature import load_trace
+    assert_same(got["replay"], replay(Program.from_trace(load_trace(path)), mixed_machine(False)))
+
+
+def test_a_collective_called_as_different_operations_is_an_error_on_every_worker(tmp_path):
+    """Ranks of the lower block call Allreduce where those of the upper call Bcast: no
+    worker sees the clash in its own calls, the summaries show it, and every worker raises
+    the error naming a rank of each side."""
+    P = 8
+    ops = ["Allreduce"] * (P // 2) + ["Bcast"] * (P // 2)
+    spec = {"nprocs": P, "rank": np.arange(P), "op": np.array(ops), "root": np.zeros(P, np.int64),
+            "bytes": np.full(P, 8), "recv_bytes": np.full(P, 8), "comp": np.zeros(P),
+            "completions": {k: np.zeros(0, np.int64) for k in ("rank", "seq", "req")}}
+    path = str(write_trace_file(tmp_path / "clash.h5", spec))
+    res = run_workers(tmp_path, f"""
+        from signature.errors import TraceFormatError
+        from replay.pieces import read_piece
+        from replay.workers import worker_bounds
+        comm = MPI.COMM_WORLD
+        try:
+            read_piece({path!r}, comm, worker_bounds({P}, comm.size))
+            error = None
+        except TraceFormatError as err:
+            error = str(err)
+        errors = comm.gather(error, root=0)
+        if comm.rank == 0:
+            print(json.dumps({{"key": "errors", "errors": errors}}), flush=True)
+    """, 2)
+    errors = records(res)["errors"]["errors"]
+    assert len(errors) == 2 and errors[0] == errors[1], errors
+    assert "collective call 0 on communicator 0 is" in errors[0]
+    assert "Allreduce on rank 0" in errors[0] and "Bcast on rank 4" in errors[0]
+    assert "members must call collectives in the same order" in errors[0]
