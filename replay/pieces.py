@@ -342,6 +342,8 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
 #: Event columns a worker reads besides those read_trace_ranks always reads (the compute
 #: column: t_comp, or t_cpu where the trace has no t_comp)
 _MORE_COLUMNS = ("tag", "comm", "bytes", "recv_bytes", "req", "phase", "t_comp")
+#: Completion columns Program.from_trace reads (not the bytes received)
+_COMPLETION_COLUMNS = ("rank", "seq", "req", "peer", "tag")
 _STARTS = np.zeros(len(COLLECTIVE), bool)
 _STARTS[[OP_CODE["Start"], OP_CODE["Startall"]]] = True
 _NEIGHBOR_OPS = np.array([n.startswith(("Neighbor_", "Ineighbor_")) for n in OPS], bool)
@@ -472,7 +474,7 @@ def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
     stages.clear()
     t0 = time.process_time()
     # the columns the checks and the choice of ghosts need, and the side tables
-    block = read_trace_ranks(path, lo, hi, columns=())
+    block = read_trace_ranks(path, lo, hi, columns=(), completion_columns=_COMPLETION_COLUMNS)
     t0 = _tick(stages, "read", t0)
     # neighbourhood collectives take their pattern from every member's destinations: with
     # them anywhere, every collective call travels (else a summary per instance does)

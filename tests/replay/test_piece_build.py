@@ -1,7 +1,7 @@
-"""Workers reading their rank blocks exchange one summary per collective instance, not the
-other blocks' collective calls: the root and block size of an instance come from every
-member, a clash of operations is an error on every worker, and neighbourhood collectives
-(whose patterns need every member's destinations) still travel whole."""
+"""How a worker builds its piece from its rank block: it exchanges one summary per
+collective instance, not the other blocks' collective calls (the root and block size of an
+instance come from every member, a clash of operations is an error on every worker), and
+it reads only the columns the match uses."""
 
 from __future__ import annotations
 
@@ -134,3 +134,28 @@ def test_a_collective_called_as_different_operations_is_an_error_on_every_worker
     assert "collective call 0 on communicator 0 is" in errors[0]
     assert "Allreduce on rank 0" in errors[0] and "Bcast on rank 4" in errors[0]
     assert "members must call collectives in the same order" in errors[0]
+
+
+def test_a_worker_reads_only_the_completion_columns_the_match_uses():
+    """read_trace_ranks(completion_columns=...) reads those columns (and the ranks) of the
+    block's completions, the same rows as a whole read; the worker skips the bytes column,
+    which Program.from_trace does not use."""
+    from conftest import TRACES
+    from replay.pieces import _COMPLETION_COLUMNS
+    from signature import load_trace
+    from signature.io import read_trace_ranks
+
+    path = TRACES / "stencil" / "P16.h5"
+    whole = read_trace_ranks(path, 5, 11, columns=())
+    part = read_trace_ranks(path, 5, 11, columns=(), completion_columns=("seq", "req"))
+    assert set(part.completions) == {"rank", "seq", "req"}
+    for c in part.completions:
+        assert np.array_equal(part.completions[c], whole.completions[c]), c
+    assert "bytes" not in _COMPLETION_COLUMNS
+    # what the match reads of a completion is all there: the same program either way
+    full = load_trace(path)
+    slim = load_trace(path)
+    slim.completions = {c: v for c, v in slim.completions.items() if c in _COMPLETION_COLUMNS}
+    a, b = Program.from_trace(full), Program.from_trace(slim)
+    for f in ("send_msg", "recv_msg", "wait_slots", "wait_offsets", "msg_src", "msg_dst", "msg_bytes"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
