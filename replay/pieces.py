@@ -524,26 +524,31 @@ def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
     program = Program.from_trace(ext)
     del ext
     t0 = _tick(stages, "match", t0)
-    if not every_collective:
-        _complete_collectives(program, comm)
+    # the instances' summaries, and each worker's phases and events (one exchange)
+    mine = (program.n_phases, int(program.rank_offsets[hi] - program.rank_offsets[lo]))
+    if every_collective:
+        counts = comm.allgather(mine)
+    else:
+        counts = _complete_collectives(program, comm, mine)
+    n_phases, total = max(c[0] for c in counts), sum(c[1] for c in counts)
     t0 = _tick(stages, "collectives", t0)
-    n_phases = comm.allreduce(program.n_phases, op=MPI.MAX)
-    total = comm.allreduce(int(program.rank_offsets[hi] - program.rank_offsets[lo]), op=MPI.SUM)
     piece = extract(program, lo, hi, bounds, me, n_phases=n_phases, n_events_total=total, consume=True)
     _tick(stages, "extract", t0)
     return piece
 
 
-def _complete_collectives(program: Program, comm) -> None:
+def _complete_collectives(program: Program, comm, also=None) -> list:
     """Give ``program``'s collective instances (made from the calls of its block and its
     ghosts alone) what their calls on the other workers say: an instance's root and block
     size are the largest any member gives (as :meth:`Program.from_trace` takes them over
     all members), and every member must call the same operation. The workers exchange one
     summary per instance (key, operation, root, bytes), not the calls; a clash raises the
-    error :meth:`Program.from_trace` raises, on every worker."""
+    error :meth:`Program.from_trace` raises, on every worker. ``also``: a value of this
+    worker's that travels with its summaries; returns every worker's."""
     keys = _coll_keys(program)
     mine = np.stack([keys, program.coll_op, program.coll_root, program.coll_bytes])
-    table = np.concatenate(comm.allgather(mine), axis=1)
+    got = comm.allgather((mine, also))
+    table = np.concatenate([g[0] for g in got], axis=1)
     order = np.lexsort((table[1], table[0]))
     key, op, root, nbytes = table[:, order]
     first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
@@ -558,6 +563,7 @@ def _complete_collectives(program: Program, comm) -> None:
     at = np.searchsorted(uk, keys)
     program.coll_root[...] = u_root[at]
     program.coll_bytes[...] = u_bytes[at]
+    return [g[1] for g in got]
 
 
 def _collective_clash(program: Program, comm, key: int) -> None:
