@@ -549,12 +549,14 @@ def _complete_collectives(program: Program, comm, also=None) -> list:
     mine = np.stack([keys, program.coll_op, program.coll_root, program.coll_bytes])
     got = comm.allgather((mine, also))
     table = np.concatenate([g[0] for g in got], axis=1)
+    if not table.shape[1]:  # no collective anywhere
+        return [g[1] for g in got]
     order = np.lexsort((table[1], table[0]))
     key, op, root, nbytes = table[:, order]
     first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
     uk = key[first]
-    u_root = np.maximum.reduceat(root, first) if len(first) else root
-    u_bytes = np.maximum.reduceat(nbytes, first) if len(first) else nbytes
+    u_root = np.maximum.reduceat(root, first)
+    u_bytes = np.maximum.reduceat(nbytes, first)
     # (sorted by operation within a key: the key's first and last calls differ on a clash)
     last = np.concatenate([first[1:], [len(key)]]) - 1
     clash = np.flatnonzero(op[first] != op[last])

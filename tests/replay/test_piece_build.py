@@ -214,3 +214,45 @@ def test_the_kernel_equals_the_reference_on_neighbourhood_collectives():
     m = load("cluster-a")
     ref, got = replay(program, m, kernel="numpy"), replay(program, m)
     assert np.array_equal(ref.event_end, got.event_end)
+
+
+def test_a_trace_without_collectives_and_one_with_them_on_one_side(tmp_path):
+    """Point-to-point only (no instance anywhere), and a sub-communicator collective whose
+    members are all in one worker's block (the other worker has no instance): pieces equal
+    the cut ones, results equal replay()."""
+    P = 6
+    ring = {"nprocs": P, "rank": np.repeat(np.arange(P), 2),
+            "op": np.array(["Send", "Recv"] * P),
+            "peer": np.array([x for r in range(P) for x in ((r + 1) % P, (r - 1) % P)]),
+            "bytes": np.array([4000, 0] * P), "recv_bytes": np.array([0, 4000] * P),
+            "tag": np.zeros(2 * P, np.int64), "comp": np.full(2 * P, 1e-6),
+            "completions": {k: np.zeros(0, np.int64) for k in ("rank", "seq", "req")}}
+    # even ranks send first, odd ones receive first: no deadlock
+    for r in range(1, P, 2):
+        ring["op"][2 * r:2 * r + 2] = ["Recv", "Send"]
+        ring["peer"][2 * r:2 * r + 2] = [(r - 1) % P, (r + 1) % P]
+        ring["bytes"][2 * r:2 * r + 2] = [0, 4000]
+        ring["recv_bytes"][2 * r:2 * r + 2] = [4000, 0]
+    paths = [str(write_trace_file(tmp_path / "ring.h5", ring))]
+    from signature.trace import CommTable
+    low = [0, 1, 2]
+    comms = CommTable(size=np.array([P, 3], np.int32), inter=np.zeros(2, bool),
+                      member_offsets=np.array([0, P, P + 3], np.int64),
+                      members=np.array(list(range(P)) + low, np.int32),
+                      cart_offsets=np.zeros(3, np.int64), cart_dims=np.zeros(0, np.int32),
+                      cart_periods=np.zeros(0, bool))
+    ops, comm, root = [], [], []
+    for r in range(P):
+        ops += ["Init"] + (["Bcast", "Allreduce"] if r in low else []) + ["Barrier"]
+        comm += [0] + ([1, 1] if r in low else []) + [0]
+    rank = np.concatenate([[r] * (4 if r in low else 2) for r in range(P)])
+    side = {"nprocs": P, "rank": rank, "op": np.array(ops), "comm": np.array(comm),
+            "root": np.where(np.array(ops) == "Bcast", 2, -1), "bytes": np.full(len(ops), 64),
+            "recv_bytes": np.full(len(ops), 64), "comp": np.full(len(ops), 2e-6), "comms": comms,
+            "completions": {k: np.zeros(0, np.int64) for k in ("rank", "seq", "req")}}
+    paths.append(str(write_trace_file(tmp_path / "side.h5", side)))
+    got = records(run_workers(tmp_path, f"PATHS = {paths!r}\n" + BODY, 2))
+    from signature import load_trace
+    for path in paths:
+        assert got[path]["pieces_equal"] == [True, True], path
+        assert_same(got[path + "/replay"], replay(Program.from_trace(load_trace(path)), mixed_machine(True)))
