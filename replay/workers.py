@@ -5,9 +5,11 @@ run at the same time, one per MPI process (a *worker*; the simulated processes
 are *ranks*). Worker w owns the contiguous block of ranks that piece w of
 ``replay(..., pieces=W)`` holds, as a :class:`~replay.pieces.Piece` that holds only
 those ranks' events, messages and collectives: cut out of a whole program, or,
-given a trace file, built from the worker's own rank block of the file and the
-ghost events the other workers send it (:func:`~replay.pieces.read_piece`), so
-that no worker holds the whole trace. Each runs its
+given a trace file, built from the worker's own rank block of the file, the
+ghost events the other workers send it (the whole streams of the ranks its ranks
+exchange messages with) and one summary per collective instance
+(:func:`~replay.pieces.read_piece`), so that no worker holds or matches the whole
+trace. Each runs its
 :class:`~replay.engine.ReplayState`. A *pass* is: every worker runs its piece
 until it finishes or needs a time another piece has not produced yet, exports
 the times it newly knows that other pieces need
@@ -77,8 +79,10 @@ SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 #: machine (bench/replay_speed.py, from the trace file to the result, each worker reading its
 #: rank block): split in two, traces of 12k-200k events took 1.3-2x as long as one process
 #: (the ghost exchange, the passes and MPI's fixed costs outweigh half the work); the
-#: stencil at P = 65,536 (1.4M events) ran 1.3x faster (1.4-1.6x in CPU time), at
-#: P = 1,048,576 (23M) 1.5-2.1x (1.7-1.9x).
+#: stencil at P = 65,536 (1.4M events) ran 1.46-1.49x faster under load 13-19 (1.56-1.72x
+#: in CPU time; 1.38x on a quiet machine while every collective call still travelled), at
+#: P = 1,048,576 (23M) 1.5-2.1x (1.7-1.9x). The FFT at P = 65,536 (197k events) split in
+#: two still takes 1.4x as long as one process.
 MIN_EVENTS_PER_WORKER = 150_000
 
 _TAG_COLL, _TAG_GATHER, _TAG_ALONE = 731, 732, 733
