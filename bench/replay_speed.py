@@ -205,7 +205,12 @@ def worker_main(paths: list[str], reps: int, machine_name: str) -> int:
             # per stage: the median over the repetitions of the slowest worker's time
             names = sorted({k for rep in stages for w in rep for k in w})
             stage_med = {k: _median([max(w.get(k, 0.0) for w in rep) for rep in stages]) for k in names}
+            # and per worker: the median over the repetitions of each of its stages (CPU seconds
+            # include the MPI library's busy waiting for the other worker)
+            by_worker = [{k: _median([rep[w].get(k, 0.0) for rep in stages]) for k in names}
+                         for w in range(comm.Get_size())]
             out.append({"path": path, "events": events, "times": t, "stages": stage_med,
+                        "stages_by_worker": by_worker,
                         "runtime": one.runtime, "pet": one.pet(), "passes": res.passes,
                         "workers": comm.Get_size(), "pieces": res.pieces,
                         "split_passes": forced.passes if split else res.passes, "identical": bool(same)})
@@ -696,6 +701,7 @@ def wide_table(rows, sg_rows, memory, args, machine, load0, load1, startup) -> l
                "one_process_total_s": total, "one_process_cpu_s": cpu1, "workers": W,
                "workers_s": tw, "workers_cpu_s": cw, "speedup": total / tw, "speedup_cpu": cpu1 / cw,
                "speedup_replay": first / rest if rest else None, "workers_stages_s": st,
+               "workers_stages_by_worker": r.get("stages_by_worker"),
                "pieces": r["pieces"], "passes": r["passes"], "split_s": ts, "speedup_split": total / ts,
                "split_passes": r["split_passes"], "identical": r["identical"],
                "predicted_runtime_s": r["runtime"], "pet_s": r["pet"], "times": t}
@@ -727,7 +733,15 @@ def wide_table(rows, sg_rows, memory, args, machine, load0, load1, startup) -> l
         sub = {k[len("build:"):-len("_cpu")]: v for k, v in st.items() if k.startswith("build:")}
         if sub:
             print(f"  {'':8s} {'':>7s}  build, cpu: " + "  ".join(f"{k} {v:.3f}" for k, v in sub.items()))
-    print("  build: reading the rank block, the ghost events' exchange, matching, cutting the piece; "
+        for w, ws in enumerate(r.get("workers_stages_by_worker") or []):
+            total = sum(ws.get(k + "_cpu", 0.0) for k in names)
+            print(f"  {'':8s} {'':>7s}  worker {w}, cpu {total:.3f}: "
+                  + "  ".join(f"{k} {ws.get(k + '_cpu', 0.0):.3f}" for k in names)
+                  + " | build: " + "  ".join(f"{k[len('build:'):-len('_cpu')]} {v:.3f}"
+                                             for k, v in ws.items() if k.startswith("build:")))
+    print("  build: reading the rank block, the ghost events' exchange, matching, the collective "
+          "instances' summaries (collectives), cutting the piece (extract); per worker: the median "
+          "CPU seconds of each of its stages (an MPI call's busy wait for the other worker counts); "
           "state: the replay's set-up; replay: own steps and crossing bookkeeping; exchange: the "
           "per-pass alltoall (waiting included); collectives: those shared round by round "
           "(share_collectives; by default evaluated whole in 'replay'); gather: results to worker 0.")

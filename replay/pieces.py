@@ -21,11 +21,16 @@ A piece is made in one of two ways, which give the same piece:
   receiver) pair, so a worker matches every message of its ranks exactly when it
   has every point-to-point event of every rank its ranks exchange messages with:
   each worker sends the others the whole event stream of its ranks that talk to
-  theirs (with their completions: the actual source of a wildcard receive), and
-  every collective call of all its ranks (an instance's block size and root come
-  from all its members). The union is matched by :meth:`Program.from_trace` as it
-  is, and the piece is extracted from it. Peak memory per worker is then that of
-  its block and the ghosts, not of the whole trace.
+  theirs (with their completions: the actual source of a wildcard receive). The
+  union is matched by :meth:`Program.from_trace` as it is. Its collective instances
+  are those of (communicator, ordinal), with every member's slot (from the
+  communicator table), but their root and block size, which come from all members,
+  are then completed from one summary per instance that every worker sends (key,
+  operation, root, bytes; a clash of operations is an error on every worker): the
+  other blocks' collective calls never travel. Only a trace with neighbourhood
+  collectives, whose patterns come from every member's destinations, ships every
+  collective call. The piece is extracted from the union. Peak memory and time per
+  worker are then those of its block and the few ghosts, not of the whole trace.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from signature.trace import OP_CODE, Trace
+from signature.errors import TraceFormatError
+from signature.trace import OP_CODE, OPS, Trace
 
 from .program import COLLECTIVE, PERSISTENT_INIT, Program
 
@@ -336,19 +342,33 @@ def extract(program: Program, lo: int, hi: int, bounds: np.ndarray | None = None
 #: Event columns a worker reads besides those read_trace_ranks always reads (the compute
 #: column: t_comp, or t_cpu where the trace has no t_comp)
 _MORE_COLUMNS = ("tag", "comm", "bytes", "recv_bytes", "req", "phase", "t_comp")
+#: Completion columns Program.from_trace reads (not the bytes received)
+_COMPLETION_COLUMNS = ("rank", "seq", "req", "peer", "tag")
 _STARTS = np.zeros(len(COLLECTIVE), bool)
 _STARTS[[OP_CODE["Start"], OP_CODE["Startall"]]] = True
+_NEIGHBOR_OPS = np.array([n.startswith(("Neighbor_", "Ineighbor_")) for n in OPS], bool)
 
 
-def _ghost_rows(block: Trace, lo: int, hi: int, bounds: np.ndarray, me: int) -> list:
+def _has_neighbor_collectives(op: np.ndarray) -> bool:
+    """Whether events ``op`` call a neighbourhood collective (or make a persistent one)."""
+    return bool(_NEIGHBOR_OPS[op].any())
+
+
+def _ghost_rows(block: Trace, lo: int, hi: int, bounds: np.ndarray, me: int,
+                every_collective: bool) -> list:
     """Per worker q: the rows of this block's events and completions that q needs to match
-    its own ranks' messages and collectives exactly (see the module docstring), as
-    (event rows, completion rows); None for q = me or a worker without ranks."""
+    its own ranks' messages exactly (see the module docstring), as (event rows, completion
+    rows); None for q = me or a worker without ranks. ``every_collective``: every
+    collective call of the block too (a trace with neighbourhood collectives, whose
+    patterns come from every member's destinations)."""
     ev, comp = block.events, block.completions
     rank_l = ev["rank"].astype(np.int64) - lo
     c_rank_l = np.asarray(comp["rank"], np.int64) - lo
     op = ev["op"]
-    shared = COLLECTIVE[op] | _STARTS[op] | PERSISTENT_INIT[op]  # every rank ships these
+    if every_collective:
+        shared = COLLECTIVE[op] | _STARTS[op] | PERSISTENT_INIT[op]  # every rank ships these
+    else:
+        shared = np.zeros(len(op), bool)
     out = []
     for q in range(len(bounds) - 1):
         qlo, qhi = int(bounds[q]), int(bounds[q + 1])
@@ -454,9 +474,12 @@ def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
     stages.clear()
     t0 = time.process_time()
     # the columns the checks and the choice of ghosts need, and the side tables
-    block = read_trace_ranks(path, lo, hi, columns=())
+    block = read_trace_ranks(path, lo, hi, columns=(), completion_columns=_COMPLETION_COLUMNS)
     t0 = _tick(stages, "read", t0)
-    rows = _ghost_rows(block, lo, hi, bounds, me)
+    # neighbourhood collectives take their pattern from every member's destinations: with
+    # them anywhere, every collective call travels (else a summary per instance does)
+    every_collective = comm.allreduce(_has_neighbor_collectives(block.events["op"]), op=MPI.LOR)
+    rows = _ghost_rows(block, lo, hi, bounds, me, every_collective)
     counts = np.array(comm.allgather([0 if r is None else len(r[0]) for r in rows]), np.int64)
     before, after = int(counts[:me, me].sum()), int(counts[me + 1:, me].sum())
     E = block.n_events
@@ -501,11 +524,77 @@ def read_piece(path: str | Path, comm, bounds: np.ndarray) -> Piece:
     program = Program.from_trace(ext)
     del ext
     t0 = _tick(stages, "match", t0)
-    n_phases = comm.allreduce(program.n_phases, op=MPI.MAX)
-    total = comm.allreduce(int(program.rank_offsets[hi] - program.rank_offsets[lo]), op=MPI.SUM)
+    # the instances' summaries, and each worker's phases and events (one exchange)
+    mine = (program.n_phases, int(program.rank_offsets[hi] - program.rank_offsets[lo]))
+    if every_collective:
+        counts = comm.allgather(mine)
+    else:
+        counts = _complete_collectives(program, comm, mine)
+    n_phases, total = max(c[0] for c in counts), sum(c[1] for c in counts)
+    t0 = _tick(stages, "collectives", t0)
     piece = extract(program, lo, hi, bounds, me, n_phases=n_phases, n_events_total=total, consume=True)
     _tick(stages, "extract", t0)
     return piece
+
+
+def _complete_collectives(program: Program, comm, also=None) -> list:
+    """Give ``program``'s collective instances (made from the calls of its block and its
+    ghosts alone) what their calls on the other workers say: an instance's root and block
+    size are the largest any member gives (as :meth:`Program.from_trace` takes them over
+    all members), and every member must call the same operation. The workers exchange one
+    summary per instance (key, operation, root, bytes), not the calls; a clash raises the
+    error :meth:`Program.from_trace` raises, on every worker. ``also``: a value of this
+    worker's that travels with its summaries; returns every worker's."""
+    keys = _coll_keys(program)
+    mine = np.stack([keys, program.coll_op, program.coll_root, program.coll_bytes])
+    got = comm.allgather((mine, also))
+    table = np.concatenate([g[0] for g in got], axis=1)
+    if not table.shape[1]:  # no collective anywhere
+        return [g[1] for g in got]
+    order = np.lexsort((table[1], table[0]))
+    key, op, root, nbytes = table[:, order]
+    first = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    uk = key[first]
+    u_root = np.maximum.reduceat(root, first)
+    u_bytes = np.maximum.reduceat(nbytes, first)
+    # (sorted by operation within a key: the key's first and last calls differ on a clash)
+    last = np.concatenate([first[1:], [len(key)]]) - 1
+    clash = np.flatnonzero(op[first] != op[last])
+    if clash.size:
+        _collective_clash(program, comm, int(uk[clash[0]]))
+    at = np.searchsorted(uk, keys)
+    program.coll_root[...] = u_root[at]
+    program.coll_bytes[...] = u_bytes[at]
+    return [g[1] for g in got]
+
+
+def _collective_clash(program: Program, comm, key: int) -> None:
+    """Raise, on every worker, that collective instance ``key`` is called as different
+    operations, naming a rank and its event for two of them."""
+    from .program import COLLECTIVE_NAMES
+    where = []
+    i = np.flatnonzero(_coll_keys(program) == key)
+    if i.size:
+        a, b = int(program.coll_offsets[i[0]]), int(program.coll_offsets[i[0] + 1])
+        ev = program.coll_event[a:b]
+        ev = ev[ev >= 0]
+        for e in ev[:1].tolist():
+            r = int(np.searchsorted(program.rank_offsets, e, side="right") - 1)
+            where.append((r, int(program.seq[e]), OPS[int(program.op[e])],
+                          COLLECTIVE_NAMES[int(program.coll_op[i[0]])]))
+    seen = {}
+    for w in comm.allgather(where):
+        for r, sq, name, base in w:
+            seen.setdefault(base, (r, sq, name))
+    if len(seen) < 2:
+        raise TraceFormatError(f"{program.name}: collective call {key & 0xFFFFFFFF} on communicator "
+                               f"{key >> 32} is not the same operation on every member: members "
+                               "must call collectives in the same order")
+    (r1, s1, n1), (r2, s2, n2) = list(seen.values())[:2]
+    raise TraceFormatError(
+        f"{program.name}: collective call {key & 0xFFFFFFFF} on communicator {key >> 32} is "
+        f"{n1} on rank {r1} (seq {s1}) but {n2} on rank {r2} (seq {s2}): members must call "
+        "collectives in the same order")
 
 
 #: CPU seconds of the stages of this process's last :func:`read_piece` (for benchmarks)

@@ -5,9 +5,11 @@ run at the same time, one per MPI process (a *worker*; the simulated processes
 are *ranks*). Worker w owns the contiguous block of ranks that piece w of
 ``replay(..., pieces=W)`` holds, as a :class:`~replay.pieces.Piece` that holds only
 those ranks' events, messages and collectives: cut out of a whole program, or,
-given a trace file, built from the worker's own rank block of the file and the
-ghost events the other workers send it (:func:`~replay.pieces.read_piece`), so
-that no worker holds the whole trace. Each runs its
+given a trace file, built from the worker's own rank block of the file, the
+ghost events the other workers send it (the whole streams of the ranks its ranks
+exchange messages with) and one summary per collective instance
+(:func:`~replay.pieces.read_piece`), so that no worker holds or matches the whole
+trace. Each runs its
 :class:`~replay.engine.ReplayState`. A *pass* is: every worker runs its piece
 until it finishes or needs a time another piece has not produced yet, exports
 the times it newly knows that other pieces need
@@ -77,8 +79,10 @@ SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 #: machine (bench/replay_speed.py, from the trace file to the result, each worker reading its
 #: rank block): split in two, traces of 12k-200k events took 1.3-2x as long as one process
 #: (the ghost exchange, the passes and MPI's fixed costs outweigh half the work); the
-#: stencil at P = 65,536 (1.4M events) ran 1.3x faster (1.4-1.6x in CPU time), at
-#: P = 1,048,576 (23M) 1.5-2.1x (1.7-1.9x).
+#: stencil at P = 65,536 (1.4M events) ran 1.46-1.49x faster under load 13-19 (1.56-1.72x
+#: in CPU time; 1.38x on a quiet machine while every collective call still travelled), at
+#: P = 1,048,576 (23M) 1.5-2.1x (1.7-1.9x). The FFT at P = 65,536 (197k events) split in
+#: two still takes 1.4x as long as one process.
 MIN_EVENTS_PER_WORKER = 150_000
 
 _TAG_COLL, _TAG_GATHER, _TAG_ALONE = 731, 732, 733
@@ -115,6 +119,45 @@ def running_under_mpi() -> bool:
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         return mpi.COMM_WORLD.Get_size() > 1
     return False
+
+
+#: glibc's malloc: allocations up to this size come from the heap (its largest, and what its
+#: own dynamic threshold grows to), and free memory at the top of the heap is given back to
+#: the system only above this much (see :func:`_keep_freed_memory`)
+_MMAP_THRESHOLD = 32 << 20
+_TRIM_THRESHOLD = 512 << 20
+_MALLOC_TUNED = False
+
+
+def _keep_freed_memory() -> None:
+    """Let this worker process keep the memory it frees for its next replay (glibc only;
+    a no-op elsewhere and after the first call).
+
+    By default glibc gives the free top of its heap back to the system once it exceeds
+    twice its (dynamic) mmap threshold; a worker that keeps no result (every worker but 0)
+    frees everything it built, so its next replay faults every page in again: on the
+    stencil at P = 65,536, worker 1 took 25,500 page faults (~100 MB) per
+    ``Program.from_trace`` of its piece, 0.03-0.06 s of CPU of this VM, while worker 0
+    (which keeps the result) and one process took none. With the heap kept (free top up
+    to :data:`_TRIM_THRESHOLD`; arrays up to :data:`_MMAP_THRESHOLD` from the heap, glibc's
+    own dynamic maximum), both workers run warm. Arrays above 32 MiB (a large trace's
+    columns) are mapped and unmapped as before, so peak memory is unchanged."""
+    global _MALLOC_TUNED
+    if _MALLOC_TUNED:
+        return
+    _MALLOC_TUNED = True
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6")
+        if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
+            return
+        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+        libc.mallopt(M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+        libc.mallopt(M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
+    except OSError:  # not glibc (musl): its allocator has no such settings
+        return
 
 
 def worker_bounds(nprocs: int, workers: int, used: int | None = None) -> np.ndarray:
@@ -208,6 +251,7 @@ def replay_workers(program: Program | str | Path, machine: Machine, *, comm=None
             program = Program.from_trace(load_trace(path))
         return replay(program, machine, collectives=collectives, progress=progress)
     bounds = worker_bounds(P, W, 1 if P <= 1 else used)
+    _keep_freed_memory()
     run = _Worker(program if path is None else path, machine, comm, bounds, collectives)
     run.share_collectives = bool(share_collectives)
     try:

@@ -319,7 +319,7 @@ def _rows_of_ranks(group: h5py.Group, lo: int, hi: int) -> slice | np.ndarray:
 
 
 def read_trace_ranks(path: str | Path, lo: int, hi: int, *, columns=None,
-                     allow_incomplete: bool = False) -> Trace:
+                     allow_incomplete: bool = False, completion_columns=None) -> Trace:
     """Read only the events of ranks ``lo..hi-1`` of a trace file, through its per-rank
     offset index (``/index/rank_offsets``): what one replay worker of several needs.
 
@@ -328,7 +328,8 @@ def read_trace_ranks(path: str | Path, lo: int, hi: int, *, columns=None,
     hold the rows of ranks lo..hi-1, ``/comms`` is whole. ``meta["rank_block"]`` is
     ``[lo, hi]`` and ``meta["n_events_total"]`` the events of all ranks. ``columns``:
     the event columns to read (default all); those the trace's checks need (rank, seq,
-    op, peer, recv_peer, root) are always read.
+    op, peer, recv_peer, root) are always read. ``completion_columns``: the
+    ``/completions`` columns to read (default all; ``rank`` is always read).
 
     Raises
     ------
@@ -358,7 +359,8 @@ def read_trace_ranks(path: str | Path, lo: int, hi: int, *, columns=None,
             events = {c: f["events"][c][a:b] for c in want}
             rows = _rows_of_ranks(f["completions"], lo, hi)
             completions = {c: f["completions"][c][()][rows] if not isinstance(rows, slice)
-                           else f["completions"][c][rows] for c in COMPLETION_COLUMNS}
+                           else f["completions"][c][rows] for c in COMPLETION_COLUMNS
+                           if completion_columns is None or c in completion_columns or c == "rank"}
             rows = _rows_of_ranks(f["lists"], lo, hi)
             lists = {c: f["lists"][c][()][rows] if not isinstance(rows, slice)
                      else f["lists"][c][rows] for c in _LIST_COLUMNS}
