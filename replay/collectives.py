@@ -336,13 +336,30 @@ def scan_recursive_doubling(n: int, nbytes: int) -> Pattern:
 
 
 def neighbor_pattern(n: int, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> Pattern:
-    """A neighbourhood collective over ``n`` members: one round of messages
-    ``src[k] -> dst[k]`` of ``nbytes[k]`` (communicator-local ranks), as MPICH runs
-    them (every member posts all its sends and receives, then waits)."""
-    order = np.lexsort((np.asarray(dst), np.asarray(src)))
-    src, dst = np.asarray(src, np.int64)[order], np.asarray(dst, np.int64)[order]
-    return Pattern("neighbor", n, src, dst, np.asarray(nbytes, np.int64)[order],
-                   np.zeros(len(src), np.int64), np.array([0, len(src)], np.int64))
+    """A neighbourhood collective over ``n`` members: the messages ``src[k] -> dst[k]`` of
+    ``nbytes[k]`` (communicator-local ranks), every member posting all of them at once as
+    MPICH does, in rounds so that a member sends and receives at most one message per round
+    (what :func:`evaluate` and the compiled kernel assume): one round per displacement
+    ``(dst - src) mod n`` (its senders and receivers are each distinct), a repeated edge
+    in a round of its own. A member's sends thus go out one after another, and its
+    receives are processed one after another, in order of displacement."""
+    src, dst = np.asarray(src, np.int64), np.asarray(dst, np.int64)
+    nbytes = np.asarray(nbytes, np.int64)
+    disp = (dst - src) % max(n, 1)
+    by_edge = np.lexsort((dst, src))  # the k-th copy of an edge: a round of its own
+    first = np.ones(len(src), bool)
+    first[1:] = (src[by_edge][1:] != src[by_edge][:-1]) | (dst[by_edge][1:] != dst[by_edge][:-1])
+    start = np.maximum.accumulate(np.where(first, np.arange(len(src)), 0))
+    copy = np.empty(len(src), np.int64)
+    copy[by_edge] = np.arange(len(src)) - start
+    order = np.lexsort((dst, src, disp, copy))
+    key = np.stack([copy[order], disp[order]])
+    new = np.ones(len(src), bool)
+    new[1:] = np.any(key[:, 1:] != key[:, :-1], axis=0)
+    rnd = np.cumsum(new) - 1
+    offsets = np.append(np.flatnonzero(new), len(src)).astype(np.int64)
+    return Pattern("neighbor", n, src[order], dst[order], nbytes[order], rnd.astype(np.int64),
+                   offsets if len(src) else np.array([0, 0], np.int64))
 
 
 def neighbor_closed_form_cost(pat: Pattern, *, L: float, o: float, G: float) -> float:

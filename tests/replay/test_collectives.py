@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replay import collectives as C
 from signature.trace import OPS
@@ -291,8 +293,24 @@ def test_link_costs_equal_per_message_parameters(n, cores):
         assert np.array_equal(got.busy, want.busy), op
 
 
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 9), edges=st.lists(st.tuples(st.integers(0, 8), st.integers(0, 8)), max_size=40))
+def test_neighbor_pattern_rounds_send_and_receive_once_per_member(n, edges):
+    """Every edge once (repeated edges too), and in each round a member sends at most one
+    message and receives at most one, as evaluate() and the compiled kernel assume."""
+    src = np.array([a % n for a, _ in edges], np.int64)
+    dst = np.array([b % n for _, b in edges], np.int64)
+    pat = C.neighbor_pattern(n, src, dst, np.arange(len(edges)) + 1)
+    assert sorted(zip(pat.src.tolist(), pat.dst.tolist(), pat.nbytes.tolist())) == \
+        sorted(zip(src.tolist(), dst.tolist(), (np.arange(len(edges)) + 1).tolist()))
+    for k in range(pat.n_rounds):
+        a, b = pat.round_offsets[k], pat.round_offsets[k + 1]
+        assert len(set(pat.src[a:b].tolist())) == b - a and len(set(pat.dst[a:b].tolist())) == b - a
+        assert np.all(pat.round[a:b] == k)
+
+
 def test_neighbor_pattern_is_one_round_of_the_given_edges():
-    """A neighbourhood collective is one round: each edge once, sorted by sender."""
+    """Edges of one displacement are one round: each edge once, sorted by sender."""
     pat = C.neighbor_pattern(3, np.array([2, 0, 1]), np.array([0, 1, 2]), np.array([8, 16, 24]))
     assert pat.n_rounds == 1 and pat.src.tolist() == [0, 1, 2] and pat.dst.tolist() == [1, 2, 0]
     assert pat.nbytes.tolist() == [16, 24, 8]

@@ -169,8 +169,7 @@ def test_neighbourhood_collectives_still_travel_whole(tmp_path, monkeypatch):
     at P = 4: a Cartesian Neighbor_alltoall, Neighbor_allgatherv and Ineighbor_alltoallv on
     a graph ring): their patterns come from every member's destinations, so every collective
     call travels; two workers' pieces equal the cut ones and the result equals the numpy
-    engine's replay, the reference, to the last bit. (The compiled kernel's one-process
-    replay of this trace differs from the reference: see the xfail test below.)"""
+    engine's replay, the reference, to the last bit."""
     import shutil
     import subprocess
     import sys
@@ -199,13 +198,12 @@ def test_neighbourhood_collectives_still_travel_whole(tmp_path, monkeypatch):
 NEIGHBOR_TRACE: list = []  # the traced run above, for the next test
 
 
-@pytest.mark.xfail(strict=True, reason="pre-existing: the compiled kernel's neighbourhood "
-                   "collectives are not the numpy reference's (found by the test above; "
-                   "replay/_kernel.c, not changed here)")
 def test_the_kernel_equals_the_reference_on_neighbourhood_collectives():
-    """One process, compiled kernel against the numpy engine, on the traced neighbors.c run:
-    on cluster-a they give 9.8489e-05 s against 9.7669e-05 s (the first difference: rank 1's
-    first Neighbor_alltoall on the 2 x 2 grid)."""
+    """One process, compiled kernel against the numpy engine, on the traced neighbors.c run,
+    to the last bit. (They differed while a neighbourhood collective was one round in which
+    a member sent and received several messages: the kernel processed a member's receives
+    one after another, numpy kept one of them; rank 1's first Neighbor_alltoall on the
+    2 x 2 grid.)"""
     if not NEIGHBOR_TRACE:
         pytest.skip("needs the traced run of the test above")
     from replay import load
