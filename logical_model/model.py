@@ -83,11 +83,11 @@ from signature.trace import OP_CODE, OPS
 
 from . import modelsearch as search
 from .rules import (ClassComm, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
-                    infer_within)
+                    infer_within, on_traced_grid, traced_grid_rules)
 from .statistical import StatisticalError, channel_rows
 from .statistical import match as _match_messages
 from .statistical import runs as _runs
-from .topology import DimsRule, SubGrid, fit_dims_rules, infer_subgrid
+from .topology import DimsRule, SubGrid, dims_create, fit_dims_rules, infer_subgrid
 
 __all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel", "GridCount",
            "WorkGroup", "ModelError", "GridPower", "ORDER_CLASSES", "Topologies"]
@@ -620,13 +620,23 @@ class SlotModel:
             else:
                 out["present"] = self.members(ranks, P) >= 0
 
+        cls = out["present"].copy()
+
+        def at(rule):  # on a class of communicators, the rule holds on theirs only (a grid
+            if self.members is None or self.comm_role is None:  # over one class's ranks)
+                return rule(local, size, g)
+            q = np.full(n, -1, np.int64)
+            if cls.any():
+                q[cls] = rule(local[cls], size[cls] if np.ndim(size) else size, g)
+            return q
+
         if self.peer is not None:
-            q = self.peer(local, size, g)
+            q = at(self.peer)
             has = np.ones(n, bool) if self.null_ends else q >= 0
             out["present"] = has & out["present"] if self.members is not None else has
             out["peer"] = np.where(q >= 0, world(q), PROC_NULL if self.null_ends else -1)
         if self.recv_peer is not None:
-            q = self.recv_peer(local, size, g)
+            q = at(self.recv_peer)
             out["recv_peer"] = np.where(q >= 0, world(q), PROC_NULL if self.recv_null_ends else -1)
         if self.root is not None:
             out["root"] = world(np.full(n, self.root._k(size), np.int64))
@@ -895,6 +905,38 @@ class LogicalModel:
                         break
         return out
 
+    def traced_grids(self, P: int) -> dict[int, list[str]]:
+        """Per phase id, the slots whose peers are, or may be (an alternative reading that fits
+        every traced P as well), neighbours on a grid whose dims follow no rule sigex knows
+        (:func:`~logical_model.rules.traced_grid_rules`: a load-based choice over one class's
+        ranks) at a size the traces do not show and ``--grid`` did not give: one line per
+        grid, naming its size at P, its traced dims and the dims rules that fit them."""
+        out: dict[int, list[str]] = {}
+        for ph in self.phases:
+            need: dict[tuple, list[str]] = {}
+            for i, s in enumerate(ph.slots):
+                rules = [s.peer, s.recv_peer] + [a for f, a in s.alternatives if f.rstrip("~") in ("peer", "recv_peer")]
+                for r in rules:
+                    g = on_traced_grid(r)
+                    if g is None:
+                        continue
+                    for n in _slot_sizes(s, P):
+                        if _dims_or_none(g.rule, n) is None:
+                            where = f"{i} ({OPS[s.op]})"
+                            lst = need.setdefault((n, g.ndims, g.rule.table), [])
+                            if where not in lst:
+                                lst.append(where)
+            for (n, nd, table), where in need.items():
+                fits = fit_dims_rules(dict(table))
+                out.setdefault(ph.id, []).append(
+                    f"slot{'s' if len(where) > 1 else ''} {', '.join(where[:8])}{' ...' if len(where) > 8 else ''}: "
+                    f"peers on a {nd}-D grid of {n} ranks at P={P} whose dims the traced P cannot give "
+                    f"({', '.join('x'.join(map(str, d)) + f' at {m} ranks' for m, d in table)}; "
+                    + ("fits " + " and ".join(r.describe() for r in fits) if fits else
+                       "no dims rule sigex knows fits: MPI_Dims_create, pencils, powers of two, q x q")
+                    + f"): give it (--grid {'x'.join(map(str, dims_create(n, nd)))} or another of {n} ranks)")
+        return out
+
     def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
         """Exact sizes of grid traffic that follow no product of grid dimensions (a
         model in P) are open at a target where a grid dimension that kept one width at
@@ -981,6 +1023,18 @@ class LogicalModel:
         """This model with the process grid fixed to ``dims`` at P (``--grid``): for the
         declared grid and for every grid a slot's rule or communicators were inferred on."""
         dims = tuple(int(d) for d in dims)
+        traced = self.traced_grids(P)
+        if traced:  # a grid of one class's ranks (its size at P), or of every rank
+            n = int(np.prod(dims))
+            sizes = sorted({m for ph in self.phases for s in ph.slots
+                            if any(on_traced_grid(r) for r in [s.peer, s.recv_peer] + [a for _, a in s.alternatives])
+                            for m in _slot_sizes(s, P)})
+            if n in sizes:
+                return _fix_traced(self, n, dims)
+            if n != P:
+                raise ExtrapolationError(
+                    f"--grid {'x'.join(map(str, dims))} has {n} processes; at P={P} the grids the traced P "
+                    f"cannot give have {' or '.join(map(str, sizes))} ranks")
         if int(np.prod(dims)) != P:
             raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {int(np.prod(dims))} "
                                      f"processes, not the target's {P}")
@@ -1022,9 +1076,10 @@ class LogicalModel:
         problem (:meth:`grid_problem`) is every phase's that uses the declared grid."""
         grid = self.grid_problem(P)
         open_ = self.undecided(P)
+        traced = self.traced_grids(P)
         out = {}
         for k, ph in enumerate(self.phases):
-            pr = list(ph.problems) + open_.get(ph.id, [])
+            pr = list(ph.problems) + traced.get(ph.id, []) + open_.get(ph.id, [])
             if grid and any(s.comm == COMM_CART or (s.peer is not None and s.peer.family == "cart"
                                                      and s.peer.params.get("grid") is None)
                             for s in ph.slots):
@@ -1074,6 +1129,8 @@ class LogicalModel:
                 out.append(f"open at P={target}: {grid_open}")
             else:
                 open_ = self.undecided(target)
+                for pid, texts in self.traced_grids(target).items():
+                    open_[pid] = texts + open_.get(pid, [])
                 for pid, texts in self.undecided(target, weaker=True).items():
                     open_.setdefault(pid, []).extend(f"(less likely, not refused) {t}" for t in texts)
         for ph in self.phases:
@@ -1177,11 +1234,60 @@ class LogicalModel:
             raise TraceFormatError(f"{path}: cannot read the logical model ({err})") from err
 
 
+def _slot_sizes(s: SlotModel, P: int) -> list[int]:
+    """The sizes of the communicators a slot's rules are evaluated on at P (P itself, or
+    those of its communicators, of the class of them that has it)."""
+    if s.comm_role is None:
+        return [P]
+    try:
+        colour, _, size = s.comm_role.layout(np.arange(P), P)
+    except ValueError:
+        return []
+    size = np.broadcast_to(np.asarray(size, np.int64), colour.shape)
+    if s.members is not None:
+        size = size[s.members(colour, s.comm_role.n_comms(P)) >= 0]
+    return sorted({int(x) for x in size})
+
+
 def _dims_or_none(rule, P: int):
     try:
         return tuple(rule.dims(P))
     except ValueError:
         return None
+
+
+def _fix_traced(model: LogicalModel, n: int, dims: tuple[int, ...]) -> LogicalModel:
+    """A copy of ``model`` whose grids with traced dims (no dims rule: GROMACS's domain grid
+    over its particle ranks) are ``dims`` at n ranks (``--grid``; trailing 1s beyond a grid's
+    dimensions dropped: 4x6x1 is a 2-D 4x6). A slot whose peers fit a stride growing with P
+    as well as such a grid at every traced P takes the grid: the user says there is one."""
+    def fix(r):
+        g = on_traced_grid(r)
+        if g is None:
+            return r
+        d = dims
+        while len(d) > g.ndims and d[-1] == 1:
+            d = d[:-1]
+        if len(d) != g.ndims:
+            raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {len(dims)} dimensions; the grid "
+                                     f"of {n} ranks has {g.ndims}")
+        rule = dataclasses.replace(g.rule, fixed=tuple((p, x) for p, x in g.rule.fixed if p != n) + ((n, d),))
+        return PeerRule(r.family, {**r.params, "grid": dataclasses.replace(g, rule=rule)})
+
+    phases = []
+    for ph in model.phases:
+        slots = []
+        for s in ph.slots:
+            alts = [(f, fix(a) if isinstance(a, PeerRule) else a) for f, a in s.alternatives]
+            own = {"peer": fix(s.peer), "recv_peer": fix(s.recv_peer)}
+            for field in own:
+                grid_alts = [a for f, a in alts if f.rstrip("~") == field and on_traced_grid(a)]
+                if own[field] is not None and not on_traced_grid(own[field]) and grid_alts:
+                    own[field] = grid_alts[0]
+                    alts = [(f, a) for f, a in alts if f.rstrip("~") != field or (on_traced_grid(a) and a is not grid_alts[0])]
+            slots.append(dataclasses.replace(s, alternatives=alts, **own))
+        phases.append(dataclasses.replace(ph, slots=slots))
+    return dataclasses.replace(model, phases=phases)
 
 
 def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalModel:
@@ -1794,9 +1900,32 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             nd = roles[0].rule.ndims
             vol_grid = Grid(nd, (False,) * nd, roles[0].rule, roles[0].order)
 
+    if sub and op in P2P_OPS and any(len(o[1]) for o in o_list):
+        # point-to-point traffic on only some of the communicators (the particle ranks'
+        # of a particle/PME split): every member of those, a class of colours, from the P
+        # where the slot has events; the class's communicators at the other P have none
+        # (an exchange along a grid dimension only the larger P have over 1 wide)
+        colours: dict | None = {}
+        for o in o_list:
+            if not len(o[1]):
+                continue
+            colour = slot.comm_role.layout(np.arange(o[0]), o[0])[0]
+            used = np.unique(colour[o[1]])
+            n = slot.comm_role.n_comms(o[0])
+            if len(used) == n or not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))) \
+                    or not np.array_equal(colours.setdefault(n, used), used):
+                colours = None
+                break
+        if colours:
+            slot.members = infer_members(colours)
+            if slot.members is not None:
+                slot.everywhere = False
+
     def observations(j):
         """Per P (per communicator on sub-communicators): ranks with a real peer on side j
-        (3: peer, 4: receive peer), and those calling with MPI_PROC_NULL there."""
+        (3: peer, 4: receive peer), and those calling with MPI_PROC_NULL there; on a class
+        of communicators, each of the class's communicators without the event is an
+        observation with no ranks."""
         out, nulls = [], []
         for o in o_list:
             P = o[0]
@@ -1809,6 +1938,13 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                     real = m & (q >= 0)
                     out.append(Observation(int(size[m][0]), lr[real], q[real]))
                     nulls.append((int(size[m][0]), lr[m & (q == PROC_NULL)], lr[m]))
+                if slot.members is not None:
+                    colour, _, csize = slot.comm_role.layout(np.arange(P), P)
+                    mine = slot.members(colour, slot.comm_role.n_comms(P)) >= 0
+                    have = np.unique(colour[o[1]])
+                    for c in np.unique(colour[mine & ~np.isin(colour, have)]):
+                        size_c = int(np.asarray(csize)[colour == c][0]) if np.ndim(csize) else int(csize)
+                        out.append(Observation(size_c, np.zeros(0, np.int64), np.zeros(0, np.int64)))
             else:
                 real = q >= 0
                 out.append(Observation(P, o[1][real], q[real]))
@@ -1844,6 +1980,11 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 rule = infer_within(ob, members, cart)
                 if rule is not None:
                     slot.members = members
+        if rule is None and cart is None:
+            # last, a neighbour on a grid whose dims follow no rule (a load-based choice over
+            # one class's ranks: GROMACS's domain grid): --grid gives them at the target
+            found = traced_grid_rules(ob)
+            rule, alts = (found[0], found[1:]) if found else (None, [])
         slot.alternatives += [(field, a) for a in alts] + [(field + "~", a) for a in weaker]
         return (rule, False, ob) if rule is None else (rule, null_ends(rule, nulls, what), ob)
 
@@ -1921,20 +2062,6 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             if slot.root is None:
                 slot.problem = f"no rule gives the root from P ({roots})"
                 return slot
-    if sub and op in P2P_OPS and slot.members is None and all(len(o[1]) for o in o_list):
-        # point-to-point traffic on only some of the communicators (the particle ranks'
-        # of a particle/PME split): every member of those, a class of colours
-        colours: dict | None = {}
-        for o in o_list:
-            colour = slot.comm_role.layout(np.arange(o[0]), o[0])[0]
-            used = np.unique(colour[o[1]])
-            n = slot.comm_role.n_comms(o[0])
-            if len(used) == n or not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))):
-                colours = None
-                break
-            colours[n] = used
-        if colours:
-            slot.members = infer_members(colours)
     _slot_volumes(slot, o_list, col, vol_grid, name)
     if slot.problem is None:
         _verify(slot, o_list, grid)
