@@ -1671,6 +1671,7 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
             obs[i].append((P, np.array(rank_ev[i][0], np.int64), np.array(rank_ev[i][1], np.int64), ph))
     slots = [_slot_model(key, obs[i], local, comms, grid, share_sum[i] / share_n[i] if share_n[i] else 0.0,
                          f"phase {k} slot {i}", on_grid) for i, key in enumerate(order)]
+    _one_traced_grid(slots, obs, local, grid)
     if on_grid:
         _face_volumes(slots)
     _mirror_volumes(slots, obs, grid)
@@ -1686,6 +1687,57 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
     for text, where in by_problem.items():
         problems.append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {text}")
     return order, class_name, positions, problems, slots, notes
+
+
+def _one_traced_grid(slots: list[SlotModel], obs: dict, local: dict, grid: Grid | None) -> None:
+    """The slots of a phase whose peers are neighbours on a grid with traced dims
+    (:func:`~logical_model.rules.traced_grid_rules`) share one grid: at each size, the dims
+    most of them show where they have events (a slot without events at a size, an
+    exchange along a dimension 1 wide there, may take any dims that leave it none). Each
+    takes those dims where its own rules still give back every traced P; a slot that
+    cannot is refused, naming the dims it needs and the ones the others show (no one
+    grid of the class's ranks gives every slot)."""
+    votes: dict[int, dict[tuple, int]] = {}
+    own: dict[int, set] = {}
+    for i, s in enumerate(slots):
+        if s.problem or not any(on_traced_grid(r) for r in (s.peer, s.recv_peer)):
+            continue
+        sizes = {int(n) for P, ranks, idx, _ in obs[i] if len(ranks) for n in np.unique(local[P][2][idx])}
+        own[i] = sizes
+        for r in (s.peer, s.recv_peer):
+            g = on_traced_grid(r)
+            if g is not None:
+                for n, d in g.rule.table:
+                    if n in sizes:
+                        votes.setdefault(n, {}).setdefault(d, 0)
+                        votes[n][d] += 1
+    if not own:
+        return
+    consensus = {n: max(v, key=v.get) for n, v in votes.items()}
+
+    def agree(r):
+        g = on_traced_grid(r)
+        if g is None:
+            return r
+        table = tuple((n, consensus.get(n, d)) for n, d in g.rule.table)
+        return PeerRule(r.family, {**r.params, "grid": dataclasses.replace(
+            g, rule=dataclasses.replace(g.rule, table=table))})
+
+    for i in own:
+        s = slots[i]
+        before = (s.peer, s.recv_peer)
+        s.peer, s.recv_peer = agree(s.peer), agree(s.recv_peer)
+        if (s.peer, s.recv_peer) == before:
+            continue
+        _verify(s, obs[i], grid)
+        if s.problem:
+            g = on_traced_grid(before[0]) or on_traced_grid(before[1])
+            differ = [(n, d, consensus[n]) for n, d in g.rule.table if n in consensus and consensus[n] != d]
+            s.problem = ("its peers need a grid of the communicator's ranks that the phase's other slots "
+                         "do not show (" + ", ".join(f"{'x'.join(map(str, d))} at {n} ranks where they show "
+                                                     f"{'x'.join(map(str, c))}" for n, d, c in differ)
+                         + "): no one grid gives every slot")
+            s.peer, s.recv_peer = before
 
 
 def _axis(rule: PeerRule | None) -> int | None:
@@ -1995,7 +2047,7 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             slot.problem = "no communication rule reproduces the peers at every P"
             return slot
         slot.peer = rule
-        if vol_grid is None and rule.params.get("grid") is not None:
+        if vol_grid is None and rule.params.get("grid") is not None and on_traced_grid(rule) is None:
             vol_grid = rule.params["grid"]  # volumes may follow the inferred grid's dims
         if slot.null_ends and op in RECV_OPS:
             tags = np.unique(np.concatenate([col(o, "tag")[col(o, "peer") == PROC_NULL] for o in o_list]))
@@ -2237,7 +2289,11 @@ def _verify(slot: SlotModel, o_list: list, grid: Grid | None) -> None:
     the same ranks, with the same peers, receive peers and root."""
     for o in o_list:
         P = o[0]
-        got = slot.place(np.arange(P), P, grid)
+        try:
+            got = slot.place(np.arange(P), P, grid)
+        except ValueError as err:  # a grid with no dims for a communicator the rules reach
+            slot.problem = f"its rules have no process grid for every rank at P={P} ({err})"
+            return
         ranks = np.flatnonzero(got["present"])
         if not np.array_equal(ranks, np.sort(o[1])):
             diff = np.setxor1d(ranks, o[1])
