@@ -431,7 +431,7 @@ def _infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
 def on_traced_grid(rule: PeerRule | None) -> Grid | None:
     """The grid of a neighbour rule whose dims follow no rule (:func:`traced_grid_rules`),
     or None."""
-    if rule is None or rule.family != "cart":
+    if not isinstance(rule, PeerRule) or rule.family != "cart":
         return None
     g = rule.params.get("grid")
     return g if g is not None and g.rule is not None and g.rule.name == "traced" else None
