@@ -601,8 +601,7 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
            "exact": counts_ok and first_diff is None and not pm.statistical, "first_difference": first_diff,
            "statistical": pm.statistical}
     if data:  # messages and bytes per rank class (the model's order classes, else all ranks)
-        from logical_model import ORDER_CLASSES
-        cls = (ORDER_CLASSES[pm.classes](np.arange(P), P) if pm.classes else np.zeros(P, np.int64))
+        cls = pm.class_of(np.arange(P), P)
         real_rank = np.repeat(np.arange(P), np.diff(offs))
         errs, msg_errs = [], []
         for c in np.unique(cls):

@@ -729,6 +729,9 @@ class PhaseModel:
     #: :data:`ORDER_CLASSES`), and per class the position of each slot in its order
     classes: str | None = None
     orders: list[list[int]] = dataclasses.field(default_factory=list)
+    #: a rank class the ranks' streams show (a "member" rule: the PME ranks), when the
+    #: classes are that class (1) and the others (0) rather than :data:`ORDER_CLASSES`
+    class_rule: PeerRule | None = None
     #: a statistical phase's point-to-point messages and bytes per rank, regressed over P
     #: as wholes: its channels' counts and sizes are scaled to follow them (a channel's
     #: share of the phase shifts with P where a tree's stages do; the sum is smoother)
@@ -758,8 +761,16 @@ class PhaseModel:
         when every rank uses the slots' own order."""
         if self.classes is None:
             return None
-        cls = ORDER_CLASSES[self.classes](np.asarray(ranks, np.int64), P)
-        return np.asarray(self.orders, np.int64)[cls].T
+        return np.asarray(self.orders, np.int64)[self.class_of(ranks, P)].T
+
+    def class_of(self, ranks: np.ndarray, P: int) -> np.ndarray:
+        """Each rank's order class (all 0 when the ranks share one order)."""
+        ranks = np.asarray(ranks, np.int64)
+        if self.class_rule is not None:
+            return (self.class_rule(ranks, P) >= 0).astype(np.int64)
+        if self.classes is None:
+            return np.zeros(len(ranks), np.int64)
+        return np.asarray(ORDER_CLASSES[self.classes](ranks, P), np.int64)
 
     @property
     def extrapolable(self) -> bool:
@@ -802,6 +813,7 @@ class PhaseModel:
                 "measured_weights": {str(k): v for k, v in self.measured_weights.items()},
                 "problems": list(self.problems), "notes": list(self.notes),
                 "classes": self.classes, "orders": self.orders,
+                **({"class_rule": self.class_rule.to_dict()} if self.class_rule is not None else {}),
                 **({"stat_messages": self.stat_messages.to_dict(),
                     "stat_bytes": self.stat_bytes.to_dict() if self.stat_bytes is not None else None}
                    if self.stat_messages is not None else {})}
@@ -815,6 +827,7 @@ class PhaseModel:
                    measured_weights={int(k): int(v) for k, v in d["measured_weights"].items()},
                    problems=list(d["problems"]), notes=list(d.get("notes", [])),
                    classes=d.get("classes"), orders=[list(map(int, o)) for o in d.get("orders", [])],
+                   class_rule=PeerRule.from_dict(d["class_rule"]) if d.get("class_rule") else None,
                    stat_messages=_load_quantity(d.get("stat_messages")),
                    stat_bytes=_load_quantity(d.get("stat_bytes")))
 
@@ -929,12 +942,13 @@ class LogicalModel:
             for (n, nd, table), where in need.items():
                 fits = fit_dims_rules(dict(table))
                 out.setdefault(ph.id, []).append(
-                    f"slot{'s' if len(where) > 1 else ''} {', '.join(where[:8])}{' ...' if len(where) > 8 else ''}: "
-                    f"peers on a {nd}-D grid of {n} ranks at P={P} whose dims the traced P cannot give "
-                    f"({', '.join('x'.join(map(str, d)) + f' at {m} ranks' for m, d in table)}; "
-                    + ("fits " + " and ".join(r.describe() for r in fits) if fits else
-                       "no dims rule sigex knows fits: MPI_Dims_create, pencils, powers of two, q x q")
-                    + f"): give it (--grid {'x'.join(map(str, dims_create(n, nd)))} or another of {n} ranks)")
+                    f"give the {nd}-D grid of {n} ranks at P={P} (--grid AxB{'xC' if nd == 3 else ''}, "
+                    f"e.g. {'x'.join(map(str, dims_create(n, nd)))}): its dims were "
+                    f"{', '.join('x'.join(map(str, d)) + f' at {m} ranks' for m, d in table)} and "
+                    + ("fit " + " and ".join(r.describe() for r in fits) if fits else
+                       "no dims rule sigex knows fits (MPI_Dims_create, pencils, powers of two, q x q)")
+                    + f"; slot{'s' if len(where) > 1 else ''} {', '.join(where[:8])}"
+                    + (" ..." if len(where) > 8 else "") + " are neighbours on it")
         return out
 
     def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
@@ -1576,34 +1590,107 @@ def _common_order(seqs) -> list | None:
         return None
 
 
+def _stream_classes(keys_per_p: dict[int, list[list[tuple]]], limit: int = 24) -> list[PeerRule]:
+    """Rank classes the ranks' own streams show: for each slot key only some ranks have at
+    every P (a call only the PME ranks make, one on the particle ranks' communicator), the
+    class of those ranks when one fits every P (:func:`~logical_model.rules.infer_members`:
+    every m-th rank, one rank, all but one), each class once, at most ``limit``."""
+    have: dict[tuple, dict[int, set]] = {}
+    for P, ks in keys_per_p.items():
+        for r, seq in enumerate(ks):
+            for key in set(seq):
+                have.setdefault(key, {}).setdefault(P, set()).add(r)
+    out: dict[str, PeerRule] = {}
+    for key, per_p in have.items():
+        if len(per_p) != len(keys_per_p) or all(len(v) == len(keys_per_p[P]) for P, v in per_p.items()):
+            continue
+        rule = infer_members({P: np.array(sorted(v), np.int64) for P, v in per_p.items()})
+        if rule is not None:
+            if rule.params.get("kind") == "notmod":  # a class and its complement are one split
+                rule = PeerRule("member", {**rule.params, "kind": "mod"})
+            out.setdefault(rule.describe(), rule)
+            if len(out) >= limit:
+                break
+    return list(out.values())
+
+
+def _class_orders(keys_per_p: dict[int, list[list[tuple]]], fn):
+    """The slots and each class's positions when every class of ``fn`` (ranks, P -> class
+    index) has one order, else None."""
+    per_class: dict[int, dict[tuple, None]] = {}
+    for P, ks in keys_per_p.items():
+        cls = fn(np.arange(P), P)
+        for r, seq in enumerate(ks):
+            per_class.setdefault(int(cls[r]), {})[tuple(seq)] = None
+    orders = {c: _common_order(list(v)) for c, v in per_class.items()}
+    if any(o is None for o in orders.values()):
+        return None
+    union: dict[tuple, None] = {}
+    for c in sorted(orders):
+        union.update(dict.fromkeys(orders[c]))
+    slots = list(union)
+    pos = []
+    for c in range(max(orders) + 1):
+        o = orders.get(c, [])
+        at = {key: i for i, key in enumerate(o)}
+        pos.append([at.get(key, len(o) + j) for j, key in enumerate(slots)])
+    return slots, pos
+
+
 def _order(keys_per_p: dict[int, list[list[tuple]]]):
-    """The phase's slots in one order, or per rank class (:data:`ORDER_CLASSES`) when the
-    ranks share none: (order, class name or None, per-class positions)."""
+    """The phase's slots in one order, or per rank class when the ranks share none: the
+    fixed classes of :data:`ORDER_CLASSES`, then a class the ranks' streams show
+    (:func:`_stream_classes`: the PME ranks, every 4th, and the others) against the rest:
+    (order, class name or the class's member rule, or None, per-class positions)."""
     all_seqs = list({tuple(seq): None for ks in keys_per_p.values() for seq in ks})
     order = _common_order(all_seqs)
     if order is not None:
         return order, None, []
     for name, fn in ORDER_CLASSES.items():
-        per_class: dict[int, dict[tuple, None]] = {}
-        for P, ks in keys_per_p.items():
-            cls = fn(np.arange(P), P)
-            for r, seq in enumerate(ks):
-                per_class.setdefault(int(cls[r]), {})[tuple(seq)] = None
-        orders = {c: _common_order(list(v)) for c, v in per_class.items()}
-        if any(o is None for o in orders.values()):
-            continue
-        union: dict[tuple, None] = {}
-        for c in sorted(orders):
-            union.update(dict.fromkeys(orders[c]))
-        slots = list(union)
-        n_cls = max(orders) + 1
-        pos = []
-        for c in range(n_cls):
-            o = orders.get(c, [])
-            at = {key: i for i, key in enumerate(o)}
-            pos.append([at.get(key, len(o) + j) for j, key in enumerate(slots)])
-        return slots, name, pos
+        found = _class_orders(keys_per_p, fn)
+        if found is not None:
+            return found[0], name, found[1]
+    for rule in _stream_classes(keys_per_p):
+        found = _class_orders(keys_per_p, lambda r, P, rule=rule: (rule(r, P) >= 0).astype(np.int64))
+        if found is not None:
+            return found[0], rule, found[1]
     return None, None, []
+
+
+def _order_problem(keys_per_p: dict[int, list[list[tuple]]]) -> str:
+    """Why no rank class has one order, as exactly as the streams show it: two ranks of a
+    class the streams show (or any two) whose calls, those both make, are the same cycle
+    cut at different calls (the repetition begins elsewhere on some ranks: the signature's
+    cut, no rank class), else the first two ranks whose common calls come in other orders."""
+    classes = _stream_classes(keys_per_p, limit=4) + [None]
+    for rule in classes:
+        for P, ks in sorted(keys_per_p.items()):
+            cls = np.zeros(P, np.int64) if rule is None else (rule(np.arange(P), P) >= 0).astype(np.int64)
+            first: dict[tuple, int] = {}
+            for r, seq in enumerate(ks):
+                first.setdefault((int(cls[r]), tuple(seq)), r)
+            reps = sorted(first.items(), key=lambda x: x[1])[:64]
+            for (ca, a), ra in reps:
+                for (cb, b), rb in reps:
+                    if rb <= ra or ca != cb:
+                        continue
+                    common = set(a) & set(b)
+                    a2, b2 = [k for k in a if k in common], [k for k in b if k in common]
+                    if a2 == b2 or len(a2) != len(b2) or _common_order([a2, b2]) is not None:
+                        continue
+                    where = "" if rule is None else f" (both {rule.describe() if cls[ra] else 'outside ' + rule.describe()})"
+                    if any(b2 == a2[i:] + a2[:i] for i in range(1, len(a2))):
+                        extra = len(a) + len(b) - 2 * len(a2)
+                        return (f"ranks {ra} and {rb} at P={P}{where} make the same calls in the same cycle, cut "
+                                f"at another call (rank {ra}'s repetition begins with {OPS[a2[0][0]]}, rank {rb}'s "
+                                f"with {OPS[b2[0][0]]}"
+                                + (f"; {extra} calls only one of them makes" if extra else "")
+                                + "): the signature cuts the ranks' repetitions at different calls, which no "
+                                "rank class orders")
+                    return (f"ranks {ra} and {rb} at P={P}{where} make their common calls in other orders "
+                            f"(rank {ra}: {', '.join(OPS[k[0]] for k in a2[:6])}...; rank {rb}: "
+                            f"{', '.join(OPS[k[0]] for k in b2[:6])}...)")
+    return "ranks order the phase's events differently"
 
 
 def _tag_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict:
@@ -1638,9 +1725,12 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
     if order is None:
         longest = {P: max((len(seq) for seq in ks), default=0) for P, ks in sorted(keys_per_p.items())}
         grows = all(b > a for a, b in zip(list(longest.values()), list(longest.values())[1:]))
+        learned = [r.describe() for r in _stream_classes(keys_per_p, limit=3)]
+        why = _order_problem(keys_per_p)
+        grows = grows and "cut at another call" not in why
         problems.append("ranks order the phase's events differently and no rank class ("
-                        + ", ".join(ORDER_CLASSES) + ") has one order; its events cannot be "
-                        "placed at a new P" + (
+                        + ", ".join(list(ORDER_CLASSES) + learned) + ") has one order: "
+                        + why + "; its events cannot be placed at a new P" + (
                             " (its longest rank has " + ", ".join(f"{n} calls at P={P}" for P, n in longest.items())
                             + ": a tree or butterfly written as point-to-point calls, whose stages grow "
                             "with P, is not modelled)" if grows and len(longest) > 1 else ""))
@@ -2827,7 +2917,10 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 notes.append(note)
         phases.append(PhaseModel(id=ref.id, kind=ref.kind, pattern=ref.pattern, weight=wmodel,
                                  slots=slots, groups=groups, measured_weights=weights,
-                                 problems=problems, notes=notes, classes=class_name,
+                                 problems=problems, notes=notes,
+                                 classes=(class_name.describe() + " and the others"
+                                          if isinstance(class_name, PeerRule) else class_name),
+                                 class_rule=class_name if isinstance(class_name, PeerRule) else None,
                                  orders=positions, stat_messages=stat_totals[0], stat_bytes=stat_totals[1]))
     return LogicalModel(app=sigs[0].app, work_mode=mode, work_unit=unit, Ps=Ps,
                         workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,
