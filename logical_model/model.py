@@ -463,6 +463,9 @@ class SlotModel:
     streams: list = dataclasses.field(default_factory=list)
     wait_of: int | None = None
     wait_rule: str | None = None
+    #: absent on communicators of one rank (a collective a program skips there: GROMACS's
+    #: PME transposes with a single PME rank)
+    skip_single: bool = False
 
     def describe(self) -> str:
         if self.statistical:
@@ -485,6 +488,8 @@ class SlotModel:
             parts.append(f"tag {self.tag}")
         if self.comm_role is not None:
             parts.append(f"on communicators {self.comm_role.describe()} (ranks and P of the communicator)")
+        if self.skip_single:
+            parts.append("not on communicators of one rank")
         return ", ".join(parts)
 
     def _describe_statistical(self) -> str:
@@ -566,6 +571,7 @@ class SlotModel:
                                     else None),
                 "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives],
                 "on_grid": self.on_grid, "follows": self.follows,
+                **({"skip_single": True} if self.skip_single else {}),
                 "follows_unless_last": self.follows_unless_last,
                 **({"statistical": True, "count": self.count.to_dict() if self.count is not None else None,
                     "streams": [[side, m.to_dict(), b.to_dict()] for side, m, b in self.streams],
@@ -594,7 +600,8 @@ class SlotModel:
                    follows_unless_last=bool(d.get("follows_unless_last", False)),
                    statistical=bool(d.get("statistical", False)), count=_load_quantity(d.get("count")),
                    streams=[(side, _load_quantity(m), _load_quantity(b)) for side, m, b in d.get("streams", ())],
-                   wait_of=d.get("wait_of"), wait_rule=d.get("wait_rule"))
+                   wait_of=d.get("wait_of"), wait_rule=d.get("wait_rule"),
+                   skip_single=bool(d.get("skip_single", False)))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -619,6 +626,8 @@ class SlotModel:
                 out["present"] = self.members(colour, self.comm_role.n_comms(P)) >= 0
             else:
                 out["present"] = self.members(ranks, P) >= 0
+        if self.skip_single:
+            out["present"] &= np.broadcast_to(np.asarray(size), (n,)) > 1
 
         cls = out["present"].copy()
 
@@ -2160,19 +2169,40 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 return slot
     else:
         missing = [o[0] for o in o_list if len(o[1]) != o[0]]
-        if missing and sub and all(len(o[1]) for o in o_list):
+        if missing and sub and any(len(o[1]) for o in o_list):
             # a collective some of the communicators call (the first row, the last column):
-            # every member of those, and a class of colours found like a rule
-            colours = {}
+            # every member of those, and a class of colours found like a rule; communicators
+            # of one rank may make no call (GROMACS's single PME rank at P = 4 sums nothing)
+            colours: dict | None = {}
+            skip = False
             for o in o_list:
                 colour, _, size = slot.comm_role.layout(np.arange(o[0]), o[0])
+                size = np.broadcast_to(np.asarray(size), colour.shape)
                 used = np.unique(colour[o[1]])
-                if not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))):
+                lone = np.setdiff1d(np.unique(colour[size == 1]), used)
+                skip |= bool(len(lone))
+                want = np.union1d(used, lone)
+                n = slot.comm_role.n_comms(o[0])
+                if not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))) \
+                        or not np.array_equal(colours.setdefault(n, want), want):
                     colours = None
                     break
-                colours[slot.comm_role.n_comms(o[0])] = used
-            slot.members = infer_members(colours) if colours else None
-            if slot.members is None:
+            every = colours and skip and all(len(w) == n for n, w in colours.items())
+            slot.members = infer_members(colours) if colours and not every else None
+            if every:  # every communicator of over one rank calls it
+                slot.skip_single = True
+                slot.everywhere = False
+                missing = []
+            elif slot.members is not None and skip:
+                for o in o_list:  # one-rank communicators of the class: all call or none does
+                    colour, _, size = slot.comm_role.layout(np.arange(o[0]), o[0])
+                    size = np.broadcast_to(np.asarray(size), colour.shape)
+                    mine = slot.members(colour, slot.comm_role.n_comms(o[0])) >= 0
+                    if np.any(np.isin(o[1], np.flatnonzero(mine & (size == 1)))):
+                        slot.members = None
+                        break
+                slot.skip_single = slot.members is not None
+            if slot.members is None and not every:
                 slot.problem = (f"only some members of its communicators call {OPS[op]} (at P={missing[0]}), "
                                 "or only some communicators and no class of them says which")
                 return slot
@@ -2310,7 +2340,8 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
                 if len(np.unique(v)) == 2 and not _data_dependent(o, column, np.ones(len(v), bool)):
                     vals, counts = np.unique(v, return_counts=True)
                     mask |= v != vals[np.argmax(counts)] if counts[0] != counts[1] else v == vals.max()
-            odd[o[0]] = o[1][mask]
+            if mask.any() or len(o[1]) == o[0]:  # (no odd rank among some: the class may lack it)
+                odd[o[0]] = o[1][mask]
         if any(len(x) for x in odd.values()):
             slot.special = infer_members(odd)
     for column, root_attr in (("bytes", "root_bytes"), ("recv_bytes", "root_recv_bytes")):

@@ -615,6 +615,8 @@ def infer_class_comm(observed: dict[int, list[np.ndarray]]) -> ClassComm | None:
             return None
         if len(ms) == 2 and (len(np.intersect1d(ms[0], ms[1])) or len(ms[0]) + len(ms[1]) != P):
             return None
+        if len(ms) == 1:  # one side seen: the class is the smaller of it and the rest
+            ms = [ms[0], np.setdiff1d(np.arange(P), ms[0])]
         pick[P] = min(ms, key=len)  # the smaller one: the class (PME ranks), or its complement's
     rule = infer_members(pick)
     if rule is None:

@@ -12,7 +12,8 @@
  * (tags 3 and 4), sums its energies over the particle communicator (Allreduce of 4
  * doubles), completes the Isend and receives its forces back (Recv, tag 9). A PME rank
  * receives the coordinates of its three particle ranks (Irecv, Waitall), transposes its
- * mesh with MPI_Alltoall on the PME communicator and sends the forces back (Send).
+ * mesh with MPI_Alltoall on the PME communicator, sums its energies there (Allreduce of 2
+ * doubles, only where there is more than one PME rank) and sends the forces back (Send).
  *
  *   ddgrid STEPS           (P a multiple of 4)
  */
@@ -67,6 +68,8 @@ int main(int argc, char **argv) {
         MPI_Irecv(in + (size_t)local * k, local, MPI_DOUBLE, r - 3 + k, 7, MPI_COMM_WORLD, &req[k]);
       MPI_Waitall(3, req, MPI_STATUSES_IGNORE);
       MPI_Alltoall(a, MESH / S, MPI_DOUBLE, b, MESH / S, MPI_DOUBLE, mine);
+      if (S > 1) /* one PME rank has nothing to sum (GROMACS makes no call then) */
+        MPI_Allreduce(e, g, 2, MPI_DOUBLE, MPI_SUM, mine);
       for (int k = 0; k < 3; k++)
         MPI_Send(in + (size_t)local * k, local, MPI_DOUBLE, r - 3 + k, 9, MPI_COMM_WORLD);
       free(in);
