@@ -2340,10 +2340,15 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
                 if len(np.unique(v)) == 2 and not _data_dependent(o, column, np.ones(len(v), bool)):
                     vals, counts = np.unique(v, return_counts=True)
                     mask |= v != vals[np.argmax(counts)] if counts[0] != counts[1] else v == vals.max()
-            if mask.any() or len(o[1]) == o[0]:  # (no odd rank among some: the class may lack it)
-                odd[o[0]] = o[1][mask]
+            odd[o[0]] = o[1][mask]
         if any(len(x) for x in odd.values()):
             slot.special = infer_members(odd)
+            if slot.special is None and isinstance(slot.comm_role, ClassComm):
+                # the class may lack the call where it has no odd rank (a
+                # small P: GROMACS's single PME rank sums nothing at P = 4)
+                full = {o[0] for o in o_list if len(o[1]) == o[0]}
+                some = {P: r for P, r in odd.items() if len(r) or P in full}
+                slot.special = infer_members(some) if len(some) > 1 and len(some) < len(odd) else None
     for column, root_attr in (("bytes", "root_bytes"), ("recv_bytes", "root_recv_bytes")):
         Pv, yv, Pr, yr = [], [], [], []
         for o in o_list:
