@@ -617,7 +617,9 @@ def infer_class_comm(observed: dict[int, list[np.ndarray]]) -> ClassComm | None:
             return None
         if len(ms) == 1:  # one side seen: the class is the smaller of it and the rest
             ms = [ms[0], np.setdiff1d(np.arange(P), ms[0])]
-        pick[P] = min(ms, key=len)  # the smaller one: the class (PME ranks), or its complement's
+        # the smaller one: the class (PME ranks), or its complement's; of two halves, the one
+        # without rank 0
+        pick[P] = min(ms, key=lambda m: (len(m), bool(len(m)) and int(m[0]) == 0))
     rule = infer_members(pick)
     if rule is None:
         return None

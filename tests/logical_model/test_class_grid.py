@@ -196,3 +196,25 @@ def test_extrapolate_takes_the_class_grid(ddgrid, tmp_path, capsys):
     assert main(["extrapolate", str(ddgrid), "--target", "32", "-o", str(tmp_path / "b.h5"), "-q"]) == 0
     said = capsys.readouterr()
     assert "left out: phases [1]" in said.out and "give the 2-D grid of 24 ranks at P=32" in said.out + said.err
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 8), st.data())
+def test_a_class_split_seen_from_either_side_is_one_split(m, data):
+    """Comm_split(colour = r mod m == j): at each P the trace may show the class's
+    communicator, the others', or both (a slot only one class calls at a small P); every
+    mix is the one split."""
+    from logical_model.rules import ClassComm, infer_class_comm
+    j = data.draw(st.integers(0, m - 1))
+    observed = {}
+    for P in (m * 2, m * 3, m * 5):
+        cls = np.arange(j, P, m)
+        rest = np.setdiff1d(np.arange(P), cls)
+        observed[P] = data.draw(st.sampled_from([[cls], [rest], [cls, rest]]))
+    cc = infer_class_comm(observed)
+    assert isinstance(cc, ClassComm)
+    colour = cc.layout(np.arange(m * 7), m * 7)[0]
+    cls = np.arange(j, m * 7, m)
+    assert np.all(colour[cls] == colour[cls[0]]) and np.all(np.delete(colour, cls) != colour[cls[0]])
+    if m > 2:  # the smaller side is the class (two halves: the one without rank 0)
+        assert colour[cls[0]] == 1
