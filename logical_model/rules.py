@@ -437,7 +437,23 @@ def on_traced_grid(rule: PeerRule | None) -> Grid | None:
     return g if g is not None and g.rule is not None and g.rule.name == "traced" else None
 
 
+#: traced_grid_rules' answers by the observations' content (the keying attempts of a phase
+#: model many slots on the same peers)
+_TRACED: dict[tuple, list] = {}
+
+
 def traced_grid_rules(obs: Sequence[Observation], ndims: int = 2) -> list[PeerRule]:
+    """:func:`_traced_grid_rules`, its answers remembered by the observations' content."""
+    key = (ndims, tuple(sorted((int(o.P), np.asarray(o.ranks, np.int64).tobytes(),
+                                np.asarray(o.peers, np.int64).tobytes()) for o in obs)))
+    if key not in _TRACED:
+        if len(_TRACED) > 100_000:
+            _TRACED.clear()
+        _TRACED[key] = _traced_grid_rules(obs, ndims)
+    return list(_TRACED[key])
+
+
+def _traced_grid_rules(obs: Sequence[Observation], ndims: int = 2) -> list[PeerRule]:
     """Neighbour rules on a row-major grid whose dims follow no dims rule, each size's
     dims found from the peers (GROMACS's domain grid over its particle ranks: 3x1, 6x1,
     4x3 at 3, 6, 12 ranks, a load-based choice). One displacement, periods and skip for
