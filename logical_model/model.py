@@ -899,6 +899,7 @@ class LogicalModel:
             for pid, texts in self._stuck_dimensions(P).items():
                 out.setdefault(pid, []).extend(texts)
         for ph in self.phases:
+            by_text: dict[str, list[str]] = {}  # one line per reason, naming its slots
             for i, s in enumerate(ph.slots):
                 if not s.alternatives:
                     continue
@@ -921,10 +922,11 @@ class LogicalModel:
                         have = getattr(s, field)
                         text = lambda v: v.describe() if hasattr(v, "describe") and not hasattr(v, "formula") \
                             else v.formula()  # noqa: E731
-                        out.setdefault(ph.id, []).append(
-                            f"slot {i} ({OPS[s.op]}): {what} {text(have)} or {text(value)} at every "
-                            f"traced P, which part at P={P}")
+                        by_text.setdefault(f"{what} {text(have)} or {text(value)} at every traced P, "
+                                           f"which part at P={P}", []).append(f"{i} ({OPS[s.op]})")
                         break
+            for reason, where in by_text.items():
+                out.setdefault(ph.id, []).append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {reason}")
         return out
 
     def traced_grids(self, P: int) -> dict[int, list[str]]:

@@ -87,6 +87,18 @@ def test_two_rank_classes_in_lock_step(P, steps, k):
     assert 8 in worker["op"] and 4 in worker["op"]
 
 
+def _random_updates(P, rng, updates):
+    """Each rank's calls of a RandomAccess-like kernel: ``updates[r]`` sends of 8 bytes to
+    random other ranks and the receives of what the others send it, in a random order."""
+    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
+    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
+    out = []
+    for r in range(P):
+        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
+        out.append([calls[i] for i in rng.permutation(len(calls))])
+    return out
+
+
 @settings(max_examples=15, deadline=None)
 @given(P=st.integers(4, 8), steps_a=st.integers(32, 60), steps_c=st.integers(22, 50),
        seed=st.integers(0, 2**16))
@@ -98,13 +110,7 @@ def test_kernels_between_barriers_one_of_them_aperiodic(P, steps_a, steps_c, see
     all of its calls, not shredded into loops. (From P = 4: with three ranks and two peers
     each, two ranks' random streams can repeat alike by chance.)"""
     rng = np.random.default_rng(seed)
-    updates = [30 + 40 * r for r in range(P)]  # spread over the ranks
-    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
-    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
-    b_calls = []
-    for r in range(P):
-        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
-        b_calls.append([calls[i] for i in rng.permutation(len(calls))])
+    b_calls = _random_updates(P, rng, [30 + 40 * r for r in range(P)])  # spread over the ranks
 
     def program(r, _):
         a = [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800),
@@ -154,13 +160,7 @@ def test_main_loop_missing_names_an_aperiodic_kernel_not_a_setup():
     periodically) is reported as "main loop not found", naming that part; a run with a
     long set-up of calls of many kinds before its loop, or a long computation, is not."""
     P, rng = 4, np.random.default_rng(3)
-    updates = [300 + 200 * r for r in range(P)]
-    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
-    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
-    b_calls = []
-    for r in range(P):
-        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
-        b_calls.append([calls[i] for i in rng.permutation(len(calls))])
+    b_calls = _random_updates(P, rng, [300 + 200 * r for r in range(P)])
 
     def aperiodic(r, _):
         loop = [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800),
