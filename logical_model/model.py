@@ -1683,7 +1683,7 @@ def _order_problem(keys_per_p: dict[int, list[list[tuple]]]) -> str:
             reps = sorted(first.items(), key=lambda x: x[1])[:64]
             for (ca, a), ra in reps:
                 for (cb, b), rb in reps:
-                    if rb <= ra or ca != cb:
+                    if rb <= ra or ca != cb:  # (pairs of one class: a class's own order is what is missing)
                         continue
                     common = set(a) & set(b)
                     a2, b2 = [k for k in a if k in common], [k for k in b if k in common]
@@ -1692,16 +1692,14 @@ def _order_problem(keys_per_p: dict[int, list[list[tuple]]]) -> str:
                     where = "" if rule is None else f" (both {rule.describe() if cls[ra] else 'outside ' + rule.describe()})"
                     if any(b2 == a2[i:] + a2[:i] for i in range(1, len(a2))):
                         extra = len(a) + len(b) - 2 * len(a2)
-                        return (f"ranks {ra} and {rb} at P={P}{where} make the same calls in the same cycle, cut "
-                                f"at another call (rank {ra}'s repetition begins with {OPS[a2[0][0]]}, rank {rb}'s "
-                                f"with {OPS[b2[0][0]]}"
-                                + (f"; {extra} calls only one of them makes" if extra else "")
-                                + "): the signature cuts the ranks' repetitions at different calls, which no "
-                                "rank class orders")
+                        return (f"the signature cuts ranks {ra} and {rb} at P={P}{where} at other calls of one "
+                                f"cycle (rank {ra}'s repetition begins with {OPS[a2[0][0]]}, rank {rb}'s with "
+                                f"{OPS[b2[0][0]]}" + (f"; {extra} calls only one of them makes" if extra else "")
+                                + ")")
                     return (f"ranks {ra} and {rb} at P={P}{where} make their common calls in other orders "
                             f"(rank {ra}: {', '.join(OPS[k[0]] for k in a2[:6])}...; rank {rb}: "
                             f"{', '.join(OPS[k[0]] for k in b2[:6])}...)")
-    return "ranks order the phase's events differently"
+    return "the ranks order the phase's events differently"
 
 
 def _tag_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict:
@@ -1738,10 +1736,10 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
         grows = all(b > a for a, b in zip(list(longest.values()), list(longest.values())[1:]))
         learned = [r.describe() for r in _stream_classes(keys_per_p, limit=3)]
         why = _order_problem(keys_per_p)
-        grows = grows and "cut at another call" not in why
-        problems.append("ranks order the phase's events differently and no rank class ("
-                        + ", ".join(list(ORDER_CLASSES) + learned) + ") has one order: "
-                        + why + "; its events cannot be placed at a new P" + (
+        grows = grows and "the signature cuts" not in why
+        problems.append("no rank class orders its calls: " + why + " (classes tried: "
+                        + "; ".join(list(ORDER_CLASSES) + learned) + "); its events cannot be placed "
+                        "at a new P" + (
                             " (its longest rank has " + ", ".join(f"{n} calls at P={P}" for P, n in longest.items())
                             + ": a tree or butterfly written as point-to-point calls, whose stages grow "
                             "with P, is not modelled)" if grows and len(longest) > 1 else ""))
