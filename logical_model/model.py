@@ -2016,6 +2016,22 @@ def _face_volumes(slots: list[SlotModel]) -> None:
                 s.alternatives = [(f, v) for f, v in s.alternatives if f != field]
 
 
+def _made_by_the_run(role, made: dict[int, set]) -> bool:
+    """Every communicator of a layout (``role``) at each P of ``made`` (the member tuples
+    of the communicators each run created) is one the run created."""
+    for P, have in made.items():
+        try:
+            colour, local, _ = role.layout(np.arange(P), P)
+        except ValueError:
+            return False
+        for c in np.unique(colour):
+            sel = np.flatnonzero(colour == c)
+            members = tuple(int(x) for x in sel[np.argsort(local[sel], kind="stable")])
+            if members not in have:
+                return False
+    return True
+
+
 def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid | None,
                 share: float, name: str, on_grid: bool = False) -> SlotModel:
     """One slot's rules from its events at every traced P (``o_list``: (P, ranks, template
@@ -2039,9 +2055,15 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         observed = {o[0]: [comms[o[0]].members_of(int(c)) for c in np.unique(col(o, "comm"))]
                     for o in o_list if len(o[1])}
         roles = infer_subgrid(observed)
+        # a layout must be what the program built: every communicator it makes at a traced P
+        # is one the run created (the column reading of GROMACS's PME ranks, [3, 7] at P = 8,
+        # would have made [0, 4], [1, 5], [2, 6], and the run made the particle ranks' one)
+        made = {P: {tuple(int(x) for x in comms[P].members_of(c)) for c in range(len(comms[P].inter))}
+                for P in observed if comms.get(P) is not None}
+        roles = [r for r in roles if _made_by_the_run(r, made)]
         if not roles:
             cc = infer_class_comm(observed)
-            roles = [cc] if cc is not None else []
+            roles = [cc] if cc is not None and _made_by_the_run(cc, made) else []
         if not roles:
             slot.problem = ("its communicators follow no row, column or plane layout of a process grid "
                             "(Comm_split/Cart_sub) at every P")
