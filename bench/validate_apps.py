@@ -83,6 +83,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from signature.errors import SigexError  # noqa: E402
 from signature import load_trace, trace_run, tracer_library, unmodelled_calls  # noqa: E402
 from signature.capture import launch_for, run_environment  # noqa: E402
 
@@ -600,8 +601,7 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
            "exact": counts_ok and first_diff is None and not pm.statistical, "first_difference": first_diff,
            "statistical": pm.statistical}
     if data:  # messages and bytes per rank class (the model's order classes, else all ranks)
-        from logical_model import ORDER_CLASSES
-        cls = (ORDER_CLASSES[pm.classes](np.arange(P), P) if pm.classes else np.zeros(P, np.int64))
+        cls = pm.class_of(np.arange(P), P)
         real_rank = np.repeat(np.arange(P), np.diff(offs))
         errs, msg_errs = [], []
         for c in np.unique(cls):
@@ -612,6 +612,17 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
         row["volume_error"] = max(errs)
         row["messages_error"] = max(msg_errs, key=abs)
     return row
+
+
+def _user_grid(app: str, out: Path, held: int) -> tuple[int, ...] | None:
+    """The grid a user would give with --grid at the held-out P, where the application
+    chooses it itself and prints it: GROMACS's particle ranks' domain-decomposition grid
+    (md.log, "Domain decomposition grid 8 x 3 x 1")."""
+    if app != "gromacs":
+        return None
+    log = out / app / f"P{held}" / "md.log"
+    m = re.search(r"Domain decomposition grid (\d+) x (\d+) x (\d+)", log.read_text()) if log.exists() else None
+    return tuple(int(x) for x in m.groups()) if m else None
 
 
 def logical_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dict:
@@ -628,6 +639,12 @@ def logical_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
         return {"app": app, "fit": list(fit), "held": held, "model_cpu_s": time.process_time() - t0,
                 "phases_same_at_held": False, "phases": [], "extrapolated": False, "refused": str(err)}
     took = time.process_time() - t0
+    grid, grid_error = _user_grid(app, out, held), None
+    if grid is not None and model.traced_grids(held):  # the grid the traced P cannot give
+        try:
+            model = model.with_grid(held, grid)
+        except SigexError as err:
+            grid_error = str(err)
     real = extract(load_trace(out / app / f"P{held}" / f"P{held}.h5"))
     problems = model.phase_problems(held)
     same = [(p.kind, p.ops) for p in real.phases] == [(p.kind, p.ops) for p in sigs[-1].phases]
@@ -642,6 +659,7 @@ def logical_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
         else:
             phases.append({**_phase_compare(model, k, real.phases[k], held), "refused": None})
     return {"app": app, "fit": list(fit), "held": held, "model_cpu_s": took,
+            "grid": "x".join(map(str, grid)) if grid else None, "grid_error": grid_error,
             "phases_same_at_held": same, "phases": phases,
             "extrapolated": all(p["refused"] is None for p in phases)}
 
@@ -692,6 +710,9 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
     for r in rows:
         if r.get("refused"):
             print(f"  {r['app']} refused: {r['refused']}")
+        if r.get("grid"):
+            print(f"  {r['app']}: --grid {r['grid']} at P={held} (its own log's grid there)"
+                  + (f", not taken: {r['grid_error']}" if r.get("grid_error") else ""))
     print("model built in " + ", ".join(f"{r['app']} {r['model_cpu_s']:.1f} s" for r in rows)
           + " CPU (reading the traces and extracting their signatures included)")
     compared = [(r["app"], p) for r in rows for p in r["phases"] if p["refused"] is None and p.get("compared", True)]
@@ -721,6 +742,7 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
                 "volume_error_max": not vols or max(vols) <= GOAL_VOLUME,
                 "weights_exact": all(p["weight_exact"] for _, p in compared)},
         "rows": [{"app": r["app"], "model_cpu_s": r["model_cpu_s"], "extrapolated": r["extrapolated"],
+                  "grid": r.get("grid"), "grid_error": r.get("grid_error"),
                   "refused": r.get("refused"), "phases": r["phases"]} for r in rows],
     }
 

@@ -83,11 +83,11 @@ from signature.trace import OP_CODE, OPS
 
 from . import modelsearch as search
 from .rules import (ClassComm, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
-                    infer_within)
+                    infer_within, on_traced_grid, traced_grid_rules)
 from .statistical import StatisticalError, channel_rows
 from .statistical import match as _match_messages
 from .statistical import runs as _runs
-from .topology import DimsRule, SubGrid, fit_dims_rules, infer_subgrid
+from .topology import DimsRule, SubGrid, dims_create, fit_dims_rules, infer_subgrid
 
 __all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel", "GridCount",
            "WorkGroup", "ModelError", "GridPower", "ORDER_CLASSES", "Topologies"]
@@ -463,6 +463,9 @@ class SlotModel:
     streams: list = dataclasses.field(default_factory=list)
     wait_of: int | None = None
     wait_rule: str | None = None
+    #: absent on communicators of one rank (a collective a program skips there: GROMACS's
+    #: PME transposes with a single PME rank)
+    skip_single: bool = False
 
     def describe(self) -> str:
         if self.statistical:
@@ -485,6 +488,8 @@ class SlotModel:
             parts.append(f"tag {self.tag}")
         if self.comm_role is not None:
             parts.append(f"on communicators {self.comm_role.describe()} (ranks and P of the communicator)")
+        if self.skip_single:
+            parts.append("not on communicators of one rank")
         return ", ".join(parts)
 
     def _describe_statistical(self) -> str:
@@ -566,6 +571,7 @@ class SlotModel:
                                     else None),
                 "alternatives": [{"field": f, "value": v.to_dict()} for f, v in self.alternatives],
                 "on_grid": self.on_grid, "follows": self.follows,
+                **({"skip_single": True} if self.skip_single else {}),
                 "follows_unless_last": self.follows_unless_last,
                 **({"statistical": True, "count": self.count.to_dict() if self.count is not None else None,
                     "streams": [[side, m.to_dict(), b.to_dict()] for side, m, b in self.streams],
@@ -594,7 +600,8 @@ class SlotModel:
                    follows_unless_last=bool(d.get("follows_unless_last", False)),
                    statistical=bool(d.get("statistical", False)), count=_load_quantity(d.get("count")),
                    streams=[(side, _load_quantity(m), _load_quantity(b)) for side, m, b in d.get("streams", ())],
-                   wait_of=d.get("wait_of"), wait_rule=d.get("wait_rule"))
+                   wait_of=d.get("wait_of"), wait_rule=d.get("wait_rule"),
+                   skip_single=bool(d.get("skip_single", False)))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -619,14 +626,26 @@ class SlotModel:
                 out["present"] = self.members(colour, self.comm_role.n_comms(P)) >= 0
             else:
                 out["present"] = self.members(ranks, P) >= 0
+        if self.skip_single:
+            out["present"] &= np.broadcast_to(np.asarray(size), (n,)) > 1
+
+        cls = out["present"].copy()
+
+        def at(rule):  # on a class of communicators, the rule holds on theirs only (a grid
+            if self.members is None or self.comm_role is None:  # over one class's ranks)
+                return rule(local, size, g)
+            q = np.full(n, -1, np.int64)
+            if cls.any():
+                q[cls] = rule(local[cls], size[cls] if np.ndim(size) else size, g)
+            return q
 
         if self.peer is not None:
-            q = self.peer(local, size, g)
+            q = at(self.peer)
             has = np.ones(n, bool) if self.null_ends else q >= 0
             out["present"] = has & out["present"] if self.members is not None else has
             out["peer"] = np.where(q >= 0, world(q), PROC_NULL if self.null_ends else -1)
         if self.recv_peer is not None:
-            q = self.recv_peer(local, size, g)
+            q = at(self.recv_peer)
             out["recv_peer"] = np.where(q >= 0, world(q), PROC_NULL if self.recv_null_ends else -1)
         if self.root is not None:
             out["root"] = world(np.full(n, self.root._k(size), np.int64))
@@ -719,6 +738,9 @@ class PhaseModel:
     #: :data:`ORDER_CLASSES`), and per class the position of each slot in its order
     classes: str | None = None
     orders: list[list[int]] = dataclasses.field(default_factory=list)
+    #: a rank class the ranks' streams show (a "member" rule: the PME ranks), when the
+    #: classes are that class (1) and the others (0) rather than :data:`ORDER_CLASSES`
+    class_rule: PeerRule | None = None
     #: a statistical phase's point-to-point messages and bytes per rank, regressed over P
     #: as wholes: its channels' counts and sizes are scaled to follow them (a channel's
     #: share of the phase shifts with P where a tree's stages do; the sum is smoother)
@@ -748,8 +770,16 @@ class PhaseModel:
         when every rank uses the slots' own order."""
         if self.classes is None:
             return None
-        cls = ORDER_CLASSES[self.classes](np.asarray(ranks, np.int64), P)
-        return np.asarray(self.orders, np.int64)[cls].T
+        return np.asarray(self.orders, np.int64)[self.class_of(ranks, P)].T
+
+    def class_of(self, ranks: np.ndarray, P: int) -> np.ndarray:
+        """Each rank's order class (all 0 when the ranks share one order)."""
+        ranks = np.asarray(ranks, np.int64)
+        if self.class_rule is not None:
+            return (self.class_rule(ranks, P) >= 0).astype(np.int64)
+        if self.classes is None:
+            return np.zeros(len(ranks), np.int64)
+        return np.asarray(ORDER_CLASSES[self.classes](ranks, P), np.int64)
 
     @property
     def extrapolable(self) -> bool:
@@ -792,6 +822,7 @@ class PhaseModel:
                 "measured_weights": {str(k): v for k, v in self.measured_weights.items()},
                 "problems": list(self.problems), "notes": list(self.notes),
                 "classes": self.classes, "orders": self.orders,
+                **({"class_rule": self.class_rule.to_dict()} if self.class_rule is not None else {}),
                 **({"stat_messages": self.stat_messages.to_dict(),
                     "stat_bytes": self.stat_bytes.to_dict() if self.stat_bytes is not None else None}
                    if self.stat_messages is not None else {})}
@@ -805,6 +836,7 @@ class PhaseModel:
                    measured_weights={int(k): int(v) for k, v in d["measured_weights"].items()},
                    problems=list(d["problems"]), notes=list(d.get("notes", [])),
                    classes=d.get("classes"), orders=[list(map(int, o)) for o in d.get("orders", [])],
+                   class_rule=PeerRule.from_dict(d["class_rule"]) if d.get("class_rule") else None,
                    stat_messages=_load_quantity(d.get("stat_messages")),
                    stat_bytes=_load_quantity(d.get("stat_bytes")))
 
@@ -897,6 +929,39 @@ class LogicalModel:
                 out.setdefault(ph.id, []).append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {reason}")
         return out
 
+    def traced_grids(self, P: int) -> dict[int, list[str]]:
+        """Per phase id, the slots whose peers are, or may be (an alternative reading that fits
+        every traced P as well), neighbours on a grid whose dims follow no rule sigex knows
+        (:func:`~logical_model.rules.traced_grid_rules`: a load-based choice over one class's
+        ranks) at a size the traces do not show and ``--grid`` did not give: one line per
+        grid, naming its size at P, its traced dims and the dims rules that fit them."""
+        out: dict[int, list[str]] = {}
+        for ph in self.phases:
+            need: dict[tuple, list[str]] = {}
+            for i, s in enumerate(ph.slots):
+                rules = [s.peer, s.recv_peer] + [a for f, a in s.alternatives if f.rstrip("~") in ("peer", "recv_peer")]
+                for r in rules:
+                    g = on_traced_grid(r)
+                    if g is None:
+                        continue
+                    for n in _slot_sizes(s, P):
+                        if _dims_or_none(g.rule, n) is None:
+                            where = f"{i} ({OPS[s.op]})"
+                            lst = need.setdefault((n, g.ndims, g.rule.table), [])
+                            if where not in lst:
+                                lst.append(where)
+            for (n, nd, table), where in need.items():
+                fits = fit_dims_rules(dict(table))
+                out.setdefault(ph.id, []).append(
+                    f"give the {nd}-D grid of {n} ranks at P={P} (--grid AxB{'xC' if nd == 3 else ''}, "
+                    f"e.g. {'x'.join(map(str, dims_create(n, nd)))}): its dims were "
+                    f"{', '.join('x'.join(map(str, d)) + f' at {m} ranks' for m, d in table)} and "
+                    + ("fit " + " and ".join(r.describe() for r in fits) if fits else
+                       "no dims rule sigex knows fits (MPI_Dims_create, pencils, powers of two, q x q)")
+                    + f"; slot{'s' if len(where) > 1 else ''} {', '.join(where[:8])}"
+                    + (" ..." if len(where) > 8 else "") + " are neighbours on it")
+        return out
+
     def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
         """Exact sizes of grid traffic that follow no product of grid dimensions (a
         model in P) are open at a target where a grid dimension that kept one width at
@@ -983,6 +1048,18 @@ class LogicalModel:
         """This model with the process grid fixed to ``dims`` at P (``--grid``): for the
         declared grid and for every grid a slot's rule or communicators were inferred on."""
         dims = tuple(int(d) for d in dims)
+        traced = self.traced_grids(P)
+        if traced:  # a grid of one class's ranks (its size at P), or of every rank
+            n = int(np.prod(dims))
+            sizes = sorted({m for ph in self.phases for s in ph.slots
+                            if any(on_traced_grid(r) for r in [s.peer, s.recv_peer] + [a for _, a in s.alternatives])
+                            for m in _slot_sizes(s, P)})
+            if n in sizes:
+                return _fix_traced(self, n, dims)
+            if n != P:
+                raise ExtrapolationError(
+                    f"--grid {'x'.join(map(str, dims))} has {n} processes; at P={P} the grids the traced P "
+                    f"cannot give have {' or '.join(map(str, sizes))} ranks")
         if int(np.prod(dims)) != P:
             raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {int(np.prod(dims))} "
                                      f"processes, not the target's {P}")
@@ -1024,9 +1101,10 @@ class LogicalModel:
         problem (:meth:`grid_problem`) is every phase's that uses the declared grid."""
         grid = self.grid_problem(P)
         open_ = self.undecided(P)
+        traced = self.traced_grids(P)
         out = {}
         for k, ph in enumerate(self.phases):
-            pr = list(ph.problems) + open_.get(ph.id, [])
+            pr = list(ph.problems) + traced.get(ph.id, []) + open_.get(ph.id, [])
             if grid and any(s.comm == COMM_CART or (s.peer is not None and s.peer.family == "cart"
                                                      and s.peer.params.get("grid") is None)
                             for s in ph.slots):
@@ -1076,6 +1154,8 @@ class LogicalModel:
                 out.append(f"open at P={target}: {grid_open}")
             else:
                 open_ = self.undecided(target)
+                for pid, texts in self.traced_grids(target).items():
+                    open_[pid] = texts + open_.get(pid, [])
                 for pid, texts in self.undecided(target, weaker=True).items():
                     open_.setdefault(pid, []).extend(f"(less likely, not refused) {t}" for t in texts)
         for ph in self.phases:
@@ -1179,11 +1259,60 @@ class LogicalModel:
             raise TraceFormatError(f"{path}: cannot read the logical model ({err})") from err
 
 
+def _slot_sizes(s: SlotModel, P: int) -> list[int]:
+    """The sizes of the communicators a slot's rules are evaluated on at P (P itself, or
+    those of its communicators, of the class of them that has it)."""
+    if s.comm_role is None:
+        return [P]
+    try:
+        colour, _, size = s.comm_role.layout(np.arange(P), P)
+    except ValueError:
+        return []
+    size = np.broadcast_to(np.asarray(size, np.int64), colour.shape)
+    if s.members is not None:
+        size = size[s.members(colour, s.comm_role.n_comms(P)) >= 0]
+    return sorted({int(x) for x in size})
+
+
 def _dims_or_none(rule, P: int):
     try:
         return tuple(rule.dims(P))
     except ValueError:
         return None
+
+
+def _fix_traced(model: LogicalModel, n: int, dims: tuple[int, ...]) -> LogicalModel:
+    """A copy of ``model`` whose grids with traced dims (no dims rule: GROMACS's domain grid
+    over its particle ranks) are ``dims`` at n ranks (``--grid``; trailing 1s beyond a grid's
+    dimensions dropped: 4x6x1 is a 2-D 4x6). A slot whose peers fit a stride growing with P
+    as well as such a grid at every traced P takes the grid: the user says there is one."""
+    def fix(r):
+        g = on_traced_grid(r)
+        if g is None:
+            return r
+        d = dims
+        while len(d) > g.ndims and d[-1] == 1:
+            d = d[:-1]
+        if len(d) != g.ndims:
+            raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {len(dims)} dimensions; the grid "
+                                     f"of {n} ranks has {g.ndims}")
+        rule = dataclasses.replace(g.rule, fixed=tuple((p, x) for p, x in g.rule.fixed if p != n) + ((n, d),))
+        return PeerRule(r.family, {**r.params, "grid": dataclasses.replace(g, rule=rule)})
+
+    phases = []
+    for ph in model.phases:
+        slots = []
+        for s in ph.slots:
+            alts = [(f, fix(a) if isinstance(a, PeerRule) else a) for f, a in s.alternatives]
+            own = {"peer": fix(s.peer), "recv_peer": fix(s.recv_peer)}
+            for field in own:
+                grid_alts = [a for f, a in alts if f.rstrip("~") == field and on_traced_grid(a)]
+                if own[field] is not None and not on_traced_grid(own[field]) and grid_alts:
+                    own[field] = grid_alts[0]
+                    alts = [(f, a) for f, a in alts if f.rstrip("~") != field or (on_traced_grid(a) and a is not grid_alts[0])]
+            slots.append(dataclasses.replace(s, alternatives=alts, **own))
+        phases.append(dataclasses.replace(ph, slots=slots))
+    return dataclasses.replace(model, phases=phases)
 
 
 def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalModel:
@@ -1472,34 +1601,105 @@ def _common_order(seqs) -> list | None:
         return None
 
 
+def _stream_classes(keys_per_p: dict[int, list[list[tuple]]], limit: int = 24) -> list[PeerRule]:
+    """Rank classes the ranks' own streams show: for each slot key only some ranks have at
+    every P (a call only the PME ranks make, one on the particle ranks' communicator), the
+    class of those ranks when one fits every P (:func:`~logical_model.rules.infer_members`:
+    every m-th rank, one rank, all but one), each class once, at most ``limit``."""
+    have: dict[tuple, dict[int, set]] = {}
+    for P, ks in keys_per_p.items():
+        for r, seq in enumerate(ks):
+            for key in set(seq):
+                have.setdefault(key, {}).setdefault(P, set()).add(r)
+    out: dict[str, PeerRule] = {}
+    for key, per_p in have.items():
+        if len(per_p) != len(keys_per_p) or all(len(v) == len(keys_per_p[P]) for P, v in per_p.items()):
+            continue
+        rule = infer_members({P: np.array(sorted(v), np.int64) for P, v in per_p.items()})
+        if rule is not None:
+            if rule.params.get("kind") == "notmod":  # a class and its complement are one split
+                rule = PeerRule("member", {**rule.params, "kind": "mod"})
+            out.setdefault(rule.describe(), rule)
+            if len(out) >= limit:
+                break
+    return list(out.values())
+
+
+def _class_orders(keys_per_p: dict[int, list[list[tuple]]], fn):
+    """The slots and each class's positions when every class of ``fn`` (ranks, P -> class
+    index) has one order, else None."""
+    per_class: dict[int, dict[tuple, None]] = {}
+    for P, ks in keys_per_p.items():
+        cls = fn(np.arange(P), P)
+        for r, seq in enumerate(ks):
+            per_class.setdefault(int(cls[r]), {})[tuple(seq)] = None
+    orders = {c: _common_order(list(v)) for c, v in per_class.items()}
+    if any(o is None for o in orders.values()):
+        return None
+    union: dict[tuple, None] = {}
+    for c in sorted(orders):
+        union.update(dict.fromkeys(orders[c]))
+    slots = list(union)
+    pos = []
+    for c in range(max(orders) + 1):
+        o = orders.get(c, [])
+        at = {key: i for i, key in enumerate(o)}
+        pos.append([at.get(key, len(o) + j) for j, key in enumerate(slots)])
+    return slots, pos
+
+
 def _order(keys_per_p: dict[int, list[list[tuple]]]):
-    """The phase's slots in one order, or per rank class (:data:`ORDER_CLASSES`) when the
-    ranks share none: (order, class name or None, per-class positions)."""
+    """The phase's slots in one order, or per rank class when the ranks share none: the
+    fixed classes of :data:`ORDER_CLASSES`, then a class the ranks' streams show
+    (:func:`_stream_classes`: the PME ranks, every 4th, and the others) against the rest:
+    (order, class name or the class's member rule, or None, per-class positions)."""
     all_seqs = list({tuple(seq): None for ks in keys_per_p.values() for seq in ks})
     order = _common_order(all_seqs)
     if order is not None:
         return order, None, []
     for name, fn in ORDER_CLASSES.items():
-        per_class: dict[int, dict[tuple, None]] = {}
-        for P, ks in keys_per_p.items():
-            cls = fn(np.arange(P), P)
-            for r, seq in enumerate(ks):
-                per_class.setdefault(int(cls[r]), {})[tuple(seq)] = None
-        orders = {c: _common_order(list(v)) for c, v in per_class.items()}
-        if any(o is None for o in orders.values()):
-            continue
-        union: dict[tuple, None] = {}
-        for c in sorted(orders):
-            union.update(dict.fromkeys(orders[c]))
-        slots = list(union)
-        n_cls = max(orders) + 1
-        pos = []
-        for c in range(n_cls):
-            o = orders.get(c, [])
-            at = {key: i for i, key in enumerate(o)}
-            pos.append([at.get(key, len(o) + j) for j, key in enumerate(slots)])
-        return slots, name, pos
+        found = _class_orders(keys_per_p, fn)
+        if found is not None:
+            return found[0], name, found[1]
+    for rule in _stream_classes(keys_per_p):
+        found = _class_orders(keys_per_p, lambda r, P, rule=rule: (rule(r, P) >= 0).astype(np.int64))
+        if found is not None:
+            return found[0], rule, found[1]
     return None, None, []
+
+
+def _order_problem(keys_per_p: dict[int, list[list[tuple]]]) -> str:
+    """Why no rank class has one order, as exactly as the streams show it: two ranks of a
+    class the streams show (or any two) whose calls, those both make, are the same cycle
+    cut at different calls (the repetition begins elsewhere on some ranks: the signature's
+    cut, no rank class), else the first two ranks whose common calls come in other orders."""
+    classes = _stream_classes(keys_per_p, limit=4) + [None]
+    for rule in classes:
+        for P, ks in sorted(keys_per_p.items()):
+            cls = np.zeros(P, np.int64) if rule is None else (rule(np.arange(P), P) >= 0).astype(np.int64)
+            first: dict[tuple, int] = {}
+            for r, seq in enumerate(ks):
+                first.setdefault((int(cls[r]), tuple(seq)), r)
+            reps = sorted(first.items(), key=lambda x: x[1])[:64]
+            for (ca, a), ra in reps:
+                for (cb, b), rb in reps:
+                    if rb <= ra or ca != cb:  # (pairs of one class: a class's own order is what is missing)
+                        continue
+                    common = set(a) & set(b)
+                    a2, b2 = [k for k in a if k in common], [k for k in b if k in common]
+                    if a2 == b2 or len(a2) != len(b2) or _common_order([a2, b2]) is not None:
+                        continue
+                    where = "" if rule is None else f" (both {rule.describe() if cls[ra] else 'outside ' + rule.describe()})"
+                    if any(b2 == a2[i:] + a2[:i] for i in range(1, len(a2))):
+                        extra = len(a) + len(b) - 2 * len(a2)
+                        return (f"the signature cuts ranks {ra} and {rb} at P={P}{where} at other calls of one "
+                                f"cycle (rank {ra}'s repetition begins with {OPS[a2[0][0]]}, rank {rb}'s with "
+                                f"{OPS[b2[0][0]]}" + (f"; {extra} calls only one of them makes" if extra else "")
+                                + ")")
+                    return (f"ranks {ra} and {rb} at P={P}{where} make their common calls in other orders "
+                            f"(rank {ra}: {', '.join(OPS[k[0]] for k in a2[:6])}...; rank {rb}: "
+                            f"{', '.join(OPS[k[0]] for k in b2[:6])}...)")
+    return "the ranks order the phase's events differently"
 
 
 def _tag_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict:
@@ -1534,9 +1734,12 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
     if order is None:
         longest = {P: max((len(seq) for seq in ks), default=0) for P, ks in sorted(keys_per_p.items())}
         grows = all(b > a for a, b in zip(list(longest.values()), list(longest.values())[1:]))
-        problems.append("ranks order the phase's events differently and no rank class ("
-                        + ", ".join(ORDER_CLASSES) + ") has one order; its events cannot be "
-                        "placed at a new P" + (
+        learned = [r.describe() for r in _stream_classes(keys_per_p, limit=3)]
+        why = _order_problem(keys_per_p)
+        grows = grows and "the signature cuts" not in why
+        problems.append("no rank class orders its calls: " + why + " (classes tried: "
+                        + "; ".join(list(ORDER_CLASSES) + learned) + "); its events cannot be placed "
+                        "at a new P" + (
                             " (its longest rank has " + ", ".join(f"{n} calls at P={P}" for P, n in longest.items())
                             + ": a tree or butterfly written as point-to-point calls, whose stages grow "
                             "with P, is not modelled)" if grows and len(longest) > 1 else ""))
@@ -1567,6 +1770,7 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
             obs[i].append((P, np.array(rank_ev[i][0], np.int64), np.array(rank_ev[i][1], np.int64), ph))
     slots = [_slot_model(key, obs[i], local, comms, grid, share_sum[i] / share_n[i] if share_n[i] else 0.0,
                          f"phase {k} slot {i}", on_grid) for i, key in enumerate(order)]
+    _one_traced_grid(slots, obs, local, grid)
     if on_grid:
         _face_volumes(slots)
     _mirror_volumes(slots, obs, grid)
@@ -1582,6 +1786,57 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
     for text, where in by_problem.items():
         problems.append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {text}")
     return order, class_name, positions, problems, slots, notes
+
+
+def _one_traced_grid(slots: list[SlotModel], obs: dict, local: dict, grid: Grid | None) -> None:
+    """The slots of a phase whose peers are neighbours on a grid with traced dims
+    (:func:`~logical_model.rules.traced_grid_rules`) share one grid: at each size, the dims
+    most of them show where they have events (a slot without events at a size, an
+    exchange along a dimension 1 wide there, may take any dims that leave it none). Each
+    takes those dims where its own rules still give back every traced P; a slot that
+    cannot is refused, naming the dims it needs and the ones the others show (no one
+    grid of the class's ranks gives every slot)."""
+    votes: dict[int, dict[tuple, int]] = {}
+    own: dict[int, set] = {}
+    for i, s in enumerate(slots):
+        if s.problem or not any(on_traced_grid(r) for r in (s.peer, s.recv_peer)):
+            continue
+        sizes = {int(n) for P, ranks, idx, _ in obs[i] if len(ranks) for n in np.unique(local[P][2][idx])}
+        own[i] = sizes
+        for r in (s.peer, s.recv_peer):
+            g = on_traced_grid(r)
+            if g is not None:
+                for n, d in g.rule.table:
+                    if n in sizes:
+                        votes.setdefault(n, {}).setdefault(d, 0)
+                        votes[n][d] += 1
+    if not own:
+        return
+    consensus = {n: max(v, key=v.get) for n, v in votes.items()}
+
+    def agree(r):
+        g = on_traced_grid(r)
+        if g is None:
+            return r
+        table = tuple((n, consensus.get(n, d)) for n, d in g.rule.table)
+        return PeerRule(r.family, {**r.params, "grid": dataclasses.replace(
+            g, rule=dataclasses.replace(g.rule, table=table))})
+
+    for i in own:
+        s = slots[i]
+        before = (s.peer, s.recv_peer)
+        s.peer, s.recv_peer = agree(s.peer), agree(s.recv_peer)
+        if (s.peer, s.recv_peer) == before:
+            continue
+        _verify(s, obs[i], grid)
+        if s.problem:
+            g = on_traced_grid(before[0]) or on_traced_grid(before[1])
+            differ = [(n, d, consensus[n]) for n, d in g.rule.table if n in consensus and consensus[n] != d]
+            s.problem = ("its peers need a grid of the communicator's ranks that the phase's other slots "
+                         "do not show (" + ", ".join(f"{'x'.join(map(str, d))} at {n} ranks where they show "
+                                                     f"{'x'.join(map(str, c))}" for n, d, c in differ)
+                         + "): no one grid gives every slot")
+            s.peer, s.recv_peer = before
 
 
 def _axis(rule: PeerRule | None) -> int | None:
@@ -1761,6 +2016,22 @@ def _face_volumes(slots: list[SlotModel]) -> None:
                 s.alternatives = [(f, v) for f, v in s.alternatives if f != field]
 
 
+def _made_by_the_run(role, made: dict[int, set]) -> bool:
+    """Every communicator of a layout (``role``) at each P of ``made`` (the member tuples
+    of the communicators each run created) is one the run created."""
+    for P, have in made.items():
+        try:
+            colour, local, _ = role.layout(np.arange(P), P)
+        except ValueError:
+            return False
+        for c in np.unique(colour):
+            sel = np.flatnonzero(colour == c)
+            members = tuple(int(x) for x in sel[np.argsort(local[sel], kind="stable")])
+            if members not in have:
+                return False
+    return True
+
+
 def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid | None,
                 share: float, name: str, on_grid: bool = False) -> SlotModel:
     """One slot's rules from its events at every traced P (``o_list``: (P, ranks, template
@@ -1784,9 +2055,15 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         observed = {o[0]: [comms[o[0]].members_of(int(c)) for c in np.unique(col(o, "comm"))]
                     for o in o_list if len(o[1])}
         roles = infer_subgrid(observed)
+        # a layout must be what the program built: every communicator it makes at a traced P
+        # is one the run created (the column reading of GROMACS's PME ranks, [3, 7] at P = 8,
+        # would have made [0, 4], [1, 5], [2, 6], and the run made the particle ranks' one)
+        made = {P: {tuple(int(x) for x in comms[P].members_of(c)) for c in range(len(comms[P].inter))}
+                for P in observed if comms.get(P) is not None}
+        roles = [r for r in roles if _made_by_the_run(r, made)]
         if not roles:
             cc = infer_class_comm(observed)
-            roles = [cc] if cc is not None else []
+            roles = [cc] if cc is not None and _made_by_the_run(cc, made) else []
         if not roles:
             slot.problem = ("its communicators follow no row, column or plane layout of a process grid "
                             "(Comm_split/Cart_sub) at every P")
@@ -1796,9 +2073,32 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             nd = roles[0].rule.ndims
             vol_grid = Grid(nd, (False,) * nd, roles[0].rule, roles[0].order)
 
+    if sub and op in P2P_OPS and any(len(o[1]) for o in o_list):
+        # point-to-point traffic on only some of the communicators (the particle ranks'
+        # of a particle/PME split): every member of those, a class of colours, from the P
+        # where the slot has events; the class's communicators at the other P have none
+        # (an exchange along a grid dimension only the larger P have over 1 wide)
+        colours: dict | None = {}
+        for o in o_list:
+            if not len(o[1]):
+                continue
+            colour = slot.comm_role.layout(np.arange(o[0]), o[0])[0]
+            used = np.unique(colour[o[1]])
+            n = slot.comm_role.n_comms(o[0])
+            if len(used) == n or not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))) \
+                    or not np.array_equal(colours.setdefault(n, used), used):
+                colours = None
+                break
+        if colours:
+            slot.members = infer_members(colours)
+            if slot.members is not None:
+                slot.everywhere = False
+
     def observations(j):
         """Per P (per communicator on sub-communicators): ranks with a real peer on side j
-        (3: peer, 4: receive peer), and those calling with MPI_PROC_NULL there."""
+        (3: peer, 4: receive peer), and those calling with MPI_PROC_NULL there; on a class
+        of communicators, each of the class's communicators without the event is an
+        observation with no ranks."""
         out, nulls = [], []
         for o in o_list:
             P = o[0]
@@ -1811,6 +2111,13 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                     real = m & (q >= 0)
                     out.append(Observation(int(size[m][0]), lr[real], q[real]))
                     nulls.append((int(size[m][0]), lr[m & (q == PROC_NULL)], lr[m]))
+                if slot.members is not None:
+                    colour, _, csize = slot.comm_role.layout(np.arange(P), P)
+                    mine = slot.members(colour, slot.comm_role.n_comms(P)) >= 0
+                    have = np.unique(colour[o[1]])
+                    for c in np.unique(colour[mine & ~np.isin(colour, have)]):
+                        size_c = int(np.asarray(csize)[colour == c][0]) if np.ndim(csize) else int(csize)
+                        out.append(Observation(size_c, np.zeros(0, np.int64), np.zeros(0, np.int64)))
             else:
                 real = q >= 0
                 out.append(Observation(P, o[1][real], q[real]))
@@ -1846,6 +2153,11 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 rule = infer_within(ob, members, cart)
                 if rule is not None:
                     slot.members = members
+        if rule is None and cart is None:
+            # last, a neighbour on a grid whose dims follow no rule (a load-based choice over
+            # one class's ranks: GROMACS's domain grid): --grid gives them at the target
+            found = traced_grid_rules(ob)
+            rule, alts = (found[0], found[1:]) if found else (None, [])
         slot.alternatives += [(field, a) for a in alts] + [(field + "~", a) for a in weaker]
         return (rule, False, ob) if rule is None else (rule, null_ends(rule, nulls, what), ob)
 
@@ -1856,7 +2168,7 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             slot.problem = "no communication rule reproduces the peers at every P"
             return slot
         slot.peer = rule
-        if vol_grid is None and rule.params.get("grid") is not None:
+        if vol_grid is None and rule.params.get("grid") is not None and on_traced_grid(rule) is None:
             vol_grid = rule.params["grid"]  # volumes may follow the inferred grid's dims
         if slot.null_ends and op in RECV_OPS:
             tags = np.unique(np.concatenate([col(o, "tag")[col(o, "peer") == PROC_NULL] for o in o_list]))
@@ -1879,19 +2191,40 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 return slot
     else:
         missing = [o[0] for o in o_list if len(o[1]) != o[0]]
-        if missing and sub and all(len(o[1]) for o in o_list):
+        if missing and sub and any(len(o[1]) for o in o_list):
             # a collective some of the communicators call (the first row, the last column):
-            # every member of those, and a class of colours found like a rule
-            colours = {}
+            # every member of those, and a class of colours found like a rule; communicators
+            # of one rank may make no call (GROMACS's single PME rank at P = 4 sums nothing)
+            colours: dict | None = {}
+            skip = False
             for o in o_list:
                 colour, _, size = slot.comm_role.layout(np.arange(o[0]), o[0])
+                size = np.broadcast_to(np.asarray(size), colour.shape)
                 used = np.unique(colour[o[1]])
-                if not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))):
+                lone = np.setdiff1d(np.unique(colour[size == 1]), used)
+                skip |= bool(len(lone))
+                want = np.union1d(used, lone)
+                n = slot.comm_role.n_comms(o[0])
+                if not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))) \
+                        or not np.array_equal(colours.setdefault(n, want), want):
                     colours = None
                     break
-                colours[slot.comm_role.n_comms(o[0])] = used
-            slot.members = infer_members(colours) if colours else None
-            if slot.members is None:
+            every = colours and skip and all(len(w) == n for n, w in colours.items())
+            slot.members = infer_members(colours) if colours and not every else None
+            if every:  # every communicator of over one rank calls it
+                slot.skip_single = True
+                slot.everywhere = False
+                missing = []
+            elif slot.members is not None and skip:
+                for o in o_list:  # one-rank communicators of the class: all call or none does
+                    colour, _, size = slot.comm_role.layout(np.arange(o[0]), o[0])
+                    size = np.broadcast_to(np.asarray(size), colour.shape)
+                    mine = slot.members(colour, slot.comm_role.n_comms(o[0])) >= 0
+                    if np.any(np.isin(o[1], np.flatnonzero(mine & (size == 1)))):
+                        slot.members = None
+                        break
+                slot.skip_single = slot.members is not None
+            if slot.members is None and not every:
                 slot.problem = (f"only some members of its communicators call {OPS[op]} (at P={missing[0]}), "
                                 "or only some communicators and no class of them says which")
                 return slot
@@ -1923,20 +2256,6 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             if slot.root is None:
                 slot.problem = f"no rule gives the root from P ({roots})"
                 return slot
-    if sub and op in P2P_OPS and slot.members is None and all(len(o[1]) for o in o_list):
-        # point-to-point traffic on only some of the communicators (the particle ranks'
-        # of a particle/PME split): every member of those, a class of colours
-        colours: dict | None = {}
-        for o in o_list:
-            colour = slot.comm_role.layout(np.arange(o[0]), o[0])[0]
-            used = np.unique(colour[o[1]])
-            n = slot.comm_role.n_comms(o[0])
-            if len(used) == n or not np.array_equal(np.sort(o[1]), np.flatnonzero(np.isin(colour, used))):
-                colours = None
-                break
-            colours[n] = used
-        if colours:
-            slot.members = infer_members(colours)
     _slot_volumes(slot, o_list, col, vol_grid, name)
     if slot.problem is None:
         _verify(slot, o_list, grid)
@@ -2046,6 +2365,12 @@ def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: s
             odd[o[0]] = o[1][mask]
         if any(len(x) for x in odd.values()):
             slot.special = infer_members(odd)
+            if slot.special is None and isinstance(slot.comm_role, ClassComm):
+                # the class may lack the call where it has no odd rank (a
+                # small P: GROMACS's single PME rank sums nothing at P = 4)
+                full = {o[0] for o in o_list if len(o[1]) == o[0]}
+                some = {P: r for P, r in odd.items() if len(r) or P in full}
+                slot.special = infer_members(some) if len(some) > 1 and len(some) < len(odd) else None
     for column, root_attr in (("bytes", "root_bytes"), ("recv_bytes", "root_recv_bytes")):
         Pv, yv, Pr, yr = [], [], [], []
         for o in o_list:
@@ -2112,7 +2437,11 @@ def _verify(slot: SlotModel, o_list: list, grid: Grid | None) -> None:
     the same ranks, with the same peers, receive peers and root."""
     for o in o_list:
         P = o[0]
-        got = slot.place(np.arange(P), P, grid)
+        try:
+            got = slot.place(np.arange(P), P, grid)
+        except ValueError as err:  # a grid with no dims for a communicator the rules reach
+            slot.problem = f"its rules have no process grid for every rank at P={P} ({err})"
+            return
         ranks = np.flatnonzero(got["present"])
         if not np.array_equal(ranks, np.sort(o[1])):
             diff = np.setxor1d(ranks, o[1])
@@ -2646,7 +2975,10 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 notes.append(note)
         phases.append(PhaseModel(id=ref.id, kind=ref.kind, pattern=ref.pattern, weight=wmodel,
                                  slots=slots, groups=groups, measured_weights=weights,
-                                 problems=problems, notes=notes, classes=class_name,
+                                 problems=problems, notes=notes,
+                                 classes=(class_name.describe() + " and the others"
+                                          if isinstance(class_name, PeerRule) else class_name),
+                                 class_rule=class_name if isinstance(class_name, PeerRule) else None,
                                  orders=positions, stat_messages=stat_totals[0], stat_bytes=stat_totals[1]))
     return LogicalModel(app=sigs[0].app, work_mode=mode, work_unit=unit, Ps=Ps,
                         workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,

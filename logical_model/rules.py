@@ -28,6 +28,11 @@ Families, tried from the most specific to the most general:
 ``member`` not a peer but a class of ranks that have an event (one rank,
            every rank but one, every m-th rank): :func:`infer_members`.
 
+A grid neighbour is also sought on a grid whose dims follow no rule at all
+(:func:`traced_grid_rules`: GROMACS's load-based domain grid over its particle
+ranks): row-major, its dims at each traced size found from the peers themselves;
+at another size only ``--grid`` can give them.
+
 Every rule evaluates vectorised over a rank array and serialises to JSON.
 """
 
@@ -41,10 +46,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .topology import DimsRule, candidate_rules, coords, dims_create, neighbour
+from .topology import DimsRule, _ordered_factorisations, candidate_rules, coords, dims_create, neighbour
 
 __all__ = ["Grid", "PeerRule", "Observation", "infer_peer", "infer_root", "infer_members", "infer_within",
-           "inferred_grids", "ClassComm", "infer_class_comm"]
+           "inferred_grids", "traced_grid_rules", "on_traced_grid", "ClassComm", "infer_class_comm"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -409,6 +414,11 @@ def _infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
             more += [r for r in _cart_candidates(seen, g, True) if _reproduces(r, obs, None)]
             continue
         found += [r for r in _cart_candidates(seen, g, True) if _reproduces(r, obs, None)]
+    if found and not any(r.family == "cart" for r in found):
+        # a stride growing with P is also read as a neighbour on a grid whose dims follow no
+        # rule (a load-based choice: :func:`traced_grid_rules`), which only --grid decides at
+        # the target
+        found += traced_grid_rules(obs)
     if not found:
         return None
     if weaker is not None:
@@ -416,6 +426,75 @@ def _infer_peer(obs: Sequence[Observation], grid: Grid | None = None, *,
     if alternatives is not None:
         alternatives.extend(found[1:])
     return found[0]
+
+
+def on_traced_grid(rule: PeerRule | None) -> Grid | None:
+    """The grid of a neighbour rule whose dims follow no rule (:func:`traced_grid_rules`),
+    or None."""
+    if not isinstance(rule, PeerRule) or rule.family != "cart":
+        return None
+    g = rule.params.get("grid")
+    return g if g is not None and g.rule is not None and g.rule.name == "traced" else None
+
+
+#: traced_grid_rules' answers by the observations' content (the keying attempts of a phase
+#: model many slots on the same peers)
+_TRACED: dict[tuple, list] = {}
+
+
+def traced_grid_rules(obs: Sequence[Observation], ndims: int = 2) -> list[PeerRule]:
+    """:func:`_traced_grid_rules`, its answers remembered by the observations' content."""
+    key = (ndims, tuple(sorted((int(o.P), np.asarray(o.ranks, np.int64).tobytes(),
+                                np.asarray(o.peers, np.int64).tobytes()) for o in obs)))
+    if key not in _TRACED:
+        if len(_TRACED) > 100_000:
+            _TRACED.clear()
+        _TRACED[key] = _traced_grid_rules(obs, ndims)
+    return list(_TRACED[key])
+
+
+def _traced_grid_rules(obs: Sequence[Observation], ndims: int = 2) -> list[PeerRule]:
+    """Neighbour rules on a row-major grid whose dims follow no dims rule, each size's
+    dims found from the peers (GROMACS's domain grid over its particle ranks: 3x1, 6x1,
+    4x3 at 3, 6, 12 ranks, a load-based choice). One displacement, periods and skip for
+    every size; each size (``Observation.P``: the communicator's size) gets the first of
+    its ordered factorisations that reproduces its observations (an observation without
+    ranks: a size where no rank has the event, a dimension 1 wide). Needs two or more
+    sizes with events (one shows no rule at all). The rules found, fewest moves first."""
+    seen = [o for o in obs if len(o.ranks)]
+    sizes = sorted({int(o.P) for o in obs})
+    if len({int(o.P) for o in seen}) < 2 or max(sizes) > 4096:
+        return []
+    by_size = {P: [o for o in obs if o.P == P] for P in sizes}
+
+    def grid(table, periods):
+        return Grid(ndims, periods, DimsRule("traced", ndims, table=tuple(table)), "row")
+
+    o0 = seen[0]
+    cands: dict[tuple, None] = {}
+    for dims in _ordered_factorisations(int(o0.P), ndims):
+        for periods in itertools.product((True, False), repeat=ndims):
+            for r in _cart_candidates([o0], grid(((int(o0.P), dims),), periods), True):
+                cands.setdefault((r.params["disp"], periods), None)
+    found = []
+    for disp, periods in sorted(cands, key=lambda c: (sum(abs(x) for x in c[0]), -sum(c[1]))):
+        if not any(disp):
+            continue
+        for skip in (None, "self", "pair"):
+            extra = {"skip": skip} if skip else {}
+            table = []
+            for P in sizes:
+                fit = next((dims for dims in _ordered_factorisations(P, ndims) if _reproduces(
+                    PeerRule("cart", {"disp": disp, "grid": grid(((P, dims),), periods), **extra}),
+                    by_size[P], None)), None)
+                if fit is None:
+                    break
+                table.append((P, fit))
+            else:
+                if any(sum(x > 1 for x in d) > 1 for _, d in table):  # a 2-D grid somewhere, else
+                    found.append(PeerRule("cart", {"disp": disp, "grid": grid(table, periods), **extra}))
+                break  # a 1-D rule (shift, block) is the reading
+    return found
 
 
 def infer_within(obs: Sequence[Observation], members: PeerRule, grid: Grid | None = None) -> PeerRule | None:
@@ -552,7 +631,11 @@ def infer_class_comm(observed: dict[int, list[np.ndarray]]) -> ClassComm | None:
             return None
         if len(ms) == 2 and (len(np.intersect1d(ms[0], ms[1])) or len(ms[0]) + len(ms[1]) != P):
             return None
-        pick[P] = min(ms, key=len)  # the smaller one: the class (PME ranks), or its complement's
+        if len(ms) == 1:  # one side seen: the class is the smaller of it and the rest
+            ms = [ms[0], np.setdiff1d(np.arange(P), ms[0])]
+        # the smaller one: the class (PME ranks), or its complement's; of two halves, the one
+        # without rank 0
+        pick[P] = min(ms, key=lambda m: (len(m), bool(len(m)) and int(m[0]) == 0))
     rule = infer_members(pick)
     if rule is None:
         return None

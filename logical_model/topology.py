@@ -186,6 +186,8 @@ DIMS_RULES = {
     "pow2_cols": "powers of two, the larger factor last (NPB CG/LU columns)",
     "square": "q x q (x q): P a square or a cube (NPB BT/SP)",
     "surface": "least sub-domain surface for a box shape (LAMMPS)",
+    "traced": "the dims seen at each traced size, no rule (a load-based choice: GROMACS's domain grid); "
+              "other sizes need --grid",
 }
 #: Box shapes tried for the surface rule: edge ratios of 1..4.
 _BOXES = tuple(sorted({tuple(float(x) / min(b) for x in b)
@@ -202,6 +204,8 @@ class DimsRule:
     box: tuple[float, ...] = ()  # "surface": the box's edge lengths
     #: dims the user fixed at given P (``--grid`` at the target): ((P, dims), ...)
     fixed: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    #: "traced": the dims seen at each traced size ((size, dims), ...), found from the peers
+    table: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     def dims(self, P: int) -> tuple[int, ...]:
         """The dims at P (ValueError where the rule has no grid for P)."""
@@ -209,6 +213,12 @@ class DimsRule:
         for p, d in self.fixed:
             if p == P:
                 return tuple(d)
+        if self.name == "traced":
+            for p, d in self.table:
+                if p == P:
+                    return tuple(d)
+            raise ValueError(f"no dims for {P} ranks: the grid's dims follow no rule sigex knows "
+                             f"({self._describe()}); give them (--grid)")
         if self.ndims == 1:
             return (P,)
         if self.name == "dims_create":
@@ -228,6 +238,9 @@ class DimsRule:
         return self._describe() + fixed
 
     def _describe(self) -> str:
+        if self.name == "traced":
+            return (", ".join(f"{'x'.join(map(str, d))} at {p} ranks" for p, d in self.table)
+                    + " as traced (no dims rule)")
         if self.name == "surface":
             return f"least surface for a {':'.join(f'{b:g}' for b in self.box)} box"
         return {"dims_create": f"MPI_Dims_create(P, {self.ndims})", "pencil": "pencils p1 <= p2",
@@ -237,12 +250,14 @@ class DimsRule:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "ndims": self.ndims, "box": list(self.box),
-                "fixed": [[p, list(d)] for p, d in self.fixed]}
+                "fixed": [[p, list(d)] for p, d in self.fixed],
+                **({"table": [[p, list(d)] for p, d in self.table]} if self.table else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "DimsRule":
         return cls(d["name"], int(d["ndims"]), tuple(float(b) for b in d.get("box", ())),
-                   tuple((int(p), tuple(int(x) for x in dd)) for p, dd in d.get("fixed", ())))
+                   tuple((int(p), tuple(int(x) for x in dd)) for p, dd in d.get("fixed", ())),
+                   tuple((int(p), tuple(int(x) for x in dd)) for p, dd in d.get("table", ())))
 
 
 def candidate_rules(ndims: int) -> list[DimsRule]:
