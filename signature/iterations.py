@@ -209,6 +209,9 @@ class RankSegments:
     exact: np.ndarray
     #: the rank's loops are mostly polls (Test*, Iprobe): a wait, whose count is timing
     polling: bool = False
+    #: the iterations are given by a repeated pattern of global collectives (every rank
+    #: runs them, whatever their calls: a ping-pong with each partner in turn)
+    given: bool = False
 
     @property
     def n_loops(self) -> int:
