@@ -53,7 +53,7 @@ _COLLECTIVE = [OP_CODE[n] for n in OPS if n.lstrip("I") in (
 #: a stretch between two global collectives is long when it holds this many events (median
 #: over ranks) and this share of the median rank's events
 SECTION_MIN_EVENTS = 64
-SECTION_MIN_SHARE = 0.005
+SECTION_MIN_SHARE = 0.01
 #: the longest loop of global collectives (calls per iteration) whose repeats make a long
 #: stretch periodic (a thermo output every k steps: not a kernel boundary)
 SECTION_MAX_PERIOD = 32

@@ -291,6 +291,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     cols_b, cols_l = [], []
     section_start: list[int] = []  # global segments where a section begins
     n_loops = 0
+    uneven: set[int] = set()  # loops the ranks cut into different numbers of iterations
     for k in range(sections.shape[1] - 1):
         if section_loops[k] is not None:  # a repeated pattern of global collectives: its iterations
             rank_segs = [_collective_loop(struct, int(ro[r]) + 1, section_loops[k][r]) for r in range(P)]
@@ -299,6 +300,9 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                                       int(ro[r]) + 1 + int(sections[r, k + 1]), int(sections[r, k]), seen)
                          for r in range(P)]
         b_k, l_k = align_ranks(trace, rank_segs, cache)
+        for L in range(int(l_k.max()) + 1 if l_k.size and l_k.max() >= 0 else 0):
+            if len({s.iterations(L) for s in rank_segs} - {0}) > 1:
+                uneven.add(L + n_loops)
         b_k[:, 0] = sections[:, k]
         section_start.append(sum(c.shape[1] for c in cols_b))
         cols_b.append(b_k[:, :-1])
@@ -356,8 +360,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
     if it_cols.size and len(section_loops) > 1:
         # in a run cut into sections (a benchmark suite), a loop found on the ranks' own
-        # streams whose recurring kinds hold less than ``RECURRING_SHARE`` of its section's
-        # events is
+        # streams that they cut into different numbers of iterations, or whose recurring
+        # kinds hold less than ``RECURRING_SHARE`` of its section's events, is
         # no loop of the program: repeats the data made (HPL's pivoting and look-ahead,
         # RandomAccess's polls) are a weight-1 part, the same at every P
         events = np.diff(bounds, axis=1).sum(axis=0)
@@ -368,7 +372,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
             if section_loops[k] is not None:
                 continue
             recurring = counts[kind[cols]] >= RARE_KIND
-            if events[cols[recurring]].sum() < RECURRING_SHARE * in_section[k]:
+            if L in uneven or events[cols[recurring]].sum() < RECURRING_SHARE * in_section[k]:
                 seg_loop[cols] = -1
     # weight-1 iterations at either end of a loop belong to the part beside them, unless
     # they are a whole step or more on every rank (the run's last step rebuilds and
