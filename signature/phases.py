@@ -356,7 +356,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         kind[it_cols] = np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
     if it_cols.size:
         kind[it_cols] = _merge_variant_kinds(kind[it_cols], it_cols, seg_loop[it_cols], bounds, struct, ro,
-                                             ev["op"])
+                                             ev["op"], kind_shape[:, it_cols])
     counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
     if it_cols.size and len(section_loops) > 1:
         # in a run cut into sections (a benchmark suite), a loop found on the ranks' own
@@ -690,13 +690,16 @@ def _hold_requests(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray) -> np
 
 
 def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, bounds: np.ndarray,
-                         struct: np.ndarray, ro: np.ndarray, op: np.ndarray) -> np.ndarray:
+                         struct: np.ndarray, ro: np.ndarray, op: np.ndarray,
+                         shapes: np.ndarray | None = None) -> np.ndarray:
     """Kinds of iteration (``kind[j]`` of global segment ``cols[j]`` of loop ``loop[j]``)
     with the variants of one kind merged, nearest pairs first (see ``VARIANT_DISTANCE``),
     renumbered in order of first occurrence. A kind seen only at a loop's first iteration
     is left to the rule for the loop's ends (it joins the part before: it may still hold
     set-up), and one seen only at its last merges only as a local variant (the last step
-    skips the flags a rank sends for a next step that never comes)."""
+    skips the flags a rank sends for a next step that never comes; ``shapes``, the ranks'
+    iteration shapes per column, say which ranks it differs on: a call count the data
+    decides, which the first repetition of the other kind had otherwise, is none)."""
     n_kind = int(kind.max()) + 1
     P = bounds.shape[0]
     parent = np.arange(n_kind)
@@ -755,7 +758,11 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
             if ra == rb:
                 continue
             pa, pb = [pos[k] for k in core[ra]], [pos[k] for k in core[rb]]
-            if d < VARIANT_DISTANCE and np.sum(per_rank[a] != per_rank[b]) <= LOCAL_VARIANT_SHARE * P:
+            local = np.sum(per_rank[a] != per_rank[b]) <= LOCAL_VARIANT_SHARE * P
+            if (last_only[a] or last_only[b]) and shapes is not None:
+                ja, jb = mine[first[a]], mine[first[b]]
+                local = local or np.sum(shapes[:, ja] != shapes[:, jb]) <= LOCAL_VARIANT_SHARE * P
+            if d < VARIANT_DISTANCE and local:
                 kept = core[ra] if sum(map(len, pa)) >= sum(map(len, pb)) else core[rb]
             elif last_only[a] or last_only[b]:
                 continue

@@ -100,3 +100,26 @@ def test_pattern_regions_find_the_repeat(unit, copies, head):
     edge = np.arange(len(toks) + 1, dtype=float) * 10
     regions = _pattern_regions(toks, keys, edge)
     assert (len(head), len(head) + len(unit) * copies, len(unit)) in regions
+
+
+@settings(max_examples=25, deadline=None)
+@given(P=st.integers(8, 10), steps=st.integers(12, 40), seed=st.integers(0, 2**16))
+def test_last_step_without_the_next_steps_flags(P, steps, seed):
+    """Every step each rank sends its right neighbour 1 or 2 messages, as the data says,
+    and rank 0 sends rank 1 the next step's flags, except at the last step (GROMACS's
+    particle rank and its PME rank): the last step is a step of the loop (it differs from
+    the others on two ranks; the data's counts, which its first repetition had otherwise
+    on any rank, are no difference), so the loop holds every step."""
+    rng = np.random.default_rng(seed)
+    count = rng.integers(1, 3, size=(steps, P))
+
+    def step(r, s):
+        right, left = (r + 1) % P, (r - 1) % P
+        calls = [("Sendrecv", right, 64, left, 64), ("Sendrecv", left, 64, right, 64)] * 3
+        calls += [("Send", right, 100)] * int(count[s, r]) + [("Recv", left, 100)] * int(count[s, left])
+        calls += [("Allreduce", -1, 8)]
+        if s < steps - 1:
+            calls += [("Send", 1, 8)] if r == 0 else [("Recv", 0, 8)] if r == 1 else []
+        return calls
+    sig = extract(build_trace(P, steps, step, seed=seed))
+    assert sum(p.weight for p in sig.loop_phases) == steps
