@@ -102,20 +102,23 @@ def test_pattern_regions_find_the_repeat(unit, copies, head):
     assert (len(head), len(head) + len(unit) * copies, len(unit)) in regions
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(P=st.integers(8, 10), steps=st.integers(12, 40), seed=st.integers(0, 2**16))
 def test_last_step_without_the_next_steps_flags(P, steps, seed):
     """Every step each rank sends its right neighbour 1 or 2 messages, as the data says,
     and rank 0 sends rank 1 the next step's flags, except at the last step (GROMACS's
     particle rank and its PME rank): the last step is a step of the loop (it differs from
     the others on two ranks; the data's counts, which its first repetition had otherwise
-    on any rank, are no difference), so the loop holds every step."""
+    on any rank, are no difference), so the loop holds every step. (The data's counts
+    change less than a fifth of the step's calls, ``VARIANT_DISTANCE``, as GROMACS's atom
+    exchange does.)"""
     rng = np.random.default_rng(seed)
     count = rng.integers(1, 3, size=(steps, P))
 
     def step(r, s):
         right, left = (r + 1) % P, (r - 1) % P
-        calls = [("Sendrecv", right, 64, left, 64), ("Sendrecv", left, 64, right, 64)] * 3
+        calls = [("Sendrecv", (r + d) % P, 64, (r - d) % P, 64) for d in (1, -1, 2, -2, 3, -3)]
+        calls += [("Bcast", -1, 8), ("Reduce", -1, 8), ("Allgather", -1, 8), ("Gather", -1, 8)]
         calls += [("Send", right, 100)] * int(count[s, r]) + [("Recv", left, 100)] * int(count[s, left])
         calls += [("Allreduce", -1, 8)]
         if s < steps - 1:
