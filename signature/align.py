@@ -31,8 +31,11 @@ weight-1 part.
 Before any of this, :func:`global_sections` cuts the run into *sections* at the global
 synchronisation between a benchmark suite's kernels: collective calls that every rank
 makes on a communicator holding all ranks, around a long stretch of other traffic that
-the sequence of such calls does not repeat (a kernel that runs once, between barriers).
-Loops are then looked for inside each section (``phases.py``).
+the sequence of such calls does not repeat (a kernel that runs once, between barriers),
+and, in such a run, wherever the pattern of those calls changes (:func:`_pattern_regions`:
+a kernel's repetitions, each bracketed by collectives, are a section whose iterations
+begin at the repeated unit's first collective). Loops are then looked for inside each
+other section (``phases.py``).
 """
 
 from __future__ import annotations
@@ -539,7 +542,10 @@ def global_sections(trace: Trace, with_loops: bool = False):
     loop (up to ``SECTION_VOTERS`` ranks, spread over the run's, vote). A long stretch that is not periodic is a kernel that runs once (a benchmark
     suite's RandomAccess between its barriers): it is a section of its own, opened by the
     global collective before it; what lies between two such kernels is a section too.
-    Two kernels at least are needed: a run with one is left whole.
+    Two kernels at least are needed: a run with one is left whole. Such a run is also cut
+    where the pattern of global collectives changes (:func:`_pattern_regions`);
+    ``with_loops``: also return, per section, None or the (P, k+1) positions where the k
+    repetitions of a repeated pattern begin and the last ends.
     """
     idx = _world_collectives(trace)
     if idx is None:

@@ -17,7 +17,15 @@ Algorithm
    the sequence of such calls does not repeat (the kernels of a benchmark suite,
    each opened by a barrier) is cut there into sections; steps 3 and 4 run in
    each section, and a weight-1 part never spans two sections. A kernel without
-   periodic structure is thus one weight-1 phase of its own.
+   periodic structure is thus one weight-1 phase of its own. Such a run is also
+   cut wherever the pattern of global collectives changes: a run of a unit of
+   them repeated three times or more (a kernel's repetitions) is a section and
+   one loop, cut at the unit's first collective whatever each repetition nests
+   (a ping-pong with each partner in turn); its kinds are the multiset over the
+   ranks of the set of calls each makes (no peers). In such a run, a loop found
+   in step 3 that the ranks cut into different numbers of iterations, or whose
+   recurring kinds hold less than half of its section, is a weight-1 part (HPL's
+   pivoting, RandomAccess's polls).
 3. **Loops, per rank** (:mod:`signature.iterations`). Tandem-repeat detection on
    a window of the full tokens (as trace compressors fold loops) finds the
    innermost dominant loop's period and its first iteration, the *plain*
