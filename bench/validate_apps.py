@@ -491,7 +491,9 @@ def signature_row(app: str, P: int, out: Path = OUT) -> dict:
             "phases": len(sig.phases), "repeated_phases": len(repeated),
             "top_weights": sorted((p.weight for p in repeated), reverse=True)[:4],
             "own": check, "found": found, "weights_match": match, "own_loop_share": own_share,
-            "main_loop_missing": sig.main_loop_missing is not None}
+            "main_loop_missing": sig.main_loop_missing is not None,
+            # the phase list (kinds and, for loops, their calls): what must correspond across P
+            "phase_list": [(p.kind, list(p.ops) if p.kind == "loop" else []) for p in sig.phases]}
 
 
 def signature_part(apps: list[str], Ps: list[int], out: Path = OUT) -> dict:
@@ -539,12 +541,19 @@ def signature_part(apps: list[str], Ps: list[int], out: Path = OUT) -> dict:
                      - {r["app"] for r in rows if r["weights_match"] is False})
     big = max(rows, key=lambda r: r["events"]) if rows else None
     gaps = [r["own_loop_share"] - r["coverage"] for r in rows if r["own_loop_share"] is not None]
+    # apps whose phase lists are the same at every P they were traced at (so they correspond)
+    lists: dict[str, list] = {}
+    for r in rows:
+        lists.setdefault(r["app"], []).append(r["phase_list"])
+    same = sorted(a for a, ls in lists.items() if len(ls) > 1 and all(x == ls[0] for x in ls))
+    print(f"\nthe same phases (kinds, and the calls of the loops) at every P: {', '.join(same) or 'none'}")
     return {
         "bench": "validate_apps", "part": "signature", "apps": sorted({r["app"] for r in rows}),
         "P": Ps, "coverage_min": cov, "eq4_max_error": eq4, "weights_match": apps_ok,
         "largest_trace_events_per_s": big["events_per_s"] if big else None,
         # how far the coverage falls short of the loop share the app reports itself
         "own_loop_gap_max": max(gaps) if gaps else None,
+        "same_phases_at_every_P": same,
         "goal": {"coverage_min": GOAL_COVERAGE, "eq4_max_error": GOAL_EQ4,
                  "weights_match": "every app with a count of its own",
                  "largest_trace_events_per_s": 2e6},

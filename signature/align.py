@@ -31,15 +31,18 @@ weight-1 part.
 Before any of this, :func:`global_sections` cuts the run into *sections* at the global
 synchronisation between a benchmark suite's kernels: collective calls that every rank
 makes on a communicator holding all ranks, around a long stretch of other traffic that
-the sequence of such calls does not repeat (a kernel that runs once, between barriers).
-Loops are then looked for inside each section (``phases.py``).
+the sequence of such calls does not repeat (a kernel that runs once, between barriers),
+and, in such a run, wherever the pattern of those calls changes (:func:`_pattern_regions`:
+a kernel's repetitions, each bracketed by collectives, are a section whose iterations
+begin at the repeated unit's first collective). Loops are then looked for inside each
+other section (``phases.py``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .iterations import RankSegments, _runs
+from .iterations import RankSegments, _canonical_comms, _runs
 from .trace import OP_CODE, OPS, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["align_ranks", "message_links", "global_sections"]
@@ -53,10 +56,13 @@ _COLLECTIVE = [OP_CODE[n] for n in OPS if n.lstrip("I") in (
 #: a stretch between two global collectives is long when it holds this many events (median
 #: over ranks) and this share of the median rank's events
 SECTION_MIN_EVENTS = 64
-SECTION_MIN_SHARE = 0.005
+SECTION_MIN_SHARE = 0.01
 #: the longest loop of global collectives (calls per iteration) whose repeats make a long
 #: stretch periodic (a thermo output every k steps: not a kernel boundary)
 SECTION_MAX_PERIOD = 32
+#: a run of a repeated pattern of global collectives is a section when it holds this
+#: many events (median over ranks; its collectives count)
+SECTION_LOOP_EVENTS = 3
 #: ranks (spread over the run's) whose streams decide whether a stretch is periodic
 SECTION_VOTERS = 16
 #: a loop is the program's when this share of the ranks (and at least two) cut it into
@@ -260,7 +266,7 @@ def _irregular(s: RankSegments) -> bool:
     (with variants every k steps, or two that alternate); repeats that a data-driven
     stream makes by chance leave iterations of every length, most of them unique."""
     its = np.flatnonzero(s.loop >= 0)
-    if not its.size:
+    if not its.size or s.given:
         return False
     shapes = s.shape[its]
     size = (s.bounds[its + 1] - s.bounds[its]).astype(float)
@@ -476,7 +482,53 @@ def _covered_by_repeats(tok: np.ndarray, max_period: int) -> np.ndarray:
     return np.cumsum(delta[:-1]) > 0
 
 
-def global_sections(trace: Trace) -> np.ndarray | None:
+def _run_from(eq: np.ndarray) -> np.ndarray:
+    """For each position, how many of the following flags (itself included) are True in a row."""
+    starts, lengths = _runs(eq)
+    out = np.zeros(len(eq) + 1, np.int64)
+    if starts.size:
+        within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        out[np.repeat(starts, lengths) + within] = np.repeat(lengths, lengths) - within
+    return out[:-1]
+
+
+def _pattern_regions(coll_tok: np.ndarray, stretch_key: np.ndarray,
+                     edge: np.ndarray) -> list[tuple[int, int, int]]:
+    """``(a, b, q)``: the runs of global collectives ``a:b`` that repeat a unit of q
+    collectives (with the stretches after them) three times or more, parsed from the
+    left: at each collective the unit of up to ``SECTION_MAX_PERIOD`` collectives whose
+    repeats cover most (the shortest of those) is taken, and the parse goes on after its
+    last copy; collectives no such repeat starts at are left out. ``stretch_key[j]``: the
+    calls of the stretch before collective j (on any rank: rank-independent); ``edge[j]``
+    where collective j lies (m: the end; median over ranks): a run is kept when it holds
+    ``SECTION_LOOP_EVENTS`` events or more (else the parse goes on at the next collective)."""
+    m = len(coll_tok)
+    if m < 3:
+        return []
+    seq = np.empty(2 * m, np.uint64)
+    seq[0::2] = coll_tok
+    seq[1::2] = stretch_key[1:]
+    q_max = min(SECTION_MAX_PERIOD, m // 3)
+    cover = np.zeros((q_max + 1, m), np.int64)  # collectives the repeats from j of unit q cover
+    for q in range(1, q_max + 1):
+        p = 2 * q
+        run = _run_from(seq[p:] == seq[:-p])[0::2]  # from collectives only
+        copies = (run + p) // p
+        cover[q, :len(run)] = np.where(copies >= 3, copies * q, 0)
+    best = cover.max(axis=0)
+    unit = np.argmax(cover == best[None, :], axis=0)  # the shortest unit that covers most
+    out: list[tuple[int, int, int]] = []
+    j = 0
+    while j < m:  # one step per region or per collective left out (not per event)
+        if best[j] and edge[j + int(best[j])] - edge[j] >= SECTION_LOOP_EVENTS:
+            out.append((j, j + int(best[j]), int(unit[j])))
+            j += int(best[j])
+        else:
+            j += 1
+    return out
+
+
+def global_sections(trace: Trace, with_loops: bool = False):
     """Per rank, where the run's sections begin and end: ``(P, S+1)`` positions in each
     rank's stream without Init and Finalize (``[:, 0]`` is 0, ``[:, -1]`` its length), or
     None when the run is one section.
@@ -490,11 +542,14 @@ def global_sections(trace: Trace) -> np.ndarray | None:
     loop (up to ``SECTION_VOTERS`` ranks, spread over the run's, vote). A long stretch that is not periodic is a kernel that runs once (a benchmark
     suite's RandomAccess between its barriers): it is a section of its own, opened by the
     global collective before it; what lies between two such kernels is a section too.
-    Two kernels at least are needed: a run with one is left whole.
+    Two kernels at least are needed: a run with one is left whole. Such a run is also cut
+    where the pattern of global collectives changes (:func:`_pattern_regions`);
+    ``with_loops``: also return, per section, None or the (P, k+1) positions where the k
+    repetitions of a repeated pattern begin and the last ends.
     """
     idx = _world_collectives(trace)
     if idx is None:
-        return None
+        return (None, None) if with_loops else None
     ev = trace.events
     P, m = idx.shape
     ro = trace.rank_offsets
@@ -505,10 +560,13 @@ def global_sections(trace: Trace) -> np.ndarray | None:
     med = np.median(lengths, axis=0)
     long = med >= max(SECTION_MIN_EVENTS, SECTION_MIN_SHARE * float(np.median(n)))
     if long.sum() < 2:
-        return None
-    coll_tok = ev["op"][idx[0]].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + ev["comm"][idx[0]].astype(np.uint64)
+        return (None, None) if with_loops else None
+    # (communicators by their members: one split again for each repetition is the same)
+    coll_tok = (ev["op"][idx[0]].astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+                + _canonical_comms(trace)[idx[0]].astype(np.uint64))
     periodic_votes = np.zeros(m + 1, np.int64)
     words = (len(OPS) + 63) // 64
+    union = np.zeros((words, m + 1), np.uint64)  # the calls of each stretch on any voter
     # the program is the same on every rank: a few ranks, spread over them, vote
     voters = np.unique(np.linspace(0, P - 1, min(P, SECTION_VOTERS)).astype(np.int64))
     for r in voters.tolist():
@@ -523,6 +581,7 @@ def global_sections(trace: Trace) -> np.ndarray | None:
             sel = inside & (ops // 64 == w)
             bits = np.zeros(m + 1, np.uint64)
             np.bitwise_or.at(bits, stretch[sel], np.left_shift(np.uint64(1), (ops[sel] % 64).astype(np.uint64)))
+            union[w] |= bits
             key = key * np.uint64(0x100000001B3) ^ bits
         seq = np.empty(2 * m + 1, np.uint64)
         seq[0::2] = key
@@ -530,13 +589,34 @@ def global_sections(trace: Trace) -> np.ndarray | None:
         periodic_votes += _covered_by_repeats(seq, 2 * SECTION_MAX_PERIOD)[0::2]
     kernel = np.flatnonzero(long & (periodic_votes * 2 <= len(voters)))
     if len(kernel) < 2:
-        return None
+        return (None, None) if with_loops else None
     # a kernel j is [collective j-1, collective j); what lies between kernels is a section
     cuts = set()
     for j in kernel.tolist():
         cuts.add(j - 1)  # index of the opening collective (-1: the run's start)
         cuts.add(j)      # the closing collective opens the next section (m: the run's end)
+    # ... and where the pattern of global collectives changes: each run of a repeated
+    # pattern (a kernel's loop, its repetitions bracketed by collectives) is a section
+    u_key = np.zeros(m + 1, np.uint64)
+    with np.errstate(over="ignore"):
+        for w in range(words):
+            u_key = u_key * np.uint64(0x100000001B3) ^ union[w]
+    edge = np.concatenate([pos, n[:, None]], axis=1)  # where collective j (m: the end) lies
+    regions = {}
+    for a, b, q in _pattern_regions(coll_tok, u_key, np.median(edge, axis=0)):
+        regions[a] = (b, q)
+        cuts.update((a, b))
     cols = sorted(c for c in cuts if 0 <= c < m)
     bounds = np.concatenate([np.zeros((P, 1), np.int64), pos[:, cols], n[:, None]], axis=1)
+    # a section that is one whole repeated run: its iterations begin at the unit's first
+    # collective
+    starts = [-1] + cols  # (the first section begins with the run, not a collective)
+    ends = cols + [m]
+    loops = [edge[:, np.arange(a, regions[a][0] + 1, regions[a][1])] if a in regions and regions[a][0] == e
+             else None for a, e in zip(starts, ends)]
     empty = np.all(bounds[:, 1:] == bounds[:, :-1], axis=0)  # a kernel opening the run
-    return bounds[:, np.concatenate([[True], ~empty[:-1], [True]])] if empty[:-1].any() else bounds
+    if empty[:-1].any():
+        keep = np.concatenate([[True], ~empty[:-1], [True]])
+        bounds = bounds[:, keep]
+        loops = [x for x, k in zip(loops, keep[:-1]) if k]
+    return (bounds, loops) if with_loops else bounds

@@ -97,9 +97,10 @@ def structure_tokens(trace: Trace) -> np.ndarray:
 
 def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Starts and lengths of the runs of True in a boolean array."""
-    d = np.diff(np.concatenate([[0], mask.view(np.int8), [0]]))
-    starts = np.flatnonzero(d == 1)
-    return starts, np.flatnonzero(d == -1) - starts
+    m = np.zeros(len(mask) + 2, bool)
+    m[1:-1] = mask
+    edges = np.flatnonzero(m[1:] != m[:-1])  # a run's start, then its end, alternately
+    return edges[0::2], edges[1::2] - edges[0::2]
 
 
 def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
@@ -209,6 +210,9 @@ class RankSegments:
     exact: np.ndarray
     #: the rank's loops are mostly polls (Test*, Iprobe): a wait, whose count is timing
     polling: bool = False
+    #: the iterations are given by a repeated pattern of global collectives (every rank
+    #: runs them, whatever their calls: a ping-pong with each partner in turn)
+    given: bool = False
 
     @property
     def n_loops(self) -> int:

@@ -17,7 +17,15 @@ Algorithm
    the sequence of such calls does not repeat (the kernels of a benchmark suite,
    each opened by a barrier) is cut there into sections; steps 3 and 4 run in
    each section, and a weight-1 part never spans two sections. A kernel without
-   periodic structure is thus one weight-1 phase of its own.
+   periodic structure is thus one weight-1 phase of its own. Such a run is also
+   cut wherever the pattern of global collectives changes: a run of a unit of
+   them repeated three times or more (a kernel's repetitions) is a section and
+   one loop, cut at the unit's first collective whatever each repetition nests
+   (a ping-pong with each partner in turn); its kinds are the multiset over the
+   ranks of the set of calls each makes (no peers). In such a run, a loop found
+   in step 3 that the ranks cut into different numbers of iterations, or whose
+   recurring kinds hold less than half of its section, is a weight-1 part (HPL's
+   pivoting, RandomAccess's polls).
 3. **Loops, per rank** (:mod:`signature.iterations`). Tandem-repeat detection on
    a window of the full tokens (as trace compressors fold loops) finds the
    innermost dominant loop's period and its first iteration, the *plain*
@@ -282,19 +290,27 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                                    "Finalize; the trace is damaged")
     # sections: the kernels of a benchmark suite, between global synchronisations; loops
     # are looked for inside each
-    sections = global_sections(trace)
+    sections, section_loops = global_sections(trace, with_loops=True)
     if sections is None:
         sections = np.stack([np.zeros(P, np.int64), np.diff(ro) - 2], axis=1)
+        section_loops = [None]
     seen: dict[tuple[bytes, bytes], RankSegments] = {}
     cache: dict = {}
     cols_b, cols_l = [], []
     section_start: list[int] = []  # global segments where a section begins
     n_loops = 0
+    uneven: set[int] = set()  # loops the ranks cut into different numbers of iterations
     for k in range(sections.shape[1] - 1):
-        rank_segs = [_cut_section(ev["op"], tokens, struct, int(ro[r]) + 1 + int(sections[r, k]),
-                                  int(ro[r]) + 1 + int(sections[r, k + 1]), int(sections[r, k]), seen)
-                     for r in range(P)]
+        if section_loops[k] is not None:  # a repeated pattern of global collectives: its iterations
+            rank_segs = [_collective_loop(struct, int(ro[r]) + 1, section_loops[k][r]) for r in range(P)]
+        else:
+            rank_segs = [_cut_section(ev["op"], tokens, struct, int(ro[r]) + 1 + int(sections[r, k]),
+                                      int(ro[r]) + 1 + int(sections[r, k + 1]), int(sections[r, k]), seen)
+                         for r in range(P)]
         b_k, l_k = align_ranks(trace, rank_segs, cache)
+        for L in range(int(l_k.max()) + 1 if l_k.size and l_k.max() >= 0 else 0):
+            if len({s.iterations(L) for s in rank_segs} - {0}) > 1:
+                uneven.add(L + n_loops)
         b_k[:, 0] = sections[:, k]
         section_start.append(sum(c.shape[1] for c in cols_b))
         cols_b.append(b_k[:, :-1])
@@ -332,22 +348,48 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
             return len(np.unique(sh[:, it_cols].T, axis=0)) if it_cols.size else 0
         if n_kinds(h_shape) <= n_kinds(shape):
             bounds, shape, exact = held, h_shape, h_exact
-    # a phase is a distinct combination of the ranks' iteration shapes
+    # a phase is a distinct combination of the ranks' iteration shapes; in a loop of
+    # global collectives (a benchmark's repetitions), the multiset over the ranks of the
+    # set of calls each makes: a repetition with the next partner (who sends first, who
+    # answers), or with another random ring, is the same kind
+    kind_shape = shape
+    coll_cols = it_cols[np.array([section_loops[int(seg_section[c])] is not None for c in it_cols], bool)]
+    if coll_cols.size:
+        kind_shape = shape.copy()
+        kind_shape[:, coll_cols] = np.sort(_call_sets(trace, bounds, coll_cols), axis=0)
     kind = np.full(G, -1, np.int64)
     if it_cols.size:
-        _, first, inverse = np.unique(shape[:, it_cols].T, axis=0, return_index=True,
+        _, first, inverse = np.unique(kind_shape[:, it_cols].T, axis=0, return_index=True,
                                       return_inverse=True)
         kind[it_cols] = np.argsort(np.argsort(first))[np.asarray(inverse).reshape(-1)]
     if it_cols.size:
         kind[it_cols] = _merge_variant_kinds(kind[it_cols], it_cols, seg_loop[it_cols], bounds, struct, ro,
-                                             ev["op"])
+                                             ev["op"], kind_shape[:, it_cols])
     counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
+    if it_cols.size and len(section_loops) > 1:
+        # in a run cut into sections (a benchmark suite), a loop found on the ranks' own
+        # streams that they cut into different numbers of iterations, or whose recurring
+        # kinds hold less than ``RECURRING_SHARE`` of its section's events, is
+        # no loop of the program: repeats the data made (HPL's pivoting and look-ahead,
+        # RandomAccess's polls) are a weight-1 part, the same at every P
+        events = np.diff(bounds, axis=1).sum(axis=0)
+        in_section = np.bincount(seg_section, weights=events)
+        for L in np.unique(seg_loop[it_cols]).tolist():
+            cols = np.flatnonzero(seg_loop == L)
+            k = int(seg_section[cols[0]])
+            if section_loops[k] is not None:
+                continue
+            recurring = counts[kind[cols]] >= RARE_KIND
+            if L in uneven or events[cols[recurring]].sum() < RECURRING_SHARE * in_section[k]:
+                seg_loop[cols] = -1
     # weight-1 iterations at either end of a loop belong to the part beside them, unless
     # they are a whole step or more on every rank (the run's last step rebuilds and
     # prints at once); a loop left without iterations is part of the weight-1 parts
     sizes = np.diff(bounds, axis=1)
     for L in range(int(seg_loop.max()) + 1 if seg_loop.size else 0):
         cols = np.flatnonzero(seg_loop == L)
+        if not cols.size:  # (dropped above)
+            continue
         plain = cols[np.argmax(counts[kind[cols]])]  # the first iteration of the commonest kind
         whole = counts[kind[plain]] >= 2
 
@@ -597,6 +639,9 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
 #: differs from the last one's wherever the atoms moved, but a step that rebuilds and
 #: prints differs from one that only prints as much as the plain step does.
 VARIANT_DISTANCE = 0.2
+#: in a run cut into sections, a loop found on the ranks' streams is kept when its kinds
+#: that recur (``RARE_KIND`` times or more) hold this share of its section's events
+RECURRING_SHARE = 0.5
 RARE_VARIANT_DISTANCE = 0.35
 RARE_KIND = 3
 LOCAL_VARIANT_SHARE = 0.25
@@ -653,13 +698,16 @@ def _hold_requests(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray) -> np
 
 
 def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, bounds: np.ndarray,
-                         struct: np.ndarray, ro: np.ndarray, op: np.ndarray) -> np.ndarray:
+                         struct: np.ndarray, ro: np.ndarray, op: np.ndarray,
+                         shapes: np.ndarray | None = None) -> np.ndarray:
     """Kinds of iteration (``kind[j]`` of global segment ``cols[j]`` of loop ``loop[j]``)
     with the variants of one kind merged, nearest pairs first (see ``VARIANT_DISTANCE``),
     renumbered in order of first occurrence. A kind seen only at a loop's first iteration
     is left to the rule for the loop's ends (it joins the part before: it may still hold
     set-up), and one seen only at its last merges only as a local variant (the last step
-    skips the flags a rank sends for a next step that never comes)."""
+    skips the flags a rank sends for a next step that never comes; ``shapes``, the ranks'
+    iteration shapes per column, say which ranks it differs on: a call count the data
+    decides, which the first repetition of the other kind had otherwise, is none)."""
     n_kind = int(kind.max()) + 1
     P = bounds.shape[0]
     parent = np.arange(n_kind)
@@ -718,7 +766,11 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
             if ra == rb:
                 continue
             pa, pb = [pos[k] for k in core[ra]], [pos[k] for k in core[rb]]
-            if d < VARIANT_DISTANCE and np.sum(per_rank[a] != per_rank[b]) <= LOCAL_VARIANT_SHARE * P:
+            local = np.sum(per_rank[a] != per_rank[b]) <= LOCAL_VARIANT_SHARE * P
+            if (last_only[a] or last_only[b]) and shapes is not None:
+                ja, jb = mine[first[a]], mine[first[b]]
+                local = local or np.sum(shapes[:, ja] != shapes[:, jb]) <= LOCAL_VARIANT_SHARE * P
+            if d < VARIANT_DISTANCE and local:
                 kept = core[ra] if sum(map(len, pa)) >= sum(map(len, pb)) else core[rb]
             elif last_only[a] or last_only[b]:
                 continue
@@ -752,6 +804,37 @@ def _rare_on_a_period(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
         return False
     gaps = np.diff(np.unique(np.concatenate(a + b)))
     return bool(gaps.size and gaps.min() > 1 and np.gcd.reduce(gaps) > 1)
+
+
+def _call_sets(trace: Trace, bounds: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """(P, len(cols)) keys of the set of calls (op codes, without peers or order) and their
+    number that each rank makes in the global segments ``cols`` (``bounds``: (P, G+1) positions in
+    each rank's stream without Init)."""
+    ev = trace.events
+    ro = trace.rank_offsets
+    P = trace.nprocs
+    lo = (bounds[:, cols] + (ro[:-1] + 1)[:, None]).reshape(-1)
+    hi = (bounds[:, cols + 1] + (ro[:-1] + 1)[:, None]).reshape(-1)
+    n = hi - lo
+    idx = np.repeat(lo - np.concatenate([[0], np.cumsum(n)[:-1]]), n) + np.arange(int(n.sum()))
+    seg = np.repeat(np.arange(len(lo)), n)
+    present = np.unique(seg * 256 + ev["op"][idx].astype(np.int64))
+    with np.errstate(over="ignore"):
+        keys = mix(np.zeros(len(lo), np.uint64), n)  # (how many calls)
+        h = mix(np.zeros(len(present), np.uint64), present % 256)
+        np.add.at(keys, present // 256, h)
+    return keys.reshape(P, len(cols))
+
+
+def _collective_loop(struct: np.ndarray, base: int, cuts: np.ndarray) -> RankSegments:
+    """A section that repeats a pattern of global collectives, cut at the unit's first
+    collective of each repetition (``cuts``: positions in the rank's stream, which begins
+    at event ``base``): one loop, whatever nested loops each iteration holds (a ping-pong
+    repeated with each partner in turn, a transpose repeated per block)."""
+    bounds = np.concatenate([cuts[:1], cuts]).astype(np.int64)
+    shape, exact = segment_keys(struct[base:base + int(cuts[-1])], bounds)
+    return RankSegments(bounds=bounds, loop=np.concatenate([[-1], np.zeros(len(cuts) - 1, np.int64)]),
+                        shape=shape, exact=exact, given=True)
 
 
 def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int, b: int, offset: int,

@@ -1,0 +1,128 @@
+"""A benchmark suite's kernels, each its own loop: sections cut where the pattern of
+global collectives changes, and a repeated pattern of them (a kernel's repetitions,
+bracketed by collectives) folded into one loop whatever each repetition nests (a
+ping-pong with each partner in turn, a ring with another partner each time). Generated
+with hypothesis as synthetic traces (hpcc's shape); phases and weights recovered exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from signature import extract
+from signature.align import _pattern_regions
+from synthetic import build_trace
+
+
+def _random_kernel(rng, P: int) -> list[list[tuple]]:
+    """Each rank sends updates to random ranks, a different number per rank, in a
+    data-driven order (hpcc's RandomAccess): an aperiodic stretch."""
+    updates = [30 + 40 * r for r in range(P)]
+    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
+    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
+    out = []
+    for r in range(P):
+        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
+        out.append([calls[i] for i in rng.permutation(len(calls))])
+    return out
+
+
+def _suite(P: int, n_check: int, n_ring: int, reps: int, seed: int):
+    rng = np.random.default_rng(seed)
+    ra1, ra2 = _random_kernel(rng, P), _random_kernel(rng, P)
+
+    def ring(r: int, i: int) -> list[tuple]:
+        # a ring whose shift changes every repetition (its peers follow the repetition)
+        d = 1 + i % (P - 1)
+        return ([("Bcast", -1, 8), ("Allreduce", -1, 8)]
+                + [("Sendrecv", (r + d) % P, 64, (r - d) % P, 64)] * 3 + [("Allreduce", -1, 8)])
+
+    def ping(r: int, j: int) -> list[tuple]:
+        # rank 0 pings partner j reps times; the others wait at the next broadcast
+        calls = [("Bcast", -1, 4)]
+        if r == 0:
+            calls += [("Send", j, 8), ("Recv", j, 8)] * reps
+        elif r == j:
+            calls += [("Recv", 0, 8), ("Send", 0, 8)] * reps
+        return calls
+
+    def program(r: int, _):
+        calls = [("Allreduce", -1, 8)] + ra1[r] + [("Barrier", -1, 0)]
+        calls += [("Barrier", -1, 0), ("Alltoall", -1, 64)] * n_check
+        calls += [("Reduce", -1, 8)] + ra2[r] + [("Barrier", -1, 0)]
+        for i in range(n_ring):
+            calls += ring(r, i)
+        calls += [("Reduce", -1, 8)]
+        for j in range(1, P):
+            calls += ping(r, j)
+        return calls + [("Reduce", -1, 8)]
+    return build_trace(P, 1, program, seed=seed)
+
+
+@settings(max_examples=15, deadline=None)
+@given(P=st.integers(4, 8), n_check=st.integers(3, 40), n_ring=st.integers(3, 30),
+       reps=st.integers(2, 12), seed=st.integers(0, 2**16))
+def test_each_kernel_its_own_loop(P, n_check, n_ring, reps, seed):
+    """Two aperiodic kernels (each one weight-1 phase), a check loop of collectives, a ring
+    whose shift rotates, and a ping-pong repeated with each partner: three loops, with the
+    suite's own counts, in the order the suite runs them."""
+    sig = extract(_suite(P, n_check, n_ring, reps, seed))
+    loops = sig.loop_phases
+    assert [p.weight for p in loops] == [n_check, n_ring, P - 1]
+    assert loops[0].ops == ("Barrier", "Alltoall")
+    assert loops[1].ops == ("Bcast", "Allreduce", "Sendrecv")
+    assert set(loops[2].ops) == {"Bcast", "Send", "Recv"}
+    kernels = [p for p in sig.phases if p.weight == 1 and "Send" in p.ops and p.kind != "loop"]
+    assert len(kernels) == 2
+    assert [p.id for p in loops] == sorted(p.id for p in loops)
+
+
+@settings(max_examples=15, deadline=None)
+@given(P=st.integers(4, 8), counts=st.lists(st.integers(3, 12), min_size=2, max_size=3))
+def test_the_same_phases_at_every_P(P, counts):
+    """The suite's phase list (kinds and order) does not depend on P, nor on how many
+    times each check loop runs: only the weights do."""
+    def shape(sig):  # (a random kernel's calls come in the order its data says)
+        return [(p.kind, p.ops if p.kind == "loop" else frozenset(p.ops)) for p in sig.phases]
+    small = extract(_suite(4, counts[0], counts[1], 3, 1))
+    large = extract(_suite(P, counts[-1], counts[0], 5, 2))
+    assert shape(small) == shape(large)
+
+
+@given(unit=st.lists(st.integers(1, 5), min_size=1, max_size=4, unique=True),
+       copies=st.integers(3, 20), head=st.lists(st.integers(6, 9), max_size=3, unique=True))
+def test_pattern_regions_find_the_repeat(unit, copies, head):
+    """A run of a unit of collectives repeated ``copies`` times after an aperiodic head is
+    one region, from its first collective, with the unit's length."""
+    toks = np.array(head + unit * copies + [11], np.uint64)
+    keys = np.zeros(len(toks) + 1, np.uint64)
+    edge = np.arange(len(toks) + 1, dtype=float) * 10
+    regions = _pattern_regions(toks, keys, edge)
+    assert (len(head), len(head) + len(unit) * copies, len(unit)) in regions
+
+
+@settings(max_examples=60, deadline=None)
+@given(P=st.integers(8, 10), steps=st.integers(12, 40), seed=st.integers(0, 2**16))
+def test_last_step_without_the_next_steps_flags(P, steps, seed):
+    """Every step each rank sends its right neighbour 1 or 2 messages, as the data says,
+    and rank 0 sends rank 1 the next step's flags, except at the last step (GROMACS's
+    particle rank and its PME rank): the last step is a step of the loop (it differs from
+    the others on two ranks; the data's counts, which its first repetition had otherwise
+    on any rank, are no difference), so the loop holds every step. (The data's counts
+    change less than a fifth of the step's calls, ``VARIANT_DISTANCE``, as GROMACS's atom
+    exchange does.)"""
+    rng = np.random.default_rng(seed)
+    count = rng.integers(1, 3, size=(steps, P))
+
+    def step(r, s):
+        right, left = (r + 1) % P, (r - 1) % P
+        calls = [("Sendrecv", (r + d) % P, 64, (r - d) % P, 64) for d in (1, -1, 2, -2, 3, -3)]
+        calls += [("Bcast", -1, 8), ("Reduce", -1, 8), ("Allgather", -1, 8), ("Gather", -1, 8)]
+        calls += [("Send", right, 100)] * int(count[s, r]) + [("Recv", left, 100)] * int(count[s, left])
+        calls += [("Allreduce", -1, 8)]
+        if s < steps - 1:
+            calls += [("Send", 1, 8)] if r == 0 else [("Recv", 0, 8)] if r == 1 else []
+        return calls
+    sig = extract(build_trace(P, steps, step, seed=seed))
+    assert sum(p.weight for p in sig.loop_phases) == steps
