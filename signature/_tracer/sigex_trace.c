@@ -1096,17 +1096,23 @@ static inline void poll_tail_estimate(void) {
   poll.on = poll.tail = 0;
 }
 
-/* Write the held event: it ends where its last poll ended. */
-static void poll_flush(void) {
+/* Write the held event, which ends at wall time `end`: where its last poll
+ * ended.  The callers that know the next call's start put it there less the gap
+ * measured in ticks (c_last to then), so that the gap after a loop depends on
+ * the TSC's scale only over the gap itself, not over the loop. */
+static void poll_flush_at(double end) {
   if (!poll.active) return;
   poll.active = 0;
   poll.op = -1;
-  double end = poll_wall(poll.c_last);
   poll.ev.t_comm = end - g.t0 - poll.ev.t_start;
   if (poll.ev.t_comm < 0) poll.ev.t_comm = 0;
   g.last_end = end;
   ms_write(&g.m_events, &poll.ev, sizeof poll.ev);
   poll_tail_estimate();
+}
+
+static void poll_flush(void) {
+  if (poll.active) poll_flush_at(poll_wall(poll.c_last));
 }
 
 static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
@@ -1117,8 +1123,11 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
   }
   g.depth = 1;
   int closing = poll.active;
-  if (closing) poll_flush();
   double now = wall_now();
+  if (closing) { /* the held loop ends where its last poll did: the gap since, in ticks */
+    double gap = (double)(int64_t)(ticks() - poll.c_last) * pclk.s_per_tick;
+    poll_flush_at(gap > 0 ? now - gap : now);
+  }
   memset(e, 0, sizeof *e);
   e->seq = g.seq;
   e->op = op;
@@ -1279,9 +1288,9 @@ static __attribute__((noinline)) void poll_end_slow(ev_t *e, int fast, int op, u
   double start = now - call;
   e->comm = poll.ev.comm;
   e->repeat = 0;
-  poll_flush();
-  double gap = start - g.last_end;
+  double gap = (double)(int64_t)(poll.c_begin - poll.c_last) * pclk.s_per_tick;
   if (gap < 0) gap = 0;
+  poll_flush_at(start - gap);
   e->t_start = start - g.t0;
   e->t_comp = gap;
   if (g.cpu_min_s <= 0) { /* read before the call (poll_begin), then after it as any call */
