@@ -169,6 +169,7 @@ def poll_instructions(n1: int = 20_000, n2: int = 60_000) -> dict | None:
     def total(n: int, traced: bool) -> int:
         raw = tempfile.mkdtemp()
         out = Path(raw) / "cg.out"
+        (Path(raw) / "t").mkdir()
         env = ["-genv", "LD_PRELOAD", lib, "-genv", "SIGEX_TRACE_DIR", str(Path(raw) / "t"),
                "-genv", "SIGEX_POLL_CLOCK", "tsc"] if traced else []
         subprocess.run(["mpiexec", "-n", "1", *env, "valgrind", "--tool=callgrind",

@@ -824,7 +824,8 @@ static inline int cpu_call_end(double dt) {
  * call.  Sampling always (SIGEX_CPU_SAMPLE_MIN_US=0, or with hardware
  * counters) every boundary is read, each poll's start and end included (two
  * readings per poll: the burst before a poll that ends the loop is read before
- * its call).  Lazily, a poll reads no clock.  Under an oversubscribed MPI a
+ * its call).  Lazily, a poll reads no CPU clock (its own time: the poll clock,
+ * below).  Under an oversubscribed MPI a
  * poll yields the CPU and lasts tens of microseconds, so reading at every
  * switch, or every 20 us as this tracer once did, read the clock at almost
  * every poll (1.27 M readings for hpcc's 4.24 M polls at P = 4, over half of
@@ -1123,17 +1124,19 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
   }
   g.depth = 1;
   int closing = poll.active;
+  /* the held event is written first: a new page of the trace file it may fault in
+   * counts in the burst, where the reference (check mode) sees it too */
+  if (closing) poll_flush();
   double now = wall_now();
-  if (closing) { /* the held loop ends where its last poll did: the gap since, in ticks */
-    double gap = (double)(int64_t)(ticks() - poll.c_last) * pclk.s_per_tick;
-    poll_flush_at(gap > 0 ? now - gap : now);
-  }
   memset(e, 0, sizeof *e);
   e->seq = g.seq;
   e->op = op;
   e->t_start = now - g.t0;
-  e->t_comp = now - g.last_end;
-  if (e->t_comp < 0) e->t_comp = 0; /* a held loop's end is converted from poll-clock ticks */
+  /* after a held loop, the gap since its last poll in ticks (the loop's end
+   * converted from ticks is off by the TSC scale's error over the loop) */
+  e->t_comp = closing ? (double)(int64_t)(ticks() - poll.c_last) * pclk.s_per_tick
+                      : now - g.last_end;
+  if (e->t_comp < 0) e->t_comp = 0;
   /* after a held loop, a burst estimated from its wall time is read at its end
    * all the same: the loop's estimated tail then belongs to no burst */
   if (!cpu_burst_end(e, e->t_comp) && closing) cpu_take();
