@@ -22,9 +22,11 @@ after one untraced warm-up run that fills the page cache; goal <= 5%), the same 
 CPU time of the launcher and its ranks (less disturbed than wall time when other work
 shares the machine, though ranks that spin while they wait spend more of it when their
 peers are descheduled; best of ``--reps``, and the ratio of the medians), the tracer's own work as a share of the untraced run's CPU time
-(its events, held polls and clock readings times their unit costs, measured with
-``bench/tracer_overhead.py``'s ``call_cost``: undisturbed by other load, but without
-start-up, write-back and cache effects), how the tracer
+(its events, held polls and clock readings times their unit costs from
+``bench/tracer_overhead.py``'s ``unit_costs``: an event and a clock reading by ``call_cost`` at
+P = 1, undisturbed by other load but without start-up, write-back and cache effects; a held
+poll measured in a loop, ``poll_loop``'s long loops of polls that yield the CPU as hpcc's do,
+where a poll costs the tracer more than at P = 1), how the tracer
 sampled burst CPU times (lazily by default, with the share of bursts estimated; see
 docs/trace-format.md) and the application's own account of itself beside the trace's (LAMMPS steps and
 neighbour-list builds; GROMACS domain-decomposition grid and PME ranks; hpcc P x Q).
@@ -365,9 +367,9 @@ def _tracer_counts(t) -> dict:
 
 def tracer_work(r: dict, costs: dict) -> float:
     """CPU seconds the tracer's own work took in a run (all ranks), from its counts and the
-    unit costs measured by ``tracer_overhead.unit_costs``: a figure no other load on the
-    machine disturbs, but which leaves out what the unit costs do not hold (start-up,
-    trace files written back, caches)."""
+    unit costs measured by ``tracer_overhead.unit_costs`` (a held poll's in a polling loop
+    whose polls yield the CPU, events and readings at P = 1): it leaves out what the unit
+    costs do not hold (start-up, trace files written back)."""
     return (r["events"] * costs["event_s"] + r.get("polls", 0) * costs["poll_s"]
             + r.get("cpu_samples", 0) * costs["sample_s"])
 

@@ -210,6 +210,10 @@ def _cpu_sampling_meta(rank_meta: list[dict[str, str]], ends: list[dict[str, str
         "cpu_bursts_estimated_share": n_est / n if n else 0.0,
         "cpu_burst_time_estimated_share": t_est / t if t > 0 else 0.0,
         "cpu_samples": sum(int(e.get("cpu_samples", 0)) for e in ends),
+        # the clock of held polls: a rank's end record says if it fell back mid-run
+        "poll_clock": next((e["poll_clock"] for e in ends if "poll_clock" in e
+                            and not e["poll_clock"].startswith("rdtsc")),
+                           m0.get("poll_clock", "clock_gettime:CLOCK_MONOTONIC")),
     }
 
 

@@ -184,11 +184,22 @@ def run_environment(nprocs: int) -> dict[str, str]:
 #: our environment, they are handed to every rank with the launcher's own option, as
 #: LD_PRELOAD is, so that ranks on other hosts get them too.
 TRACER_SETTINGS = ("SIGEX_CPU_SAMPLE_MIN_US", "SIGEX_CPU_SAMPLE_CHAIN_US",
-                   "SIGEX_CPU_SAMPLE_CHECK", "SIGEX_NO_PERF")
+                   "SIGEX_CPU_SAMPLE_CHECK", "SIGEX_NO_PERF", "SIGEX_POLL_CLOCK")
 
 
 def tracer_settings() -> dict[str, str]:
-    """The tracer settings (:data:`TRACER_SETTINGS`) that our environment sets."""
+    """The tracer settings (:data:`TRACER_SETTINGS`) that our environment sets.
+
+    Raises
+    ------
+    TracerError
+        ``SIGEX_POLL_CLOCK`` is set to something other than ``tsc`` or ``clock_gettime``.
+    """
+    clock = os.environ.get("SIGEX_POLL_CLOCK", "")
+    if clock not in ("", "tsc", "clock_gettime"):
+        raise TracerError(f"SIGEX_POLL_CLOCK={clock}: expected 'tsc' (rdtsc, not re-checked "
+                          "against CLOCK_MONOTONIC) or 'clock_gettime'; unset it for the default "
+                          "(rdtsc where the TSC is invariant, checked)")
     return {k: os.environ[k] for k in TRACER_SETTINGS if k in os.environ}
 
 

@@ -90,7 +90,7 @@ COUNTER_COLUMNS = ("instr", "cycles", "llc_misses")
 #: CPU-time sampling); a captured trace without them was sampled at every boundary.
 _CPU_SAMPLING_META = ("cpu_sampling", "cpu_sample_min_us", "cpu_sample_chain_us",
                       "cpu_switch_check", "cpu_bursts_estimated", "cpu_bursts_estimated_share",
-                      "cpu_burst_time_estimated_share", "cpu_samples")
+                      "cpu_burst_time_estimated_share", "cpu_samples", "poll_clock")
 
 #: Event columns and their dtypes, in file order.
 EVENT_COLUMNS: dict[str, np.dtype] = {

@@ -2,8 +2,10 @@
  * tracer's cost per poll where polls yield the CPU (oversubscribed MPI), and
  * the accuracy of the bursts that follow a loop (bench/tracer_overhead.py
  * runs it with and without the tracer, and in SIGEX_CPU_SAMPLE_CHECK mode).
- *   poll_loop ITERS WORK_US [test|testany|iprobe]
- * Each iteration: WORK_US of busy compute, a send to the next rank, then a
+ *   poll_loop ITERS WORK_US [test|testany|iprobe] [SLOW]
+ * Each iteration: WORK_US of busy compute (SLOW times as much on rank 0, default
+ * 1: the other ranks then wait in long loops, as a rank that waits for a late
+ * peer does, and the tracer's cost per held poll dominates), a send to the next rank, then a
  * loop of MPI_Test (or Testany over two requests, or Iprobe) until the
  * previous rank's message arrives, then WORK_US / 4 of compute before the
  * next call.  Rank 0 prints "polls <n> loop_cpu_s <s> ns_per_poll <v>": all
@@ -37,6 +39,7 @@ int main(int argc, char **argv) {
   long iters = argc > 1 ? atol(argv[1]) : 2000;
   double work = argc > 2 ? atof(argv[2]) : 50;
   const char *how = argc > 3 ? argv[3] : "test";
+  double slow = argc > 4 ? atof(argv[4]) : 1;
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -49,7 +52,7 @@ int main(int argc, char **argv) {
     MPI_Request r[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     int flag = 0, idx;
     if (strcmp(how, "iprobe") != 0) MPI_Irecv(&rbuf, 1, MPI_DOUBLE, prev, 7, MPI_COMM_WORLD, &r[0]);
-    spin(work);
+    spin(rank == 0 ? work * slow : work);
     MPI_Send(&sbuf, 1, MPI_DOUBLE, next, 7, MPI_COMM_WORLD);
     double c0 = cpu_now();
     while (!flag) {

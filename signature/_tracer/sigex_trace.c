@@ -228,6 +228,8 @@ typedef struct {
 static struct {
   int tracing, depth, rank, size;
   pthread_t main_thread;
+  uintptr_t main_tp;  /* its thread pointer (thread_id) */
+  int poll_slow;      /* check mode or sampling always: every poll reads the CPU clock */
   double t0, last_end;
   sample_t last;
   sample_t pre;       /* read before a poll's call (sampling always, check mode: poll_begin) */
@@ -822,7 +824,8 @@ static inline int cpu_call_end(double dt) {
  * call.  Sampling always (SIGEX_CPU_SAMPLE_MIN_US=0, or with hardware
  * counters) every boundary is read, each poll's start and end included (two
  * readings per poll: the burst before a poll that ends the loop is read before
- * its call).  Lazily, a poll reads no clock.  Under an oversubscribed MPI a
+ * its call).  Lazily, a poll reads no CPU clock (its own time: the poll clock,
+ * below).  Under an oversubscribed MPI a
  * poll yields the CPU and lasts tens of microseconds, so reading at every
  * switch, or every 20 us as this tracer once did, read the clock at almost
  * every poll (1.27 M readings for hpcc's 4.24 M polls at P = 4, over half of
@@ -852,6 +855,193 @@ static inline int cpu_call_end(double dt) {
  * reads every boundary, as sampling always does. */
 #define POLL_TAIL_CPU_S 100e-6
 #define POLL_TAIL_S 200e-6
+
+/* ---- the poll clock ----------------------------------------------------------
+ * A held poll (the same Test or Iprobe again, nothing else between) is the
+ * tracer's hottest path: hpcc's RandomAccess makes 4 million of them at P = 4,
+ * each ~0.8 us untraced.  It reads the time twice (its start, for the gap
+ * before it should it end the loop, and its end), in ticks of the poll clock:
+ * with an invariant TSC (x86-64, /proc/cpuinfo flags constant_tsc and
+ * nonstop_tsc, kernel clocksource tsc) that is rdtsc, one instruction that
+ * touches no vDSO data page (two clock_gettime(CLOCK_MONOTONIC) were about half
+ * of the ~0.14 us a held poll cost before); elsewhere, or with
+ * SIGEX_POLL_CLOCK=clock_gettime, ticks are CLOCK_MONOTONIC nanoseconds.  Ticks
+ * become seconds on the wall_now() time line only where a loop ends (or is
+ * read), counted from the loop's anchor: a (CLOCK_MONOTONIC, ticks) pair read
+ * where the loop started and again at each CPU-clock reading inside it (at
+ * least every POLL_TAIL_S of polling), so that an error of the scale scales only
+ * that span.  The scale is calibrated against CLOCK_MONOTONIC over the first
+ * millisecond of the run (tracer_start) and refined at every anchor from the
+ * first pair and the newest; each anchor first re-checks the TSC's prediction,
+ * and where it is off by more than 50 us + 0.1% of the time since the start
+ * (a TSC that stopped or jumped) the rest of the run uses clock_gettime
+ * (SIGEX_POLL_CLOCK=tsc skips the re-check: under valgrind, whose clock reads
+ * lag, for instruction counts).  The trace says which clock it used
+ * (poll_clock). */
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#define SIGEX_HAVE_TSC 1
+#endif
+static struct {
+  int tsc;            /* 1: ticks are rdtsc, 0: CLOCK_MONOTONIC ns */
+  uint64_t c0;        /* the first (ticks, wall) pair */
+  double w0;
+  double s_per_tick;
+  int trust;          /* SIGEX_POLL_CLOCK=tsc: no re-check (valgrind's TSC drifts) */
+  int64_t checks;     /* anchors that re-checked the TSC */
+  double max_err;     /* the largest disagreement seen there, s */
+  char what[256];
+} pclk = {.s_per_tick = 1e-9};
+
+static inline uint64_t ticks(void) {
+#ifdef SIGEX_HAVE_TSC
+  if (__builtin_expect(pclk.tsc, 1)) return __rdtsc();
+#endif
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#ifndef SIGEX_PCLK_TOL
+#define SIGEX_PCLK_TOL 1e-3 /* the TSC's tolerated disagreement, relative to the time since start-up */
+#endif
+
+/* Ticks once the instructions before have completed: a poll's end.  A plain
+ * rdtsc may run ahead of the poll's last loads and read ~0.1 us early, which
+ * the gap after the loop's last poll would take (check mode showed it); the
+ * vDSO's reading is ordered the same way. */
+static inline uint64_t ticks_end(void) {
+#ifdef SIGEX_HAVE_TSC
+  if (__builtin_expect(pclk.tsc, 1)) {
+    _mm_lfence();
+    return __rdtsc();
+  }
+#endif
+  return ticks();
+}
+
+static void pclk_fallback(const char *why) {
+  pclk.tsc = 0;
+  pclk.s_per_tick = 1e-9;
+  snprintf(pclk.what, sizeof pclk.what, "clock_gettime:CLOCK_MONOTONIC (%s)", why);
+}
+
+#ifdef SIGEX_HAVE_TSC
+/* 1 if every word of `need` (space-separated) is a word of the line of
+ * /proc/cpuinfo that starts with "flags". */
+static int cpu_flags_have(const char *need1, const char *need2) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return 0;
+  char line[8192];
+  int ok = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "flags", 5) != 0) continue;
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = ' ';
+    char w1[64], w2[64];
+    snprintf(w1, sizeof w1, " %s ", need1);
+    snprintf(w2, sizeof w2, " %s ", need2);
+    ok = strstr(line, w1) && strstr(line, w2);
+    break;
+  }
+  fclose(f);
+  return ok;
+}
+#endif
+
+/* At start-up: which clock polls read (the first calibration pair is taken
+ * here, the second by pclk_calibrate at the end of tracer_start). */
+static void pclk_setup(void) {
+  const char *force = getenv("SIGEX_POLL_CLOCK");
+  if (force && *force && strcmp(force, "tsc") != 0) {
+    if (strcmp(force, "clock_gettime") != 0) {
+      fprintf(stderr, "sigex tracer: SIGEX_POLL_CLOCK=%s is not 'tsc' or 'clock_gettime'\n", force);
+      PMPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    pclk_fallback("SIGEX_POLL_CLOCK=clock_gettime");
+    return;
+  }
+  pclk.trust = force && *force;
+#ifdef SIGEX_HAVE_TSC
+  if (!cpu_flags_have("constant_tsc", "nonstop_tsc")) {
+    pclk_fallback("the CPU flags lack constant_tsc or nonstop_tsc: the TSC is not invariant");
+    return;
+  }
+  char cs[64] = "";
+  FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  if (f) {
+    if (!fgets(cs, sizeof cs, f)) cs[0] = 0;
+    fclose(f);
+  }
+  char *nl = strchr(cs, '\n');
+  if (nl) *nl = 0;
+  if (strcmp(cs, "tsc") != 0) {
+    char why[160];
+    snprintf(why, sizeof why, "the kernel's clocksource is '%s', not tsc", cs);
+    pclk_fallback(why);
+    return;
+  }
+  pclk.w0 = wall_now();
+  pclk.c0 = __rdtsc();
+  pclk.tsc = 1;
+#else
+  pclk_fallback("no TSC on this architecture");
+#endif
+}
+
+/* The end of the first calibration: the scale from >= SIGEX_PCLK_CAL_S of
+ * CLOCK_MONOTONIC (the pair read as a wall reading, the TSC, and a second wall
+ * reading, taken at their midpoint). */
+#ifndef SIGEX_PCLK_CAL_S
+#define SIGEX_PCLK_CAL_S 1e-3
+#endif
+static void pclk_calibrate(void) {
+  if (!pclk.tsc) return;
+  double w;
+  uint64_t c;
+  do {
+    double a = wall_now();
+    c = ticks();
+    w = 0.5 * (a + wall_now());
+  } while (w - pclk.w0 < SIGEX_PCLK_CAL_S);
+  if (c <= pclk.c0) {
+    pclk_fallback("the TSC did not advance");
+    return;
+  }
+  pclk.s_per_tick = (w - pclk.w0) / (double)(c - pclk.c0);
+  if (pclk.s_per_tick < 1e-11 || pclk.s_per_tick > 1e-8) { /* outside 0.1-100 GHz */
+    char why[160];
+    snprintf(why, sizeof why, "rdtsc calibrated to %.4g GHz", 1e-9 / pclk.s_per_tick);
+    pclk_fallback(why);
+    return;
+  }
+  snprintf(pclk.what, sizeof pclk.what, "rdtsc (invariant TSC, %.4f GHz by CLOCK_MONOTONIC%s)",
+           1e-9 / pclk.s_per_tick, pclk.trust ? "; SIGEX_POLL_CLOCK=tsc: not re-checked" : "");
+}
+
+/* Ticks `c` read right after `now` (wall_now()): re-checks and refines the
+ * TSC's scale (see above); returns `c`, or ticks read again after a fallback.  A
+ * pair that a preemption split (off by more than 5 us + 0.01%) does not refine. */
+static inline uint64_t pclk_pair(double now, uint64_t c) {
+  if (pclk.tsc && !pclk.trust) {
+    double since = now - pclk.w0;
+    double err = pclk.w0 + (double)(c - pclk.c0) * pclk.s_per_tick - now;
+    if (err < 0) err = -err;
+    pclk.checks++;
+    if (err > pclk.max_err) pclk.max_err = err;
+    if (err > 50e-6 + SIGEX_PCLK_TOL * since) {
+      char why[160];
+      snprintf(why, sizeof why, "rdtsc disagreed with it by %.1f us %.3f s into the run",
+               1e6 * err, since);
+      pclk_fallback(why);
+      c = ticks();
+    } else if (since > 0.01 && err < 5e-6 + 1e-4 * since) {
+      pclk.s_per_tick = since / (double)(c - pclk.c0);
+    }
+  }
+  return c;
+}
+
 static struct {
   int active, op;
   uintptr_t k1;
@@ -859,31 +1049,85 @@ static struct {
   int anchored;      /* g.last was read in this loop */
   int gap_sw;        /* the burst before the current poll lost the CPU */
   int64_t n_sw;      /* polls since then whose interval lost the CPU ... */
-  double t_on;       /* ... the wall time of those that kept it ... */
-  double t_tail;     /* ... and of all of them (their calls and the bursts between) */
+  uint64_t on;       /* ... the ticks of those that kept it ... */
+  uint64_t tail;     /* ... and of all of them (their calls and the bursts between) */
+  uint64_t tail_lim; /* read when tail reaches this (0: at every poll, see poll_limits) ... */
+  int64_t sw_lim;    /* ... or n_sw this */
   double sw_cpu, sw_n; /* CPU time and count of the switched polls between readings, each
                         * older pair of readings weighted half as much as the next */
+  uint64_t c_anchor; /* the loop's anchor: ticks ... */
+  double w_anchor;   /* ... and wall_now() read together */
+  uint64_t c_last;   /* ticks at the end of the last poll */
+  uint64_t c_begin;  /* ticks at the start of the current poll */
   struct sigex_event ev;
-} poll;
+} poll = {.op = -1}; /* op -1: no loop held */
+
+static inline double poll_wall(uint64_t c) {
+  return poll.w_anchor + (double)(int64_t)(c - poll.c_anchor) * pclk.s_per_tick;
+}
+
+/* The loop's anchor: wall time `now` and ticks `c` read right after it.  The
+ * last poll's end (c_last) stays where it was read: a reading inside the loop
+ * happens after it, and the gap after the poll starts there. */
+static void poll_anchor(double now, uint64_t c) {
+  double last = poll_wall(poll.c_last);
+  int tsc = pclk.tsc;
+  poll.c_anchor = pclk_pair(now, c);
+  poll.w_anchor = now;
+  if (tsc != pclk.tsc) /* fell back: c_last in the new ticks */
+    poll.c_last = poll.c_anchor - (uint64_t)(now > last ? (now - last) / pclk.s_per_tick : 0);
+}
+
+/* When the fast path next leaves for poll_read: where the tail reaches
+ * POLL_TAIL_S or its switched polls about POLL_TAIL_CPU_S of CPU time. */
+static inline void poll_limits(void) {
+  poll.sw_lim = 1;
+  poll.tail_lim = (uint64_t)(POLL_TAIL_S / pclk.s_per_tick);
+  if (!poll.anchored || poll.sw_n <= 0) return;
+  if (poll.sw_cpu <= 0) {
+    poll.sw_lim = INT64_MAX;
+    return;
+  }
+  double x = POLL_TAIL_CPU_S * poll.sw_n / poll.sw_cpu; /* read once n_sw >= x */
+  if (x >= 1e18) {
+    poll.sw_lim = INT64_MAX;
+    return;
+  }
+  int64_t n = (int64_t)x;
+  poll.sw_lim = (double)n < x ? n + 1 : n;
+  if (poll.sw_lim < 1) poll.sw_lim = 1;
+}
 
 /* The held loop's tail, as estimated time before the next burst (see above). */
 static inline void poll_tail_estimate(void) {
-  double est = poll.t_tail;
+  double est = (double)poll.tail * pclk.s_per_tick;
   if (poll.n_sw && poll.sw_n > 0) {
-    double on_cpu = poll.t_on + (double)poll.n_sw * poll.sw_cpu / poll.sw_n;
+    double on_cpu = (double)poll.on * pclk.s_per_tick + (double)poll.n_sw * poll.sw_cpu / poll.sw_n;
     if (on_cpu < est) est = on_cpu;
   }
   g.est += est;
   g.est_ctx += poll.n_sw; /* at least one switch each */
   poll.n_sw = 0;
-  poll.t_on = poll.t_tail = 0;
+  poll.on = poll.tail = 0;
+}
+
+/* Write the held event, which ends at wall time `end`: where its last poll
+ * ended.  The callers that know the next call's start put it there less the gap
+ * measured in ticks (c_last to then), so that the gap after a loop depends on
+ * the TSC's scale only over the gap itself, not over the loop. */
+static void poll_flush_at(double end) {
+  if (!poll.active) return;
+  poll.active = 0;
+  poll.op = -1;
+  poll.ev.t_comm = end - g.t0 - poll.ev.t_start;
+  if (poll.ev.t_comm < 0) poll.ev.t_comm = 0;
+  g.last_end = end;
+  ms_write(&g.m_events, &poll.ev, sizeof poll.ev);
+  poll_tail_estimate();
 }
 
 static void poll_flush(void) {
-  if (!poll.active) return;
-  poll.active = 0;
-  ms_write(&g.m_events, &poll.ev, sizeof poll.ev);
-  poll_tail_estimate();
+  if (poll.active) poll_flush_at(poll_wall(poll.c_last));
 }
 
 static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
@@ -894,13 +1138,19 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
   }
   g.depth = 1;
   int closing = poll.active;
+  /* the held event is written first: a new page of the trace file it may fault in
+   * counts in the burst, where the reference (check mode) sees it too */
   if (closing) poll_flush();
   double now = wall_now();
   memset(e, 0, sizeof *e);
   e->seq = g.seq;
   e->op = op;
   e->t_start = now - g.t0;
-  e->t_comp = now - g.last_end;
+  /* after a held loop, the gap since its last poll in ticks (the loop's end
+   * converted from ticks is off by the TSC scale's error over the loop) */
+  e->t_comp = closing ? (double)(int64_t)(ticks() - poll.c_last) * pclk.s_per_tick
+                      : now - g.last_end;
+  if (e->t_comp < 0) e->t_comp = 0;
   /* after a held loop, a burst estimated from its wall time is read at its end
    * all the same: the loop's estimated tail then belongs to no burst */
   if (!cpu_burst_end(e, e->t_comp) && closing) cpu_take();
@@ -912,108 +1162,153 @@ static inline int ev_begin(ev_t *e, int op, MPI_Comm comm) {
   return 1;
 }
 
-/* Another poll of a held loop ended now (see "Polling loops" above). */
-static inline void poll_again(double now) {
-  if (g.check) { /* the always-sampling reference reads every poll's end, switches included */
+/* The end of a poll of a held loop in check mode or sampling always (before
+ * the poll's switch check, which then sees a switch during these readings): the
+ * always-sampling reference reads every poll's end; sampling always, this
+ * boundary is read as any other (1: nothing else to do). */
+static __attribute__((noinline)) int poll_slow_end(void) {
+  if (g.check) {
     g.switch_seen = 1;
     sample(&g.ref);
   }
-  if (g.cpu_min_s <= 0) { /* sampling always: this boundary as any other */
-    cpu_take();
-    return;
-  }
-  double dt = now - g.last_end;
-  poll.t_tail += dt;
-  if (poll.gap_sw | cpu_switched()) poll.n_sw++;
-  else poll.t_on += dt;
-  /* read when the switched polls since the last reading took about POLL_TAIL_CPU_S
-   * (at once while there is no reading in this loop or no figure per poll yet), and
-   * after POLL_TAIL_S of polling in any case */
-  if (poll.t_tail < POLL_TAIL_S &&
-      (!poll.n_sw || (poll.anchored && poll.sw_n > 0 &&
-                      (double)poll.n_sw * poll.sw_cpu < POLL_TAIL_CPU_S * poll.sw_n)))
-    return;
+  if (g.cpu_min_s > 0) return 0;
+  cpu_take();
+  poll.n_sw = 0;
+  poll.on = poll.tail = 0;
+  return 1;
+}
+
+/* Another poll of a held loop went past poll.tail_lim or poll.sw_lim (see
+ * "Polling loops" above and poll_limits): a CPU-clock reading. */
+static __attribute__((noinline)) void poll_read(void) {
   double before = g.last.cpu;
   cpu_take();
   if (poll.anchored && poll.n_sw) {
-    double c = g.last.cpu - before - poll.t_on;
+    double c = g.last.cpu - before - (double)poll.on * pclk.s_per_tick;
     poll.sw_cpu = 0.5 * poll.sw_cpu + (c > 0 ? c : 0);
     poll.sw_n = 0.5 * poll.sw_n + (double)poll.n_sw;
   }
   poll.anchored = 1;
   poll.n_sw = 0;
-  poll.t_on = poll.t_tail = 0;
+  poll.on = poll.tail = 0;
+  double now = wall_now();
+  poll_anchor(now, ticks());
+  poll_limits();
+}
+
+/* The calling thread, cheaply: its thread pointer where the compiler reads it
+ * (no call), else pthread_self(). */
+static inline uintptr_t thread_id(void) {
+#if defined(__x86_64__) || defined(__aarch64__)
+  return (uintptr_t)__builtin_thread_pointer();
+#else
+  return (uintptr_t)pthread_self();
+#endif
 }
 
 /* A poll with a held twin: no counter read; e->seq is the next seq (the held
- * event took its own), so completions can name it. */
+ * event took its own), so completions can name it.  A held loop exists only
+ * while tracing (poll.op is -1 otherwise). */
 static inline int poll_same(int op, uintptr_t k1, int64_t k2) {
-  return poll.active && poll.op == op && poll.k1 == k1 && poll.k2 == k2 && g.tracing &&
-         !g.depth && pthread_equal(pthread_self(), g.main_thread);
+  return poll.op == op && poll.k1 == k1 && poll.k2 == k2 && !g.depth &&
+         thread_id() == g.main_tp;
 }
 
-static inline int poll_begin(ev_t *e, int op, MPI_Comm comm) {
+/* The start of a poll with a held twin: one poll-clock reading; e gets only the
+ * fields a wrapper reads or sets (poll_end fills the rest if the poll finds
+ * something); the communicator is the held event's (g.cur is unchanged). */
+static inline __attribute__((always_inline)) int poll_begin(ev_t *e, int op, MPI_Comm comm) {
+  (void)comm;
   g.depth = 1;
-  memset(e, 0, sizeof *e);
+  poll.c_begin = ticks();
+  poll.gap_sw = cpu_switched(); /* the burst before this poll lost the CPU */
   e->seq = g.seq;
   e->op = op;
-  e->t_start = wall_now() - g.t0;
-  poll.gap_sw = cpu_switched(); /* the burst before this poll lost the CPU */
+  e->aux = 0;
+  e->bytes = e->recv_bytes = 0;
+  e->req = -1;
+  e->peer = e->recv_peer = e->root = PEER_NONE;
+  e->tag = -1;
   /* sampling always, the burst before a poll is read before the call, in case
    * the call ends the loop (so two readings per poll); in check mode, the same
    * for the reference */
-  if (g.cpu_min_s <= 0) {
+  if (__builtin_expect(g.poll_slow, 0)) {
     sample(&g.pre);
-    g.n_samples++;
-  } else if (g.check) {
-    sample(&g.pre);
+    if (g.cpu_min_s <= 0) g.n_samples++;
   }
-  e->peer = e->recv_peer = e->root = PEER_NONE;
-  e->tag = -1;
-  e->req = -1;
-  g.cur = comm_get(comm);
-  e->comm = g.cur ? g.cur->id : -1;
   return 1;
 }
 
 static inline void ev_end(ev_t *e);
 
+static void poll_end_slow(ev_t *e, int fast, int op, uintptr_t k1, int64_t k2);
+
 /* After a poll: found nothing -> hold it (or extend the held twin); found
- * something -> write the held event, then this one as any other. */
-static void poll_end(ev_t *e, int fast, int op, uintptr_t k1, int64_t k2) {
-  double now = wall_now();
-  if (e->aux == 0) {
-    if (fast) {
-      poll.ev.t_comm = now - g.t0 - poll.ev.t_start;
-      poll.ev.repeat++;
-      poll_again(now);
-    } else {
-      poll_flush();
-      e->t_comm = now - g.t0 - e->t_start;
-      e->repeat = 1;
-      poll.ev = *e;
-      poll.op = op;
-      poll.k1 = k1;
-      poll.k2 = k2;
-      poll.active = 1;
-      g.nevents++;
-      g.seq++;
-      poll.anchored = cpu_call_end(e->t_comm);
-      poll.n_sw = 0;
-      poll.t_on = poll.t_tail = 0;
+ * something -> write the held event, then this one as any other.  Inlined into
+ * the wrappers: a held repeat (the fast path) is a few additions. */
+static inline __attribute__((always_inline)) void poll_end(ev_t *e, int fast, int op, uintptr_t k1,
+                                                          int64_t k2) {
+  if (__builtin_expect(e->aux == 0 && fast, 1)) { /* one more poll of the held loop */
+    uint64_t c = ticks_end();
+    uint64_t dt = c - poll.c_last;
+    poll.c_last = c;
+    poll.ev.repeat++;
+    if (__builtin_expect(g.poll_slow, 0) && poll_slow_end()) {
+      g.depth = 0;
+      return;
     }
+    poll.tail += dt;
+    if (poll.gap_sw | cpu_switched()) poll.n_sw++;
+    else poll.on += dt;
+    if (__builtin_expect(poll.tail >= poll.tail_lim || poll.n_sw >= poll.sw_lim, 0)) poll_read();
+    g.depth = 0;
+    return;
+  }
+  poll_end_slow(e, fast, op, k1, k2);
+}
+
+/* A poll that starts a loop, ends one, or finds something at once. */
+static __attribute__((noinline)) void poll_end_slow(ev_t *e, int fast, int op, uintptr_t k1,
+                                                    int64_t k2) {
+  if (!fast && e->aux) { /* found something at once: an event as any other */
+    ev_end(e);
+    return;
+  }
+  double now = wall_now();
+  uint64_t c_now = ticks(); /* the same instant in ticks */
+  if (e->aux == 0) { /* a loop starts: this poll is held */
+    poll_flush();
+    e->t_comm = now - g.t0 - e->t_start;
+    e->repeat = 1;
+    poll.ev = *e;
+    poll.op = op;
+    poll.k1 = k1;
+    poll.k2 = k2;
+    poll.active = 1;
+    g.nevents++;
+    g.seq++;
+    poll.anchored = cpu_call_end(e->t_comm);
+    poll.n_sw = 0;
+    poll.on = poll.tail = 0;
+    poll.c_last = c_now;
+    poll_anchor(now, c_now);
+    poll.c_last = poll.c_anchor;
+    poll_limits();
     g.last_end = now;
     g.depth = 0;
     return;
   }
-  if (!fast) { /* found something at once: an event as any other */
-    ev_end(e);
-    return;
-  }
   /* A poll that ends a held loop: the burst before it is the loop's last gap
-   * (wall since the last poll). */
-  poll_flush();
-  double gap = g.t0 + e->t_start - g.last_end;
+   * (from the last poll's end to this poll's start, in poll-clock ticks). */
+  double call = (double)(int64_t)(c_now - poll.c_begin) * pclk.s_per_tick;
+  if (call < 0) call = 0;
+  double start = now - call;
+  e->comm = poll.ev.comm;
+  e->repeat = 0;
+  double gap = (double)(int64_t)(poll.c_begin - poll.c_last) * pclk.s_per_tick;
+  if (gap < 0) gap = 0;
+  poll_flush_at(start - gap);
+  e->t_start = start - g.t0;
   e->t_comp = gap;
   if (g.cpu_min_s <= 0) { /* read before the call (poll_begin), then after it as any call */
     cpu_burst_record(e, gap, 1, &g.pre);
@@ -1025,7 +1320,6 @@ static void poll_end(ev_t *e, int fast, int op, uintptr_t k1, int64_t k2) {
    * now closes the loop: its tail and this call belong to no burst.  Else the
    * gap is what the reading shows less the loop's tail and this call, the call
    * estimated as one more poll of the loop. */
-  double call = now - g.t0 - e->t_start;
   int call_sw = cpu_switched();
   int real = poll.gap_sw | (gap >= g.cpu_min_s);
   if (real) {
@@ -1164,12 +1458,14 @@ static void tracer_start(double t_call, int thread_level) {
   const char *dir = getenv("SIGEX_TRACE_DIR");
   if (!dir || !*dir) return;
   snprintf(g.dir, sizeof g.dir, "%s", dir);
+  pclk_setup(); /* the first calibration pair: pclk_calibrate takes the second */
   PMPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
   PMPI_Comm_size(MPI_COMM_WORLD, &g.size);
   char end[4200];
   snprintf(end, sizeof end, "%s/rank%d.end", g.dir, g.rank);
   unlink(end); /* a stale end record must not mark this run complete */
   g.main_thread = pthread_self();
+  g.main_tp = thread_id();
   ms_open(&g.m_events, "events");
   ms_open(&g.m_compl, "completions");
   ms_open(&g.m_lists, "lists");
@@ -1198,6 +1494,7 @@ static void tracer_start(double t_call, int thread_level) {
   const char *check = getenv("SIGEX_CPU_SAMPLE_CHECK");
   g.check = check && *check && strcmp(check, "0") != 0;
   if (g.check) ms_open(&g.m_check, "cpucheck");
+  g.poll_slow = g.check || g.cpu_min_s <= 0;
   const char *switch_check = g.cpu_min_s > 0 ? rseq_setup() : "none: every boundary sampled";
 
   char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
@@ -1232,6 +1529,8 @@ static void tracer_start(double t_call, int thread_level) {
   fprintf(m, "\n");
 
   PMPI_Barrier(MPI_COMM_WORLD);
+  pclk_calibrate();
+  fprintf(m, "poll_clock=%s\n", pclk.what);
   g.t0 = wall_now();
   struct timespec rt;
   clock_gettime(CLOCK_REALTIME, &rt);
@@ -1275,6 +1574,8 @@ static void tracer_stop(void) {
           "cpu_burst_seconds_estimated=%.9f\ncpu_samples=%lld\n",
           (long long)g.n_bursts, (long long)g.n_bursts_est, g.t_bursts, g.t_bursts_est,
           (long long)g.n_samples);
+  fprintf(f, "poll_clock=%s\npoll_clock_checks=%lld\npoll_clock_max_err_us=%.3f\n", pclk.what,
+          (long long)pclk.checks, 1e6 * pclk.max_err);
   fclose(f);
   rename(tmp, path);
 }
