@@ -1,0 +1,480 @@
+"""Redistributions between two block decompositions of one global array (remaps).
+
+An FFT library moves its data between decompositions of one global mesh: the
+application's bricks (its 3-D process grid) to pencils along one axis, pencils along
+one axis to pencils along another, and back (LAMMPS's PPPM and its fftMPI-derived
+``remap``, heFFTe, P3DFFT, mpi4py-fft all do this). Every rank sends to each rank
+whose block of the second decomposition overlaps its own block of the first, as many
+elements as the overlap holds, and receives likewise: the peers and sizes are exact
+functions of the mesh, the two decompositions and P, though no offset rule of
+:mod:`logical_model.rules` gives them (a rank has 1 to 8 peers depending on where its
+block lies).
+
+**Decompositions** (:class:`Blocks`). A mesh axis of n points split into p blocks
+cuts at one of :data:`SPLITS`: ``floor`` (i n / p rounded down: fftMPI, heFFTe, LAMMPS's
+pencils), ``ceil`` (rounded up: a point belongs to the block whose share of the box
+holds it, LAMMPS's bricks), ``rem_first`` / ``rem_last`` (n // p each, the n % p
+extra points on the first or last blocks). The process counts per mesh axis follow P
+by one of :class:`Layout`'s rules: the declared Cartesian grid (its dims on the mesh
+axes in order, row-major ranks), a 2-D grid on two mesh axes under a
+:mod:`~logical_model.topology` dims rule (either axis fastest), slabs while the mesh
+allows and else the least-surface 2-D grid of the two axes' extents, or 1-D slabs.
+
+**Messages** (:meth:`Remap.rows`). For each rank, vectorised over ranks: the blocks of
+the other decomposition overlapping its block (per axis an interval of block indices,
+found by ``searchsorted``; their product), itself left out (a local copy), ordered
+ascending or cyclically from rank + 1 (LAMMPS's remap), bytes = overlap points x bytes
+per point.
+
+**Inference** (:func:`infer_remap`). From the messages of one channel (run of sends ->
+run of receives) at every traced P: for every pair of candidate layouts, per mesh
+axis the (n, split rules) whose block overlaps are positive on every message and whose
+sizes, divided by that axis's overlap, are equal between messages that agree on the
+other axes (a product of per-axis overlaps), intersected over the traced P; then the
+surviving meshes checked message for message (peers, bytes, order, on both sides) at
+every traced P. A remap is accepted only if it reproduces every traced P exactly; the
+first in the candidates' order (declared grid, then MPI_Dims_create, ...) is kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from .topology import DimsRule, candidate_rules
+
+__all__ = ["SPLITS", "split_points", "Layout", "Blocks", "Remap", "infer_remap", "candidate_layouts"]
+
+SPLITS = ("floor", "ceil", "rem_first", "rem_last")
+#: largest mesh extent the inference tries per axis
+MAX_EXTENT = 256
+
+
+def split_points(n, p: int, split: str) -> np.ndarray:
+    """The p + 1 cut points of n mesh points into p blocks (``n`` a scalar or an array:
+    then shape (len(n), p + 1))."""
+    n = np.asarray(n, np.int64)
+    i = np.arange(p + 1, dtype=np.int64)
+    nn = n[..., None]
+    if split == "floor":
+        return i * nn // p
+    if split == "ceil":
+        return -(-(i * nn) // p)
+    q, m = nn // p, nn % p
+    if split == "rem_first":
+        return i * q + np.minimum(i, m)
+    if split == "rem_last":
+        return i * q + np.maximum(0, i - (p - m))
+    raise ValueError(f"unknown split {split!r}")
+
+
+def _least_surface_2d(P: int, n: tuple[int, int]) -> tuple[int, int]:
+    """The 2-D grid whose largest block has the least perimeter on an n[0] x n[1] mesh
+    (first factor rising; ties to the larger block)."""
+    best, key = None, None
+    for a in range(1, P + 1):
+        if P % a:
+            continue
+        b = P // a
+        bx, by = -(-n[0] // a), -(-n[1] // b)
+        k = (bx + by, -bx * by)
+        if key is None or k < key:
+            best, key = (a, b), k
+    return best
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """How a decomposition's process counts per mesh axis follow P, and its rank order.
+
+    ``kind``: "grid" (a 3-D dims rule, dims j on mesh axis j), "plane" (a 2-D dims rule
+    on mesh axes ``axes``; "slab_surface" as its rule name: slabs on the second axis
+    while its extent allows, else the least-surface grid of the two) or "slab" (P on
+    mesh axis ``axes[0]``). ``order``: mesh axes from the fastest-varying rank
+    coordinate to the slowest."""
+
+    kind: str
+    rule: DimsRule | None
+    axes: tuple[int, ...]
+    order: tuple[int, ...]
+
+    def counts(self, P: int, mesh: tuple[int, ...] | None = None) -> tuple[int, int, int]:
+        p = [1, 1, 1]
+        if self.kind == "grid":
+            p = list(self.rule.dims(P))
+        elif self.kind == "slab":
+            p[self.axes[0]] = P
+        elif self.rule is None:  # slab_surface
+            i, j = self.axes
+            if mesh is None:
+                raise ValueError("the slab/least-surface layout needs the mesh")
+            d = (1, P) if mesh[j] >= P else _least_surface_2d(P, (mesh[i], mesh[j]))
+            p[i], p[j] = d
+        else:
+            d = self.rule.dims(P)
+            p[self.axes[0]], p[self.axes[1]] = d
+        return tuple(int(x) for x in p)
+
+    def describe(self) -> str:
+        ax = "xyz"
+        order = ("ranks " + ", ".join(ax[a] for a in self.order if True) + " fastest first")
+        if self.kind == "grid":
+            return f"the process grid ({self.rule.describe()}) on x, y, z, {order}"
+        if self.kind == "slab":
+            return f"slabs along {ax[self.axes[0]]}"
+        what = (self.rule.describe() if self.rule is not None else
+                f"slabs along {ax[self.axes[1]]} while P <= its extent, else the least-surface grid")
+        return f"a 2-D grid on {ax[self.axes[0]]}, {ax[self.axes[1]]} ({what}), {order}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "rule": self.rule.to_dict() if self.rule else None,
+                "axes": list(self.axes), "order": list(self.order)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Layout":
+        return cls(d["kind"], DimsRule.from_dict(d["rule"]) if d.get("rule") else None,
+                   tuple(int(a) for a in d["axes"]), tuple(int(a) for a in d["order"]))
+
+
+def candidate_layouts(declared: DimsRule | None = None) -> list[Layout]:
+    """Layouts tried, the most likely first: the declared grid, 2-D grids under each dims
+    rule and the slab/least-surface rule on each pair of axes (either fastest), slabs."""
+    out = []
+    if declared is not None and declared.ndims == 3:
+        out.append(Layout("grid", declared, (0, 1, 2), (2, 1, 0)))
+    for rule in candidate_rules(2):
+        for i, j in itertools.permutations(range(3), 2):
+            k = 3 - i - j
+            for order in ((j, i, k), (i, j, k)):
+                out.append(Layout("plane", rule, (i, j), order))
+    for i, j in itertools.permutations(range(3), 2):
+        k = 3 - i - j
+        for order in ((i, j, k), (j, i, k)):
+            out.append(Layout("plane", None, (i, j), order))
+    for i in range(3):
+        out.append(Layout("slab", None, (i,), tuple([i] + [a for a in range(3) if a != i])))
+    for rule in candidate_rules(3)[:5]:
+        out.append(Layout("grid", rule, (0, 1, 2), (2, 1, 0)))
+    return out
+
+
+def _coords(rank: np.ndarray, p: tuple[int, ...], order: tuple[int, ...]) -> np.ndarray:
+    """(len(rank), 3) block coordinates; ``order`` fastest axis first."""
+    rank = np.asarray(rank, np.int64)
+    c = np.zeros((len(rank), 3), np.int64)
+    rest = rank.copy()
+    for a in order:
+        c[:, a] = rest % p[a]
+        rest //= p[a]
+    return c
+
+
+def _rank(c: np.ndarray, p: tuple[int, ...], order: tuple[int, ...]) -> np.ndarray:
+    r = np.zeros(c.shape[:-1], np.int64)
+    for a in reversed(order):
+        r = r * p[a] + c[..., a]
+    return r
+
+
+@dataclasses.dataclass(frozen=True)
+class Blocks:
+    """One block decomposition as a function of P: a :class:`Layout` and a split rule."""
+
+    layout: Layout
+    split: str
+
+    def at(self, P: int, mesh: tuple[int, ...]):
+        """(counts per axis, cut points per axis) at P."""
+        p = self.layout.counts(P, mesh)
+        return p, [split_points(mesh[a], p[a], self.split) for a in range(3)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"layout": self.layout.to_dict(), "split": self.split}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Blocks":
+        return cls(Layout.from_dict(d["layout"]), d["split"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Remap:
+    """Messages from the blocks of ``source`` to the overlapping blocks of ``dest``."""
+
+    mesh: tuple[int, int, int]
+    elem: int  # bytes per mesh point
+    source: Blocks
+    dest: Blocks
+    order: str = "cyclic"  # peers in a rank's run: "cyclic" from rank + 1, or "ascending"
+    #: mesh axes no traced P split (their extent is unknown: 1 here, its points folded into
+    #: ``elem``); a P whose layouts split one is refused
+    free: tuple[int, ...] = ()
+    fitted: tuple[int, ...] = ()
+
+    kind = "overlap"
+
+    def rows(self, ranks: np.ndarray, P: int, side: str):
+        """Each rank's messages of this remap at P, in its call order: (peer, bytes,
+        present), each (len(ranks), K) with K the most any rank has. ``side`` "send":
+        peers are the destination blocks overlapping the rank's source block; "recv":
+        the source blocks overlapping its destination block."""
+        ranks = np.asarray(ranks, np.int64)
+        mine, theirs = (self.source, self.dest) if side == "send" else (self.dest, self.source)
+        pm, cm = mine.at(P, self.mesh)
+        pt, ct = theirs.at(P, self.mesh)
+        for a in self.free:
+            if pm[a] > 1 or pt[a] > 1:
+                raise ValueError(f"P={P}: the remap splits mesh axis {'xyz'[a]}, which no traced P split "
+                                 "(its extent is not known)")
+        c = _coords(ranks, pm, mine.layout.order)
+        lo_b, width = [], []
+        for a in range(3):
+            lo, hi = cm[a][c[:, a]], cm[a][c[:, a] + 1]
+            # their blocks b with ct[b] < hi and ct[b + 1] > lo
+            first = np.searchsorted(ct[a], lo, side="right") - 1
+            last = np.searchsorted(ct[a], hi, side="left") - 1
+            first = np.clip(first, 0, pt[a] - 1)
+            lo_b.append(first)
+            width.append(np.maximum(last - first + 1, 1))
+        width = np.stack(width, 1)
+        K = int(np.prod(width.max(axis=0))) if len(ranks) else 0
+        n = len(ranks)
+        if K == 0:
+            z = np.zeros((n, 0), np.int64)
+            return z, z, z.astype(bool)
+        wmax = width.max(axis=0)
+        grid = np.stack(np.meshgrid(*[np.arange(w) for w in wmax], indexing="ij"), -1).reshape(-1, 3)
+        b = np.stack(lo_b, 1)[:, None, :] + grid[None, :, :]  # (n, K, 3)
+        ok = np.all(grid[None, :, :] < width[:, None, :], axis=2) & np.all(b < np.asarray(pt)[None, None, :], axis=2)
+        b = np.minimum(b, np.asarray(pt) - 1)
+        vol = np.ones((n, K), np.int64)
+        for a in range(3):
+            lo = np.maximum(cm[a][c[:, a]][:, None], ct[a][b[:, :, a]])
+            hi = np.minimum(cm[a][c[:, a] + 1][:, None], ct[a][b[:, :, a] + 1])
+            vol *= np.maximum(hi - lo, 0)
+        q = _rank(b, pt, theirs.layout.order)
+        ok &= (vol > 0) & (q != ranks[:, None])
+        key = (q - ranks[:, None] - 1) % P if self.order == "cyclic" else q
+        key = np.where(ok, key, np.iinfo(np.int64).max)
+        o = np.argsort(key, axis=1, kind="stable")
+        q, vol, ok = (np.take_along_axis(x, o, 1) for x in (q, vol, ok))
+        keep = int(ok.sum(axis=1).max()) if n else 0
+        return (np.where(ok, q, -1)[:, :keep], (vol * self.elem)[:, :keep], ok[:, :keep])
+
+    def count(self, P: int) -> float:
+        """Messages per rank at P (mean over ranks)."""
+        return float(self.rows(np.arange(P), P, "send")[2].sum()) / P
+
+    def predict(self, P):
+        return np.array([self.count(int(p)) for p in np.atleast_1d(P)], float)
+
+    def formula(self) -> str:
+        return (f"overlaps of {self.source.layout.describe()} ({self.source.split} cuts) with "
+                f"{self.dest.layout.describe()} ({self.dest.split} cuts) on a "
+                f"{'x'.join(map(str, self.mesh))} mesh, {self.elem} bytes a point, peers {self.order}")
+
+    def describe(self) -> str:
+        return self.formula() + "  [exact on every traced P]"
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return {"r2": 1.0, "exact": True}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": "overlap", "format": 1, "mesh": list(self.mesh), "elem": self.elem,
+                "source": self.source.to_dict(), "dest": self.dest.to_dict(), "order": self.order,
+                "free": list(self.free), "fitted": list(self.fitted)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Remap":
+        return cls(tuple(int(x) for x in d["mesh"]), int(d["elem"]), Blocks.from_dict(d["source"]),
+                   Blocks.from_dict(d["dest"]), d.get("order", "cyclic"), tuple(int(a) for a in d.get("free", ())),
+                   tuple(d.get("fitted", ())))
+
+
+# ---- inference ----------------------------------------------------------------------
+@lru_cache(maxsize=256)
+def _overlap_table(pa: int, pb: int) -> np.ndarray:
+    """Overlap extents of block a of pa and block b of pb on n = 1..MAX_EXTENT points, for
+    every pair of split rules: shape (MAX_EXTENT, len(SPLITS), len(SPLITS), pa, pb)."""
+    n = np.arange(1, MAX_EXTENT + 1)
+    ca = np.stack([split_points(n, pa, s) for s in SPLITS], 1)  # (N, S, pa+1)
+    cb = np.stack([split_points(n, pb, s) for s in SPLITS], 1)
+    lo = np.maximum(ca[:, :, None, :-1, None], cb[:, None, :, None, :-1])
+    hi = np.minimum(ca[:, :, None, 1:, None], cb[:, None, :, None, 1:])
+    t = np.maximum(hi - lo, 0)
+    t.flags.writeable = False
+    return t
+
+
+def _axis_mask(a: np.ndarray, b: np.ndarray, v: np.ndarray, groups: np.ndarray, pa: int, pb: int) -> np.ndarray:
+    """(MAX_EXTENT, S, S) booleans: the mesh extents and split rules on one axis under which
+    every message's blocks overlap there and its size over that overlap is equal within
+    each group of messages that agree on the other axes."""
+    if pa == 1 and pb == 1:
+        ok = _equal_in_groups(v[None, :].astype(float), groups)[0]
+        return np.full((MAX_EXTENT, len(SPLITS), len(SPLITS)), bool(ok))
+    x = _overlap_table(pa, pb)[:, :, :, a, b]  # (N, S, S, m)
+    pos = np.all(x > 0, axis=-1)
+    r = v[None, None, None, :] / np.where(x > 0, x, 1)
+    flat = r.reshape(-1, len(v))
+    return pos & _equal_in_groups(flat, groups).reshape(pos.shape)
+
+
+def _equal_in_groups(r: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """Per row of r: its values equal within each group (groups: sorted-order ids)."""
+    o = np.argsort(groups, kind="stable")
+    g = groups[o]
+    starts = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
+    rs = r[:, o]
+    mx = np.maximum.reduceat(rs, starts, axis=1)
+    mn = np.minimum.reduceat(rs, starts, axis=1)
+    return np.all(mx - mn <= 1e-9 * np.maximum(np.abs(mx), 1.0), axis=1)
+
+
+def _observed_rows(obs_side: tuple, P: int):
+    """(rank, peer, bytes) of one side's messages at P -> per-rank padded arrays in call
+    order, as :meth:`Remap.rows` returns them for every rank."""
+    rank, peer, nbytes = (np.asarray(x, np.int64) for x in obs_side)
+    o = np.argsort(rank, kind="stable")
+    rank, peer, nbytes = rank[o], peer[o], nbytes[o]
+    cnt = np.bincount(rank, minlength=P)
+    K = int(cnt.max()) if len(cnt) else 0
+    pos = np.arange(len(rank)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    q = np.full((P, K), -1, np.int64)
+    b = np.zeros((P, K), np.int64)
+    q[rank, pos] = peer
+    b[rank, pos] = nbytes
+    return q, b, q >= 0
+
+
+def _same(model: Remap, P: int, side: str, want) -> bool:
+    try:
+        q, b, ok = model.rows(np.arange(P), P, side)
+    except ValueError:
+        return False
+    wq, wb, wok = want
+    if q.shape != wq.shape:
+        return False
+    return bool(np.array_equal(ok, wok) and np.array_equal(np.where(ok, q, -1), wq)
+                and np.array_equal(np.where(ok, b, 0), wb))
+
+
+def _variants(lay: Layout, Ps: list[int]):
+    """(counts per P, allowed mesh extents on the layout's axes or None) for a layout at the
+    traced P: one for a fixed rule, one per distinct outcome of the slab/least-surface
+    rule over the meshes it may meet."""
+    if not (lay.kind == "plane" and lay.rule is None):
+        try:
+            return [({P: lay.counts(P) for P in Ps}, None)]
+        except ValueError:
+            return []
+    return [(counts, allowed) for counts, allowed in _surface_outcomes(lay, tuple(Ps))]
+
+
+@lru_cache(maxsize=64)
+def _surface_outcomes(lay: Layout, Ps: tuple[int, ...]):
+    i, j = lay.axes
+    out: dict[tuple, set] = {}
+    for ni in range(1, MAX_EXTENT + 1):
+        for nj in range(1, MAX_EXTENT + 1):
+            mesh = [1, 1, 1]
+            mesh[i], mesh[j] = ni, nj
+            key = tuple(lay.counts(P, tuple(mesh)) for P in Ps)
+            out.setdefault(key, set()).add((ni, nj))
+    return [({P: c for P, c in zip(Ps, key)}, frozenset(v)) for key, v in out.items()]
+
+
+def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: DimsRule | None = None,
+                layouts: list[Layout] | None = None) -> Remap | None:
+    """The remap that gives, at every traced P, exactly the messages observed.
+
+    ``sends[P] = (rank, peer, bytes)`` of every message in each rank's call order,
+    ``recvs[P]`` likewise for the receives (rank, source, bytes). ``declared``: the
+    program's Cartesian grid's dims rule (the first layout tried). None where no remap
+    of :func:`candidate_layouts` reproduces every P (or fewer than 2 P are given)."""
+    Ps = sorted(sends)
+    if len(Ps) < 2 or set(recvs) != set(Ps):
+        return None
+    obs = {}
+    for P in Ps:
+        r, q, v = (np.asarray(x, np.int64) for x in sends[P])
+        if len(r) == 0 or np.any(v <= 0) or np.any(q < 0) or np.any(q >= P) or np.any(q == r):
+            return None
+        obs[P] = (r, q, v)
+    want = {P: (_observed_rows(sends[P], P), _observed_rows(recvs[P], P)) for P in Ps}
+    cands = layouts if layouts is not None else candidate_layouts(declared)
+    # layouts that behave alike at every traced P are one candidate (the first kept)
+    placed, seen = [], set()
+    for lay in cands:
+        for counts, allowed in _variants(lay, Ps):
+            if any(int(np.prod(counts[P])) != P for P in Ps):
+                continue
+            eff = tuple((counts[P], tuple(a for a in lay.order if counts[P][a] > 1)) for P in Ps)
+            if (eff, allowed) in seen:
+                continue
+            seen.add((eff, allowed))
+            placed.append((lay, counts, allowed))
+    # per layout pair, per axis: the extents and split rules every traced P allows
+    for (la, ca, aa), (lb, cb, ab) in itertools.product(placed, placed):
+        found = _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps)
+        if found is not None:
+            return dataclasses.replace(found, fitted=tuple(Ps))
+    return None
+
+
+def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> Remap | None:
+    S = len(SPLITS)
+    masks = [np.ones((MAX_EXTENT, S, S), bool) for _ in range(3)]
+    split_any = [False, False, False]
+    for P in sorted(Ps, reverse=True):
+        pa, pb = ca[P], cb[P]
+        r, q, v = obs[P]
+        a = _coords(r, pa, la.order)
+        b = _coords(q, pb, lb.order)
+        for k in range(3):
+            key = np.zeros(len(r), np.int64)
+            for j in range(3):
+                if j != k:
+                    key = (key * pa[j] + a[:, j]) * pb[j] + b[:, j]
+            masks[k] &= _axis_mask(a[:, k], b[:, k], v, key, pa[k], pb[k])
+            split_any[k] |= pa[k] > 1 or pb[k] > 1
+            if not masks[k].any():
+                return None
+    if not any(split_any):
+        return None
+    P0 = Ps[-1]
+    for sa, sb in itertools.product(range(S), range(S)):
+        per_axis = []
+        for k in range(3):
+            ns = np.flatnonzero(masks[k][:, sa, sb]) + 1
+            # an axis never split at the traced P: its extent only scales the sizes (1 here,
+            # its points folded into the bytes per point; a target that splits it is refused)
+            per_axis.append(ns[:1] if not split_any[k] else ns[:48])
+        for mesh in itertools.product(*per_axis):
+            mesh = tuple(int(x) for x in mesh)
+            if aa is not None and (mesh[la.axes[0]], mesh[la.axes[1]]) not in aa:
+                continue
+            if ab is not None and (mesh[lb.axes[0]], mesh[lb.axes[1]]) not in ab:
+                continue
+            free = tuple(k for k in range(3) if not split_any[k])
+            base = Remap(mesh, 1, Blocks(la, SPLITS[sa]), Blocks(lb, SPLITS[sb]), "ascending", free=free)
+            wq, wb, wok = want[P0][0]
+            try:
+                q, b, ok = base.rows(np.arange(P0), P0, "send")
+            except ValueError:
+                continue
+            if ok.shape != wok.shape or ok.sum() != wok.sum():
+                continue
+            # bytes per point: the observed sizes over the overlaps, one integer
+            elem = int(round(wb[wok].sum() / max(1, b[ok].sum())))
+            if elem < 1:
+                continue
+            for order in ("cyclic", "ascending"):
+                m = dataclasses.replace(base, elem=elem, order=order)
+                if all(_same(m, P, "send", want[P][0]) and _same(m, P, "recv", want[P][1]) for P in Ps):
+                    return m
+    return None
