@@ -319,20 +319,23 @@ def _axis_mask(a: np.ndarray, b: np.ndarray, v: np.ndarray, groups: np.ndarray, 
         return np.full((MAX_EXTENT, len(SPLITS), len(SPLITS)), bool(ok))
     x = _overlap_table(pa, pb)[:, :, :, a, b]  # (N, S, S, m)
     pos = np.all(x > 0, axis=-1)
-    r = v[None, None, None, :] / np.where(x > 0, x, 1)
-    flat = r.reshape(-1, len(v))
-    return pos & _equal_in_groups(flat, groups).reshape(pos.shape)
+    out = np.zeros(pos.shape, bool)
+    rows = np.flatnonzero(pos.ravel())
+    if rows.size:
+        xr = x.reshape(-1, len(v))[rows]
+        out.ravel()[rows] = _equal_in_groups(v[None, :] / xr, groups)
+    return out
 
 
 def _equal_in_groups(r: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Per row of r: its values equal within each group (groups: sorted-order ids)."""
-    o = np.argsort(groups, kind="stable")
-    g = groups[o]
-    starts = np.flatnonzero(np.concatenate([[True], g[1:] != g[:-1]]))
-    rs = r[:, o]
-    mx = np.maximum.reduceat(rs, starts, axis=1)
-    mn = np.minimum.reduceat(rs, starts, axis=1)
-    return np.all(mx - mn <= 1e-9 * np.maximum(np.abs(mx), 1.0), axis=1)
+    """Per row of r: its values equal within each group of columns (``groups``: ids)."""
+    _, first, inv = np.unique(groups, return_index=True, return_inverse=True)
+    ref = first[inv.reshape(-1)]
+    many = np.flatnonzero(ref != np.arange(len(groups)))
+    if many.size == 0:
+        return np.ones(len(r), bool)
+    x, y = r[:, many], r[:, ref[many]]
+    return np.all(np.abs(x - y) <= 1e-9 * np.maximum(np.abs(y), 1.0), axis=1)
 
 
 def _observed_rows(obs_side: tuple, P: int):
@@ -378,14 +381,31 @@ def _variants(lay: Layout, Ps: list[int]):
 @lru_cache(maxsize=64)
 def _surface_outcomes(lay: Layout, Ps: tuple[int, ...]):
     i, j = lay.axes
-    out: dict[tuple, set] = {}
-    for ni in range(1, MAX_EXTENT + 1):
-        for nj in range(1, MAX_EXTENT + 1):
-            mesh = [1, 1, 1]
-            mesh[i], mesh[j] = ni, nj
-            key = tuple(lay.counts(P, tuple(mesh)) for P in Ps)
-            out.setdefault(key, set()).add((ni, nj))
-    return [({P: c for P, c in zip(Ps, key)}, frozenset(v)) for key, v in out.items()]
+    n = np.arange(1, MAX_EXTENT + 1)
+    ni, nj = np.meshgrid(n, n, indexing="ij")
+    codes = []
+    for P in Ps:
+        pairs = [(a, P // a) for a in range(1, P + 1) if P % a == 0]
+        surf = np.stack([-(-ni // a) + -(-nj // b) for a, b in pairs])
+        area = np.stack([(-(-ni // a)) * (-(-nj // b)) for a, b in pairs])
+        # least perimeter, ties to the larger block, then the first factor rising
+        key = surf * (MAX_EXTENT * MAX_EXTENT + 1) - area
+        best = np.argmin(key, axis=0)
+        a_best = np.array([a for a, _ in pairs])[best]
+        codes.append(np.where(nj >= P, 1, a_best))  # slabs: 1 along the first axis
+    codes = np.stack(codes, -1).reshape(-1, len(Ps))
+    keys, inv = np.unique(codes, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    out = []
+    for u, key in enumerate(keys):
+        sel = np.flatnonzero(inv == u)
+        counts = {}
+        for P, a in zip(Ps, key):
+            p = [1, 1, 1]
+            p[i], p[j] = int(a), P // int(a)
+            counts[P] = tuple(p)
+        out.append((counts, frozenset(zip((ni.ravel()[sel]).tolist(), (nj.ravel()[sel]).tolist()))))
+    return out
 
 
 def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: DimsRule | None = None,
@@ -418,12 +438,30 @@ def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: Dims
                 continue
             seen.add((eff, allowed))
             placed.append((lay, counts, allowed))
+    # a rank's peers are the blocks of the other decomposition in one box of its block
+    # coordinates (less itself, a local copy): layouts where they are not cannot be it
+    src = [x for x in placed if all(_boxlike(obs[P][1], obs[P][0], x[1][P], x[0].order) for P in Ps)]
+    dst = [x for x in placed if all(_boxlike(obs[P][0], obs[P][1], x[1][P], x[0].order) for P in Ps)]
     # per layout pair, per axis: the extents and split rules every traced P allows
-    for (la, ca, aa), (lb, cb, ab) in itertools.product(placed, placed):
+    for (la, ca, aa), (lb, cb, ab) in itertools.product(src, dst):
         found = _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps)
         if found is not None:
             return dataclasses.replace(found, fitted=tuple(Ps))
     return None
+
+
+def _boxlike(owner: np.ndarray, peer: np.ndarray, p: tuple[int, ...], order: tuple[int, ...]) -> bool:
+    """Each owner's peers fill a box of block coordinates under counts ``p`` (all of it, or
+    all but one block: the owner's own)."""
+    c = _coords(peer, p, order)
+    o = np.argsort(owner, kind="stable")
+    own, c = owner[o], c[o]
+    starts = np.flatnonzero(np.concatenate([[True], own[1:] != own[:-1]]))
+    lo = np.minimum.reduceat(c, starts, axis=0)
+    hi = np.maximum.reduceat(c, starts, axis=0)
+    vol = np.prod(hi - lo + 1, axis=1)
+    n = np.diff(np.append(starts, len(own)))
+    return bool(np.all((vol - n >= 0) & (vol - n <= 1)))
 
 
 def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> Remap | None:
@@ -447,15 +485,31 @@ def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> Remap | None:
     if not any(split_any):
         return None
     P0 = Ps[-1]
+    r0, q0, v0 = obs[P0]
+    a0, b0 = _coords(r0, ca[P0], la.order), _coords(q0, cb[P0], lb.order)
     for sa, sb in itertools.product(range(S), range(S)):
         per_axis = []
         for k in range(3):
             ns = np.flatnonzero(masks[k][:, sa, sb]) + 1
             # an axis never split at the traced P: its extent only scales the sizes (1 here,
             # its points folded into the bytes per point; a target that splits it is refused)
-            per_axis.append(ns[:1] if not split_any[k] else ns[:48])
-        for mesh in itertools.product(*per_axis):
-            mesh = tuple(int(x) for x in mesh)
+            per_axis.append(ns[:1] if not split_any[k] else ns)
+        if any(len(ns) == 0 for ns in per_axis):
+            continue
+        # sizes at the largest P: one bytes-per-point over every message (vectorised over meshes)
+        x = [_overlap_table(ca[P0][k], cb[P0][k])[per_axis[k] - 1, sa, sb][:, a0[:, k], b0[:, k]] for k in range(3)]
+        step = max(1, 2_000_000 // max(1, len(per_axis[1]) * len(per_axis[2]) * len(v0)))
+        hits = []
+        for s0 in range(0, len(per_axis[0]), step):
+            prod = (x[0][s0:s0 + step, None, None, :] * x[1][None, :, None, :] * x[2][None, None, :, :]).astype(float)
+            with np.errstate(invalid="ignore"):
+                ratio = v0 / np.where(prod > 0, prod, np.nan)
+                fit = np.all(np.abs(ratio - ratio[..., :1]) <= 1e-9 * ratio[..., :1], axis=-1)
+                fit &= np.abs(ratio[..., 0] - np.round(ratio[..., 0])) <= 1e-9 * ratio[..., 0]
+            i0, i1, i2 = np.nonzero(fit)
+            hits += list(zip(i0 + s0, i1, i2))
+        for i0, i1, i2 in hits:
+            mesh = (int(per_axis[0][i0]), int(per_axis[1][i1]), int(per_axis[2][i2]))
             if aa is not None and (mesh[la.axes[0]], mesh[la.axes[1]]) not in aa:
                 continue
             if ab is not None and (mesh[lb.axes[0]], mesh[lb.axes[1]]) not in ab:
@@ -464,13 +518,13 @@ def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> Remap | None:
             base = Remap(mesh, 1, Blocks(la, SPLITS[sa]), Blocks(lb, SPLITS[sb]), "ascending", free=free)
             wq, wb, wok = want[P0][0]
             try:
-                q, b, ok = base.rows(np.arange(P0), P0, "send")
+                q, b, got = base.rows(np.arange(P0), P0, "send")
             except ValueError:
                 continue
-            if ok.shape != wok.shape or ok.sum() != wok.sum():
+            if got.shape != wok.shape or got.sum() != wok.sum():
                 continue
             # bytes per point: the observed sizes over the overlaps, one integer
-            elem = int(round(wb[wok].sum() / max(1, b[ok].sum())))
+            elem = int(round(wb[wok].sum() / max(1, b[got].sum())))
             if elem < 1:
                 continue
             for order in ("cyclic", "ascending"):
