@@ -264,6 +264,22 @@ class Remap:
         keep = int(ok.sum(axis=1).max()) if n else 0
         return (np.where(ok, q, -1)[:, :keep], (vol * self.elem)[:, :keep], ok[:, :keep])
 
+    def problem(self, P: int) -> str | None:
+        """Why the remap cannot be placed at P (a layout without a grid there, a mesh axis
+        split that no traced P split), or None."""
+        try:
+            for side in (self.source, self.dest):
+                p = side.layout.counts(P, self.mesh)
+                if int(np.prod(p)) != P:
+                    return f"the remap's layout {side.layout.describe()} has no grid for P={P}"
+                for a in self.free:
+                    if p[a] > 1:
+                        return (f"the remap splits mesh axis {'xyz'[a]} at P={P}, which no traced P split "
+                                "(its extent is not known)")
+        except ValueError as err:
+            return f"the remap's layouts have no grid for P={P} ({err})"
+        return None
+
     def count(self, P: int) -> float:
         """Messages per rank at P (mean over ranks)."""
         return float(self.rows(np.arange(P), P, "send")[2].sum()) / P
