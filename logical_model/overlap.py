@@ -213,6 +213,9 @@ class Remap:
     #: ``elem``); a P whose layouts split one is refused
     free: tuple[int, ...] = ()
     fitted: tuple[int, ...] = ()
+    #: other remaps that give every traced P's messages as well (layouts alike there,
+    #: other mesh extents or cuts); a P where one of them gives other messages is refused
+    alternatives: tuple = ()
 
     kind = "overlap"
 
@@ -266,7 +269,20 @@ class Remap:
 
     def problem(self, P: int) -> str | None:
         """Why the remap cannot be placed at P (a layout without a grid there, a mesh axis
-        split that no traced P split), or None."""
+        split that no traced P split, another remap that fits the traced P as well but
+        gives other messages at P), or None."""
+        why = self._problem(P)
+        if why is None and self.alternatives:
+            mine = [self.rows(np.arange(P), P, side) for side in ("send", "recv")]
+            for alt in self.alternatives:
+                if alt._problem(P) is not None or any(
+                        not all(np.array_equal(x, y) for x, y in zip(mine[i], alt.rows(np.arange(P), P, side)))
+                        for i, side in enumerate(("send", "recv"))):
+                    return (f"the traced P leave the remap open at P={P}: {alt.formula()} fits them as well "
+                            "and gives other messages there")
+        return why
+
+    def _problem(self, P: int) -> str | None:
         try:
             for side in (self.source, self.dest):
                 p = side.layout.counts(P, self.mesh)
@@ -302,13 +318,14 @@ class Remap:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": "overlap", "format": 1, "mesh": list(self.mesh), "elem": self.elem,
                 "source": self.source.to_dict(), "dest": self.dest.to_dict(), "order": self.order,
-                "free": list(self.free), "fitted": list(self.fitted)}
+                "free": list(self.free), "fitted": list(self.fitted),
+                "alternatives": [a.to_dict() for a in self.alternatives]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Remap":
         return cls(tuple(int(x) for x in d["mesh"]), int(d["elem"]), Blocks.from_dict(d["source"]),
                    Blocks.from_dict(d["dest"]), d.get("order", "cyclic"), tuple(int(a) for a in d.get("free", ())),
-                   tuple(d.get("fitted", ())))
+                   tuple(d.get("fitted", ())), tuple(cls.from_dict(a) for a in d.get("alternatives", ())))
 
 
 # ---- inference ----------------------------------------------------------------------
@@ -444,16 +461,19 @@ def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: Dims
     want = {P: (_observed_rows(sends[P], P), _observed_rows(recvs[P], P)) for P in Ps}
     cands = layouts if layouts is not None else candidate_layouts(declared)
     # layouts that behave alike at every traced P are one candidate (the first kept)
-    placed, seen = [], set()
+    placed, seen = [], {}
     for lay in cands:
         for counts, allowed in _variants(lay, Ps):
             if any(int(np.prod(counts[P])) != P for P in Ps):
                 continue
             eff = tuple((counts[P], tuple(a for a in lay.order if counts[P][a] > 1)) for P in Ps)
-            if (eff, allowed) in seen:
+            if eff in seen:  # alike at every traced P: an alternative, checked at the target
+                seen[eff].append(lay)
                 continue
-            seen.add((eff, allowed))
+            seen[eff] = [lay]
             placed.append((lay, counts, allowed))
+    alike = {id(x[0]): seen[tuple((x[1][P], tuple(a for a in x[0].order if x[1][P][a] > 1)) for P in Ps)]
+             for x in placed}
     # a rank's peers are the blocks of the other decomposition in one box of its block
     # coordinates (less itself, a local copy): layouts where they are not cannot be it
     src = [x for x in placed if all(_boxlike(obs[P][1], obs[P][0], x[1][P], x[0].order) for P in Ps)]
@@ -461,8 +481,17 @@ def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: Dims
     # per layout pair, per axis: the extents and split rules every traced P allows
     for (la, ca, aa), (lb, cb, ab) in itertools.product(src, dst):
         found = _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps)
-        if found is not None:
-            return dataclasses.replace(found, fitted=tuple(Ps))
+        if found:
+            first, others = found[0], found[1:]
+            for xa in alike[id(la)]:
+                for xb in alike[id(lb)]:
+                    if xa is la and xb is lb:
+                        continue
+                    alt = dataclasses.replace(first, source=Blocks(xa, first.source.split),
+                                              dest=Blocks(xb, first.dest.split))
+                    if all(_same(alt, P, "send", want[P][0]) and _same(alt, P, "recv", want[P][1]) for P in Ps):
+                        others.append(alt)
+            return dataclasses.replace(first, fitted=tuple(Ps), alternatives=tuple(others[:16]))
     return None
 
 
@@ -480,8 +509,11 @@ def _boxlike(owner: np.ndarray, peer: np.ndarray, p: tuple[int, ...], order: tup
     return bool(np.all((vol - n >= 0) & (vol - n <= 1)))
 
 
-def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> Remap | None:
+def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> list[Remap]:
+    """Every remap from layout la to lb (mesh extents, cuts, bytes per point, peer order)
+    that gives each traced P's messages: [] where none does."""
     S = len(SPLITS)
+    out: list[Remap] = []
     masks = [np.ones((MAX_EXTENT, S, S), bool) for _ in range(3)]
     split_any = [False, False, False]
     for P in sorted(Ps, reverse=True):
@@ -497,9 +529,9 @@ def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> Remap | None:
             masks[k] &= _axis_mask(a[:, k], b[:, k], v, key, pa[k], pb[k])
             split_any[k] |= pa[k] > 1 or pb[k] > 1
             if not masks[k].any():
-                return None
+                return out
     if not any(split_any):
-        return None
+        return out
     P0 = Ps[-1]
     r0, q0, v0 = obs[P0]
     a0, b0 = _coords(r0, ca[P0], la.order), _coords(q0, cb[P0], lb.order)
@@ -546,5 +578,7 @@ def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> Remap | None:
             for order in ("cyclic", "ascending"):
                 m = dataclasses.replace(base, elem=elem, order=order)
                 if all(_same(m, P, "send", want[P][0]) and _same(m, P, "recv", want[P][1]) for P in Ps):
-                    return m
-    return None
+                    out.append(m)
+                    if len(out) > 16:
+                        return out
+    return out
