@@ -61,7 +61,7 @@ LAYOUTS = [lay for lay in candidate_layouts(DimsRule("dims_create", 3))
            if lay.kind != "grid" or lay.rule.name == "dims_create"]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(src=st.sampled_from(LAYOUTS), dst=st.sampled_from(LAYOUTS),
        splits=st.tuples(st.sampled_from(["floor", "ceil", "rem_first", "rem_last"]),
                         st.sampled_from(["floor", "ceil", "rem_first", "rem_last"])),
