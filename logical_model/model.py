@@ -950,12 +950,12 @@ class LogicalModel:
                             lst = need.setdefault((n, g.ndims, g.rule.table), [])
                             if where not in lst:
                                 lst.append(where)
-            for (n, nd, table), where in need.items():
-                fits = fit_dims_rules(dict(table))
+            for (n, nd, traced), where in need.items():
+                fits = fit_dims_rules(dict(traced))
                 out.setdefault(ph.id, []).append(
                     f"give the {nd}-D grid of {n} ranks at P={P} (--grid AxB{'xC' if nd == 3 else ''}, "
                     f"e.g. {'x'.join(map(str, dims_create(n, nd)))}): its dims were "
-                    f"{', '.join('x'.join(map(str, d)) + f' at {m} ranks' for m, d in table)} and "
+                    f"{', '.join('x'.join(map(str, d)) + f' at {m} ranks' for m, d in traced)} and "
                     + ("fit " + " and ".join(r.describe() for r in fits) if fits else
                        "no dims rule sigex knows fits (MPI_Dims_create, pencils, powers of two, q x q)")
                     + f"; slot{'s' if len(where) > 1 else ''} {', '.join(where[:8])}"
