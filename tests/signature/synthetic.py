@@ -66,3 +66,15 @@ def build_trace(P: int, steps: int, step_calls: Callable[[int, int], list[Call]]
     return Trace(meta={"nprocs": P, "complete": True, "work_mode": "cpu-time", "app": "synthetic"},
                  events=ev, rank_offsets=np.asarray(offsets, np.int64), completions=empty,
                  lists=lists, comms=CommTable.world_only(P))
+
+
+def random_updates(P, rng, updates):
+    """Each rank's calls of a RandomAccess-like kernel: ``updates[r]`` sends of 8 bytes to
+    random other ranks and the receives of what the others send it, in a random order."""
+    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
+    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
+    out = []
+    for r in range(P):
+        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
+        out.append([calls[i] for i in rng.permutation(len(calls))])
+    return out

@@ -12,25 +12,13 @@ from hypothesis import strategies as st
 
 from signature import extract
 from signature.align import _pattern_regions
-from synthetic import build_trace
-
-
-def _random_kernel(rng, P: int) -> list[list[tuple]]:
-    """Each rank sends updates to random ranks, a different number per rank, in a
-    data-driven order (hpcc's RandomAccess): an aperiodic stretch."""
-    updates = [30 + 40 * r for r in range(P)]
-    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
-    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
-    out = []
-    for r in range(P):
-        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
-        out.append([calls[i] for i in rng.permutation(len(calls))])
-    return out
+from synthetic import build_trace, random_updates
 
 
 def _suite(P: int, n_check: int, n_ring: int, reps: int, seed: int):
     rng = np.random.default_rng(seed)
-    ra1, ra2 = _random_kernel(rng, P), _random_kernel(rng, P)
+    # hpcc's RandomAccess: each rank's updates to random ranks in a data-driven order
+    ra1, ra2 = (random_updates(P, rng, [30 + 40 * r for r in range(P)]) for _ in range(2))
 
     def ring(r: int, i: int) -> list[tuple]:
         # a ring whose shift changes every repetition (its peers follow the repetition)

@@ -10,7 +10,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from signature import extract
-from synthetic import build_trace
+from synthetic import build_trace, random_updates
 
 
 def _halo(r: int, P: int, nbytes: int) -> list[tuple]:
@@ -87,18 +87,6 @@ def test_two_rank_classes_in_lock_step(P, steps, k):
     assert 8 in worker["op"] and 4 in worker["op"]
 
 
-def _random_updates(P, rng, updates):
-    """Each rank's calls of a RandomAccess-like kernel: ``updates[r]`` sends of 8 bytes to
-    random other ranks and the receives of what the others send it, in a random order."""
-    dests = [rng.choice([d for d in range(P) if d != r], size=updates[r]) for r in range(P)]
-    incoming = [[s for s in range(P) for d in dests[s] if d == r] for r in range(P)]
-    out = []
-    for r in range(P):
-        calls = [("Send", int(d), 8) for d in dests[r]] + [("Recv", int(s), 8) for s in incoming[r]]
-        out.append([calls[i] for i in rng.permutation(len(calls))])
-    return out
-
-
 @settings(max_examples=15, deadline=None)
 @given(P=st.integers(4, 8), steps_a=st.integers(32, 60), steps_c=st.integers(22, 50),
        seed=st.integers(0, 2**16))
@@ -110,7 +98,7 @@ def test_kernels_between_barriers_one_of_them_aperiodic(P, steps_a, steps_c, see
     all of its calls, not shredded into loops. (From P = 4: with three ranks and two peers
     each, two ranks' random streams can repeat alike by chance.)"""
     rng = np.random.default_rng(seed)
-    b_calls = _random_updates(P, rng, [30 + 40 * r for r in range(P)])  # spread over the ranks
+    b_calls = random_updates(P, rng, [30 + 40 * r for r in range(P)])  # spread over the ranks
 
     def program(r, _):
         a = [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800),
@@ -160,7 +148,7 @@ def test_main_loop_missing_names_an_aperiodic_kernel_not_a_setup():
     periodically) is reported as "main loop not found", naming that part; a run with a
     long set-up of calls of many kinds before its loop, or a long computation, is not."""
     P, rng = 4, np.random.default_rng(3)
-    b_calls = _random_updates(P, rng, [300 + 200 * r for r in range(P)])
+    b_calls = random_updates(P, rng, [300 + 200 * r for r in range(P)])
 
     def aperiodic(r, _):
         loop = [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800),
