@@ -211,7 +211,8 @@ def worker_main(paths: list[str], reps: int, machine_name: str) -> int:
                          for w in range(comm.Get_size())]
             out.append({"path": path, "events": events, "times": t, "stages": stage_med,
                         "stages_by_worker": by_worker,
-                        "runtime": one.runtime, "pet": one.pet(), "passes": res.passes,
+                        "runtime": one.runtime, "passes": res.passes,
+                        "pet": one.pet() if one.phase_weights is not None else None,  # captured traces carry none
                         "workers": comm.Get_size(), "pieces": res.pieces,
                         "split_passes": forced.passes if split else res.passes, "identical": bool(same)})
     if me == 0:
