@@ -232,7 +232,9 @@ static struct {
   int poll_slow;      /* check mode or sampling always: every poll reads the CPU clock */
   double t0, last_end;
   sample_t last;
-  sample_t pre;       /* read before a poll's call (sampling always, check mode: poll_begin) */
+  sample_t pre;       /* read before a poll's call (sampling always, check mode, and lazily
+                       * where the gap before the poll lost the CPU or was long: poll_begin) */
+  int pre_real;       /* lazily: pre was read at this poll's start as a real sample */
   int64_t seq, nevents, ncompletions, untraced_calls, next_req;
   mstream m_events, m_compl, m_lists;
   FILE *f_comms;
@@ -745,12 +747,13 @@ static inline int cpu_must_sample(double dt) {
 /* The burst before event e ended after dt s of wall time; `real`: read the
  * clock (else estimate).  The reading is taken now, or is *pre where the clock
  * was read when the burst ended, before a poll that ended a loop (sampling
- * always, and the check mode's reference). */
+ * always, lazily where that poll's gap lost the CPU or was long, and the check
+ * mode's reference). */
 static inline void cpu_burst_record(ev_t *e, double dt, int real, const sample_t *pre) {
   sample_t s;
   g.n_bursts++;
   g.t_bursts += dt;
-  if (pre && g.cpu_min_s <= 0) s = *pre;
+  if (pre && (g.cpu_min_s <= 0 || g.pre_real)) s = *pre;
   else if (real || g.check) sample(&s);
   if (g.check) {
     const sample_t *x = pre ? pre : &s;
@@ -850,9 +853,17 @@ static inline int cpu_call_end(double dt) {
  *   and its error to none.  Only where that burst lost the CPU or lasted
  *   cpu_min_s does the tail's error (its CPU time less its estimate) land in
  *   it, with the tail's context switches less one per poll that switched.
- * A poll that ends a loop can read the clock only after its call: the call is
- * estimated as one more poll of the loop.  In check mode the reference (g.ref)
- * reads every boundary, as sampling always does. */
+ * A poll that ends a loop knows it only after its call.  Where the gap before
+ * a poll lost the CPU or lasted cpu_min_s (rseq and the poll clock tell at the
+ * poll's start, for the cost of a compare), the clock is read before the call
+ * all the same: should the poll end the loop, that burst is read at both ends
+ * and its call is an event as any other.  (Estimating the call as one more
+ * poll of the loop put the CPU time of an MPICH Test that found its message and
+ * spun through the rest of a time slice, 1.8 ms, into the burst before it,
+ * which took 26 us: one run in thirty at P = 4.)  Where the gap kept the CPU
+ * and was short, it is estimated and the clock read after the call closes the
+ * loop.  In check mode the reference (g.ref) reads every boundary, as sampling
+ * always does. */
 #define POLL_TAIL_CPU_S 100e-6
 #define POLL_TAIL_S 200e-6
 
@@ -1059,6 +1070,7 @@ static struct {
   double w_anchor;   /* ... and wall_now() read together */
   uint64_t c_last;   /* ticks at the end of the last poll */
   uint64_t c_begin;  /* ticks at the start of the current poll */
+  uint64_t gap_lim;  /* a gap of this many ticks or more is read at its end (cpu_min_s) */
   struct sigex_event ev;
 } poll = {.op = -1}; /* op -1: no loop held */
 
@@ -1081,6 +1093,7 @@ static void poll_anchor(double now, uint64_t c) {
 /* When the fast path next leaves for poll_read: where the tail reaches
  * POLL_TAIL_S or its switched polls about POLL_TAIL_CPU_S of CPU time. */
 static inline void poll_limits(void) {
+  poll.gap_lim = g.cpu_min_s > 0 ? (uint64_t)(g.cpu_min_s / pclk.s_per_tick) : UINT64_MAX;
   poll.sw_lim = 1;
   poll.tail_lim = (uint64_t)(POLL_TAIL_S / pclk.s_per_tick);
   if (!poll.anchored || poll.sw_n <= 0) return;
@@ -1214,6 +1227,15 @@ static inline int poll_same(int op, uintptr_t k1, int64_t k2) {
          thread_id() == g.main_tp;
 }
 
+/* The clock read before a poll's call (see "Polling loops"): sampling always
+ * and for check mode's reference at every poll; lazily where the gap before it
+ * lost the CPU or was long, in case the poll ends the loop. */
+static __attribute__((noinline)) void poll_pre(void) {
+  sample(&g.pre);
+  g.pre_real = g.cpu_min_s > 0 && (poll.gap_sw | (poll.c_begin - poll.c_last >= poll.gap_lim));
+  if (g.cpu_min_s <= 0 || g.pre_real) g.n_samples++;
+}
+
 /* The start of a poll with a held twin: one poll-clock reading; e gets only the
  * fields a wrapper reads or sets (poll_end fills the rest if the poll finds
  * something); the communicator is the held event's (g.cur is unchanged). */
@@ -1229,13 +1251,12 @@ static inline __attribute__((always_inline)) int poll_begin(ev_t *e, int op, MPI
   e->req = -1;
   e->peer = e->recv_peer = e->root = PEER_NONE;
   e->tag = -1;
-  /* sampling always, the burst before a poll is read before the call, in case
-   * the call ends the loop (so two readings per poll); in check mode, the same
-   * for the reference */
-  if (__builtin_expect(g.poll_slow, 0)) {
-    sample(&g.pre);
-    if (g.cpu_min_s <= 0) g.n_samples++;
-  }
+  /* the burst before a poll is read before the call, in case the call ends
+   * the loop: sampling always (so two readings per poll), in check mode for the
+   * reference, and lazily where the gap lost the CPU or was long (poll_pre) */
+  g.pre_real = 0;
+  if (__builtin_expect(g.poll_slow | poll.gap_sw | (poll.c_begin - poll.c_last >= poll.gap_lim), 0))
+    poll_pre();
   return 1;
 }
 
@@ -1320,6 +1341,12 @@ static __attribute__((noinline)) void poll_end_slow(ev_t *e, int fast, int op, u
    * now closes the loop: its tail and this call belong to no burst.  Else the
    * gap is what the reading shows less the loop's tail and this call, the call
    * estimated as one more poll of the loop. */
+  if (g.pre_real) { /* the gap lost the CPU or was long: read at both ends */
+    cpu_burst_record(e, gap, 1, &g.pre);
+    g.pre_real = 0;
+    ev_end(e);
+    return;
+  }
   int call_sw = cpu_switched();
   int real = poll.gap_sw | (gap >= g.cpu_min_s);
   if (real) {
