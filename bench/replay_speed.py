@@ -137,14 +137,15 @@ def _hwm_mb() -> float:
     return float("nan")
 
 
-def worker_main(paths: list[str], reps: int, machine_name: str) -> int:
+def worker_main(paths: list[str], reps: int, machine_name: str, forced: bool = True) -> int:
     """Per trace and repetition, interleaved so that both see the same machine: worker 0
     alone (the other workers sleep) reads the trace, builds the Program and replays it,
     twice ("again": the same Program, its layout cached); then every worker runs
     ``replay_workers(path)`` (each reads its rank block and builds its piece; time: barrier
     to the result on worker 0, and each worker's CPU), and, for a trace the default leaves
-    to worker 0 alone, with every worker given a piece (``min_events_per_worker=0``).
-    Worker 0 prints one JSON line."""
+    to worker 0 alone, with every worker given a piece (``min_events_per_worker=0``; not
+    with ``forced=False``: a narrow trace split takes thousands of passes). Worker 0 prints
+    one JSON line."""
     from mpi4py import MPI
 
     import numpy as np
@@ -162,7 +163,7 @@ def worker_main(paths: list[str], reps: int, machine_name: str) -> int:
             replay(Program.from_trace(load_trace(path)), machine)
         _idle_barrier(comm)
         res = replay_workers(path, machine)
-        split = comm.bcast(res is not None and res.pieces < comm.Get_size(), root=0)
+        split = comm.bcast(forced and res is not None and res.pieces < comm.Get_size(), root=0)
         t = {k: [] for k in ("read", "build", "replay", "again", "one_cpu", "workers", "workers_cpu",
                              "split", "split_cpu")}
         stages = []
@@ -212,6 +213,7 @@ def worker_main(paths: list[str], reps: int, machine_name: str) -> int:
             out.append({"path": path, "events": events, "times": t, "stages": stage_med,
                         "stages_by_worker": by_worker,
                         "runtime": one.runtime, "passes": res.passes,
+                        "passes_estimate": stages[-1][0].get("passes_estimate") if stages else None,
                         "pet": one.pet() if one.phase_weights is not None else None,  # captured traces carry none
                         "workers": comm.Get_size(), "pieces": res.pieces,
                         "split_passes": forced.passes if split else res.passes, "identical": bool(same)})
@@ -268,10 +270,11 @@ def run_memory(path: Path, machine: str, n: int) -> dict:
     return json.loads(lines[-1][len("MEMORY "):])
 
 
-def run_timings(paths: list[Path], reps: int, machine: str, n: int) -> dict[str, dict]:
+def run_timings(paths: list[Path], reps: int, machine: str, n: int, forced: bool = True) -> dict[str, dict]:
     """This script in worker mode under ``mpiexec -n n``; results by trace path."""
     cmd = ["mpiexec", "-n", str(n), sys.executable, str(Path(__file__).resolve()), "--worker-mode",
-           "--reps", str(reps), "--machine", machine, *map(str, paths)]
+           "--reps", str(reps), "--machine", machine, *([] if forced else ["--no-forced-split"]),
+           *map(str, paths)]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("TIMINGS ")]
     if res.returncode != 0 or not lines:
@@ -525,8 +528,22 @@ def narrow_rows(args, machine, tmp: Path) -> tuple[list[dict], dict | None]:
                      total_wall_s=wall, x_smpi_end_to_end_wall=r["smpi_wall_s"] / wall)
         if imported is not None and label == imported["trace"]:
             imported["events"] = r["events"]
+        if r["events"] >= GOAL_WORKERS_EVENTS and args.workers > 1 and shutil.which("mpiexec"):
+            r.update(narrow_workers(path, args))
         rows.append(r)
     return rows, imported
+
+
+def narrow_workers(path: Path, args) -> dict:
+    """One process against ``args.workers`` workers (replay_workers with its defaults, which
+    leave a tightly coupled trace to worker 0) on a narrow trace, in one mpiexec job."""
+    print(f"#   one process and {args.workers} workers ...", file=sys.stderr, flush=True)
+    w = run_timings([path], min(args.reps, 3), args.machine, args.workers, forced=False)[str(path)]
+    t = w["times"]
+    one = _median([a + b + c for a, b, c in zip(t["read"], t["build"], t["replay"])])
+    return {"workers_one_process_s": one, "workers_s": _median(t["workers"]),
+            "workers_speedup": one / _median(t["workers"]), "workers_pieces": w["pieces"],
+            "workers_passes_estimate": w.get("passes_estimate"), "workers_identical": w["identical"]}
 
 
 def print_narrow(rows: list[dict], imported: dict | None) -> None:
@@ -558,6 +575,14 @@ def print_narrow(rows: list[dict], imported: dict | None) -> None:
     for r in rows:
         if r.get("smpi_error"):
             print(f"  SMPI n/a on {r['trace']}: {r['smpi_error']}")
+    for r in rows:
+        if "workers_s" in r:
+            est = r["workers_passes_estimate"]
+            why = (f"a split would take ~{est:,} passes of {r['events'] // est:,} events: worker 0 "
+                   f"replays alone" if r["workers_pieces"] == 1 and est else f"{r['workers_pieces']} pieces")
+            print(f"  {r['trace']} P={r['P']}: one process {r['workers_one_process_s']:.3f} s, "
+                  f"2 workers {r['workers_s']:.3f} s ({r['workers_speedup']:.2f}x; {why}; same result: "
+                  f"{'yes' if r['workers_identical'] else 'NO'})")
     if imported is not None:
         print(f"sigex simgrid import of the {imported['trace']} trace ({imported.get('events', 0):,d} "
               f"events, import_ti with the replay's clock, fresh process, median of "
@@ -637,13 +662,14 @@ def main(argv=None) -> int:
                     help="do not replay the narrow traces with the numpy engine too")
     ap.add_argument("--worker-mode", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--memory-mode", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--no-forced-split", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--narrow-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--import-worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--numpy-reference", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker_mode:
-        return worker_main(args.paths, args.reps, args.machine)
+        return worker_main(args.paths, args.reps, args.machine, not args.no_forced_split)
     if args.memory_mode:
         return memory_main(args.paths[0], args.machine)
     if args.narrow_worker:
@@ -808,8 +834,10 @@ def goals_and_json(results, sg_rows, narrow, imported, args, machine, load0, loa
             "goal": GOAL_IMPORT_S, "by": "CPU seconds of import_ti (with the replay's clock) of the "
             "long SMPI sweep trace, fresh process, median", "value": None if imported is None else imported["import_s"],
             "met": imported is not None and imported["import_s"] < GOAL_IMPORT_S},
-        "x_second_worker": goal(GOAL_WORKERS, {label(r): r["speedup"] for r in results
-                                               if r["events"] >= GOAL_WORKERS_EVENTS},
+        "x_second_worker": goal(GOAL_WORKERS, {**{label(r): r["speedup"] for r in results
+                                                  if r["events"] >= GOAL_WORKERS_EVENTS},
+                                               **{nlabel(r): r["workers_speedup"] for r in narrow
+                                                  if "workers_speedup" in r}},
                                 f"one process's read + build + replay / {args.workers} workers' "
                                 f"replay_workers(path) (wall, medians), traces of "
                                 f"{GOAL_WORKERS_EVENTS:,} events or more"),

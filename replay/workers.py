@@ -23,7 +23,12 @@ from the same inputs as in one process, so worker 0's result is the result of
 A trace with fewer than :data:`MIN_EVENTS_PER_WORKER` events per worker is not
 split that far (by default): fewer workers get pieces, and below twice that many
 events worker 0 replays it alone while the others wait, since splitting a small
-trace costs more in per-step overheads and exchanges than it saves.
+trace costs more in per-step overheads and exchanges than it saves. Nor is a
+trace whose pieces would wait on each other every few events (a captured run
+of a few dozen ranks, each receiving from its neighbours and calling collectives
+thousands of times): where the passes a split takes (:func:`passes_estimate`,
+from the trace's op and peer columns) would carry fewer than
+:data:`MIN_EVENTS_PER_PASS` events each, worker 0 replays it alone.
 
 Every worker must call :func:`replay_workers` with the same program (or trace
 file), machine and options. As ``mpi4py.run`` does, a worker that
@@ -66,7 +71,7 @@ from .pieces import STAGES as PIECE_STAGES
 from .pieces import Piece, extract, piece_bounds, positions_from_counts, read_piece
 from .program import COLLECTIVE_NAMES, Program
 
-__all__ = ["MIN_EVENTS_PER_WORKER", "last_stages", "replay_workers", "running_under_mpi", "worker_bounds", "workers_used"]
+__all__ = ["MIN_EVENTS_PER_PASS", "MIN_EVENTS_PER_WORKER", "last_stages", "passes_estimate", "replay_workers", "running_under_mpi", "worker_bounds", "workers_used"]
 
 Progress = Callable[[int, int], None]
 
@@ -85,6 +90,16 @@ SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
 #: two still takes 1.4x as long as one process.
 MIN_EVENTS_PER_WORKER = 150_000
 
+#: a trace is split only where the passes it would take (:func:`passes_estimate`) carry at
+#: least this many events each: every pass costs each worker a step of its own replay and an
+#: exchange it waits for (0.15-0.5 ms on this 2-core machine), so a tightly coupled narrow
+#: trace, whose ranks wait on the other piece every few dozen events, ran 5-30x slower in two
+#: pieces than in one process (hpcc at P = 32: 20,058 passes, 10 s against 0.5 s; LAMMPS
+#: peptide: 7,010 passes, 30 s against 2.2 s). The estimates: 66-263 events per pass on the
+#: captured applications at P = 32 (hpcc, LAMMPS melt and peptide, GROMACS, SMPI's sweep),
+#: 98,000-360,000 on the physical stencil and FFT at P = 65,536, which split 1.7x faster.
+MIN_EVENTS_PER_PASS = 5_000
+
 _TAG_COLL, _TAG_GATHER, _TAG_ALONE = 731, 732, 733
 
 
@@ -98,7 +113,9 @@ def last_stages() -> dict[str, float]:
     crossing times), "exchange" (the per-pass exchange, waiting for the others included),
     "collectives" (collectives evaluated with other workers), "gather" (results to worker 0);
     ``<stage>_cpu``: the process's CPU seconds in it; ``build:<step>_cpu``: those of the
-    steps of :func:`replay.pieces.read_piece` when a trace file was given. For benchmarks."""
+    steps of :func:`replay.pieces.read_piece` when a trace file was given;
+    "passes_estimate": :func:`passes_estimate` of the split considered, where one was. For
+    benchmarks and the CLI's note."""
     return dict(_LAST_STAGES)
 
 
@@ -180,6 +197,53 @@ def workers_used(n_events: int, workers: int, min_events: int | None = None) -> 
     return workers if m == 0 else max(1, min(workers, n_events // m))
 
 
+def passes_estimate(rank_offsets: np.ndarray, bounds: np.ndarray, *, op=None, peer=None,
+                    recv_peer=None, program: Program | None = None) -> int:
+    """How many passes a replay split at rank ``bounds`` takes, about: the most events of one
+    rank that wait on another piece (receives of messages sent by a rank of another piece,
+    and collective calls, all counted as spanning pieces). A rank blocked there waits for the
+    next exchange, so where the other piece is just as often blocked on it (a ring, a
+    pipeline of halo exchanges) every such event costs a pass; where many of them are
+    satisfied by one exchange (a stencil's halos, a sweep) this is an upper bound.
+
+    From a :class:`Program` (``program``) or from a trace's event columns (``op`` in
+    sigex's codes, ``peer``, ``recv_peer``; world ranks, -1 or less for none).
+    """
+    from .program import COLLECTIVE, RECV_POST, TAGLESS_RECV
+    ro = np.asarray(rank_offsets, np.int64)
+    P = len(ro) - 1
+    inner = np.asarray(bounds, np.int64)[1:-1]
+    rank_piece = np.searchsorted(inner, np.arange(P), side="right")
+    if program is not None:
+        src, dst = program.msg_src, program.msg_dst
+        ok = (src >= 0) & (dst >= 0)
+        crossing = ok & (rank_piece[np.maximum(src, 0)] != rank_piece[np.maximum(dst, 0)])
+        per = np.bincount(dst[crossing], minlength=P)[:P]
+        per = per + np.bincount(program.coll_rank, minlength=P)[:P]
+    else:
+        op = np.asarray(op)
+        piece = np.repeat(rank_piece, np.diff(ro))
+
+        def other(q):
+            q = np.asarray(q)
+            return (q >= 0) & (q < P) & (rank_piece[np.clip(q, 0, P - 1)] != piece)
+
+        dep = COLLECTIVE[op] | ((RECV_POST[op] & ~TAGLESS_RECV[op]) & other(peer))
+        dep |= TAGLESS_RECV[op] & other(recv_peer)
+        c = np.concatenate([[0], np.cumsum(dep, dtype=np.int64)])
+        per = c[ro[1:]] - c[ro[:-1]]
+    return int(per.max()) if P else 0
+
+
+def _workers_worth(used: int, P: int, n_events: int, W: int, estimate) -> int:
+    """``used`` workers, or 1 where the split would take passes of fewer than
+    :data:`MIN_EVENTS_PER_PASS` events each (``estimate(bounds)``: the passes)."""
+    if used <= 1:
+        return used
+    passes = estimate(worker_bounds(P, W, used))
+    return used if n_events >= MIN_EVENTS_PER_PASS * max(passes, 1) else 1
+
+
 def replay_workers(program: Program | str | Path, machine: Machine, *, comm=None,
                    collectives: str = "algorithms", progress: Progress | None = None,
                    min_events_per_worker: int | None = None,
@@ -202,9 +266,12 @@ def replay_workers(program: Program | str | Path, machine: Machine, *, comm=None
         Called on worker 0 after every pass with the number of events replayed.
     min_events_per_worker : int, optional
         Give pieces to only as many workers as keep at least this many events each
-        (default :data:`MIN_EVENTS_PER_WORKER`; 0: every worker gets a piece). A
-        small trace is replayed faster by worker 0 alone than split: the other
-        workers then wait and return None. The result is the same either way.
+        (default :data:`MIN_EVENTS_PER_WORKER`; 0: every worker gets a piece,
+        however tightly coupled). A small trace is replayed faster by worker 0 alone
+        than split: the other workers then wait and return None. Unless 0, a trace
+        whose split would take passes of fewer than :data:`MIN_EVENTS_PER_PASS`
+        events each is replayed by worker 0 alone too. The result is the same
+        either way.
     share_collectives : bool
         Evaluate a collective instance whose members several workers hold together, each
         worker for its own members, exchanging arrival times round by round. By default
@@ -246,6 +313,20 @@ def replay_workers(program: Program | str | Path, machine: Machine, *, comm=None
         head = read_trace_ranks(path, 0, 0, columns=())  # the index and the metadata alone
         P, n_events = head.nprocs, int(head.meta["n_events_total"])
     used = workers_used(n_events, W, min_events_per_worker)  # (checks the value)
+    estimate = {}
+    if min_events_per_worker != 0 and used > 1:  # and does a split pay? (0: split whatever)
+        if path is None:
+            def passes(b):
+                estimate["passes_estimate"] = passes_estimate(program.rank_offsets, b, program=program)
+                return estimate["passes_estimate"]
+        else:
+            from signature.io import read_event_columns
+            ro, cols = read_event_columns(path, ("op", "peer", "recv_peer"))
+
+            def passes(b):
+                estimate["passes_estimate"] = passes_estimate(ro, b, **cols)
+                return estimate["passes_estimate"]
+        used = _workers_worth(used, P, n_events, W, passes)
     if W == 1:
         if path is not None:
             program = Program.from_trace(load_trace(path))
@@ -260,6 +341,7 @@ def replay_workers(program: Program | str | Path, machine: Machine, *, comm=None
         _abort(comm, run, err)
     _LAST_STAGES.clear()
     _LAST_STAGES.update(run.times)
+    _LAST_STAGES.update(estimate)
     if path is not None:
         _LAST_STAGES.update((f"build:{k}_cpu", v) for k, v in PIECE_STAGES.items())
     if isinstance(outcome, BaseException):

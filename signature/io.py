@@ -26,7 +26,7 @@ from .errors import IncompleteTraceError, TraceFormatError
 from .trace import (COMPLETION_COLUMNS, EVENT_COLUMNS, OPS, OPTIONAL_COLUMNS,
                     RUN_ONLY_COLUMNS, CommTable, Trace)
 
-__all__ = ["read_trace", "read_trace_ranks", "read_rank_block_into", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["read_trace", "read_trace_ranks", "read_event_columns", "read_rank_block_into", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "sigex-trace"
 FORMAT_VERSION = 1
@@ -316,6 +316,36 @@ def _rows_of_ranks(group: h5py.Group, lo: int, hi: int) -> slice | np.ndarray:
         a, b = np.searchsorted(ranks, [lo, hi])
         return slice(int(a), int(b))
     return np.flatnonzero((ranks >= lo) & (ranks < hi))
+
+
+def read_event_columns(path: str | Path, names, *, allow_incomplete: bool = False
+                       ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The per-rank offset index and a few event columns of every rank, unchecked: a quick
+    look at a trace (the replay's workers read ``op``, ``peer`` and ``recv_peer`` to judge
+    whether splitting it pays). ``op`` is in this sigex's operation codes.
+
+    Raises
+    ------
+    TraceFormatError, IncompleteTraceError
+        As :func:`read_trace`; also when a column is missing.
+    """
+    path = Path(path)
+    f = _open(path)
+    try:
+        with f:
+            _header(f, path, allow_incomplete)
+            present = set(f["events"].keys())
+            missing = [n for n in names if n not in present]
+            if missing:
+                raise TraceFormatError(f"{path}: event columns missing: {', '.join(missing)}")
+            cols = _read_group(f, "events", names)
+            if "op" in cols:
+                cols["op"] = _our_ops(cols["op"], json.loads(_attr(f["events"].attrs["op_names"])), path)
+            return _read_dataset(f["index"], "rank_offsets").astype(np.int64), cols
+    except (TraceFormatError, IncompleteTraceError):
+        raise
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError) as err:
+        raise _damaged(path, err) from err
 
 
 def read_trace_ranks(path: str | Path, lo: int, hi: int, *, columns=None,

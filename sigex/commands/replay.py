@@ -35,7 +35,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                     help="replay the ranks in this many pieces (at most one per rank)")
     rp.add_argument("--min-events-per-worker", type=whole(0, "events"), default=None, metavar="N",
                     help="under mpiexec: give pieces to only as many workers as keep N events each "
-                         f"(default {MIN_EVENTS_TEXT}: a smaller trace replays faster on one worker; "
+                         f"(default {MIN_EVENTS_TEXT}: a smaller trace replays faster on one worker, as "
+                         "does one whose pieces would wait on each other every few thousand events; "
                          "0: every worker gets a piece)")
     rp.add_argument("--full", action="store_true", help="unroll phase weights and replay every repetition")
     return rp
@@ -71,7 +72,7 @@ def run(opts: argparse.Namespace) -> int:
     if under_mpi:  # one piece per worker
         from mpi4py import MPI
 
-        from replay.workers import MIN_EVENTS_PER_WORKER, replay_workers
+        from replay.workers import MIN_EVENTS_PER_WORKER, last_stages, replay_workers
         res = replay_workers(program, machine, collectives=opts.collectives,
                              min_events_per_worker=opts.min_events_per_worker)
         if res is None:  # not worker 0: it prints
@@ -85,8 +86,14 @@ def run(opts: argparse.Namespace) -> int:
             how += f" (one rank per worker at most: the trace has {trace.nprocs} ranks)"
         elif res.pieces < W and opts.min_events_per_worker != 0:
             least = MIN_EVENTS_PER_WORKER if opts.min_events_per_worker is None else opts.min_events_per_worker
-            how += (f" (a piece needs {least:,} events or more; --min-events-per-worker 0 "
-                    f"gives every worker one)")
+            passes = last_stages().get("passes_estimate")
+            if res.pieces == 1 and passes:
+                how += (f" (split, its ranks would wait on each other's pieces about {passes:,} times, "
+                        f"every {n_events // passes:,} events, which costs more than it saves; "
+                        f"--min-events-per-worker 0 splits anyway)")
+            else:
+                how += (f" (a piece needs {least:,} events or more; --min-events-per-worker 0 "
+                        f"gives every worker one)")
         if trace.n_events == 0 and trace.meta.get("trace_kind", "captured") == "captured":
             # the measured runtime: the end times of every rank (a captured trace is narrow)
             trace = read_trace_ranks(path, 0, trace.nprocs, columns=("t_start", "t_comm"))

@@ -306,6 +306,26 @@ def test_a_small_trace_is_replayed_by_worker_0_alone(tmp_path):
     assert got["rest"]["errors"] == [str(dead.value)] * 2
 
 
+def test_a_tightly_coupled_trace_is_replayed_by_worker_0_alone(tmp_path):
+    """Where the pieces would wait on each other every few dozen events (cg at P = 16: 303
+    passes for 10,940 events), the default replays on worker 0 alone, from a Program or a
+    trace file, however few events a worker is asked to keep; min_events_per_worker=0 still
+    splits. The same bits every way."""
+    res = run_workers(tmp_path, """
+        path = "traces/cg/P16.h5"
+        report("program", replay_workers(Program.from_trace(load_trace(path)), load("cluster-a"),
+                                         min_events_per_worker=1))
+        report("file", replay_workers(path, load("cluster-a"), min_events_per_worker=1))
+        report("split", replay_workers(path, load("cluster-a"), **SPLIT))
+    """, 2)
+    got = records(res)
+    ref = replay(Program.from_trace(load_trace(TRACES / "cg" / "P16.h5")), load("cluster-a"))
+    assert got["program"]["pieces"] == got["file"]["pieces"] == 1
+    assert got["split"]["pieces"] == 2
+    for key in ("program", "file", "split"):
+        assert_same(got[key], ref)
+
+
 def test_workers_used_keeps_enough_events_per_worker():
     """As many workers as keep min_events each (at least one); 0 means all; bounds of the
     unused workers are empty pieces at the end."""
