@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -111,18 +112,19 @@ def neighbour(rank: np.ndarray, dims: tuple[int, ...], periods: tuple[bool, ...]
               disp: tuple[int, ...], order: str = "row") -> np.ndarray:
     """World rank at coordinate displacement ``disp`` from each rank, -1 off the grid."""
     rank = np.asarray(rank, np.int64).reshape(-1)
-    n = int(np.prod(dims))
-    if rank.size == n and n <= 4096 and (n == 0 or (rank[0] == 0 and rank[-1] == n - 1)) and \
-            np.all(rank == np.arange(n)):
+    n = math.prod(int(d) for d in dims)
+    if 0 < n <= 4096:
+        # a rank's coordinates are those of rank mod n (every digit is taken modulo its
+        # dimension), so one table of the whole grid serves any ranks
         key = (tuple(int(d) for d in dims), tuple(bool(p) for p in periods), tuple(int(x) for x in disp), order)
         table = _NEIGHBOURS.get(key)
         if table is None:
             if len(_NEIGHBOURS) > 65536:
                 _NEIGHBOURS.clear()
-            table = _neighbour(rank, dims, periods, disp, order)
+            table = _neighbour(np.arange(n), dims, periods, disp, order)
             table.flags.writeable = False
             _NEIGHBOURS[key] = table
-        return table.copy()
+        return table[rank % n]
     return _neighbour(rank, dims, periods, disp, order)
 
 

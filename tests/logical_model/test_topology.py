@@ -143,3 +143,19 @@ def test_undeclared_3d_neighbours_are_recovered_or_reported(name, order, periods
     assert any(np.array_equal(c(ranks, unseen), want) for c in kept)
     if not np.array_equal(rule(ranks, unseen), want):
         assert any(not np.array_equal(c(ranks, unseen), rule(ranks, unseen)) for c in kept[1:])
+
+
+@settings(max_examples=150, deadline=None)
+@given(dims=st.lists(st.integers(1, 5), min_size=1, max_size=3), data=st.data())
+def test_neighbours_from_the_grids_table_equal_the_coordinates_arithmetic(dims, data):
+    """neighbour() looks any ranks up in one table of the whole grid (a rank's coordinates
+    are those of rank mod the grid's size); it equals the arithmetic on coordinates, for
+    ranks on the grid, beyond it and negative, periodic or not, row- or column-major."""
+    from logical_model.topology import _neighbour, neighbour
+    dims = tuple(dims)
+    periods = tuple(data.draw(st.lists(st.booleans(), min_size=len(dims), max_size=len(dims))))
+    disp = tuple(data.draw(st.lists(st.integers(-3, 3), min_size=len(dims), max_size=len(dims))))
+    order = data.draw(st.sampled_from(["row", "col"]))
+    rank = np.array(data.draw(st.lists(st.integers(-200, 200), max_size=30)), np.int64)
+    assert np.array_equal(neighbour(rank, dims, periods, disp, order),
+                          _neighbour(rank, dims, periods, disp, order))
