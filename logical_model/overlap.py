@@ -52,6 +52,9 @@ __all__ = ["SPLITS", "split_points", "Layout", "Blocks", "Remap", "infer_remap",
 SPLITS = ("floor", "ceil", "rem_first", "rem_last")
 #: largest mesh extent the inference tries per axis
 MAX_EXTENT = 256
+#: most remaps kept that fit the traced P as well as the first (checked at a target); where
+#: more fit, the remap is placed at the traced P only
+MAX_ALTERNATIVES = 64
 
 
 def split_points(n, p: int, split: str) -> np.ndarray:
@@ -216,6 +219,13 @@ class Remap:
     #: other remaps that give every traced P's messages as well (layouts alike there,
     #: other mesh extents or cuts); a P where one of them gives other messages is refused
     alternatives: tuple = ()
+    #: more than :data:`MAX_ALTERNATIVES` other remaps fit the traced P: only they are placed
+    more_fit: bool = False
+    #: other layouts with the same block counts and rank order at every traced P (so the same
+    #: messages there), for the source and the destination: checked at a target like
+    #: ``alternatives``
+    alike_source: tuple = ()
+    alike_dest: tuple = ()
 
     kind = "overlap"
 
@@ -272,15 +282,46 @@ class Remap:
         split that no traced P split, another remap that fits the traced P as well but
         gives other messages at P), or None."""
         why = self._problem(P)
-        if why is None and self.alternatives:
-            mine = [self.rows(np.arange(P), P, side) for side in ("send", "recv")]
-            for alt in self.alternatives:
-                if alt._problem(P) is not None or any(
-                        not all(np.array_equal(x, y) for x, y in zip(mine[i], alt.rows(np.arange(P), P, side)))
-                        for i, side in enumerate(("send", "recv"))):
-                    return (f"the traced P leave the remap open at P={P}: {alt.formula()} fits them as well "
-                            "and gives other messages there")
-        return why
+        if why is not None or P in self.fitted:
+            return why
+        if self.more_fit:
+            return (f"the traced P leave the remap open at P={P}: more than {MAX_ALTERNATIVES} remaps fit them "
+                    "(logical_model.overlap.MAX_ALTERNATIVES); trace another P")
+        parting = _parting(self, P)
+        if parting:
+            return (f"the traced P leave the remap open at P={P}: {len(parting)} other remap"
+                    f"{'s' if len(parting) > 1 else ''} fit them as well and give other messages there "
+                    f"({self._versus(parting[0])}); trace a P that cuts the mesh where they part")
+        return None
+
+    def expanded(self):
+        """This remap and its alternatives, each with its alike layouts in place of its own
+        where they give the same blocks at every traced P."""
+        for m in (self, *self.alternatives):
+            yield m
+            for xa in (m.source.layout, *m.alike_source):
+                for xb in (m.dest.layout, *m.alike_dest):
+                    if xa is m.source.layout and xb is m.dest.layout:
+                        continue
+                    alt = dataclasses.replace(m, source=Blocks(xa, m.source.split), dest=Blocks(xb, m.dest.split),
+                                              alike_source=(), alike_dest=(), alternatives=())
+                    if all(_blocks_key(alt, P) == _blocks_key(m, P) for P in self.fitted):
+                        yield alt
+
+    def _versus(self, alt: "Remap") -> str:
+        """What parts this remap from ``alt`` (mesh and bytes a point, cuts, layouts, order)."""
+        out = []
+        if (alt.mesh, alt.elem) != (self.mesh, self.elem):
+            out.append(f"a {'x'.join(map(str, alt.mesh))} mesh at {alt.elem} bytes a point, not "
+                       f"{'x'.join(map(str, self.mesh))} at {self.elem}")
+        for name, a, b in (("source", alt.source, self.source), ("destination", alt.dest, self.dest)):
+            if a.split != b.split:
+                out.append(f"{a.split} {name} cuts, not {b.split}")
+            if a.layout != b.layout:
+                out.append(f"the {name} as {a.layout.describe()}, not {b.layout.describe()}")
+        if alt.order != self.order:
+            out.append(f"peers {alt.order}, not {self.order}")
+        return "; ".join(out) or alt.formula()
 
     def _problem(self, P: int) -> str | None:
         try:
@@ -319,13 +360,49 @@ class Remap:
         return {"kind": "overlap", "format": 1, "mesh": list(self.mesh), "elem": self.elem,
                 "source": self.source.to_dict(), "dest": self.dest.to_dict(), "order": self.order,
                 "free": list(self.free), "fitted": list(self.fitted),
-                "alternatives": [a.to_dict() for a in self.alternatives]}
+                "alternatives": [a.to_dict() for a in self.alternatives], "more_fit": self.more_fit,
+                "alike_source": [x.to_dict() for x in self.alike_source],
+                "alike_dest": [x.to_dict() for x in self.alike_dest]}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Remap":
         return cls(tuple(int(x) for x in d["mesh"]), int(d["elem"]), Blocks.from_dict(d["source"]),
                    Blocks.from_dict(d["dest"]), d.get("order", "cyclic"), tuple(int(a) for a in d.get("free", ())),
-                   tuple(d.get("fitted", ())), tuple(cls.from_dict(a) for a in d.get("alternatives", ())))
+                   tuple(d.get("fitted", ())), tuple(cls.from_dict(a) for a in d.get("alternatives", ())),
+                   bool(d.get("more_fit", False)), tuple(Layout.from_dict(x) for x in d.get("alike_source", ())),
+                   tuple(Layout.from_dict(x) for x in d.get("alike_dest", ())))
+
+
+def _blocks_key(m: Remap, P: int):
+    """What fixes a remap's messages at P (None where its layouts have no grid there)."""
+    try:
+        out = []
+        for side in (m.source, m.dest):
+            p = side.layout.counts(P, m.mesh)
+            out.append((p, tuple(a for a in side.layout.order if p[a] > 1), side.split))
+        return (m.mesh, m.elem, m.order, m.free, *out)
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=1024)
+def _parting(m: Remap, P: int) -> tuple:
+    """The remaps that fit the traced P as well as ``m`` and give other messages at P (or
+    cannot be placed there), each behaviour once."""
+    mine = _blocks_key(m, P)
+    ranks = np.arange(P)
+    rows = [m.rows(ranks, P, side) for side in ("send", "recv")]
+    seen, out = {mine}, []
+    for alt in m.expanded():
+        key = _blocks_key(alt, P)
+        if key in seen:
+            continue
+        seen.add(key)
+        if alt._problem(P) is not None or any(
+                not all(np.array_equal(x, y) for x, y in zip(rows[i], alt.rows(ranks, P, side)))
+                for i, side in enumerate(("send", "recv"))):
+            out.append(alt)
+    return tuple(out)
 
 
 # ---- inference ----------------------------------------------------------------------
@@ -343,32 +420,44 @@ def _overlap_table(pa: int, pb: int) -> np.ndarray:
     return t
 
 
-def _axis_mask(a: np.ndarray, b: np.ndarray, v: np.ndarray, groups: np.ndarray, pa: int, pb: int) -> np.ndarray:
-    """(MAX_EXTENT, S, S) booleans: the mesh extents and split rules on one axis under which
-    every message's blocks overlap there and its size over that overlap is equal within
-    each group of messages that agree on the other axes."""
-    if pa == 1 and pb == 1:
-        ok = _equal_in_groups(v[None, :].astype(float), groups)[0]
-        return np.full((MAX_EXTENT, len(SPLITS), len(SPLITS)), bool(ok))
-    x = _overlap_table(pa, pb)[:, :, :, a, b]  # (N, S, S, m)
-    pos = np.all(x > 0, axis=-1)
-    out = np.zeros(pos.shape, bool)
-    rows = np.flatnonzero(pos.ravel())
-    if rows.size:
-        xr = x.reshape(-1, len(v))[rows]
-        out.ravel()[rows] = _equal_in_groups(v[None, :] / xr, groups)
-    return out
-
-
-def _equal_in_groups(r: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Per row of r: its values equal within each group of columns (``groups``: ids)."""
+def _axis_constraints(a: np.ndarray, b: np.ndarray, v: np.ndarray, groups: np.ndarray):
+    """What one axis must satisfy, free of the mesh: the (a, b) block pairs seen there, and
+    per group of messages that agree on the other axes the ratios their sizes impose on
+    this axis's overlaps (size_i / overlap(a_i, b_i) equal within the group), as
+    (a_i, b_i, a_r, b_r, v_i, v_r) with overlap(a_i, b_i) v_r = overlap(a_r, b_r) v_i,
+    reduced and deduplicated. None where the sizes contradict themselves (one pair of
+    block pairs with two ratios): no mesh can give them."""
     _, first, inv = np.unique(groups, return_index=True, return_inverse=True)
     ref = first[inv.reshape(-1)]
     many = np.flatnonzero(ref != np.arange(len(groups)))
+    pairs = np.unique(np.stack([a, b], 1), axis=0)
     if many.size == 0:
-        return np.ones(len(r), bool)
-    x, y = r[:, many], r[:, ref[many]]
-    return np.all(np.abs(x - y) <= 1e-9 * np.maximum(np.abs(y), 1.0), axis=1)
+        return pairs, np.zeros((0, 6), np.int64)
+    vi, vr = v[many].astype(np.int64), v[ref[many]].astype(np.int64)
+    g = np.gcd(vi, vr)
+    c = np.stack([a[many], b[many], a[ref[many]], b[ref[many]], vi // g, vr // g], 1)
+    c = np.unique(c, axis=0)
+    same = np.all(c[:, :2] == c[:, 2:4], axis=1)
+    if np.any(same & (c[:, 4] != c[:, 5])):
+        return None
+    c = c[~same]
+    if len(np.unique(c[:, :4], axis=0)) != len(c):
+        return None
+    return pairs, c
+
+
+def _axis_mask(cons, pa: int, pb: int) -> np.ndarray:
+    """(MAX_EXTENT, S, S) booleans: the mesh extents and split rules on one axis under which
+    every block pair seen overlaps there and the sizes' ratios hold (:func:`_axis_constraints`)."""
+    pairs, c = cons
+    t = _overlap_table(pa, pb)
+    out = np.all(t[:, :, :, pairs[:, 0], pairs[:, 1]] > 0, axis=-1)
+    if len(c) and out.any():
+        rows = np.flatnonzero(out.reshape(-1))
+        tr = t.reshape(-1, pa, pb)[rows]
+        ok = np.all(tr[:, c[:, 0], c[:, 1]] * c[:, 5] == tr[:, c[:, 2], c[:, 3]] * c[:, 4], axis=1)
+        out.reshape(-1)[rows] = ok
+    return out
 
 
 def _observed_rows(obs_side: tuple, P: int):
@@ -478,21 +567,47 @@ def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: Dims
     # coordinates (less itself, a local copy): layouts where they are not cannot be it
     src = [x for x in placed if all(_boxlike(obs[P][1], obs[P][0], x[1][P], x[0].order) for P in Ps)]
     dst = [x for x in placed if all(_boxlike(obs[P][0], obs[P][1], x[1][P], x[0].order) for P in Ps)]
-    # per layout pair, per axis: the extents and split rules every traced P allows
-    for (la, ca, aa), (lb, cb, ab) in itertools.product(src, dst):
-        found = _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps)
-        if found:
-            first, others = found[0], found[1:]
-            for xa in alike[id(la)]:
-                for xb in alike[id(lb)]:
-                    if xa is la and xb is lb:
-                        continue
-                    alt = dataclasses.replace(first, source=Blocks(xa, first.source.split),
-                                              dest=Blocks(xb, first.dest.split))
-                    if all(_same(alt, P, "send", want[P][0]) and _same(alt, P, "recv", want[P][1]) for P in Ps):
-                        others.append(alt)
-            return dataclasses.replace(first, fitted=tuple(Ps), alternatives=tuple(others[:16]))
-    return None
+    # a pair of layouts whose peer sets are not products of per-axis overlaps cannot be it
+    # (a test linear in the messages, before the per-axis masks over every mesh extent)
+    coords = {}
+    for lay, counts, _ in src + dst:
+        for P in Ps:
+            coords.setdefault((lay.order, counts[P]), _coords(np.arange(P), counts[P], lay.order))
+    pairs = [(x, y) for x, y in itertools.product(src, dst)
+             if all(_product_of_axes(obs[P], x[1][P], y[1][P], coords[x[0].order, x[1][P]],
+                                    coords[y[0].order, y[1][P]])
+                    for P in sorted(Ps, reverse=True))]
+    # per layout pair, per axis: the extents and split rules every traced P allows; every
+    # pair is tried, for a pair of other layouts may fit the traced P as well
+    fits: list[Remap] = []
+    for (la, ca, aa), (lb, cb, ab) in pairs:
+        for m in _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, MAX_ALTERNATIVES + 1 - len(fits)):
+            fits.append(dataclasses.replace(m, fitted=tuple(Ps), alike_source=tuple(alike[id(la)][1:]),
+                                            alike_dest=tuple(alike[id(lb)][1:])))
+        if len(fits) > MAX_ALTERNATIVES:  # more fit than are kept: the targets are refused
+            break
+    if not fits:
+        return None
+    return dataclasses.replace(fits[0], alternatives=tuple(fits[1:MAX_ALTERNATIVES + 1]),
+                               more_fit=len(fits) > MAX_ALTERNATIVES)
+
+
+def _product_of_axes(obs_p: tuple, pa: tuple, pb: tuple, ra: np.ndarray, rb: np.ndarray) -> bool:
+    """At one P, the messages are the pairs (source block a, destination block b) whose
+    blocks overlap on every mesh axis, less a rank's own: per axis k the relation E_k of
+    the (a_k, b_k) seen, the messages are then every (a, b) with (a_k, b_k) in E_k for
+    all k but a rank to itself; equal in number to the messages seen (which they hold).
+    ``ra``/``rb``: every rank's block coordinates under the two layouts."""
+    r, q, _ = obs_p
+    a, b = ra[r], rb[q]
+    total = np.ones(len(ra), np.int64)
+    own = np.ones(len(ra), bool)
+    for k in range(3):
+        e = np.zeros((pa[k], pb[k]), bool)
+        e[a[:, k], b[:, k]] = True
+        total *= e.sum(axis=1)[ra[:, k]]
+        own &= e[ra[:, k], rb[:, k]]
+    return int(total.sum() - own.sum()) == len(r)
 
 
 def _boxlike(owner: np.ndarray, peer: np.ndarray, p: tuple[int, ...], order: tuple[int, ...]) -> bool:
@@ -509,13 +624,14 @@ def _boxlike(owner: np.ndarray, peer: np.ndarray, p: tuple[int, ...], order: tup
     return bool(np.all((vol - n >= 0) & (vol - n <= 1)))
 
 
-def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> list[Remap]:
-    """Every remap from layout la to lb (mesh extents, cuts, bytes per point, peer order)
-    that gives each traced P's messages: [] where none does."""
+def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, most: int) -> list[Remap]:
+    """The remaps from layout la to lb (mesh extents, cuts, bytes per point, peer order)
+    that give each traced P's messages, up to ``most`` of them: [] where none does."""
     S = len(SPLITS)
     out: list[Remap] = []
-    masks = [np.ones((MAX_EXTENT, S, S), bool) for _ in range(3)]
-    split_any = [False, False, False]
+    # what each axis must satisfy at each P, free of the mesh: a pair whose sizes contradict
+    # themselves is given up before any mesh is tried
+    cons = {}
     for P in sorted(Ps, reverse=True):
         pa, pb = ca[P], cb[P]
         r, q, v = obs[P]
@@ -526,8 +642,18 @@ def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> list[Remap]:
             for j in range(3):
                 if j != k:
                     key = (key * pa[j] + a[:, j]) * pb[j] + b[:, j]
-            masks[k] &= _axis_mask(a[:, k], b[:, k], v, key, pa[k], pb[k])
+            cons[P, k] = _axis_constraints(a[:, k], b[:, k], v, key)
+            if cons[P, k] is None:
+                return out
+    masks = [np.ones((MAX_EXTENT, S, S), bool) for _ in range(3)]
+    split_any = [False, False, False]
+    for P in sorted(Ps, reverse=True):
+        pa, pb = ca[P], cb[P]
+        for k in range(3):
             split_any[k] |= pa[k] > 1 or pb[k] > 1
+            if pa[k] == 1 and pb[k] == 1:
+                continue  # one block on both sides: any extent (the ratios are all 1 there)
+            masks[k] &= _axis_mask(cons[P, k], pa[k], pb[k])
             if not masks[k].any():
                 return out
     if not any(split_any):
@@ -579,6 +705,6 @@ def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps) -> list[Remap]:
                 m = dataclasses.replace(base, elem=elem, order=order)
                 if all(_same(m, P, "send", want[P][0]) and _same(m, P, "recv", want[P][1]) for P in Ps):
                     out.append(m)
-                    if len(out) > 16:
+                    if len(out) >= most:  # the caller refuses the targets then
                         return out
     return out
