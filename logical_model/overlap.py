@@ -420,42 +420,52 @@ def _overlap_table(pa: int, pb: int) -> np.ndarray:
     return t
 
 
-def _axis_constraints(a: np.ndarray, b: np.ndarray, v: np.ndarray, groups: np.ndarray):
+def _axis_constraints(a: np.ndarray, b: np.ndarray, v: np.ndarray, groups: np.ndarray, pb: int):
     """What one axis must satisfy, free of the mesh: the (a, b) block pairs seen there, and
     per group of messages that agree on the other axes the ratios their sizes impose on
     this axis's overlaps (size_i / overlap(a_i, b_i) equal within the group), as
     (a_i, b_i, a_r, b_r, v_i, v_r) with overlap(a_i, b_i) v_r = overlap(a_r, b_r) v_i,
     reduced and deduplicated. None where the sizes contradict themselves (one pair of
     block pairs with two ratios): no mesh can give them."""
-    _, first, inv = np.unique(groups, return_index=True, return_inverse=True)
-    ref = first[inv.reshape(-1)]
-    many = np.flatnonzero(ref != np.arange(len(groups)))
-    pairs = np.unique(np.stack([a, b], 1), axis=0)
+    pair = a * pb + b
+    o = np.argsort(groups, kind="stable")
+    g = groups[o]
+    head = np.concatenate([[True], g[1:] != g[:-1]])
+    ref = o[np.maximum.accumulate(np.where(head, np.arange(len(g)), 0))]
+    many = o[~head]
+    ref = ref[~head]
+    pairs = np.unique(pair)
     if many.size == 0:
-        return pairs, np.zeros((0, 6), np.int64)
-    vi, vr = v[many].astype(np.int64), v[ref[many]].astype(np.int64)
-    g = np.gcd(vi, vr)
-    c = np.stack([a[many], b[many], a[ref[many]], b[ref[many]], vi // g, vr // g], 1)
-    c = np.unique(c, axis=0)
-    same = np.all(c[:, :2] == c[:, 2:4], axis=1)
-    if np.any(same & (c[:, 4] != c[:, 5])):
+        return pairs, np.zeros((0, 4), np.int64)
+    vi, vr = v[many], v[ref]
+    d = np.gcd(vi, vr)
+    vi, vr = vi // d, vr // d
+    pi, pr = pair[many], pair[ref]
+    same = pi == pr
+    if np.any(same & (vi != vr)):
         return None
-    c = c[~same]
-    if len(np.unique(c[:, :4], axis=0)) != len(c):
+    pi, pr, vi, vr = pi[~same], pr[~same], vi[~same], vr[~same]
+    # one ratio per (pair, pair): sort by the pairs, then the ratios must agree within
+    npair = int(pair.max()) + 1
+    key = pi * npair + pr
+    o = np.lexsort((vr, vi, key))
+    key, vi, vr, pi, pr = key[o], vi[o], vr[o], pi[o], pr[o]
+    new = np.concatenate([[True], key[1:] != key[:-1]])
+    if np.any(~new & ((vi != np.roll(vi, 1)) | (vr != np.roll(vr, 1)))):
         return None
-    return pairs, c
+    return pairs, np.stack([pi[new], pr[new], vi[new], vr[new]], 1)
 
 
 def _axis_mask(cons, pa: int, pb: int) -> np.ndarray:
     """(MAX_EXTENT, S, S) booleans: the mesh extents and split rules on one axis under which
     every block pair seen overlaps there and the sizes' ratios hold (:func:`_axis_constraints`)."""
     pairs, c = cons
-    t = _overlap_table(pa, pb)
-    out = np.all(t[:, :, :, pairs[:, 0], pairs[:, 1]] > 0, axis=-1)
+    t = _overlap_table(pa, pb).reshape(MAX_EXTENT, len(SPLITS), len(SPLITS), pa * pb)
+    out = np.all(t[..., pairs] > 0, axis=-1)
     if len(c) and out.any():
         rows = np.flatnonzero(out.reshape(-1))
-        tr = t.reshape(-1, pa, pb)[rows]
-        ok = np.all(tr[:, c[:, 0], c[:, 1]] * c[:, 5] == tr[:, c[:, 2], c[:, 3]] * c[:, 4], axis=1)
+        tr = t.reshape(-1, pa * pb)[rows]
+        ok = np.all(tr[:, c[:, 0]] * c[:, 3] == tr[:, c[:, 1]] * c[:, 2], axis=1)
         out.reshape(-1)[rows] = ok
     return out
 
@@ -565,23 +575,32 @@ def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: Dims
              for x in placed}
     # a rank's peers are the blocks of the other decomposition in one box of its block
     # coordinates (less itself, a local copy): layouts where they are not cannot be it
-    src = [x for x in placed if all(_boxlike(obs[P][1], obs[P][0], x[1][P], x[0].order) for P in Ps)]
-    dst = [x for x in placed if all(_boxlike(obs[P][0], obs[P][1], x[1][P], x[0].order) for P in Ps)]
-    # a pair of layouts whose peer sets are not products of per-axis overlaps cannot be it
-    # (a test linear in the messages, before the per-axis masks over every mesh extent)
     coords = {}
-    for lay, counts, _ in src + dst:
+    for lay, counts, _ in placed:
         for P in Ps:
             coords.setdefault((lay.order, counts[P]), _coords(np.arange(P), counts[P], lay.order))
+    Pd = sorted(Ps, reverse=True)
+    # ... and the sizes one rank receives from (sends to) the blocks of the other layout are
+    # a product of one factor per mesh axis (the overlaps there): a layout alone is tested
+    src = [x for x in placed if all(_boxlike(obs[P][1], obs[P][0], x[1][P], x[0].order)
+                                    and _separable(obs[P][1], coords[x[0].order, x[1][P]][obs[P][0]], obs[P][2], x[1][P])
+                                    for P in Pd)]
+    dst = [x for x in placed if all(_boxlike(obs[P][0], obs[P][1], x[1][P], x[0].order)
+                                    and _separable(obs[P][0], coords[x[0].order, x[1][P]][obs[P][1]], obs[P][2], x[1][P])
+                                    for P in Pd)]
+    # a pair of layouts whose peer sets are not products of per-axis overlaps cannot be it
+    # (a test linear in the messages, before the per-axis masks over every mesh extent;
+    # empty where every rank sends to every other)
+    full = {P: len(obs[P][0]) == P * (P - 1) for P in Ps}
     pairs = [(x, y) for x, y in itertools.product(src, dst)
-             if all(_product_of_axes(obs[P], x[1][P], y[1][P], coords[x[0].order, x[1][P]],
-                                    coords[y[0].order, y[1][P]])
-                    for P in sorted(Ps, reverse=True))]
+             if all(full[P] or _product_of_axes(obs[P], x[1][P], y[1][P], coords[x[0].order, x[1][P]],
+                                                coords[y[0].order, y[1][P]])
+                    for P in Pd)]
     # per layout pair, per axis: the extents and split rules every traced P allows; every
     # pair is tried, for a pair of other layouts may fit the traced P as well
     fits: list[Remap] = []
     for (la, ca, aa), (lb, cb, ab) in pairs:
-        for m in _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, MAX_ALTERNATIVES + 1 - len(fits)):
+        for m in _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, MAX_ALTERNATIVES + 1 - len(fits), coords):
             fits.append(dataclasses.replace(m, fitted=tuple(Ps), alike_source=tuple(alike[id(la)][1:]),
                                             alike_dest=tuple(alike[id(lb)][1:])))
         if len(fits) > MAX_ALTERNATIVES:  # more fit than are kept: the targets are refused
@@ -590,6 +609,24 @@ def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: Dims
         return None
     return dataclasses.replace(fits[0], alternatives=tuple(fits[1:MAX_ALTERNATIVES + 1]),
                                more_fit=len(fits) > MAX_ALTERNATIVES)
+
+
+def _separable(owner: np.ndarray, peer_coords: np.ndarray, v: np.ndarray, p: tuple) -> bool:
+    """Per owner (a rank, on one side), the sizes of its messages to or from the blocks of
+    one layout (their coordinates ``peer_coords`` under counts ``p``) are a product of one
+    factor per mesh axis: between two blocks that differ on axis k only, the ratio of
+    sizes depends on the owner and the two coordinates on k alone."""
+    n = int(np.prod(p))
+    for k in range(3):
+        if p[k] == 1:
+            continue
+        other = np.zeros(len(owner), np.int64)
+        for j in range(3):
+            if j != k:
+                other = other * p[j] + peer_coords[:, j]
+        if _axis_constraints(owner, peer_coords[:, k], v, owner * n + other, p[k]) is None:
+            return False
+    return True
 
 
 def _product_of_axes(obs_p: tuple, pa: tuple, pb: tuple, ra: np.ndarray, rb: np.ndarray) -> bool:
@@ -624,7 +661,7 @@ def _boxlike(owner: np.ndarray, peer: np.ndarray, p: tuple[int, ...], order: tup
     return bool(np.all((vol - n >= 0) & (vol - n <= 1)))
 
 
-def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, most: int) -> list[Remap]:
+def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, most: int, coords: dict) -> list[Remap]:
     """The remaps from layout la to lb (mesh extents, cuts, bytes per point, peer order)
     that give each traced P's messages, up to ``most`` of them: [] where none does."""
     S = len(SPLITS)
@@ -635,14 +672,14 @@ def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, most: int) -> list[Remap]:
     for P in sorted(Ps, reverse=True):
         pa, pb = ca[P], cb[P]
         r, q, v = obs[P]
-        a = _coords(r, pa, la.order)
-        b = _coords(q, pb, lb.order)
+        a = coords[la.order, pa][r]
+        b = coords[lb.order, pb][q]
         for k in range(3):
             key = np.zeros(len(r), np.int64)
             for j in range(3):
                 if j != k:
                     key = (key * pa[j] + a[:, j]) * pb[j] + b[:, j]
-            cons[P, k] = _axis_constraints(a[:, k], b[:, k], v, key)
+            cons[P, k] = _axis_constraints(a[:, k], b[:, k], v, key, pb[k])
             if cons[P, k] is None:
                 return out
     masks = [np.ones((MAX_EXTENT, S, S), bool) for _ in range(3)]
