@@ -5,6 +5,7 @@ brick<->pencil remaps are placed event for event at P = 32."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from pathlib import Path
@@ -61,7 +62,7 @@ LAYOUTS = [lay for lay in candidate_layouts(DimsRule("dims_create", 3))
            if lay.kind != "grid" or lay.rule.name == "dims_create"]
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(src=st.sampled_from(LAYOUTS), dst=st.sampled_from(LAYOUTS),
        splits=st.tuples(st.sampled_from(["floor", "ceil", "rem_first", "rem_last"]),
                         st.sampled_from(["floor", "ceil", "rem_first", "rem_last"])),
@@ -71,7 +72,8 @@ def test_random_block_decompositions_are_recovered_exactly_at_an_unseen_P(src, d
     """A remap between two random block decompositions, seen at P = 4, 8, 16, is inferred
     and reproduces every traced P; at P = 32 it places every rank's peers, bytes and order
     exactly as the truth does, or refuses P = 32 saying why (a mesh axis no traced P
-    split, or another remap that fits the traced P as well and parts there) -- never a
+    split, or other remaps that fit the traced P as well and part there, or more of them
+    than are kept) -- never a
     wrong placement."""
     truth = Remap(tuple(mesh), elem, Blocks(src, splits[0]), Blocks(dst, splits[1]), order)
     assume(all(truth._problem(P) is None for P in (*FIT, UNSEEN)))
@@ -85,7 +87,7 @@ def test_random_block_decompositions_are_recovered_exactly_at_an_unseen_P(src, d
             assert all(np.array_equal(x, y) for x, y in zip(_messages(found, P, side), _messages(truth, P, side)))
     why = found.problem(UNSEEN)
     if why is not None:
-        assert "no traced P split" in why or "fits them as well" in why, why
+        assert "no traced P split" in why or "leave the remap open" in why, why
         return
     for side in ("send", "recv"):
         for x, y in zip(_messages(found, UNSEEN, side), _messages(truth, UNSEEN, side)):
@@ -109,6 +111,31 @@ def test_the_truth_is_found_or_named_where_three_P_cannot_decide():
                                                              _messages(truth, UNSEEN, side)))
 
 
+def test_a_mesh_the_traced_P_cut_evenly_is_refused_where_it_matters():
+    """remap2d.c's shape at N = 60: bricks of MPI_Dims_create's 2-D grid cut x into 2, 4, 4
+    blocks at P = 4, 8, 16, all even, so 60 points at 8 bytes fit the traced P exactly as
+    4 points at 120 bytes, 12 at 40, ... ; at P = 32 the bricks cut x into 8 and they part:
+    P = 32 is refused, saying so, while the traced P are reproduced."""
+    brick = Blocks(Layout("plane", DimsRule("dims_create", 2), (0, 1), (1, 0, 2)), "floor")
+    pencil = Blocks(Layout("slab", None, (1,), (1, 0, 2)), "floor")
+    truth = Remap((60, 60, 1), 8, brick, pencil, "cyclic")
+    sends = {P: _messages(truth, P, "send") for P in FIT}
+    recvs = {P: _messages(truth, P, "recv") for P in FIT}
+    found = infer_remap(sends, recvs)
+    assert found is not None
+    for P in FIT:
+        assert found.problem(P) is None
+        assert all(np.array_equal(x, y) for x, y in zip(_messages(found, P, "send"), _messages(truth, P, "send")))
+    why = found.problem(UNSEEN)
+    assert why is not None and "leave the remap open at P=32" in why, why
+    # N = 50: the x cuts into 4 blocks (12, 13, 12, 13) settle the mesh, and P = 32 is placed
+    truth = dataclasses.replace(truth, mesh=(50, 50, 1))
+    found = infer_remap({P: _messages(truth, P, "send") for P in FIT}, {P: _messages(truth, P, "recv") for P in FIT})
+    assert found.problem(UNSEEN) is None
+    for side in ("send", "recv"):
+        assert all(np.array_equal(x, y) for x, y in zip(_messages(found, UNSEEN, side), _messages(truth, UNSEEN, side)))
+
+
 def test_messages_no_layout_explains_are_not_taken_for_a_remap():
     """A ring (each rank to rank + 1, growing sizes) is no remap of a mesh: None."""
     sends, recvs = {}, {}
@@ -125,6 +152,11 @@ def test_a_remap_survives_json_and_says_what_it_is():
               Blocks(Layout("plane", None, (1, 2), (1, 2, 0)), "floor"), "cyclic", free=(), fitted=FIT)
     again = Remap.from_dict(m.to_dict())
     assert again == m
+    m = dataclasses.replace(m, alternatives=(dataclasses.replace(m, elem=4, mesh=(15, 15, 30)),), more_fit=True,
+                            alike_source=(Layout("grid", DimsRule("dims_create", 3), (0, 1, 2), (2, 1, 0)),))
+    assert Remap.from_dict(m.to_dict()) == m
+    # more remaps fit the traced P than are kept: no target but the traced P is placed
+    assert m.problem(4) is None and "MAX_ALTERNATIVES" in m.problem(32)
     assert "15x15x15 mesh" in m.formula() and "ceil cuts" in m.formula()
     # the slab/least-surface layout: slabs while P <= 15, then 4 x 4 and 4 x 8
     assert [m.dest.layout.counts(P, m.mesh) for P in (4, 8, 16, 32)] == [(1, 1, 4), (1, 1, 8), (1, 4, 4), (1, 4, 8)]
@@ -133,14 +165,16 @@ def test_a_remap_survives_json_and_says_what_it_is():
 # ---- a real program ---------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def remap(tmp_path_factory):
-    """remap2d.c traced at the fit P (folder) and at the unseen P."""
+    """remap2d.c on a 50 x 50 mesh traced at the fit P (folder) and at the unseen P. (At
+    its default N = 60 the traced P cut x evenly and leave the mesh open at P = 32: see
+    test_a_mesh_the_traced_P_cut_evenly_is_refused_where_it_matters.)"""
     from signature import trace_run
     root = tmp_path_factory.mktemp("remap")
     exe = root / "remap2d"
     subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe),
                     str(PROGRAMS / "remap2d.c")], check=True)
     for P in (*FIT, UNSEEN):
-        res = trace_run([str(exe), "60", "6"], P, root / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5"))
+        res = trace_run([str(exe), "50", "6"], P, root / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5"))
         assert res.ok, f"remap2d at P={P}: {res.trace.meta.get('incomplete_reason')}"
     return root
 
