@@ -694,9 +694,6 @@ def logical_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
             model = model.with_grid(held, grid)
         except SigexError as err:
             grid_error = str(err)
-    real = extract(load_trace(out / app / f"P{held}" / f"P{held}.h5"))
-
-
     real_trace = load_trace(out / app / f"P{held}" / f"P{held}.h5")
     real = extract(real_trace)
     problems = model.phase_problems(held)

@@ -451,7 +451,7 @@ def _axis_constraints(a: np.ndarray, b: np.ndarray, v: np.ndarray, groups: np.nd
     o = np.lexsort((vr, vi, key))
     key, vi, vr, pi, pr = key[o], vi[o], vr[o], pi[o], pr[o]
     new = np.concatenate([[True], key[1:] != key[:-1]])
-    if np.any(~new & ((vi != np.roll(vi, 1)) | (vr != np.roll(vr, 1)))):
+    if np.any(~new[1:] & ((vi[1:] != vi[:-1]) | (vr[1:] != vr[:-1]))):
         return None
     return pairs, np.stack([pi[new], pr[new], vi[new], vr[new]], 1)
 
@@ -693,12 +693,19 @@ def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, most: int, coords: dict) ->
             masks[k] &= _axis_mask(cons[P, k], pa[k], pb[k])
             if not masks[k].any():
                 return out
+    # one split rule per decomposition on every axis: a pair of rules one axis excludes
+    # is out on all of them
+    both = masks[0].any(axis=0) & masks[1].any(axis=0) & masks[2].any(axis=0)
+    if not both.any():
+        return out
     if not any(split_any):
         return out
     P0 = Ps[-1]
     r0, q0, v0 = obs[P0]
     a0, b0 = _coords(r0, ca[P0], la.order), _coords(q0, cb[P0], lb.order)
     for sa, sb in itertools.product(range(S), range(S)):
+        if not both[sa, sb]:
+            continue
         per_axis = []
         for k in range(3):
             ns = np.flatnonzero(masks[k][:, sa, sb]) + 1
