@@ -27,13 +27,19 @@ ascending or cyclically from rank + 1 (LAMMPS's remap), bytes = overlap points x
 per point.
 
 **Inference** (:func:`infer_remap`). From the messages of one channel (run of sends ->
-run of receives) at every traced P: for every pair of candidate layouts, per mesh
-axis the (n, split rules) whose block overlaps are positive on every message and whose
-sizes, divided by that axis's overlap, are equal between messages that agree on the
-other axes (a product of per-axis overlaps), intersected over the traced P; then the
-surviving meshes checked message for message (peers, bytes, order, on both sides) at
-every traced P. A remap is accepted only if it reproduces every traced P exactly; the
-first in the candidates' order (declared grid, then MPI_Dims_create, ...) is kept.
+run of receives) at every traced P. Layouts are pruned before any mesh is tried: alone
+(a rank's peers fill a box of the layout's blocks; the sizes a rank sends to, or
+receives from, the layout's blocks are a product of one factor per mesh axis), then in
+pairs (the peer sets are products of per-axis relations; per axis, messages that agree
+on the other axes impose one ratio of overlaps per pair of blocks). For each surviving
+pair, per mesh axis the (n, split rules) whose block overlaps are positive on every
+message and satisfy those ratios, intersected over the traced P; then the surviving
+meshes checked message for message (peers, bytes, order, on both sides) at every traced
+P. Every pair is tried and every remap that reproduces every traced P is kept, the
+first in the candidates' order (declared grid, then MPI_Dims_create, ...) to place and
+the others (with the layouts alike at every traced P) as alternatives: a target where
+any of them gives other messages is refused, and where more than
+:data:`MAX_ALTERNATIVES` fit, every target but the traced P.
 """
 
 from __future__ import annotations
