@@ -468,11 +468,16 @@ def _axis_mask(cons, pa: int, pb: int) -> np.ndarray:
     pairs, c = cons
     t = _overlap_table(pa, pb).reshape(MAX_EXTENT, len(SPLITS), len(SPLITS), pa * pb)
     out = np.all(t[..., pairs] > 0, axis=-1)
-    if len(c) and out.any():
-        rows = np.flatnonzero(out.reshape(-1))
-        tr = t.reshape(-1, pa * pb)[rows]
-        ok = np.all(tr[:, c[:, 0]] * c[:, 3] == tr[:, c[:, 1]] * c[:, 2], axis=1)
-        out.reshape(-1)[rows] = ok
+    rows = np.flatnonzero(out.reshape(-1))
+    flat = t.reshape(-1, pa * pb)
+    for lo in range(0, len(c), 16):  # a few constraints at a time, on the rows still in
+        if rows.size == 0:
+            break
+        cc = c[lo:lo + 16]
+        tr = flat[rows]
+        rows = rows[np.all(tr[:, cc[:, 0]] * cc[:, 3] == tr[:, cc[:, 1]] * cc[:, 2], axis=1)]
+    out = np.zeros(out.shape, bool)
+    out.reshape(-1)[rows] = True
     return out
 
 
@@ -605,8 +610,10 @@ def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: Dims
     # per layout pair, per axis: the extents and split rules every traced P allows; every
     # pair is tried, for a pair of other layouts may fit the traced P as well
     fits: list[Remap] = []
+    cache: dict = {}
     for (la, ca, aa), (lb, cb, ab) in pairs:
-        for m in _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, MAX_ALTERNATIVES + 1 - len(fits), coords):
+        for m in _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, MAX_ALTERNATIVES + 1 - len(fits), coords,
+                           cache):
             fits.append(dataclasses.replace(m, fitted=tuple(Ps), alike_source=tuple(alike[id(la)][1:]),
                                             alike_dest=tuple(alike[id(lb)][1:])))
         if len(fits) > MAX_ALTERNATIVES:  # more fit than are kept: the targets are refused
@@ -667,7 +674,7 @@ def _boxlike(owner: np.ndarray, peer: np.ndarray, p: tuple[int, ...], order: tup
     return bool(np.all((vol - n >= 0) & (vol - n <= 1)))
 
 
-def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, most: int, coords: dict) -> list[Remap]:
+def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, most: int, coords: dict, cache: dict) -> list[Remap]:
     """The remaps from layout la to lb (mesh extents, cuts, bytes per point, peer order)
     that give each traced P's messages, up to ``most`` of them: [] where none does."""
     S = len(SPLITS)
@@ -685,7 +692,10 @@ def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, most: int, coords: dict) ->
             for j in range(3):
                 if j != k:
                     key = (key * pa[j] + a[:, j]) * pb[j] + b[:, j]
-            cons[P, k] = _axis_constraints(a[:, k], b[:, k], v, key, pb[k])
+            ck = (P, pb[k], a[:, k].tobytes(), b[:, k].tobytes(), key.tobytes())
+            if ck not in cache:  # pairs of layouts alike on this axis share it
+                cache[ck] = _axis_constraints(a[:, k], b[:, k], v, key, pb[k])
+            cons[P, k] = cache[ck]
             if cons[P, k] is None:
                 return out
     masks = [np.ones((MAX_EXTENT, S, S), bool) for _ in range(3)]
@@ -696,7 +706,10 @@ def _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, most: int, coords: dict) ->
             split_any[k] |= pa[k] > 1 or pb[k] > 1
             if pa[k] == 1 and pb[k] == 1:
                 continue  # one block on both sides: any extent (the ratios are all 1 there)
-            masks[k] &= _axis_mask(cons[P, k], pa[k], pb[k])
+            ck = (pa[k], pb[k], cons[P, k][0].tobytes(), cons[P, k][1].tobytes())
+            if ck not in cache:  # pairs of layouts alike on this axis share it
+                cache[ck] = _axis_mask(cons[P, k], pa[k], pb[k])
+            masks[k] &= cache[ck]
             if not masks[k].any():
                 return out
     # one split rule per decomposition on every axis: a pair of rules one axis excludes
