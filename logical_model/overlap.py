@@ -603,9 +603,19 @@ def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: Dims
     # (a test linear in the messages, before the per-axis masks over every mesh extent;
     # empty where every rank sends to every other)
     full = {P: len(obs[P][0]) == P * (P - 1) for P in Ps}
+    # every rank's block coordinate on each axis, one id per distinct column: the per-axis
+    # parts of the test are shared by the pairs whose layouts agree on that axis
+    col_id: dict = {}
+    ids = {}
+    for x in src + dst:
+        for P in Ps:
+            c = coords[x[0].order, x[1][P]]
+            ids[id(x), P] = tuple(col_id.setdefault((P, x[1][P][k], c[:, k].tobytes()), len(col_id))
+                                  for k in range(3))
+    parts: dict = {}
     pairs = [(x, y) for x, y in itertools.product(src, dst)
              if all(full[P] or _product_of_axes(obs[P], x[1][P], y[1][P], coords[x[0].order, x[1][P]],
-                                                coords[y[0].order, y[1][P]])
+                                                coords[y[0].order, y[1][P]], ids[id(x), P], ids[id(y), P], parts)
                     for P in Pd)]
     # per layout pair, per axis: the extents and split rules every traced P allows; every
     # pair is tried, for a pair of other layouts may fit the traced P as well
@@ -642,21 +652,27 @@ def _separable(owner: np.ndarray, peer_coords: np.ndarray, v: np.ndarray, p: tup
     return True
 
 
-def _product_of_axes(obs_p: tuple, pa: tuple, pb: tuple, ra: np.ndarray, rb: np.ndarray) -> bool:
+def _product_of_axes(obs_p: tuple, pa: tuple, pb: tuple, ra: np.ndarray, rb: np.ndarray,
+                     ia: tuple = (), ib: tuple = (), parts: dict | None = None) -> bool:
     """At one P, the messages are the pairs (source block a, destination block b) whose
     blocks overlap on every mesh axis, less a rank's own: per axis k the relation E_k of
     the (a_k, b_k) seen, the messages are then every (a, b) with (a_k, b_k) in E_k for
     all k but a rank to itself; equal in number to the messages seen (which they hold).
-    ``ra``/``rb``: every rank's block coordinates under the two layouts."""
+    ``ra``/``rb``: every rank's block coordinates under the two layouts; ``ia``/``ib``
+    ids of their columns, keys of the per-axis parts kept in ``parts``."""
     r, q, _ = obs_p
-    a, b = ra[r], rb[q]
-    total = np.ones(len(ra), np.int64)
-    own = np.ones(len(ra), bool)
+    total, own = None, None
     for k in range(3):
-        e = np.zeros((pa[k], pb[k]), bool)
-        e[a[:, k], b[:, k]] = True
-        total *= e.sum(axis=1)[ra[:, k]]
-        own &= e[ra[:, k], rb[:, k]]
+        key = (len(ra), k, ia[k], ib[k]) if parts is not None else None
+        got = parts.get(key) if key is not None else None
+        if got is None:
+            e = np.zeros((pa[k], pb[k]), bool)
+            e[ra[r, k], rb[q, k]] = True
+            got = (e.sum(axis=1)[ra[:, k]], e[ra[:, k], rb[:, k]])
+            if key is not None:
+                parts[key] = got
+        total = got[0] if total is None else total * got[0]
+        own = got[1] if own is None else own & got[1]
     return int(total.sum() - own.sum()) == len(r)
 
 
