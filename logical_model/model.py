@@ -501,7 +501,8 @@ class SlotModel:
     def _describe_statistical(self) -> str:
         if self.overlap is not None:
             return (f"{OPS[self.op]} (exact remap) {'to' if self.overlap_side == 'send' else 'from'} each rank "
-                    f"whose block overlaps its own: {self.overlap.formula()}" + (f", tag {self.tag}" if self.tag >= 0 else ""))
+                    f"whose block overlaps its own: {self.overlap.formula()}" + (f", tag {self.tag}" if self.tag >= 0 else "")
+                    + "; where the traced P leave it open, statistical")
         parts = [f"{OPS[self.op]} (statistical)"]
         for side, m, b in self.streams:
             parts.append({"send": "to", "recv": "from", "both": "to and from"}[side]
@@ -540,13 +541,16 @@ class SlotModel:
                     "recv_bytes": np.broadcast_to(np.asarray(recv_bytes, np.int64), (n,)).copy()}
 
         out = []
-        if self.overlap is not None:  # a remap: each rank's calls exact
-            peer, nbytes, present = self.overlap.rows(ranks, P, self.overlap_side)
-            send = self.overlap_side == "send"
-            for j in range(peer.shape[1]):
-                out.append(row(present[:, j], peer[:, j], None, np.where(present[:, j], nbytes[:, j], 0) if send else 0,
-                               0 if send else np.where(present[:, j], nbytes[:, j], 0)))
-            return out
+        if self.overlap is not None:
+            if self.overlap.problem(P) is None:  # a remap: each rank's calls exact
+                peer, nbytes, present = self.overlap.rows(ranks, P, self.overlap_side)
+                send = self.overlap_side == "send"
+                for j in range(peer.shape[1]):
+                    out.append(row(present[:, j], peer[:, j], None,
+                                   np.where(present[:, j], nbytes[:, j], 0) if send else 0,
+                                   0 if send else np.where(present[:, j], nbytes[:, j], 0)))
+                return out
+            scale = (1.0, 1.0)  # the traced P leave the remap open at P: its expected values, as fitted
         if self.streams:
             for side, m, b in self.streams:
                 total = int(round(max(0.0, _predict_scalar(m, P)) * P * scale[0]))
@@ -775,6 +779,8 @@ class PhaseModel:
             return 1.0, 1.0
         raw_m = raw_b = 0.0
         for s in self.slots:
+            if s.overlap is not None:  # remaps are not in the totals (nor scaled to them)
+                continue
             for side, m, b in s.streams:
                 if side != "recv":
                     n = max(0.0, _predict_scalar(m, P)) * P
@@ -1126,8 +1132,6 @@ class LogicalModel:
         out = {}
         for k, ph in enumerate(self.phases):
             pr = list(ph.problems) + traced.get(ph.id, []) + open_.get(ph.id, [])
-            pr += [f"slot {i} ({OPS[s.op]}): {why}" for i, s in enumerate(ph.slots)
-                   if s.overlap is not None and (why := s.overlap.problem(P))]
             if grid and any(s.comm == COMM_CART or (s.peer is not None and s.peer.family == "cart"
                                                      and s.peer.params.get("grid") is None)
                             for s in ph.slots):
@@ -1198,6 +1202,11 @@ class LogicalModel:
                                    if v is not None)
                 out.append("  statistical: calls per rank are expected values; counts and volumes follow the "
                            "model, peers do not" + (f"; {totals}" if totals else ""))
+                open_remaps = [(i, why) for i, s in enumerate(ph.slots)
+                               if target and s.overlap is not None and (why := s.overlap.problem(target))]
+                if open_remaps:
+                    out.append(f"  remaps placed statistically at P={target} (slots "
+                               f"{', '.join(str(i) for i, _ in open_remaps)}): {open_remaps[0][1]}")
             rows = []
             shown = ph.slots if max_slots is None else ph.slots[:max_slots]
             for i, s in enumerate(shown):
@@ -2575,11 +2584,9 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 slot.count = _fit_count({P: counts[P].mean() for P in Ps}, grid, f"{name} calls per rank")
         elif run.op in SEND_OPS or run.op in RECV_OPS or run.op in SENDRECV_OPS:
             mine = [c for c in channels if c.send == i or c.recv == i]
-            if len(mine) == 1 and channels.index(mine[0]) in remaps:  # a remap: exact per rank
-                slot.overlap = remaps[channels.index(mine[0])]
-                slot.overlap_side = "send" if mine[0].send == i else "recv"
-                slots.append((i, slot))
-                continue
+            if len(mine) == 1 and channels.index(mine[0]) in remaps:  # a remap: exact per rank where
+                slot.overlap = remaps[channels.index(mine[0])]   # the traced P settle it, else the
+                slot.overlap_side = "send" if mine[0].send == i else "recv"  # streams below
             if run.op in SENDRECV_OPS:
                 if any(c.send != c.recv for c in mine):
                     raise StatisticalError(f"run {i} ({OPS[run.op]}): its messages are received by other runs")
@@ -2639,7 +2646,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
         exact_m = exact_b = all_m = all_b = 0.0
         for c, (_, m_model, b_model) in ((c, next(t for sl in [x for _, x in slots] for t in sl.streams
                                                   if t[0] != "recv" and id(t) in stream_of[id(c)]))
-                                         for c in channels if id(c) in stream_of):
+                                         for n, c in enumerate(channels) if id(c) in stream_of and n not in remaps):
             n, v = c.messages.get(top, 0), c.bytes.get(top, 0)
             all_m, all_b = all_m + n, all_b + v
             exact_m += n * _is_exact(m_model)
