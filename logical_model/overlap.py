@@ -522,32 +522,51 @@ def _variants(lay: Layout, Ps: list[int]):
 
 
 @lru_cache(maxsize=64)
-def _surface_outcomes(lay: Layout, Ps: tuple[int, ...]):
-    i, j = lay.axes
+def _surface_codes(P: int) -> np.ndarray:
+    """The slab/least-surface rule's blocks along the first axis at P, for every mesh
+    ni x nj of up to MAX_EXTENT a side: (MAX_EXTENT, MAX_EXTENT)."""
     n = np.arange(1, MAX_EXTENT + 1)
     ni, nj = np.meshgrid(n, n, indexing="ij")
-    codes = []
-    for P in Ps:
-        pairs = [(a, P // a) for a in range(1, P + 1) if P % a == 0]
-        surf = np.stack([-(-ni // a) + -(-nj // b) for a, b in pairs])
-        area = np.stack([(-(-ni // a)) * (-(-nj // b)) for a, b in pairs])
-        # least perimeter, ties to the larger block, then the first factor rising
-        key = surf * (MAX_EXTENT * MAX_EXTENT + 1) - area
-        best = np.argmin(key, axis=0)
-        a_best = np.array([a for a, _ in pairs])[best]
-        codes.append(np.where(nj >= P, 1, a_best))  # slabs: 1 along the first axis
-    codes = np.stack(codes, -1).reshape(-1, len(Ps))
+    pairs = [(a, P // a) for a in range(1, P + 1) if P % a == 0]
+    surf = np.stack([-(-ni // a) + -(-nj // b) for a, b in pairs])
+    area = np.stack([(-(-ni // a)) * (-(-nj // b)) for a, b in pairs])
+    # least perimeter, ties to the larger block, then the first factor rising
+    key = surf * (MAX_EXTENT * MAX_EXTENT + 1) - area
+    a_best = np.array([a for a, _ in pairs])[np.argmin(key, axis=0)]
+    out = np.where(nj >= P, 1, a_best)  # slabs: 1 along the first axis
+    out.flags.writeable = False
+    return out
+
+
+@lru_cache(maxsize=16)
+def _surface_groups(Ps: tuple[int, ...]):
+    """The meshes grouped by the slab/least-surface rule's outcome at every P of Ps, shared
+    by every pair of axes: [(blocks along the first axis per P, frozenset of (ni, nj))]."""
+    codes = np.stack([_surface_codes(P) for P in Ps], -1).reshape(-1, len(Ps))
     keys, inv = np.unique(codes, axis=0, return_inverse=True)
     inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")
+    bounds = np.searchsorted(inv[order], np.arange(len(keys) + 1))
+    n = np.arange(1, MAX_EXTENT + 1)
+    ni, nj = (x.ravel() for x in np.meshgrid(n, n, indexing="ij"))
     out = []
     for u, key in enumerate(keys):
-        sel = np.flatnonzero(inv == u)
+        sel = order[bounds[u]:bounds[u + 1]]
+        out.append((tuple(int(a) for a in key), frozenset(zip(ni[sel].tolist(), nj[sel].tolist()))))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _surface_outcomes(lay: Layout, Ps: tuple[int, ...]):
+    i, j = lay.axes
+    out = []
+    for key, allowed in _surface_groups(Ps):
         counts = {}
         for P, a in zip(Ps, key):
             p = [1, 1, 1]
             p[i], p[j] = int(a), P // int(a)
             counts[P] = tuple(p)
-        out.append((counts, frozenset(zip((ni.ravel()[sel]).tolist(), (nj.ravel()[sel]).tolist()))))
+        out.append((counts, allowed))
     return out
 
 
