@@ -595,14 +595,17 @@ def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: Dims
         for counts, allowed in _variants(lay, Ps):
             if any(int(np.prod(counts[P])) != P for P in Ps):
                 continue
-            eff = tuple((counts[P], tuple(a for a in lay.order if counts[P][a] > 1)) for P in Ps)
+            # (a slab/least-surface variant is alike another layout on its meshes only)
+            eff = (tuple((counts[P], tuple(a for a in lay.order if counts[P][a] > 1)) for P in Ps),
+                   None if allowed is None else lay.axes)
             if eff in seen:  # alike at every traced P: an alternative, checked at the target
                 seen[eff].append(lay)
                 continue
             seen[eff] = [lay]
             placed.append((lay, counts, allowed))
-    alike = {id(x[0]): seen[tuple((x[1][P], tuple(a for a in x[0].order if x[1][P][a] > 1)) for P in Ps)]
-             for x in placed}
+    # (per variant: a slab/least-surface layout has one per outcome over the meshes)
+    alike = {id(x): seen[(tuple((x[1][P], tuple(a for a in x[0].order if x[1][P][a] > 1)) for P in Ps),
+                          None if x[2] is None else x[0].axes)] for x in placed}
     # a rank's peers are the blocks of the other decomposition in one box of its block
     # coordinates (less itself, a local copy): layouts where they are not cannot be it
     coords = {}
@@ -640,11 +643,10 @@ def infer_remap(sends: dict[int, tuple], recvs: dict[int, tuple], declared: Dims
     # pair is tried, for a pair of other layouts may fit the traced P as well
     fits: list[Remap] = []
     cache: dict = {}
-    for (la, ca, aa), (lb, cb, ab) in pairs:
-        for m in _try_pair(la, ca, aa, lb, cb, ab, obs, want, Ps, MAX_ALTERNATIVES + 1 - len(fits), coords,
-                           cache):
-            fits.append(dataclasses.replace(m, fitted=tuple(Ps), alike_source=tuple(alike[id(la)][1:]),
-                                            alike_dest=tuple(alike[id(lb)][1:])))
+    for x, y in pairs:
+        for m in _try_pair(*x, *y, obs, want, Ps, MAX_ALTERNATIVES + 1 - len(fits), coords, cache):
+            fits.append(dataclasses.replace(m, fitted=tuple(Ps), alike_source=tuple(alike[id(x)][1:]),
+                                            alike_dest=tuple(alike[id(y)][1:])))
         if len(fits) > MAX_ALTERNATIVES:  # more fit than are kept: the targets are refused
             break
     if not fits:
