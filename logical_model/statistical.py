@@ -20,7 +20,7 @@ ending where another communicator or a collective comes; for calls to a peer on 
 world or the declared grid, the grid dimensions the peer lies along) and its occurrence
 in the segment; a run of waits by the run of nonblocking posts it completes. A rank
 with no call of a run (no overlap with any pencil) lacks the run. The runs of every
-rank at every P are merged into one order (networkx topological sort, as for the exact
+rank at every P are merged into one order (a topological sort, as for the exact
 slots); where a smaller P's order contradicts a larger one's (runs it numbers otherwise
 because it makes fewer), the larger P's order wins.
 
@@ -54,12 +54,12 @@ phase statistical, not exact.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
-__all__ = ["Run", "Channel", "runs", "match", "channel_rows", "spread_counts", "StatisticalError"]
+__all__ = ["Run", "Channel", "runs", "match", "channel_rows", "spread_counts", "lex_topological", "StatisticalError"]
 
 
 class StatisticalError(ValueError):
@@ -172,19 +172,25 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
         run_of_event[P] = ev_keys
     # one order of the runs: the largest P's first; an order a smaller P has that
     # contradicts it (runs numbered otherwise where it makes fewer) gives way
-    g = nx.DiGraph()
     first: dict[tuple, int] = {}
     edges: dict[tuple, None] = {}
     for P in sorted(keys_per_p, reverse=True):
         for seq in {tuple(s): None for s in keys_per_p[P]}:
             for key in seq:
                 first.setdefault(key, len(first))
-            edges.update(dict.fromkeys(zip(seq[:-1], seq[1:])))
-    g.add_nodes_from(first)
+            edges.update(dict.fromkeys((first[a], first[b]) for a, b in zip(seq[:-1], seq[1:])))
+    succ: list[set] = [set() for _ in first]
     for a, b in edges:
-        if not g.has_edge(a, b) and not nx.has_path(g, b, a):
-            g.add_edge(a, b)
-    order = list(nx.lexicographical_topological_sort(g, key=lambda n: first[n]))
+        succ[a].add(b)
+    ids = lex_topological(succ)
+    if ids is None:  # contradicting orders: each edge in turn, unless it closes a cycle
+        succ = [set() for _ in first]
+        for a, b in edges:
+            if b not in succ[a] and not _reaches(succ, b, a):
+                succ[a].add(b)
+        ids = lex_topological(succ)
+    keys = list(first)
+    order = [keys[i] for i in ids]
     index = {key: i for i, key in enumerate(order)}
     out = [Run(key=key, op=key[0], tag=key[1], comm=key[2]) for key in order]
     for i, run in enumerate(out):
@@ -194,11 +200,50 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
     for P, (op, tag, comm, peer, offs, kinds) in per_p.items():
         idx = np.fromiter((index[k] for k in run_of_event[P]), np.int64, len(run_of_event[P]))
         rank = np.repeat(np.arange(P), np.diff(offs))
+        by_run = np.argsort(idx, kind="stable")  # each run's events in template order
+        cuts = np.searchsorted(idx[by_run], np.arange(len(out) + 1))
         for i in range(len(out)):
-            sel = np.flatnonzero(idx == i)
+            sel = by_run[cuts[i]:cuts[i + 1]]
             out[i].events[P] = (rank[sel], sel)
         per_event[P] = idx
     return out, per_event
+
+
+def lex_topological(succ: list[set]) -> list[int] | None:
+    """A topological order of the graph ``succ`` (node i's successors), taking among the
+    nodes that may come next the lowest-numbered first, or None if it has a cycle (as
+    networkx's lexicographical_topological_sort with the node number as key, in plain lists
+    and a heap: phases of thousands of calls order their keys many times)."""
+    indeg = [0] * len(succ)
+    for s in succ:
+        for j in s:
+            indeg[j] += 1
+    ready = [i for i, d in enumerate(indeg) if d == 0]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        i = heapq.heappop(ready)
+        out.append(i)
+        for j in succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(ready, j)
+    return out if len(out) == len(succ) else None
+
+
+def _reaches(succ: list[set], a: int, b: int) -> bool:
+    """Whether node ``b`` can be reached from ``a`` in the graph ``succ``."""
+    if a == b:
+        return True
+    seen, stack = {a}, [a]
+    while stack:
+        for j in succ[stack.pop()]:
+            if j == b:
+                return True
+            if j not in seen:
+                seen.add(j)
+                stack.append(j)
+    return False
 
 
 def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, both_ops: frozenset):

@@ -69,7 +69,7 @@ from .engine import (ReplayResult, ReplayState, _machine_costs, _span, _world_co
 from .machine import Machine
 from .pieces import STAGES as PIECE_STAGES
 from .pieces import Piece, extract, piece_bounds, positions_from_counts, read_piece
-from .program import COLLECTIVE_NAMES, Program
+from .program import COLLECTIVE_NAMES, TRACE_COLUMNS, Program
 
 __all__ = ["MIN_EVENTS_PER_PASS", "MIN_EVENTS_PER_WORKER", "last_stages", "passes_estimate", "replay_workers", "running_under_mpi", "worker_bounds", "workers_used"]
 
@@ -100,7 +100,7 @@ MIN_EVENTS_PER_WORKER = 150_000
 #: 98,000-360,000 on the physical stencil and FFT at P = 65,536, which split 1.7x faster.
 MIN_EVENTS_PER_PASS = 5_000
 
-_TAG_COLL, _TAG_GATHER, _TAG_ALONE = 731, 732, 733
+_TAG_COLL, _TAG_GATHER, _TAG_ALONE, _TAG_COLUMNS = 731, 732, 733, 734
 
 
 _LAST_STAGES: dict[str, float] = {}
@@ -329,7 +329,7 @@ def replay_workers(program: Program | str | Path, machine: Machine, *, comm=None
         used = _workers_worth(used, P, n_events, W, passes)
     if W == 1:
         if path is not None:
-            program = Program.from_trace(load_trace(path))
+            program = Program.from_trace(load_trace(path, columns=TRACE_COLUMNS))
         return replay(program, machine, collectives=collectives, progress=progress)
     bounds = worker_bounds(P, W, 1 if P <= 1 else used)
     _keep_freed_memory()
@@ -436,9 +436,12 @@ class _Worker:
         :func:`replay_workers` in the same order, so it cannot meet another's)."""
         comm, result, error = self.comm, None, None
         self.passes = 1
+        if self.program is None:  # a trace file: every worker reads some of its columns
+            trace = self._read_shared()
+            if self.me == 0:
+                self.program = Program.from_trace(trace)
+            del trace
         if self.me == 0:
-            if self.program is None:
-                self.program = Program.from_trace(load_trace(self.source))
             self.state = st = ReplayState(self.program, self.machine, collectives=self.collectives)
             st.run(progress=progress, raise_on_deadlock=False)
             if st.finished:
@@ -453,6 +456,40 @@ class _Worker:
         while not comm.iprobe(source=0, tag=_TAG_ALONE):
             time.sleep(0.0001)
         return comm.recv(source=0, tag=_TAG_ALONE)
+
+    def _read_shared(self):
+        """The whole trace for worker 0, read by every worker: worker 0 reads the index, the
+        tables and the columns :func:`~signature.io.read_trace_ranks` checks, the others the
+        rest of :data:`~replay.program.TRACE_COLUMNS` (in turns) and send them to it. Most of
+        a read is the columns' decompression (gzip), which this spreads over the workers.
+        Returns the Trace on worker 0, None on the others."""
+        from signature.io import CHECKED_COLUMNS, read_rank_block_into, read_trace_ranks
+        from signature.trace import EVENT_COLUMNS
+        if self.W == 1:
+            return load_trace(self.source, columns=TRACE_COLUMNS)
+        rest = [c for c in TRACE_COLUMNS if c not in CHECKED_COLUMNS]
+        mine = rest[self.me - 1::self.W - 1] if self.me else []
+        if self.me:
+            head = read_trace_ranks(self.source, 0, 0, columns=())  # the index and the metadata
+            n = int(head.meta["n_events_total"])
+            got = {}
+            for c in mine:  # a tuple: the first of its names the file has
+                for name in (c,) if isinstance(c, str) else c:
+                    arr = {name: np.empty(n, EVENT_COLUMNS[name])}
+                    if not read_rank_block_into(self.source, 0, head.nprocs, arr):
+                        got.update(arr)
+                        break
+            self.comm.send([(k, v.dtype.str) for k, v in got.items()], dest=0, tag=_TAG_COLUMNS)
+            for v in got.values():
+                self.comm.Send(v, dest=0, tag=_TAG_COLUMNS)
+            return None
+        trace = read_trace_ranks(self.source, 0, int(self.bounds[-1]), columns=())
+        trace.meta.pop("rank_block", None)
+        for w in range(1, self.W):
+            for name, dtype in self.comm.recv(source=w, tag=_TAG_COLUMNS):
+                trace.events[name] = np.empty(trace.n_events, np.dtype(dtype))
+                self.comm.Recv(trace.events[name], source=w, tag=_TAG_COLUMNS)
+        return trace
 
     # ---- collectives spanning pieces ---------------------------------------------------------
     def _collectives(self, insts: np.ndarray) -> None:

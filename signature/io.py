@@ -26,7 +26,7 @@ from .errors import IncompleteTraceError, TraceFormatError
 from .trace import (COMPLETION_COLUMNS, EVENT_COLUMNS, OPS, OPTIONAL_COLUMNS,
                     RUN_ONLY_COLUMNS, CommTable, Trace)
 
-__all__ = ["read_trace", "read_trace_ranks", "read_event_columns", "read_rank_block_into", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["read_trace", "read_trace_ranks", "read_event_columns", "read_rank_block_into", "CHECKED_COLUMNS", "write_trace", "load_trace", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "sigex-trace"
 FORMAT_VERSION = 1
@@ -132,6 +132,8 @@ def _damaged(path: Path, err: BaseException) -> TraceFormatError:
 
 #: Event columns every read includes: :meth:`Trace.validate` checks them.
 _VALIDATED = ("rank", "seq", "op", "peer", "recv_peer", "root")
+#: the event columns :func:`read_trace_ranks` always reads (the trace's checks need them)
+CHECKED_COLUMNS = _VALIDATED
 
 
 def _wanted(columns, present) -> list[str]:

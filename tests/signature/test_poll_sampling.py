@@ -41,6 +41,8 @@ MPICC = {"pypi-mpich": str(Path(sys.prefix) / "bin" / "mpicc") if (Path(sys.pref
 #: the burst: 90% within 5% + 20 us, the sum within 30% (the tracer refreshing its sample
 #: every 20 us of polling, before this design, gave 57-65% and two to three times the sum).
 AFTER = {"openmpi": (0.99, 0.05, 5e-6, 0.05), "pypi-mpich": (0.90, 0.05, 20e-6, 0.30)}
+#: The polling loops a run must hold for the checks to mean something.
+MIN_LOOPS = 20
 #: Any burst: the bound of test_cpu_sampling.py (the hypervisor of this shared VM steals
 #: tens of microseconds from bursts no context switch marks, lazily estimated or not).
 BURST_REL, BURST_ABS = 0.05, 20e-6
@@ -58,11 +60,17 @@ def _traced(tmp_path, monkeypatch, mpi, how, min_us=None):
     else:
         monkeypatch.setenv("SIGEX_CPU_SAMPLE_MIN_US", min_us)
     monkeypatch.delenv("SIGEX_MPICC", raising=False)
-    # rank 0 computes twice as long, so the others wait in a loop at (almost) every
-    # iteration: 195-700 loops per run, where equal ranks held 9-500 as they were scheduled
-    res = trace_run([str(exe), "300", "50", how, "2"], 4, tmp_path / "P4.h5", keep_raw=True)
-    assert res.ok, res.trace.meta.get("incomplete_reason")
-    t = res.trace
+    # rank 0 computes twice as long, so that the others mostly wait in a loop: 135-700 loops
+    # per run on a quiet machine. How many the ranks hold depends on how they are scheduled
+    # (under other load an Open MPI run held 2-6 of them now and then), and what these tests
+    # check needs loops: a run that holds fewer than MIN_LOOPS is run again (three at most)
+    for attempt in range(3):
+        res = trace_run([str(exe), "300", "50", how, "2"], 4, tmp_path / f"P4-{attempt}.h5",
+                        keep_raw=True)
+        assert res.ok, res.trace.meta.get("incomplete_reason")
+        t = res.trace
+        if (t.events["repeat"] > 1).sum() >= MIN_LOOPS:
+            break
     check = read_cpu_check(res.path.with_name(res.path.name + ".raw"))
     bursts = t.events["seq"] > 0
     np.testing.assert_array_equal(t.events["seq"][bursts], check["seq"])
@@ -87,7 +95,7 @@ def test_polls_read_few_clocks_and_bursts_after_loops_are_exact(tmp_path, monkey
     t, bursts, check = _traced(tmp_path, monkeypatch, mpi, how)
     polls = int(t.events["repeat"].sum()) - t.n_events
     loops = int((t.events["repeat"] > 1).sum())
-    assert loops >= 20, f"only {loops} polling loops held"
+    assert loops >= MIN_LOOPS, f"only {loops} polling loops held in three runs"
     # an event reads the clock at most twice, a loop once more where it ends, and the polls
     # once per ~100 us of the CPU time of those that switched (a poll takes 1-3 us): the
     # tracer refreshing every 20 us of polling read 1 in 3 (Open MPI) or 1 in 20 (MPICH)
