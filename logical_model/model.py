@@ -83,6 +83,7 @@ from signature.trace import OP_CODE, OPS
 from . import modelsearch as search
 from .rules import (ClassComm, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
                     infer_within, on_traced_grid, traced_grid_rules)
+from .overlap import Remap, infer_remap
 from .statistical import StatisticalError, channel_rows, lex_topological
 from .statistical import match as _match_messages
 from .statistical import runs as _runs
@@ -465,6 +466,11 @@ class SlotModel:
     #: absent on communicators of one rank (a collective a program skips there: GROMACS's
     #: PME transposes with a single PME rank)
     skip_single: bool = False
+    #: a statistical phase's run that is one side ("send" or "recv") of a remap between two
+    #: block decompositions (:class:`~logical_model.overlap.Remap`): its calls are exact per
+    #: rank (peers, bytes, order), not expected values
+    overlap: Any = None
+    overlap_side: str | None = None
 
     def describe(self) -> str:
         if self.statistical:
@@ -492,6 +498,10 @@ class SlotModel:
         return ", ".join(parts)
 
     def _describe_statistical(self) -> str:
+        if self.overlap is not None:
+            return (f"{OPS[self.op]} (exact remap) {'to' if self.overlap_side == 'send' else 'from'} each rank "
+                    f"whose block overlaps its own: {self.overlap.formula()}" + (f", tag {self.tag}" if self.tag >= 0 else "")
+                    + "; where the traced P leave it open, statistical")
         parts = [f"{OPS[self.op]} (statistical)"]
         for side, m, b in self.streams:
             parts.append({"send": "to", "recv": "from", "both": "to and from"}[side]
@@ -525,10 +535,21 @@ class SlotModel:
                     "recv_peer": np.full(n, -1, np.int64) if recv_peer is None else np.asarray(recv_peer, np.int64),
                     "root": (np.full(n, self.root._k(P), np.int64) if self.root is not None
                              else np.full(n, -1, np.int64)),
-                    "tag": np.full(n, self.tag, np.int64), "bytes": np.full(n, nbytes, np.int64),
-                    "recv_bytes": np.full(n, recv_bytes, np.int64)}
+                    "tag": np.full(n, self.tag, np.int64),
+                    "bytes": np.broadcast_to(np.asarray(nbytes, np.int64), (n,)).copy(),
+                    "recv_bytes": np.broadcast_to(np.asarray(recv_bytes, np.int64), (n,)).copy()}
 
         out = []
+        if self.overlap is not None:
+            if self.overlap.problem(P) is None:  # a remap: each rank's calls exact
+                peer, nbytes, present = self.overlap.rows(ranks, P, self.overlap_side)
+                send = self.overlap_side == "send"
+                for j in range(peer.shape[1]):
+                    out.append(row(present[:, j], peer[:, j], None,
+                                   np.where(present[:, j], nbytes[:, j], 0) if send else 0,
+                                   0 if send else np.where(present[:, j], nbytes[:, j], 0)))
+                return out
+            scale = (1.0, 1.0)  # the traced P leave the remap open at P: its expected values, as fitted
         if self.streams:
             for side, m, b in self.streams:
                 total = int(round(max(0.0, _predict_scalar(m, P)) * P * scale[0]))
@@ -574,7 +595,9 @@ class SlotModel:
                 "follows_unless_last": self.follows_unless_last,
                 **({"statistical": True, "count": self.count.to_dict() if self.count is not None else None,
                     "streams": [[side, m.to_dict(), b.to_dict()] for side, m, b in self.streams],
-                    "wait_of": self.wait_of, "wait_rule": self.wait_rule} if self.statistical else {})}
+                    "wait_of": self.wait_of, "wait_rule": self.wait_rule} if self.statistical else {}),
+                **({"overlap": self.overlap.to_dict(), "overlap_side": self.overlap_side}
+                   if self.overlap is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
@@ -600,7 +623,9 @@ class SlotModel:
                    statistical=bool(d.get("statistical", False)), count=_load_quantity(d.get("count")),
                    streams=[(side, _load_quantity(m), _load_quantity(b)) for side, m, b in d.get("streams", ())],
                    wait_of=d.get("wait_of"), wait_rule=d.get("wait_rule"),
-                   skip_single=bool(d.get("skip_single", False)))
+                   skip_single=bool(d.get("skip_single", False)),
+                   overlap=Remap.from_dict(d["overlap"]) if d.get("overlap") else None,
+                   overlap_side=d.get("overlap_side"))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -753,6 +778,8 @@ class PhaseModel:
             return 1.0, 1.0
         raw_m = raw_b = 0.0
         for s in self.slots:
+            if s.overlap is not None:  # remaps are not in the totals (nor scaled to them)
+                continue
             for side, m, b in s.streams:
                 if side != "recv":
                     n = max(0.0, _predict_scalar(m, P)) * P
@@ -1174,6 +1201,11 @@ class LogicalModel:
                                    if v is not None)
                 out.append("  statistical: calls per rank are expected values; counts and volumes follow the "
                            "model, peers do not" + (f"; {totals}" if totals else ""))
+                open_remaps = [(i, why) for i, s in enumerate(ph.slots)
+                               if target and s.overlap is not None and (why := s.overlap.problem(target))]
+                if open_remaps:
+                    out.append(f"  remaps placed statistically at P={target} (slots "
+                               f"{', '.join(str(i) for i, _ in open_remaps)}): {open_remaps[0][1]}")
             rows = []
             shown = ph.slots if max_slots is None else ph.slots[:max_slots]
             for i, s in enumerate(shown):
@@ -2539,6 +2571,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     size_points = [{P: c.bytes[P] / c.messages[P] for P in c.messages if c.messages[P]} for c in channels]
     declared = grid
     grid = _vote_grids(msg_points, size_points, grid)
+    remaps = _remap_channels(runs, channels, by_p, Ps, declared)
     slots = []
     stream_of: dict[int, set] = {}  # channel -> its streams (send and receive side)
     for i, run in enumerate(runs):
@@ -2571,6 +2604,9 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 slot.count = _fit_count({P: counts[P].mean() for P in Ps}, grid, f"{name} calls per rank")
         elif run.op in SEND_OPS or run.op in RECV_OPS or run.op in SENDRECV_OPS:
             mine = [c for c in channels if c.send == i or c.recv == i]
+            if len(mine) == 1 and channels.index(mine[0]) in remaps:  # a remap: exact per rank where
+                slot.overlap = remaps[channels.index(mine[0])]   # the traced P settle it, else the
+                slot.overlap_side = "send" if mine[0].send == i else "recv"  # streams below
             if run.op in SENDRECV_OPS:
                 if any(c.send != c.recv for c in mine):
                     raise StatisticalError(f"run {i} ({OPS[run.op]}): its messages are received by other runs")
@@ -2630,13 +2666,15 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
         exact_m = exact_b = all_m = all_b = 0.0
         for c, (_, m_model, b_model) in ((c, next(t for sl in [x for _, x in slots] for t in sl.streams
                                                   if t[0] != "recv" and id(t) in stream_of[id(c)]))
-                                         for c in channels if id(c) in stream_of):
+                                         for n, c in enumerate(channels) if id(c) in stream_of and n not in remaps):
             n, v = c.messages.get(top, 0), c.bytes.get(top, 0)
             all_m, all_b = all_m + n, all_b + v
             exact_m += n * _is_exact(m_model)
             exact_b += v * (_is_exact(b_model) and not c.mixed)
-        msgs = {P: sum(c.messages.get(P, 0) for c in channels) / P for P in Ps}
-        vol = {P: sum(c.bytes.get(P, 0) for c in channels) / P for P in Ps}
+        # (remaps are exact per rank: their messages are not scaled)
+        free = [c for n, c in enumerate(channels) if n not in remaps]
+        msgs = {P: sum(c.messages.get(P, 0) for c in free) / P for P in Ps}
+        vol = {P: sum(c.bytes.get(P, 0) for c in free) / P for P in Ps}
         # where the counts are (a tree's messages shift between channels with P: their sum is
         # smooth), the bytes too when their total is exact or cross-validates within 1%
         scaled = exact_m < 0.5 * all_m
@@ -2656,6 +2694,42 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 slot.wait_of = at[slot.wait_of]
         out.append(slot)
     return out, totals
+
+
+#: remaps found per channel's messages (phases repeat the same remaps)
+_REMAP_CACHE: dict[tuple, Any] = {}
+
+
+def _remap_channels(runs: list, channels: list, by_p: dict, Ps: list[int], declared: Grid | None) -> dict:
+    """The channels that are remaps between two block decompositions of one mesh
+    (:func:`~logical_model.overlap.infer_remap`): {channel index: Remap}. Tried on channels
+    from a run of sends to a run of receives that carry no other channel, seen at 3 or
+    more P."""
+    rule = declared.rule if declared is not None and declared.ndims == 3 else None
+    out = {}
+    for n, c in enumerate(channels):
+        # (calls to a neighbour along given dimensions of the declared grid are a stencil's)
+        if any(len(runs[x].key) > 5 and runs[x].key[4][:1] == ("dims",) for x in (c.send, c.recv)):
+            continue
+        if (c.send == c.recv or runs[c.send].op not in SEND_OPS or runs[c.recv].op not in RECV_OPS
+                or sum(x.send == c.send or x.recv == c.send or x.send == c.recv or x.recv == c.recv
+                       for x in channels) != 1 or any(c.messages.get(P, 0) == 0 for P in Ps) or len(Ps) < 3):
+            continue
+        sends, recvs = {}, {}
+        for P in Ps:
+            T = by_p[P].template
+            r, e = runs[c.send].events[P]
+            sends[P] = (r, np.asarray(T["peer"], np.int64)[e], np.asarray(T["bytes"], np.int64)[e])
+            r, e = runs[c.recv].events[P]
+            recvs[P] = (r, np.asarray(T["peer"], np.int64)[e], np.asarray(T["recv_bytes"], np.int64)[e])
+        key = (rule, tuple((P, *(a.tobytes() for a in sends[P]), *(a.tobytes() for a in recvs[P])) for P in Ps))
+        if key not in _REMAP_CACHE:
+            if len(_REMAP_CACHE) > 256:
+                _REMAP_CACHE.clear()
+            _REMAP_CACHE[key] = infer_remap(sends, recvs, rule)
+        if _REMAP_CACHE[key] is not None:
+            out[n] = _REMAP_CACHE[key]
+    return out
 
 
 def _statistical_analogy(slots: list, runs: list, grid: Grid, Ps: list[int]) -> list:
