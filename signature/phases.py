@@ -97,9 +97,9 @@ import numpy as np
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
-from .align import _COLLECTIVE, align_ranks, global_sections
-from .iterations import (RankSegments, find_unit, mix, relative_peers, segment_keys, segment_rank,
-                         structure_tokens)
+from .align import _COLLECTIVE, _collective_keys, _nth, align_ranks, global_sections, message_links
+from .iterations import (RankSegments, _canonical_comms, find_unit, mix, prefix_hash, relative_peers,
+                         segment_hash, segment_keys, segment_rank, structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
@@ -336,6 +336,14 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
 
     is_it = seg_loop >= 0
     it_cols = np.flatnonzero(is_it)
+    # every rank's iterations cut at one common call of the cycle (each found its period
+    # on its own stream, starting wherever its first plain iteration did)
+    if it_cols.size and P > 1:
+        if cache.get("links") is None:
+            cache["links"] = (*message_links(trace), *_collective_keys(trace))
+        bounds, unaligned = _common_cut(trace, bounds, seg_loop, struct, cache["links"])
+    else:
+        unaligned = []
     shape, exact = contents(bounds)
     held = _hold_requests(trace, bounds, seg_loop)
     if not np.array_equal(held, bounds):
@@ -605,6 +613,13 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
             when[r[first]] = t0[idx[first]]
         window = float(np.max(leave) - np.min(enter))
     sequence = renumber[seg_phase[seg_loop >= 0]]
+    for r, L, why in unaligned:  # one line per rank and phase: the rank is left as it cut itself
+        ph = renumber[seg_phase[seg_loop == L]]
+        ph = ph[ph >= 0]
+        if ph.size:
+            k = int(np.bincount(ph).argmax())
+            notes.append(f"rank {r}: its iterations of phase {k} begin at another call of the step than "
+                         f"those of the ranks like it; left as it cut them ({why})")
     return Signature(source=str(trace.path) if trace.path else None, app=trace.meta.get("app"),
                      nprocs=P, workload_label=trace.meta.get("workload_label"),
                      workload_value=trace.meta.get("workload_value"), work_mode=trace.work_mode,
@@ -649,6 +664,328 @@ _IS_COLLECTIVE = np.zeros(256, bool)
 _IS_COLLECTIVE[_COLLECTIVE] = True
 #: the most kinds compared pairwise per loop
 VARIANT_KINDS_MAX = 128
+
+
+#: ranks are alike when the cosine of their cycles' counts of calls (op, communicator,
+#: tag) is at least this (particle ranks among themselves, PME ranks among themselves)
+ROTATE_ALIKE = 0.5
+#: a rotation (by up to ``ROTATE_MAX`` calls either way) applies where the calls it moves
+#: a bound over are those of the rank's cycle; it must at this share of its bounds
+ROTATE_MAX = 256
+ROTATE_VALID_SHARE = 0.75
+#: passes over the ranks (a rank's best rotation depends on the others')
+ROTATE_PASSES = 4
+
+
+def _tagged_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """``(send_event, recv_event)`` pairs of the point-to-point messages, matched as MPI
+    matches them: the k-th send from a to b on a communicator with a tag to the k-th
+    receive of b from a on it with that tag, where every such receive names its tag (not
+    MPI_ANY_TAG, not a Sendrecv's receive, whose tag the trace does not hold); else
+    regardless of tags (:func:`signature.align.message_links`). A flag message and a
+    coordinate message sent to the same rank with two tags and received in another order
+    than in the set-up are thus not paired across one another."""
+    ev = trace.events
+    op = ev["op"]
+    rank = ev["rank"].astype(np.int64)
+    P = trace.nprocs
+    comm = ev["comm"].astype(np.int64) + 1
+    C = int(comm.max()) + 1 if len(comm) else 1
+    s_idx = np.flatnonzero(np.isin(op, SEND_OPS) & (ev["peer"] >= 0))
+    is_recv = np.isin(op, RECV_OPS)
+    r_src = np.where(is_recv, ev["peer"], np.where(np.isin(op, SENDRECV_OPS), ev["recv_peer"], -1))
+    r_idx = np.flatnonzero(r_src >= 0)
+    s_pair = (rank[s_idx] * P + ev["peer"][s_idx]) * C + comm[s_idx]
+    r_pair = (r_src[r_idx].astype(np.int64) * P + rank[r_idx]) * C + comm[r_idx]
+    r_tag = np.where(is_recv[r_idx], ev["tag"][r_idx], -1).astype(np.int64)
+    # (source, destination, communicator) whose receives all name their tag
+    untagged = np.unique(r_pair[r_tag < 0])
+    s_tag = np.where(np.isin(s_pair, untagged), -1, ev["tag"][s_idx]).astype(np.int64)
+    r_tag = np.where(np.isin(r_pair, untagged), -1, r_tag)
+    # one int64 key per (source, destination, communicator, tag): tags are int32
+    if P * P * C < (1 << 30):
+        s_key, r_key = (s_pair << 32) + (s_tag + 1), (r_pair << 32) + (r_tag + 1)
+    else:
+        both = np.stack([np.concatenate([s_pair, r_pair]), np.concatenate([s_tag, r_tag])])
+        _, key = np.unique(both, axis=1, return_inverse=True)
+        key = np.asarray(key, np.int64).reshape(-1)
+        s_key, r_key = key[:len(s_idx)], key[len(s_idx):]
+    big = int(max(len(s_idx), len(r_idx))) + 1
+    _, si, ri = np.intersect1d(s_key * big + _nth(s_key), r_key * big + _nth(r_key), assume_unique=True,
+                               return_indices=True)
+    return s_idx[si], r_idx[ri]
+
+
+def _pair_links(trace: Trace, links: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``(a, b)`` event pairs that a lock-step loop runs in the same iteration: both ends of
+    every point-to-point message (each way, matched with their tags), and each collective
+    call with the same call of another member (the first member's; the first member's with
+    the second's)."""
+    _, _, coll_ev, coll_key = links
+    send_ev, recv_ev = _tagged_links(trace)
+    order = np.argsort(coll_key, kind="stable")
+    ce, ck = coll_ev[order], coll_key[order]
+    new = np.concatenate([[True], ck[1:] != ck[:-1]]) if ck.size else np.zeros(0, bool)
+    head = np.maximum.accumulate(np.where(new, np.arange(len(ck)), 0)) if ck.size else np.zeros(0, np.int64)
+    second = np.minimum(np.arange(len(ck)) + 1, max(len(ck) - 1, 0))
+    partner = np.where(new, second, head)
+    ok = (ck[partner] == ck) & (partner != np.arange(len(ck))) if ck.size else np.zeros(0, bool)
+    a = np.concatenate([send_ev, recv_ev, ce[ok]])
+    b = np.concatenate([recv_ev, send_ev, ce[partner[ok]]])
+    return a.astype(np.int64), b.astype(np.int64)
+
+
+def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarray,
+                links: tuple[np.ndarray, ...]) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
+    """Every rank's iterations of a loop cut at one common call of its cycle.
+
+    Each rank finds its loop's period on its own stream (:mod:`signature.iterations`),
+    starting wherever its first plain iteration happens to start: ranks that run the same
+    cycle in lock step may cut it at different calls (a GROMACS particle rank whose step
+    begins with its halo exchange where the others' begin with the send to their PME
+    rank), and a phase then holds rotations of one sequence on different ranks.
+
+    A rank's iterations of loop L may be rotated, all by the same number k of calls
+    (-p < k < p, p the calls of its commonest iteration, its *cycle*): a bound moves back
+    over the cycle's last -k calls, or forward over its first k, where the calls there are
+    those (elsewhere it stays: a variant step that ends otherwise); a rotation that applies
+    at fewer than ``ROTATE_VALID_SHARE`` of the rank's bounds is none. Ranks *alike* are
+    those whose cycles make mostly the same calls (cosine of their counts of (op,
+    communicator, tag) at least ``ROTATE_ALIKE``: particle ranks, PME ranks). A call
+    *crosses* when it lies in another iteration than its partner call (the other end of
+    its message, MPI's matching with tags; the same collective call on another member).
+    Nothing changes in a loop where ranks alike begin their iterations with the same call
+    (op and communicator) and no call crosses. Else:
+
+    1. each rank takes, in turn, the rotation that begins its iteration with the call that
+       begins the iterations of the most ranks alike (weighted by how alike), the smallest
+       such rotation, if that call begins more of them than its own (a few passes, as the
+       others move too);
+    2. among the rotations that begin with the same call (a Sendrecv to the right or to
+       the left), each rank takes the one whose calls cross least, the others' cuts as they
+       now are (a few passes); a rotated rank whose calls still cross more than with its
+       own cut is put back (a ring whose first rank sends before it receives keeps its
+       order: that rank is a class of its own);
+    3. where a rotated rank's bound did not move (a variant step that begins otherwise: a
+       neighbour-search step opens with a broadcast), the bound goes where its calls cross
+       least, between the bounds beside it.
+
+    ``bounds``: (P, G+1) positions in each rank's stream without Init; ``seg_loop[g]`` the
+    loop of global segment g. Returns the new bounds and ``(rank, loop, reason)`` for each
+    rank whose iterations still begin with another call than those of most ranks alike."""
+    ev = trace.events
+    P = trace.nprocs
+    ro = trace.rank_offsets
+    n_ev = len(ev["op"])
+    if not n_ev or P < 2:
+        return bounds, []
+    with np.errstate(over="ignore"):
+        key = mix(mix(np.zeros(n_ev, np.uint64), ev["op"]), _canonical_comms(trace))  # the call
+        tagged = mix(key, ev["tag"])  # ... and its tag: what makes ranks alike
+        fine = mix(key, relative_peers(trace, ev["peer"]))  # ... and its peer
+    H, ipw = prefix_hash(struct)
+    base = (ro[:-1] + 1).astype(np.int64)
+    a_ev = b_ev = per = None  # the paired calls, rank by rank: found when a loop needs them
+    out = bounds.copy()
+    failed: list[tuple[int, int, str]] = []
+    for L in np.unique(seg_loop[seg_loop >= 0]).tolist():
+        cols = np.flatnonzero(seg_loop == L)
+        if len(cols) < 3 or not np.all(np.diff(cols) == 1):
+            continue
+        c0, c1 = int(cols[0]), int(cols[-1]) + 1
+        N = c1 - c0
+        B = out[:, c0:c1 + 1].copy()
+        lo = out[:, c0 - 1] if c0 > 0 else out[:, 0]  # how far the first bound may move back
+        hi = out[:, c1 + 1] if c1 + 1 < out.shape[1] else out[:, c1]
+        # each rank's cycle: its commonest iteration (by exact structure)
+        cyc: list[tuple[int, int]] = []
+        for r in range(P):
+            seg = segment_hash(H, ipw, base[r] + B[r, :-1], base[r] + B[r, 1:])
+            _, inv, cnt = np.unique(seg, return_inverse=True, return_counts=True)
+            j = int(np.flatnonzero(np.asarray(inv).reshape(-1) == np.argmax(cnt))[0])
+            cyc.append((int(base[r] + B[r, j]), int(B[r, j + 1] - B[r, j])))
+        vocab, inv = np.unique(np.concatenate([tagged[a:a + p] for a, p in cyc]), return_inverse=True)
+        counts = np.zeros((P, len(vocab)))
+        np.add.at(counts, (np.repeat(np.arange(P), [p for _, p in cyc]), np.asarray(inv).reshape(-1)), 1.0)
+        unit = counts / np.maximum(np.linalg.norm(counts, axis=1, keepdims=True), 1e-300)
+        alike = unit @ unit.T
+        np.fill_diagonal(alike, 0.0)
+        alike[alike < ROTATE_ALIKE] = 0.0
+        start = np.array([key[a] for a, _ in cyc], np.uint64)
+        start_f = np.array([fine[a] for a, _ in cyc], np.uint64)
+        if not np.any((alike > 0) & (start_f[:, None] != start_f[None, :])):
+            continue  # ranks alike begin alike
+        if a_ev is None:
+            a_ev, b_ev = _pair_links(trace, links)
+            order = np.argsort(ev["rank"][a_ev], kind="stable")
+            a_ev, b_ev = a_ev[order], b_ev[order]
+            per = np.searchsorted(ev["rank"][a_ev], np.arange(P + 1))
+        new = B.copy()
+        it = np.full(n_ev, -1, np.int64)  # each event's iteration (-1 before the loop, N after)
+
+        def mark(r: int, Br: np.ndarray) -> None:
+            n = int(ro[r + 1]) - int(base[r]) - 1
+            it[base[r]:base[r] + n] = np.searchsorted(Br, np.arange(n), side="right") - 1
+
+        def crossings(r: int, Br: np.ndarray, only: np.ndarray | None = None) -> int:
+            """Rank r's paired calls that cross with its bounds ``Br`` (``only``: those
+            with these ranks)."""
+            x, y = a_ev[per[r]:per[r + 1]], b_ev[per[r]:per[r + 1]]
+            if only is not None:
+                keep = only[ev["rank"][y]]
+                x, y = x[keep], y[keep]
+            it_x = np.searchsorted(Br, x - base[r], side="right") - 1
+            it_y = it[y]
+            inside = ((it_x >= 0) & (it_x < N)) | ((it_y >= 0) & (it_y < N))
+            return int(np.sum(inside & (it_x != it_y)))
+
+        for r in range(P):
+            mark(r, B[r])
+        was = np.array([crossings(r, B[r]) for r in range(P)])
+        shift = np.zeros(P, np.int64)
+        tried: dict[tuple[int, int], np.ndarray | None] = {}
+
+        def rotated(r: int, k: int) -> np.ndarray | None:
+            if k == 0:
+                return B[r]
+            if (r, k) not in tried:
+                tried[(r, k)] = _rotation(B[r], k, int(lo[r]), int(hi[r]), int(base[r]), *cyc[r], H, ipw)
+            return tried[(r, k)]
+
+        # 1. the call most ranks alike begin with: the op and communicator first, then the
+        # peer relative to the rank (a Sendrecv to the right, not to the left)
+        def support(r: int, pos: np.ndarray) -> np.ndarray:
+            """(len(pos), 2): how alike the ranks are that begin with the call at each
+            position of rank r's cycle, by (op, communicator), then with its peer."""
+            a = cyc[r][0]
+            s1 = alike[r] @ (start[:, None] == key[a + pos][None, :])
+            s2 = alike[r] @ (start_f[:, None] == fine[a + pos][None, :])
+            return np.round(np.stack([s1, s2], axis=1), 9)
+
+        for _ in range(ROTATE_PASSES):
+            changed = False
+            for r in np.argsort([support(r, np.array([shift[r] % max(cyc[r][1], 1)]))[0, 0]
+                                 for r in range(P)], kind="stable").tolist():
+                a, p = cyc[r]
+                if p < 2:
+                    continue
+                s = support(r, np.arange(p))
+                own = s[int(shift[r]) % p]
+                better = (s[:, 0] > own[0] + 1e-9) | ((np.abs(s[:, 0] - own[0]) <= 1e-9) & (s[:, 1] > own[1] + 1e-9))
+                # the best-supported call that a rotation can begin with; of its rotations
+                # (back or forward, at each place it occurs), the one whose calls cross least
+                # with the ranks that begin with it, then the smallest
+                best, level = None, None
+                for i in sorted(np.flatnonzero(better).tolist(), key=lambda i: (-s[i, 0], -s[i, 1])):
+                    if level is not None and tuple(s[i]) != level:
+                        break
+                    agree = (start == key[a + i]) & (start_f == fine[a + i])
+                    for k in (i, i - p):
+                        if abs(k) < p and 0 < abs(k) <= ROTATE_MAX and rotated(r, k) is not None:
+                            level = tuple(s[i])
+                            c = (crossings(r, rotated(r, k), agree), abs(k), k)
+                            best = c if best is None or c < best else best
+                if best is not None and best[2] != shift[r]:
+                    shift[r] = best[2]
+                    start[r], start_f[r] = key[a + best[2] % p], fine[a + best[2] % p]
+                    new[r] = rotated(r, best[2])
+                    mark(r, new[r])
+                    changed = True
+            if not changed:
+                break
+        # 2. among the rotations that begin with that call, the one whose calls cross least
+        for _ in range(ROTATE_PASSES):
+            changed = False
+            for r in range(P):
+                a, p = cyc[r]
+                at = np.flatnonzero(key[a:a + p] == start[r])
+                best = (crossings(r, new[r]), abs(int(shift[r])), int(shift[r]))
+                for k in sorted(set(at.tolist()) | set((at - p).tolist())):
+                    Bk = rotated(r, k) if k != shift[r] and abs(k) < p and abs(k) <= ROTATE_MAX else None
+                    if Bk is not None and (crossings(r, Bk), abs(k), k) < best:
+                        best = (crossings(r, Bk), abs(k), k)
+                if best[2] != shift[r]:
+                    shift[r] = best[2]
+                    new[r] = rotated(r, best[2])
+                    mark(r, new[r])
+                    changed = True
+            if not changed:
+                break
+        # 3. a rotated rank's bounds that did not move (a variant step, a first step entered
+        # part-way) go where its calls cross least
+        for r in np.flatnonzero(shift).tolist():
+            Br = _settle_bounds(new[r], B[r], int(lo[r]), int(hi[r]), a_ev[per[r]:per[r + 1]] - base[r],
+                                it[b_ev[per[r]:per[r + 1]]])
+            if crossings(r, Br) < crossings(r, new[r]):
+                new[r] = Br
+                mark(r, Br)
+        # 4. a rotated rank whose calls still cross more than with its own cut is put back
+        # (the worst first)
+        while True:
+            worse = {r: crossings(r, new[r]) - was[r] for r in np.flatnonzero(shift).tolist()}
+            worse = {r: d for r, d in worse.items() if d > 0}
+            if not worse:
+                break
+            r = max(worse, key=worse.get)
+            new[r], shift[r], start[r], start_f[r] = B[r], 0, key[cyc[r][0]], fine[cyc[r][0]]
+            mark(r, B[r])
+        out[:, c0:c1 + 1] = new
+        # the ranks still not cut where most ranks alike are (by op and communicator)
+        keys, inv = np.unique(start, return_inverse=True)
+        inv = np.asarray(inv).reshape(-1)
+        for r in range(P):
+            votes = np.bincount(inv, weights=alike[r], minlength=len(keys))
+            if alike[r].any() and votes.max() > votes[inv[r]] + 1e-9:
+                blocked = any(v is not None for (q, _), v in tried.items() if q == r)
+                failed.append((r, L, "a rotation that begins with their call would put more of its messages "
+                                     "in another iteration than their partner call" if blocked else
+                                     "its calls differ from its step's where theirs begin"))
+    return out, failed
+
+
+def _settle_bounds(Br: np.ndarray, B0: np.ndarray, lo: int, hi: int, pos: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """A rotated rank's bounds ``Br`` where they are still its own cut's (``B0``): each
+    moved, between the bounds beside it, to where the fewest of its paired calls (at
+    ``pos``, their partner calls in iterations ``g``) lie in another iteration than their
+    partner's."""
+    order = np.argsort(pos, kind="stable")
+    pos, g = pos[order], g[order]
+    Br = Br.copy()
+    for j in np.flatnonzero(Br == B0).tolist():
+        left = Br[j - 1] if j > 0 else lo
+        right = Br[j + 1] if j < len(Br) - 1 else hi
+        w = slice(np.searchsorted(pos, left, side="right"), np.searchsorted(pos, right, side="left"))
+        pw, gw = pos[w], g[w]
+        if not pw.size:
+            continue
+        # a cut just before the i-th paired call: calls before it in iteration j-1, the rest in j
+        cost = (np.concatenate([[0], np.cumsum(gw != j - 1)])
+                + np.concatenate([np.cumsum((gw != j)[::-1])[::-1], [0]]))
+        here = int(np.searchsorted(pw, Br[j], side="left"))
+        i = int(np.argmin(cost))
+        if cost[i] < cost[here]:
+            Br[j] = pw[i] if i < len(pw) else pw[-1] + 1
+    return Br if np.all(np.diff(Br) >= 0) else B0
+
+
+def _rotation(B: np.ndarray, k: int, lo: int, hi: int, base: int, a: int, p: int, H: np.ndarray,
+              ipw: np.ndarray) -> np.ndarray | None:
+    """A rank's loop bounds ``B`` (positions in its stream) rotated by k calls of its cycle
+    (the p calls from event ``a``), or None where the rotation applies at fewer than
+    ``ROTATE_VALID_SHARE`` of them."""
+    cut = np.array([a + p + k if k < 0 else a, a + p if k < 0 else a + k])
+    want = segment_hash(H, ipw, cut[:1], cut[1:])[0]
+    moved = B + k
+    if k < 0:  # back over the cycle's last -k calls
+        ok = moved >= np.concatenate([[lo], B[:-1]])
+        ok &= segment_hash(H, ipw, base + np.maximum(moved, 0), base + B) == want
+    else:  # forward over its first k calls
+        ok = moved <= np.concatenate([B[1:], [hi]])
+        ok &= segment_hash(H, ipw, base + B, base + np.minimum(moved, hi)) == want
+    Bk = np.where(ok, moved, B)
+    if float(ok.mean()) < ROTATE_VALID_SHARE or np.any(np.diff(Bk) < 0):
+        return None
+    return Bk
 
 
 def _hold_requests(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray) -> np.ndarray:
