@@ -97,7 +97,7 @@ import numpy as np
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
-from .align import _COLLECTIVE, _collective_keys, _nth, align_ranks, global_sections, message_links
+from .align import _COLLECTIVE, _collective_keys, _nth, align_ranks, global_sections
 from .iterations import (RankSegments, _canonical_comms, find_unit, mix, prefix_hash, relative_peers,
                          segment_hash, segment_keys, segment_rank, structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
@@ -338,13 +338,13 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     it_cols = np.flatnonzero(is_it)
     # every rank's iterations cut at one common call of the cycle (each found its period
     # on its own stream, starting wherever its first plain iteration did)
-    if it_cols.size and P > 1:
-        if cache.get("links") is None:
-            cache["links"] = (*message_links(trace), *_collective_keys(trace))
-        bounds, unaligned = _common_cut(trace, bounds, seg_loop, struct, cache["links"])
-    else:
-        unaligned = []
     shape, exact = contents(bounds)
+    unaligned: list[tuple[int, int, str]] = []
+    if it_cols.size and P > 1:
+        common, unaligned = _common_cut(trace, bounds, seg_loop, struct, exact, cache)
+        if not np.array_equal(common, bounds):
+            bounds = common
+            shape, exact = contents(bounds)
     held = _hold_requests(trace, bounds, seg_loop)
     if not np.array_equal(held, bounds):
         # iterations that hold the requests they complete, where that does not make more
@@ -716,12 +716,11 @@ def _tagged_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return s_idx[si], r_idx[ri]
 
 
-def _pair_links(trace: Trace, links: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _pair_links(trace: Trace, coll_ev: np.ndarray, coll_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(a, b)`` event pairs that a lock-step loop runs in the same iteration: both ends of
     every point-to-point message (each way, matched with their tags), and each collective
     call with the same call of another member (the first member's; the first member's with
-    the second's)."""
-    _, _, coll_ev, coll_key = links
+    the second's; ``coll_ev``, ``coll_key``: :func:`signature.align._collective_keys`)."""
     send_ev, recv_ev = _tagged_links(trace)
     order = np.argsort(coll_key, kind="stable")
     ce, ck = coll_ev[order], coll_key[order]
@@ -736,7 +735,7 @@ def _pair_links(trace: Trace, links: tuple[np.ndarray, ...]) -> tuple[np.ndarray
 
 
 def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarray,
-                links: tuple[np.ndarray, ...]) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
+                exact: np.ndarray, cache: dict) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
     """Every rank's iterations of a loop cut at one common call of its cycle.
 
     Each rank finds its loop's period on its own stream (:mod:`signature.iterations`),
@@ -771,7 +770,9 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
        least, between the bounds beside it.
 
     ``bounds``: (P, G+1) positions in each rank's stream without Init; ``seg_loop[g]`` the
-    loop of global segment g. Returns the new bounds and ``(rank, loop, reason)`` for each
+    loop of global segment g, ``exact[r, g]`` its exact structure on rank r (the rank's
+    cycle is the commonest); ``cache``: :func:`signature.align.align_ranks`'s (the
+    collective calls' keys, if it found them). Returns the new bounds and ``(rank, loop, reason)`` for each
     rank whose iterations still begin with another call than those of most ranks alike."""
     ev = trace.events
     P = trace.nprocs
@@ -779,11 +780,8 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
     n_ev = len(ev["op"])
     if not n_ev or P < 2:
         return bounds, []
-    with np.errstate(over="ignore"):
-        key = mix(mix(np.zeros(n_ev, np.uint64), ev["op"]), _canonical_comms(trace))  # the call
-        tagged = mix(key, ev["tag"])  # ... and its tag: what makes ranks alike
-        fine = mix(key, relative_peers(trace, ev["peer"]))  # ... and its peer
-    H, ipw = prefix_hash(struct)
+    canon = _canonical_comms(trace)
+    H = ipw = None  # prefix hashes of the structure tokens: found when a loop needs them
     base = (ro[:-1] + 1).astype(np.int64)
     a_ev = b_ev = per = None  # the paired calls, rank by rank: found when a loop needs them
     out = bounds.copy()
@@ -797,26 +795,41 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
         B = out[:, c0:c1 + 1].copy()
         lo = out[:, c0 - 1] if c0 > 0 else out[:, 0]  # how far the first bound may move back
         hi = out[:, c1 + 1] if c1 + 1 < out.shape[1] else out[:, c1]
-        # each rank's cycle: its commonest iteration (by exact structure)
+        # each rank's cycle: its commonest iteration (by exact structure), and its calls'
+        # keys: (op, communicator), the same and the tag (what makes ranks alike), the same
+        # and the peer relative to the rank
         cyc: list[tuple[int, int]] = []
         for r in range(P):
-            seg = segment_hash(H, ipw, base[r] + B[r, :-1], base[r] + B[r, 1:])
-            _, inv, cnt = np.unique(seg, return_inverse=True, return_counts=True)
+            _, inv, cnt = np.unique(exact[r, c0:c1], return_inverse=True, return_counts=True)
             j = int(np.flatnonzero(np.asarray(inv).reshape(-1) == np.argmax(cnt))[0])
             cyc.append((int(base[r] + B[r, j]), int(B[r, j + 1] - B[r, j])))
-        vocab, inv = np.unique(np.concatenate([tagged[a:a + p] for a, p in cyc]), return_inverse=True)
+        lens = np.array([p for _, p in cyc])
+        idx = np.repeat(np.array([a for a, _ in cyc]) - np.concatenate([[0], np.cumsum(lens)[:-1]]),
+                        lens) + np.arange(int(lens.sum()))
+        with np.errstate(over="ignore"):
+            k_all = mix(mix(np.zeros(len(idx), np.uint64), ev["op"][idx]), canon[idx])
+            t_all = mix(k_all, ev["tag"][idx])
+            peer = ev["peer"][idx].astype(np.int64)
+            f_all = mix(k_all, np.where(peer >= 0, (peer - ev["rank"][idx]) % P, peer))
+        at = np.concatenate([[0], np.cumsum(lens)])
+        key = [k_all[at[r]:at[r + 1]] for r in range(P)]
+        fine = [f_all[at[r]:at[r + 1]] for r in range(P)]
+        vocab, inv = np.unique(t_all, return_inverse=True)
         counts = np.zeros((P, len(vocab)))
-        np.add.at(counts, (np.repeat(np.arange(P), [p for _, p in cyc]), np.asarray(inv).reshape(-1)), 1.0)
+        np.add.at(counts, (np.repeat(np.arange(P), lens), np.asarray(inv).reshape(-1)), 1.0)
         unit = counts / np.maximum(np.linalg.norm(counts, axis=1, keepdims=True), 1e-300)
         alike = unit @ unit.T
         np.fill_diagonal(alike, 0.0)
         alike[alike < ROTATE_ALIKE] = 0.0
-        start = np.array([key[a] for a, _ in cyc], np.uint64)
-        start_f = np.array([fine[a] for a, _ in cyc], np.uint64)
+        start = np.array([key[r][0] if lens[r] else 0 for r in range(P)], np.uint64)
+        start_f = np.array([fine[r][0] if lens[r] else 0 for r in range(P)], np.uint64)
         if not np.any((alike > 0) & (start_f[:, None] != start_f[None, :])):
             continue  # ranks alike begin alike
+        if H is None:
+            H, ipw = prefix_hash(struct)
         if a_ev is None:
-            a_ev, b_ev = _pair_links(trace, links)
+            coll = cache["links"][2:] if cache.get("links") is not None else _collective_keys(trace)
+            a_ev, b_ev = _pair_links(trace, *coll)
             order = np.argsort(ev["rank"][a_ev], kind="stable")
             a_ev, b_ev = a_ev[order], b_ev[order]
             per = np.searchsorted(ev["rank"][a_ev], np.arange(P + 1))
@@ -857,9 +870,8 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
         def support(r: int, pos: np.ndarray) -> np.ndarray:
             """(len(pos), 2): how alike the ranks are that begin with the call at each
             position of rank r's cycle, by (op, communicator), then with its peer."""
-            a = cyc[r][0]
-            s1 = alike[r] @ (start[:, None] == key[a + pos][None, :])
-            s2 = alike[r] @ (start_f[:, None] == fine[a + pos][None, :])
+            s1 = alike[r] @ (start[:, None] == key[r][pos][None, :])
+            s2 = alike[r] @ (start_f[:, None] == fine[r][pos][None, :])
             return np.round(np.stack([s1, s2], axis=1), 9)
 
         for _ in range(ROTATE_PASSES):
@@ -879,7 +891,7 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
                 for i in sorted(np.flatnonzero(better).tolist(), key=lambda i: (-s[i, 0], -s[i, 1])):
                     if level is not None and tuple(s[i]) != level:
                         break
-                    agree = (start == key[a + i]) & (start_f == fine[a + i])
+                    agree = (start == key[r][i]) & (start_f == fine[r][i])
                     for k in (i, i - p):
                         if abs(k) < p and 0 < abs(k) <= ROTATE_MAX and rotated(r, k) is not None:
                             level = tuple(s[i])
@@ -887,7 +899,7 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
                             best = c if best is None or c < best else best
                 if best is not None and best[2] != shift[r]:
                     shift[r] = best[2]
-                    start[r], start_f[r] = key[a + best[2] % p], fine[a + best[2] % p]
+                    start[r], start_f[r] = key[r][best[2] % p], fine[r][best[2] % p]
                     new[r] = rotated(r, best[2])
                     mark(r, new[r])
                     changed = True
@@ -898,7 +910,7 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
             changed = False
             for r in range(P):
                 a, p = cyc[r]
-                at = np.flatnonzero(key[a:a + p] == start[r])
+                at = np.flatnonzero(key[r] == start[r])
                 best = (crossings(r, new[r]), abs(int(shift[r])), int(shift[r]))
                 for k in sorted(set(at.tolist()) | set((at - p).tolist())):
                     Bk = rotated(r, k) if k != shift[r] and abs(k) < p and abs(k) <= ROTATE_MAX else None
@@ -927,7 +939,7 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
             if not worse:
                 break
             r = max(worse, key=worse.get)
-            new[r], shift[r], start[r], start_f[r] = B[r], 0, key[cyc[r][0]], fine[cyc[r][0]]
+            new[r], shift[r], start[r], start_f[r] = B[r], 0, key[r][0], fine[r][0]
             mark(r, B[r])
         out[:, c0:c1 + 1] = new
         # the ranks still not cut where most ranks alike are (by op and communicator)
