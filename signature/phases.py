@@ -876,7 +876,7 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
 
         for _ in range(ROTATE_PASSES):
             changed = False
-            for r in np.argsort([support(r, np.array([shift[r] % max(cyc[r][1], 1)]))[0, 0]
+            for r in np.argsort([support(r, np.array([shift[r] % cyc[r][1]]))[0, 0] if cyc[r][1] else np.inf
                                  for r in range(P)], kind="stable").tolist():
                 a, p = cyc[r]
                 if p < 2:
