@@ -54,7 +54,15 @@ Algorithm
    iterations of a reference rank. Ranks that cut the loop as often as the others
    but at another point of the step (a PME rank whose own iteration runs from its
    FFT to the next step's receives) are cut again where their messages say, and
-   every iteration starts early enough to hold the requests it completes. A
+   every iteration starts early enough to hold the requests it completes.
+   Ranks that run one cycle in lock step but found it starting at different calls
+   (each finds its period on its own stream) are cut at one common call
+   (``_common_cut``): a rank's iterations are rotated by a number of calls of its
+   commonest iteration so that they begin with the call that most ranks alike (those
+   making mostly the same calls) begin with, the rotation whose calls (messages,
+   matched with their tags, and collective calls) fall least in another iteration than
+   their partner's; a rotation that would put more of them across iterations is not
+   made, and the signature says so in one note naming the rank and the phase. A
    *kind* of iteration is a distinct combination of the ranks' iteration shapes
    (structure with runs collapsed, so that a count that depends on the data is
    one kind); kinds that differ only where the data decides are merged
