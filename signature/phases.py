@@ -819,9 +819,11 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
             t_all = mix(k_all, ev["tag"][idx])
             peer = ev["peer"][idx].astype(np.int64)
             f_all = mix(k_all, np.where(peer >= 0, (peer - ev["rank"][idx]) % P, peer))
+            ft_all = mix(f_all, ev["tag"][idx])
         at = np.concatenate([[0], np.cumsum(lens)])
         key = [k_all[at[r]:at[r + 1]] for r in range(P)]
         fine = [f_all[at[r]:at[r + 1]] for r in range(P)]
+        finest = [ft_all[at[r]:at[r + 1]] for r in range(P)]
         vocab, inv = np.unique(t_all, return_inverse=True)
         counts = np.zeros((P, len(vocab)))
         np.add.at(counts, (np.repeat(np.arange(P), lens), np.asarray(inv).reshape(-1)), 1.0)
@@ -831,6 +833,7 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
         alike[alike < ROTATE_ALIKE] = 0.0
         start = np.array([key[r][0] if lens[r] else 0 for r in range(P)], np.uint64)
         start_f = np.array([fine[r][0] if lens[r] else 0 for r in range(P)], np.uint64)
+        start_t = np.array([finest[r][0] if lens[r] else 0 for r in range(P)], np.uint64)
         if not np.any((alike > 0) & (start_f[:, None] != start_f[None, :])):
             continue  # ranks alike begin alike
         if H is None:
@@ -874,40 +877,50 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
             return tried[(r, k)]
 
         # 1. the call most ranks alike begin with: the op and communicator first, then the
-        # peer relative to the rank (a Sendrecv to the right, not to the left)
+        # peer relative to the rank (a Sendrecv to the right, not to the left), then the tag
+        # (the flags before the coordinates)
         def support(r: int, pos: np.ndarray) -> np.ndarray:
-            """(len(pos), 2): how alike the ranks are that begin with the call at each
-            position of rank r's cycle, by (op, communicator), then with its peer."""
+            """(len(pos), 3): how alike the ranks are that begin with the call at each
+            position of rank r's cycle, by (op, communicator), with its peer, and its tag."""
             s1 = alike[r] @ (start[:, None] == key[r][pos][None, :])
             s2 = alike[r] @ (start_f[:, None] == fine[r][pos][None, :])
-            return np.round(np.stack([s1, s2], axis=1), 9)
+            s3 = alike[r] @ (start_t[:, None] == finest[r][pos][None, :])
+            return np.round(np.stack([s1, s2, s3], axis=1), 9)
 
         for _ in range(ROTATE_PASSES):
             changed = False
-            for r in np.argsort([support(r, np.array([shift[r] % cyc[r][1]]))[0, 0] if cyc[r][1] else np.inf
-                                 for r in range(P)], kind="stable").tolist():
+            # (the ranks whose calls cross most first: a rank cut where its partners are
+            # is no rank to move)
+            now = np.array([crossings(r, new[r]) for r in range(P)])
+            own_support = [support(r, np.array([shift[r] % cyc[r][1]]))[0, 0] if cyc[r][1] else np.inf
+                           for r in range(P)]
+            for r in np.lexsort((own_support, -now)).tolist():
                 a, p = cyc[r]
                 if p < 2:
                     continue
                 s = support(r, np.arange(p))
                 own = s[int(shift[r]) % p]
-                better = (s[:, 0] > own[0] + 1e-9) | ((np.abs(s[:, 0] - own[0]) <= 1e-9) & (s[:, 1] > own[1] + 1e-9))
-                # the best-supported call that a rotation can begin with; of its rotations
-                # (back or forward, at each place it occurs), the one whose calls cross least
-                # with the ranks that begin with it, then the smallest
+                better = np.array([tuple(x) > tuple(own) for x in s.tolist()])
+                cur = crossings(r, new[r])
+                # the best-supported call that a rotation can begin with without more of the
+                # rank's calls crossing; of its rotations (back or forward, at each place it
+                # occurs), the one whose calls cross least with the ranks that begin with it,
+                # then the smallest
                 best, level = None, None
-                for i in sorted(np.flatnonzero(better).tolist(), key=lambda i: (-s[i, 0], -s[i, 1])):
+                for i in sorted(np.flatnonzero(better).tolist(), key=lambda i: tuple(-s[i])):
                     if level is not None and tuple(s[i]) != level:
                         break
-                    agree = (start == key[r][i]) & (start_f == fine[r][i])
+                    agree = (start == key[r][i]) & (start_f == fine[r][i]) & (start_t == finest[r][i])
                     for k in (i, i - p):
-                        if abs(k) < p and 0 < abs(k) <= ROTATE_MAX and rotated(r, k) is not None:
+                        if (abs(k) < p and 0 < abs(k) <= ROTATE_MAX and rotated(r, k) is not None
+                                and crossings(r, rotated(r, k)) <= cur):
                             level = tuple(s[i])
                             c = (crossings(r, rotated(r, k), agree), abs(k), k)
                             best = c if best is None or c < best else best
                 if best is not None and best[2] != shift[r]:
                     shift[r] = best[2]
-                    start[r], start_f[r] = key[r][best[2] % p], fine[r][best[2] % p]
+                    j = best[2] % p
+                    start[r], start_f[r], start_t[r] = key[r][j], fine[r][j], finest[r][j]
                     new[r] = rotated(r, best[2])
                     mark(r, new[r])
                     changed = True
@@ -947,7 +960,7 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
             if not worse:
                 break
             r = max(worse, key=worse.get)
-            new[r], shift[r], start[r], start_f[r] = B[r], 0, key[r][0], fine[r][0]
+            new[r], shift[r], start[r], start_f[r], start_t[r] = B[r], 0, key[r][0], fine[r][0], finest[r][0]
             mark(r, B[r])
         out[:, c0:c1 + 1] = new
         # the ranks still not cut where most ranks alike are (by op and communicator)

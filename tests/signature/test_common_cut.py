@@ -4,12 +4,17 @@ so that a phase holds one call sequence per rank class."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import needs_mpi
 from signature import OP_CODE, extract
 from synthetic import build_trace
+
+PROGRAMS = Path(__file__).with_name("programs")
 
 
 def _relative_templates(sig, phase) -> list[tuple]:
@@ -97,3 +102,29 @@ def test_any_rotation_of_any_cycle_is_cut_at_one_call(P, steps, data):
     assert sum(p.weight for p in loops) >= steps - 2
     plain = max(loops, key=lambda p: p.weight)
     assert len(set(_relative_templates(sig, plain))) == 1
+
+
+@needs_mpi
+def test_a_traced_particle_and_server_run_is_cut_at_one_call_per_class(run_traced):
+    """A real traced run (``programs/pme_like.py``, P = 6): particle ranks send their
+    server rank flags (tag 9, one of them) and coordinates (tag 7), exchange halos on
+    their own communicator and receive forces; every third rank serves. Particle ranks 1
+    and 3 send set-up sized coordinates in their first step, so their own loops are found
+    from the Waitall on. Cut at one common call: every particle rank's step begins with
+    its Isend (the flags first where it sends them), every server's with its Recv of the
+    flags, and the signature has no note of a rank left elsewhere."""
+    steps = 20
+    res = run_traced(PROGRAMS / "pme_like.py", 6, steps, name="pme_like")
+    sig = extract(res.trace)
+    (loop,) = sig.loop_phases
+    assert loop.weight >= steps - 1
+    first = {}
+    for r in range(6):
+        t = loop.rank_template(r)
+        first[r] = (int(t["op"][0]), int(t["tag"][0]))
+    assert {first[r] for r in (0, 3)} == {(OP_CODE["Isend"], 7)}
+    assert {first[r] for r in (1, 4)} == {(OP_CODE["Isend"], 9)}
+    assert {first[r] for r in (2, 5)} == {(OP_CODE["Recv"], 9)}
+    templates = _relative_templates(sig, loop)
+    assert templates[0] == templates[3] and templates[1] == templates[4] and templates[2] == templates[5]
+    assert not [n for n in sig.notes if "begin at another call" in n]
