@@ -876,6 +876,39 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
                 tried[(r, k)] = _rotation(B[r], k, int(lo[r]), int(hi[r]), int(base[r]), *cyc[r], H, ipw)
             return tried[(r, k)]
 
+        def set_shift(r: int, k: int) -> None:
+            j = k % cyc[r][1]
+            shift[r] = k
+            start[r], start_f[r], start_t[r] = key[r][j], fine[r][j], finest[r][j]
+            new[r] = rotated(r, k)
+            mark(r, new[r])
+
+        def move_together(r: int, i: int) -> bool:
+            """Rank r and the ranks alike that begin with its call rotated to begin with
+            the call at position i of its cycle (each by its smallest rotation), if their
+            calls then cross no more in all."""
+            target = (key[r][i], fine[r][i], finest[r][i])
+            group = [q for q in range(P) if (q == r or alike[r, q] > 0) and start_t[q] == start_t[r]
+                     and start_f[q] == start_f[r] and start[q] == start[r]]
+            moves = {}
+            for q in group:
+                p = cyc[q][1]
+                at = np.flatnonzero((key[q] == target[0]) & (fine[q] == target[1]) & (finest[q] == target[2]))
+                ks = sorted({int(k) for j in at.tolist() for k in (j, j - p)
+                             if 0 < abs(k) < p and abs(k) <= ROTATE_MAX and rotated(q, k) is not None}, key=abs)
+                if not ks:
+                    return False
+                moves[q] = ks[0]
+            before = sum(crossings(q, new[q]) for q in range(P))
+            old = {q: int(shift[q]) for q in moves}
+            for q, k in moves.items():
+                set_shift(q, k)
+            if sum(crossings(q, new[q]) for q in range(P)) <= before:
+                return True
+            for q, k in old.items():
+                set_shift(q, k)
+            return False
+
         # 1. the call most ranks alike begin with: the op and communicator first, then the
         # peer relative to the rank (a Sendrecv to the right, not to the left), then the tag
         # (the flags before the coordinates)
@@ -901,28 +934,31 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
                 s = support(r, np.arange(p))
                 own = s[int(shift[r]) % p]
                 better = np.array([tuple(x) > tuple(own) for x in s.tolist()])
-                cur = crossings(r, new[r])
                 # the best-supported call that a rotation can begin with without more of the
-                # rank's calls crossing; of its rotations (back or forward, at each place it
-                # occurs), the one whose calls cross least with the ranks that begin with it,
-                # then the smallest
-                best, level = None, None
+                # rank's calls crossing with the ranks that begin with it; of its rotations
+                # (back or forward, at each place it occurs), the one whose calls cross least
+                # with them, then the smallest (step 4 puts back a rank whose calls then
+                # cross more in all than they did)
+                best, level, blocked = None, None, None
                 for i in sorted(np.flatnonzero(better).tolist(), key=lambda i: tuple(-s[i])):
                     if level is not None and tuple(s[i]) != level:
                         break
                     agree = (start == key[r][i]) & (start_f == fine[r][i]) & (start_t == finest[r][i])
+                    cur = crossings(r, new[r], agree)
                     for k in (i, i - p):
-                        if (abs(k) < p and 0 < abs(k) <= ROTATE_MAX and rotated(r, k) is not None
-                                and crossings(r, rotated(r, k)) <= cur):
-                            level = tuple(s[i])
+                        if abs(k) < p and 0 < abs(k) <= ROTATE_MAX and rotated(r, k) is not None:
                             c = (crossings(r, rotated(r, k), agree), abs(k), k)
+                            if c[0] > cur:
+                                blocked = blocked if blocked is not None else i
+                                continue
+                            level = tuple(s[i])
                             best = c if best is None or c < best else best
-                if best is not None and best[2] != shift[r]:
-                    shift[r] = best[2]
-                    j = best[2] % p
-                    start[r], start_f[r], start_t[r] = key[r][j], fine[r][j], finest[r][j]
-                    new[r] = rotated(r, best[2])
-                    mark(r, new[r])
+                if best is None and blocked is not None:
+                    # ... the rank's calls cross more alone: the ranks that begin with its call
+                    # (alike to it) move together, where their calls cross no more in all
+                    changed |= move_together(r, blocked)
+                elif best is not None and best[2] != shift[r]:
+                    set_shift(r, best[2])
                     changed = True
             if not changed:
                 break
