@@ -762,26 +762,32 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
     *crosses* when it lies in another iteration than its partner call (the other end of
     its message, MPI's matching with tags; the same collective call on another member).
     Nothing changes in a loop where ranks alike begin their iterations with the same call
-    (op and communicator) and no call crosses. Else:
+    (op, communicator and peer relative to the rank). Else:
 
-    1. each rank takes, in turn, the rotation that begins its iteration with the call that
-       begins the iterations of the most ranks alike (weighted by how alike), the smallest
-       such rotation, if that call begins more of them than its own (a few passes, as the
-       others move too);
-    2. among the rotations that begin with the same call (a Sendrecv to the right or to
-       the left), each rank takes the one whose calls cross least, the others' cuts as they
-       now are (a few passes); a rotated rank whose calls still cross more than with its
-       own cut is put back (a ring whose first rank sends before it receives keeps its
-       order: that rank is a class of its own);
+    1. each rank, those whose calls cross most first, takes the rotation that begins its
+       iteration with the call that begins the iterations of the most ranks alike
+       (weighted by how alike; told by op and communicator, then peer relative to the
+       rank, then tag), if that call begins more of them than its own, and if its calls
+       then cross no more with the ranks that begin with that call; of such rotations the
+       one whose calls cross least with them, then the smallest. Where every such
+       rotation would cross more, the ranks alike that begin as it does move together,
+       if their calls then cross no more in all (a few passes, as the others move too);
+    2. among the rotations that begin with the same call (op and communicator), each
+       rank takes the one whose calls cross least, the others' cuts as they now are (a
+       few passes);
     3. where a rotated rank's bound did not move (a variant step that begins otherwise: a
-       neighbour-search step opens with a broadcast), the bound goes where its calls cross
-       least, between the bounds beside it.
+       neighbour-search step opens with a broadcast; a first step entered part-way), the
+       bound goes where its calls cross least, between the bounds beside it;
+    4. a rotated rank whose calls cross more than with its own cut is put back, the
+       worst first (a ring whose first rank sends before it receives keeps its order:
+       that rank is a class of its own).
 
     ``bounds``: (P, G+1) positions in each rank's stream without Init; ``seg_loop[g]`` the
     loop of global segment g, ``exact[r, g]`` its exact structure on rank r (the rank's
     cycle is the commonest); ``cache``: :func:`signature.align.align_ranks`'s (the
-    collective calls' keys, if it found them). Returns the new bounds and ``(rank, loop, reason)`` for each
-    rank whose iterations still begin with another call than those of most ranks alike."""
+    collective calls' keys, if it found them). Returns the new bounds and ``(rank, loop,
+    reason)`` for each rank whose iterations still begin with another call (op and
+    communicator) than those of most ranks alike."""
     ev = trace.events
     P = trace.nprocs
     ro = trace.rank_offsets
