@@ -62,7 +62,8 @@ Algorithm
    making mostly the same calls) begin with, the rotation whose calls (messages,
    matched with their tags, and collective calls) fall least in another iteration than
    their partner's; a rotation that would put more of them across iterations is not
-   made, and the signature says so in one note naming the rank and the phase. A
+   made, and where the rank's calls then still cross, the signature says so in one
+   note naming the rank and the phase. A
    *kind* of iteration is a distinct combination of the ranks' iteration shapes
    (structure with runs collapsed, so that a count that depends on the data is
    one kind); kinds that differ only where the data decides are merged
@@ -683,6 +684,9 @@ ROTATE_MAX = 256
 ROTATE_VALID_SHARE = 0.75
 #: passes over the ranks (a rank's best rotation depends on the others')
 ROTATE_PASSES = 4
+#: a rank left beginning elsewhere than most ranks alike is noted when this share of its
+#: paired calls in the loop lie in another iteration than their partner's
+ROTATE_NOTE_SHARE = 0.1
 
 
 def _tagged_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -787,7 +791,8 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
     cycle is the commonest); ``cache``: :func:`signature.align.align_ranks`'s (the
     collective calls' keys, if it found them). Returns the new bounds and ``(rank, loop,
     reason)`` for each rank whose iterations still begin with another call (op and
-    communicator) than those of most ranks alike."""
+    communicator) than those of most ranks alike while more than ``ROTATE_NOTE_SHARE`` of
+    its paired calls cross."""
     ev = trace.events
     P = trace.nprocs
     ro = trace.rank_offsets
@@ -1005,12 +1010,18 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
             new[r], shift[r], start[r], start_f[r], start_t[r] = B[r], 0, key[r][0], fine[r][0], finest[r][0]
             mark(r, B[r])
         out[:, c0:c1 + 1] = new
-        # the ranks still not cut where most ranks alike are (by op and communicator)
+        # the ranks still not cut where most ranks alike are (by op and communicator) and
+        # whose calls cross: not in step with their partners (a rank whose calls do not
+        # cross, as a ring's first rank or a pipeline's head, is a class of its own)
         keys, inv = np.unique(start, return_inverse=True)
         inv = np.asarray(inv).reshape(-1)
         for r in range(P):
             votes = np.bincount(inv, weights=alike[r], minlength=len(keys))
-            if alike[r].any() and votes.max() > votes[inv[r]] + 1e-9:
+            if not alike[r].any() or votes.max() <= votes[inv[r]] + 1e-9:
+                continue
+            x, y = a_ev[per[r]:per[r + 1]], b_ev[per[r]:per[r + 1]]
+            inside = ((it[x] >= 0) & (it[x] < N)) | ((it[y] >= 0) & (it[y] < N))
+            if crossings(r, new[r]) > ROTATE_NOTE_SHARE * max(int(inside.sum()), 1):
                 blocked = any(v is not None for (q, _), v in tried.items() if q == r)
                 failed.append((r, L, "a rotation that begins with their call would put more of its messages "
                                      "in another iteration than their partner call" if blocked else
