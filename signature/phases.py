@@ -954,7 +954,12 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
                 for i in sorted(np.flatnonzero(better).tolist(), key=lambda i: tuple(-s[i])):
                     if level is not None and tuple(s[i]) != level:
                         break
-                    agree = (start == key[r][i]) & (start_f == fine[r][i]) & (start_t == finest[r][i])
+                    # (the ranks that begin with it, as finely as they support it)
+                    agree = start == key[r][i]
+                    if s[i, 1] > 0:
+                        agree &= start_f == fine[r][i]
+                        if s[i, 2] > 0:
+                            agree &= start_t == finest[r][i]
                     cur = crossings(r, new[r], agree)
                     for k in (i, i - p):
                         if abs(k) < p and 0 < abs(k) <= ROTATE_MAX and rotated(r, k) is not None:

@@ -84,6 +84,25 @@ def test_a_ring_whose_first_rank_sends_first_keeps_its_order():
     assert not [n for n in sig.notes if "begin at another call" in n]
 
 
+def test_an_even_odd_ordered_exchange_keeps_its_two_orders():
+    """Even ranks send right then receive from the right, odd ranks receive from the left
+    then send left, then all reduce: the two orders are the program's (rank parity), every
+    message lies in its step on both sides, so no rank is rotated, the loop holds every
+    step and no rank is noted."""
+    P, steps = 4, 6
+
+    def step(r, s):
+        if r % 2 == 0:
+            return [("Send", (r + 1) % P, 64), ("Recv", (r + 1) % P, 64), ("Allreduce", -1, 8)]
+        return [("Recv", r - 1, 64), ("Send", r - 1, 64), ("Allreduce", -1, 8)]
+    sig = extract(build_trace(P, steps, step))
+    (loop,) = sig.loop_phases
+    assert loop.weight == steps
+    firsts = [int(loop.rank_template(r)["op"][0]) for r in range(P)]
+    assert firsts == [OP_CODE["Send"], OP_CODE["Recv"]] * (P // 2)
+    assert not [n for n in sig.notes if "begin at another call" in n]
+
+
 @settings(max_examples=30, deadline=None)
 @given(P=st.integers(4, 9), steps=st.integers(12, 30), data=st.data())
 def test_any_rotation_of_any_cycle_is_cut_at_one_call(P, steps, data):
