@@ -782,9 +782,11 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
     3. where a rotated rank's bound did not move (a variant step that begins otherwise: a
        neighbour-search step opens with a broadcast; a first step entered part-way), the
        bound goes where its calls cross least, between the bounds beside it;
-    4. a rotated rank whose calls cross more than with its own cut is put back, the
-       worst first (a ring whose first rank sends before it receives keeps its order:
-       that rank is a class of its own).
+    4. a rotated rank whose first or last iteration is now shorter than its cycle and
+       than it was (no calls of the cycle to take at the loop's ends) is put back; so is
+       one whose calls cross more than with its own cut, the worst first (a ring whose
+       first rank sends before it receives keeps its order: that rank is a class of its
+       own).
 
     ``bounds``: (P, G+1) positions in each rank's stream without Init; ``seg_loop[g]`` the
     loop of global segment g, ``exact[r, g]`` its exact structure on rank r (the rank's
@@ -1004,8 +1006,16 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
             if crossings(r, Br) < crossings(r, new[r]):
                 new[r] = Br
                 mark(r, Br)
-        # 4. a rotated rank whose calls still cross more than with its own cut is put back
-        # (the worst first)
+        # 4. a rotated rank whose first or last iteration is now shorter than its cycle and
+        # than it was (the rotation found no calls of the cycle to take at the loop's ends:
+        # the repetition would be cut short) is put back; so is one whose calls still cross
+        # more than with its own cut (the worst first)
+        for r in np.flatnonzero(shift).tolist():
+            p = cyc[r][1]
+            d_new, d_old = np.diff(new[r]), np.diff(B[r])
+            if d_new.size and (d_new[0] < min(p, d_old[0]) or d_new[-1] < min(p, d_old[-1])):
+                new[r], shift[r], start[r], start_f[r], start_t[r] = B[r], 0, key[r][0], fine[r][0], finest[r][0]
+                mark(r, B[r])
         while True:
             worse = {r: crossings(r, new[r]) - was[r] for r in np.flatnonzero(shift).tolist()}
             worse = {r: d for r, d in worse.items() if d > 0}
