@@ -454,6 +454,23 @@ def _hpcc_kernels(sig, own: dict) -> list[dict]:
     return out
 
 
+def _cut_apart(sig) -> list[int]:
+    """The loop phases in which two ranks that make the same calls (op and communicator, as
+    multisets) make them as rotations of one sequence: the signature cut their iterations
+    at different calls of one cycle (GROMACS's particle ranks before the common cut)."""
+    out = []
+    for p in sig.loop_phases:
+        groups: dict[tuple, set] = {}
+        for r in range(sig.nprocs):
+            t = p.rank_template(r)
+            seq = tuple(zip(t["op"].tolist(), t["comm"].tolist()))
+            groups.setdefault(tuple(sorted(seq)), set()).add(seq)
+        if any(any(b == a[i:] + a[:i] for a in seqs for b in seqs if a != b for i in range(1, len(a)))
+               for seqs in groups.values()):
+            out.append(p.id)
+    return out
+
+
 def signature_row(app: str, P: int, out: Path = OUT) -> dict:
     """The signature of one cached trace beside the application's own account."""
     from signature import extract
@@ -494,6 +511,7 @@ def signature_row(app: str, P: int, out: Path = OUT) -> dict:
             "top_weights": sorted((p.weight for p in repeated), reverse=True)[:4],
             "own": check, "found": found, "weights_match": match, "own_loop_share": own_share,
             "main_loop_missing": sig.main_loop_missing is not None,
+            "cut_apart": _cut_apart(sig),
             # the phase list (kinds and, for loops, their calls): what must correspond across P
             "phase_list": [(p.kind, list(p.ops) if p.kind == "loop" else []) for p in sig.phases]}
 
@@ -549,6 +567,8 @@ def signature_part(apps: list[str], Ps: list[int], out: Path = OUT) -> dict:
         lists.setdefault(r["app"], []).append(r["phase_list"])
     same = sorted(a for a, ls in lists.items() if len(ls) > 1 and all(x == ls[0] for x in ls))
     print(f"\nthe same phases (kinds, and the calls of the loops) at every P: {', '.join(same) or 'none'}")
+    apart = [f"{r['app']} P={r['P']} (phases {', '.join(map(str, r['cut_apart']))})" for r in rows if r["cut_apart"]]
+    print(f"loop phases whose ranks alike are cut at different calls of one cycle: {'; '.join(apart) or 'none'}")
     return {
         "bench": "validate_apps", "part": "signature", "apps": sorted({r["app"] for r in rows}),
         "P": Ps, "coverage_min": cov, "eq4_max_error": eq4, "weights_match": apps_ok,
@@ -556,6 +576,8 @@ def signature_part(apps: list[str], Ps: list[int], out: Path = OUT) -> dict:
         # how far the coverage falls short of the loop share the app reports itself
         "own_loop_gap_max": max(gaps) if gaps else None,
         "same_phases_at_every_P": same,
+        # (app, P, loop phases whose ranks alike begin their repetitions at other calls of one cycle)
+        "cut_apart": [(r["app"], r["P"], r["cut_apart"]) for r in rows if r["cut_apart"]],
         "goal": {"coverage_min": GOAL_COVERAGE, "eq4_max_error": GOAL_EQ4,
                  "weights_match": "every app with a count of its own",
                  "largest_trace_events_per_s": 2e6},

@@ -54,7 +54,16 @@ Algorithm
    iterations of a reference rank. Ranks that cut the loop as often as the others
    but at another point of the step (a PME rank whose own iteration runs from its
    FFT to the next step's receives) are cut again where their messages say, and
-   every iteration starts early enough to hold the requests it completes. A
+   every iteration starts early enough to hold the requests it completes.
+   Ranks that run one cycle in lock step but found it starting at different calls
+   (each finds its period on its own stream) are cut at one common call
+   (``_common_cut``): a rank's iterations are rotated by a number of calls of its
+   commonest iteration so that they begin with the call that most ranks alike (those
+   making mostly the same calls) begin with, the rotation whose calls (messages,
+   matched with their tags, and collective calls) fall least in another iteration than
+   their partner's; a rotation that would put more of them across iterations is not
+   made, and where the rank's calls then still cross, the signature says so in one
+   note naming the rank and the phase. A
    *kind* of iteration is a distinct combination of the ranks' iteration shapes
    (structure with runs collapsed, so that a count that depends on the data is
    one kind); kinds that differ only where the data decides are merged
@@ -97,9 +106,9 @@ import numpy as np
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
-from .align import _COLLECTIVE, align_ranks, global_sections
-from .iterations import (RankSegments, find_unit, mix, relative_peers, segment_keys, segment_rank,
-                         structure_tokens)
+from .align import _COLLECTIVE, _collective_keys, _nth, align_ranks, global_sections
+from .iterations import (RankSegments, _canonical_comms, find_unit, mix, prefix_hash, relative_peers,
+                         segment_hash, segment_keys, segment_rank, structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
@@ -336,7 +345,15 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
 
     is_it = seg_loop >= 0
     it_cols = np.flatnonzero(is_it)
+    # every rank's iterations cut at one common call of the cycle (each found its period
+    # on its own stream, starting wherever its first plain iteration did)
     shape, exact = contents(bounds)
+    unaligned: list[tuple[int, int, str]] = []
+    if it_cols.size and P > 1:
+        common, unaligned = _common_cut(trace, bounds, seg_loop, struct, exact, cache)
+        if not np.array_equal(common, bounds):
+            bounds = common
+            shape, exact = contents(bounds)
     held = _hold_requests(trace, bounds, seg_loop)
     if not np.array_equal(held, bounds):
         # iterations that hold the requests they complete, where that does not make more
@@ -605,6 +622,13 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
             when[r[first]] = t0[idx[first]]
         window = float(np.max(leave) - np.min(enter))
     sequence = renumber[seg_phase[seg_loop >= 0]]
+    for r, L, why in unaligned:  # one line per rank and phase: the rank is left as it cut itself
+        ph = renumber[seg_phase[seg_loop == L]]
+        ph = ph[ph >= 0]
+        if ph.size:
+            k = int(np.bincount(ph).argmax())
+            notes.append(f"rank {r}: its iterations of phase {k} begin at another call of the step than "
+                         f"those of the ranks like it; left as it cut them ({why})")
     return Signature(source=str(trace.path) if trace.path else None, app=trace.meta.get("app"),
                      nprocs=P, workload_label=trace.meta.get("workload_label"),
                      workload_value=trace.meta.get("workload_value"), work_mode=trace.work_mode,
@@ -649,6 +673,420 @@ _IS_COLLECTIVE = np.zeros(256, bool)
 _IS_COLLECTIVE[_COLLECTIVE] = True
 #: the most kinds compared pairwise per loop
 VARIANT_KINDS_MAX = 128
+
+
+#: ranks are alike when the cosine of their cycles' counts of calls (op, communicator,
+#: tag) is at least this (particle ranks among themselves, PME ranks among themselves)
+ROTATE_ALIKE = 0.5
+#: a rotation (by up to ``ROTATE_MAX`` calls either way) applies where the calls it moves
+#: a bound over are those of the rank's cycle; it must at this share of its bounds
+ROTATE_MAX = 256
+ROTATE_VALID_SHARE = 0.75
+#: passes over the ranks (a rank's best rotation depends on the others')
+ROTATE_PASSES = 4
+#: a rank left beginning elsewhere than most ranks alike is noted when this share of its
+#: paired calls in the loop lie in another iteration than their partner's
+ROTATE_NOTE_SHARE = 0.1
+
+
+def _tagged_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """``(send_event, recv_event)`` pairs of the point-to-point messages, matched as MPI
+    matches them: the k-th send from a to b on a communicator with a tag to the k-th
+    receive of b from a on it with that tag, where every such receive names its tag (not
+    MPI_ANY_TAG, not a Sendrecv's receive, whose tag the trace does not hold); else
+    regardless of tags (:func:`signature.align.message_links`). A flag message and a
+    coordinate message sent to the same rank with two tags and received in another order
+    than in the set-up are thus not paired across one another."""
+    ev = trace.events
+    op = ev["op"]
+    rank = ev["rank"].astype(np.int64)
+    P = trace.nprocs
+    comm = ev["comm"].astype(np.int64) + 1
+    C = int(comm.max()) + 1 if len(comm) else 1
+    s_idx = np.flatnonzero(np.isin(op, SEND_OPS) & (ev["peer"] >= 0))
+    is_recv = np.isin(op, RECV_OPS)
+    r_src = np.where(is_recv, ev["peer"], np.where(np.isin(op, SENDRECV_OPS), ev["recv_peer"], -1))
+    r_idx = np.flatnonzero(r_src >= 0)
+    s_pair = (rank[s_idx] * P + ev["peer"][s_idx]) * C + comm[s_idx]
+    r_pair = (r_src[r_idx].astype(np.int64) * P + rank[r_idx]) * C + comm[r_idx]
+    r_tag = np.where(is_recv[r_idx], ev["tag"][r_idx], -1).astype(np.int64)
+    # (source, destination, communicator) whose receives all name their tag
+    untagged = np.unique(r_pair[r_tag < 0])
+    s_tag = np.where(np.isin(s_pair, untagged), -1, ev["tag"][s_idx]).astype(np.int64)
+    r_tag = np.where(np.isin(r_pair, untagged), -1, r_tag)
+    # one int64 key per (source, destination, communicator, tag): tags are int32
+    if P * P * C < (1 << 30):
+        s_key, r_key = (s_pair << 32) + (s_tag + 1), (r_pair << 32) + (r_tag + 1)
+    else:
+        both = np.stack([np.concatenate([s_pair, r_pair]), np.concatenate([s_tag, r_tag])])
+        _, key = np.unique(both, axis=1, return_inverse=True)
+        key = np.asarray(key, np.int64).reshape(-1)
+        s_key, r_key = key[:len(s_idx)], key[len(s_idx):]
+    big = int(max(len(s_idx), len(r_idx))) + 1
+    _, si, ri = np.intersect1d(s_key * big + _nth(s_key), r_key * big + _nth(r_key), assume_unique=True,
+                               return_indices=True)
+    return s_idx[si], r_idx[ri]
+
+
+def _pair_links(trace: Trace, coll_ev: np.ndarray, coll_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(a, b)`` event pairs that a lock-step loop runs in the same iteration: both ends of
+    every point-to-point message (each way, matched with their tags), and each collective
+    call with the same call of another member (the first member's; the first member's with
+    the second's; ``coll_ev``, ``coll_key``: :func:`signature.align._collective_keys`)."""
+    send_ev, recv_ev = _tagged_links(trace)
+    order = np.argsort(coll_key, kind="stable")
+    ce, ck = coll_ev[order], coll_key[order]
+    new = np.concatenate([[True], ck[1:] != ck[:-1]]) if ck.size else np.zeros(0, bool)
+    head = np.maximum.accumulate(np.where(new, np.arange(len(ck)), 0)) if ck.size else np.zeros(0, np.int64)
+    second = np.minimum(np.arange(len(ck)) + 1, max(len(ck) - 1, 0))
+    partner = np.where(new, second, head)
+    ok = (ck[partner] == ck) & (partner != np.arange(len(ck))) if ck.size else np.zeros(0, bool)
+    a = np.concatenate([send_ev, recv_ev, ce[ok]])
+    b = np.concatenate([recv_ev, send_ev, ce[partner[ok]]])
+    return a.astype(np.int64), b.astype(np.int64)
+
+
+def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarray,
+                exact: np.ndarray, cache: dict) -> tuple[np.ndarray, list[tuple[int, int, str]]]:
+    """Every rank's iterations of a loop cut at one common call of its cycle.
+
+    Each rank finds its loop's period on its own stream (:mod:`signature.iterations`),
+    starting wherever its first plain iteration happens to start: ranks that run the same
+    cycle in lock step may cut it at different calls (a GROMACS particle rank whose step
+    begins with its halo exchange where the others' begin with the send to their PME
+    rank), and a phase then holds rotations of one sequence on different ranks.
+
+    A rank's iterations of loop L may be rotated, all by the same number k of calls
+    (-p < k < p, p the calls of its commonest iteration, its *cycle*): a bound moves back
+    over the cycle's last -k calls, or forward over its first k, where the calls there are
+    those (elsewhere it stays: a variant step that ends otherwise); a rotation that applies
+    at fewer than ``ROTATE_VALID_SHARE`` of the rank's bounds is none. Ranks *alike* are
+    those whose cycles make mostly the same calls (cosine of their counts of (op,
+    communicator, tag) at least ``ROTATE_ALIKE``: particle ranks, PME ranks). A call
+    *crosses* when it lies in another iteration than its partner call (the other end of
+    its message, MPI's matching with tags; the same collective call on another member).
+    Nothing changes in a loop where ranks alike begin their iterations with the same call
+    (op, communicator and peer relative to the rank). Else:
+
+    1. each rank, those whose calls cross most first, takes the rotation that begins its
+       iteration with the call that begins the iterations of the most ranks alike
+       (weighted by how alike; told by op and communicator, then peer relative to the
+       rank, then tag), if that call begins more of them than its own, and if its calls
+       then cross no more with the ranks that begin with that call; of such rotations the
+       one whose calls cross least with them, then the smallest. Where every such
+       rotation would cross more, the ranks alike that begin as it does move together,
+       if their calls then cross no more in all (a few passes, as the others move too);
+    2. among the rotations that begin with the same call (op and communicator), each
+       rank takes the one whose calls cross least, the others' cuts as they now are (a
+       few passes);
+    3. where a rotated rank's bound did not move (a variant step that begins otherwise: a
+       neighbour-search step opens with a broadcast; a first step entered part-way), the
+       bound goes where its calls cross least, between the bounds beside it;
+    4. a rotated rank whose first or last iteration is now shorter than its cycle and
+       than it was (no calls of the cycle to take at the loop's ends) is put back; so is
+       one whose calls cross more than with its own cut, the worst first (a ring whose
+       first rank sends before it receives keeps its order: that rank is a class of its
+       own).
+
+    ``bounds``: (P, G+1) positions in each rank's stream without Init; ``seg_loop[g]`` the
+    loop of global segment g, ``exact[r, g]`` its exact structure on rank r (the rank's
+    cycle is the commonest); ``cache``: :func:`signature.align.align_ranks`'s (the
+    collective calls' keys, if it found them). Returns the new bounds and ``(rank, loop,
+    reason)`` for each rank whose iterations still begin with another call (op and
+    communicator) than those of most ranks alike while more than ``ROTATE_NOTE_SHARE`` of
+    its paired calls cross."""
+    ev = trace.events
+    P = trace.nprocs
+    ro = trace.rank_offsets
+    n_ev = len(ev["op"])
+    if not n_ev or P < 2:
+        return bounds, []
+    canon = _canonical_comms(trace)
+    H = ipw = None  # prefix hashes of the structure tokens: found when a loop needs them
+    base = (ro[:-1] + 1).astype(np.int64)
+    a_ev = b_ev = per = None  # the paired calls, rank by rank: found when a loop needs them
+    out = bounds.copy()
+    failed: list[tuple[int, int, str]] = []
+    for L in np.unique(seg_loop[seg_loop >= 0]).tolist():
+        cols = np.flatnonzero(seg_loop == L)
+        if len(cols) < 3 or not np.all(np.diff(cols) == 1):
+            continue
+        c0, c1 = int(cols[0]), int(cols[-1]) + 1
+        N = c1 - c0
+        B = out[:, c0:c1 + 1].copy()
+        lo = out[:, c0 - 1] if c0 > 0 else out[:, 0]  # how far the first bound may move back
+        hi = out[:, c1 + 1] if c1 + 1 < out.shape[1] else out[:, c1]
+        # each rank's cycle: its commonest iteration (by exact structure), and its calls'
+        # keys: (op, communicator), the same and the tag (what makes ranks alike), the same
+        # and the peer relative to the rank
+        cyc: list[tuple[int, int]] = []
+        for r in range(P):
+            _, inv, cnt = np.unique(exact[r, c0:c1], return_inverse=True, return_counts=True)
+            j = int(np.flatnonzero(np.asarray(inv).reshape(-1) == np.argmax(cnt))[0])
+            cyc.append((int(base[r] + B[r, j]), int(B[r, j + 1] - B[r, j])))
+        lens = np.array([p for _, p in cyc])
+        idx = np.repeat(np.array([a for a, _ in cyc]) - np.concatenate([[0], np.cumsum(lens)[:-1]]),
+                        lens) + np.arange(int(lens.sum()))
+        with np.errstate(over="ignore"):
+            k_all = mix(mix(np.zeros(len(idx), np.uint64), ev["op"][idx]), canon[idx])
+            t_all = mix(k_all, ev["tag"][idx])
+            peer = ev["peer"][idx].astype(np.int64)
+            f_all = mix(k_all, np.where(peer >= 0, (peer - ev["rank"][idx]) % P, peer))
+            ft_all = mix(f_all, ev["tag"][idx])
+        at = np.concatenate([[0], np.cumsum(lens)])
+        key = [k_all[at[r]:at[r + 1]] for r in range(P)]
+        fine = [f_all[at[r]:at[r + 1]] for r in range(P)]
+        finest = [ft_all[at[r]:at[r + 1]] for r in range(P)]
+        vocab, inv = np.unique(t_all, return_inverse=True)
+        counts = np.zeros((P, len(vocab)))
+        np.add.at(counts, (np.repeat(np.arange(P), lens), np.asarray(inv).reshape(-1)), 1.0)
+        unit = counts / np.maximum(np.linalg.norm(counts, axis=1, keepdims=True), 1e-300)
+        alike = unit @ unit.T
+        np.fill_diagonal(alike, 0.0)
+        alike[alike < ROTATE_ALIKE] = 0.0
+        start = np.array([key[r][0] if lens[r] else 0 for r in range(P)], np.uint64)
+        start_f = np.array([fine[r][0] if lens[r] else 0 for r in range(P)], np.uint64)
+        start_t = np.array([finest[r][0] if lens[r] else 0 for r in range(P)], np.uint64)
+        if not np.any((alike > 0) & (start_f[:, None] != start_f[None, :])):
+            continue  # ranks alike begin alike
+        if H is None:
+            H, ipw = prefix_hash(struct)
+        if a_ev is None:
+            coll = cache["links"][2:] if cache.get("links") is not None else _collective_keys(trace)
+            a_ev, b_ev = _pair_links(trace, *coll)
+            order = np.argsort(ev["rank"][a_ev], kind="stable")
+            a_ev, b_ev = a_ev[order], b_ev[order]
+            per = np.searchsorted(ev["rank"][a_ev], np.arange(P + 1))
+        new = B.copy()
+        it = np.full(n_ev, -1, np.int64)  # each event's iteration (-1 before the loop, N after)
+
+        def mark(r: int, Br: np.ndarray) -> None:
+            n = int(ro[r + 1]) - int(base[r]) - 1
+            it[base[r]:base[r] + n] = np.searchsorted(Br, np.arange(n), side="right") - 1
+
+        def crossings(r: int, Br: np.ndarray, only: np.ndarray | None = None) -> int:
+            """Rank r's paired calls that cross with its bounds ``Br`` (``only``: those
+            with these ranks)."""
+            x, y = a_ev[per[r]:per[r + 1]], b_ev[per[r]:per[r + 1]]
+            if only is not None:
+                keep = only[ev["rank"][y]]
+                x, y = x[keep], y[keep]
+            it_x = np.searchsorted(Br, x - base[r], side="right") - 1
+            it_y = it[y]
+            inside = ((it_x >= 0) & (it_x < N)) | ((it_y >= 0) & (it_y < N))
+            return int(np.sum(inside & (it_x != it_y)))
+
+        for r in range(P):
+            mark(r, B[r])
+        was = np.array([crossings(r, B[r]) for r in range(P)])
+        shift = np.zeros(P, np.int64)
+        tried: dict[tuple[int, int], np.ndarray | None] = {}
+
+        def rotated(r: int, k: int) -> np.ndarray | None:
+            if k == 0:
+                return B[r]
+            if (r, k) not in tried:
+                tried[(r, k)] = _rotation(B[r], k, int(lo[r]), int(hi[r]), int(base[r]), *cyc[r], H, ipw)
+            return tried[(r, k)]
+
+        def set_shift(r: int, k: int) -> None:
+            j = k % cyc[r][1]
+            shift[r] = k
+            start[r], start_f[r], start_t[r] = key[r][j], fine[r][j], finest[r][j]
+            new[r] = rotated(r, k)
+            mark(r, new[r])
+
+        def move_together(r: int, i: int) -> bool:
+            """Rank r and the ranks alike that begin with its call rotated to begin with
+            the call at position i of its cycle (each by its smallest rotation), if their
+            calls then cross no more in all."""
+            target = (key[r][i], fine[r][i], finest[r][i])
+            group = [q for q in range(P) if (q == r or alike[r, q] > 0) and start_t[q] == start_t[r]
+                     and start_f[q] == start_f[r] and start[q] == start[r]]
+            moves = {}
+            for q in group:
+                p = cyc[q][1]
+                at = np.flatnonzero((key[q] == target[0]) & (fine[q] == target[1]) & (finest[q] == target[2]))
+                ks = sorted({int(k) for j in at.tolist() for k in (j, j - p)
+                             if 0 < abs(k) < p and abs(k) <= ROTATE_MAX and rotated(q, k) is not None}, key=abs)
+                if not ks:
+                    return False
+                moves[q] = ks[0]
+            before = sum(crossings(q, new[q]) for q in range(P))
+            old = {q: int(shift[q]) for q in moves}
+            for q, k in moves.items():
+                set_shift(q, k)
+            if sum(crossings(q, new[q]) for q in range(P)) <= before:
+                return True
+            for q, k in old.items():
+                set_shift(q, k)
+            return False
+
+        # 1. the call most ranks alike begin with: the op and communicator first, then the
+        # peer relative to the rank (a Sendrecv to the right, not to the left), then the tag
+        # (the flags before the coordinates)
+        def support(r: int, pos: np.ndarray) -> np.ndarray:
+            """(len(pos), 3): how alike the ranks are that begin with the call at each
+            position of rank r's cycle, by (op, communicator), with its peer, and its tag."""
+            s1 = alike[r] @ (start[:, None] == key[r][pos][None, :])
+            s2 = alike[r] @ (start_f[:, None] == fine[r][pos][None, :])
+            s3 = alike[r] @ (start_t[:, None] == finest[r][pos][None, :])
+            return np.round(np.stack([s1, s2, s3], axis=1), 9)
+
+        for _ in range(ROTATE_PASSES):
+            changed = False
+            # (the ranks whose calls cross most first: a rank cut where its partners are
+            # is no rank to move)
+            now = np.array([crossings(r, new[r]) for r in range(P)])
+            own_support = [support(r, np.array([shift[r] % cyc[r][1]]))[0, 0] if cyc[r][1] else np.inf
+                           for r in range(P)]
+            for r in np.lexsort((own_support, -now)).tolist():
+                a, p = cyc[r]
+                if p < 2:
+                    continue
+                s = support(r, np.arange(p))
+                own = s[int(shift[r]) % p]
+                better = np.array([tuple(x) > tuple(own) for x in s.tolist()])
+                # the best-supported call that a rotation can begin with without more of the
+                # rank's calls crossing with the ranks that begin with it; of its rotations
+                # (back or forward, at each place it occurs), the one whose calls cross least
+                # with them, then the smallest (step 4 puts back a rank whose calls then
+                # cross more in all than they did)
+                best, level, blocked = None, None, None
+                for i in sorted(np.flatnonzero(better).tolist(), key=lambda i: tuple(-s[i])):
+                    if level is not None and tuple(s[i]) != level:
+                        break
+                    # (the ranks that begin with it, as finely as they support it)
+                    agree = start == key[r][i]
+                    if s[i, 1] > 0:
+                        agree &= start_f == fine[r][i]
+                        if s[i, 2] > 0:
+                            agree &= start_t == finest[r][i]
+                    cur = crossings(r, new[r], agree)
+                    for k in (i, i - p):
+                        if abs(k) < p and 0 < abs(k) <= ROTATE_MAX and rotated(r, k) is not None:
+                            c = (crossings(r, rotated(r, k), agree), abs(k), k)
+                            if c[0] > cur:
+                                blocked = blocked if blocked is not None else i
+                                continue
+                            level = tuple(s[i])
+                            best = c if best is None or c < best else best
+                if best is None and blocked is not None:
+                    # ... the rank's calls cross more alone: the ranks that begin with its call
+                    # (alike to it) move together, where their calls cross no more in all
+                    changed |= move_together(r, blocked)
+                elif best is not None and best[2] != shift[r]:
+                    set_shift(r, best[2])
+                    changed = True
+            if not changed:
+                break
+        # 2. among the rotations that begin with that call, the one whose calls cross least
+        for _ in range(ROTATE_PASSES):
+            changed = False
+            for r in range(P):
+                a, p = cyc[r]
+                at = np.flatnonzero(key[r] == start[r])
+                best = (crossings(r, new[r]), abs(int(shift[r])), int(shift[r]))
+                for k in sorted(set(at.tolist()) | set((at - p).tolist())):
+                    Bk = rotated(r, k) if k != shift[r] and abs(k) < p and abs(k) <= ROTATE_MAX else None
+                    if Bk is not None and (crossings(r, Bk), abs(k), k) < best:
+                        best = (crossings(r, Bk), abs(k), k)
+                if best[2] != shift[r]:
+                    shift[r] = best[2]
+                    new[r] = rotated(r, best[2])
+                    mark(r, new[r])
+                    changed = True
+            if not changed:
+                break
+        # 3. a rotated rank's bounds that did not move (a variant step, a first step entered
+        # part-way) go where its calls cross least
+        for r in np.flatnonzero(shift).tolist():
+            Br = _settle_bounds(new[r], B[r], int(lo[r]), int(hi[r]), a_ev[per[r]:per[r + 1]] - base[r],
+                                it[b_ev[per[r]:per[r + 1]]])
+            if crossings(r, Br) < crossings(r, new[r]):
+                new[r] = Br
+                mark(r, Br)
+        # 4. a rotated rank whose first or last iteration is now shorter than its cycle and
+        # than it was (the rotation found no calls of the cycle to take at the loop's ends:
+        # the repetition would be cut short) is put back; so is one whose calls still cross
+        # more than with its own cut (the worst first)
+        for r in np.flatnonzero(shift).tolist():
+            p = cyc[r][1]
+            d_new, d_old = np.diff(new[r]), np.diff(B[r])
+            if d_new.size and (d_new[0] < min(p, d_old[0]) or d_new[-1] < min(p, d_old[-1])):
+                new[r], shift[r], start[r], start_f[r], start_t[r] = B[r], 0, key[r][0], fine[r][0], finest[r][0]
+                mark(r, B[r])
+        while True:
+            worse = {r: crossings(r, new[r]) - was[r] for r in np.flatnonzero(shift).tolist()}
+            worse = {r: d for r, d in worse.items() if d > 0}
+            if not worse:
+                break
+            r = max(worse, key=worse.get)
+            new[r], shift[r], start[r], start_f[r], start_t[r] = B[r], 0, key[r][0], fine[r][0], finest[r][0]
+            mark(r, B[r])
+        out[:, c0:c1 + 1] = new
+        # the ranks still not cut where most ranks alike are (by op and communicator) and
+        # whose calls cross: not in step with their partners (a rank whose calls do not
+        # cross, as a ring's first rank or a pipeline's head, is a class of its own)
+        keys, inv = np.unique(start, return_inverse=True)
+        inv = np.asarray(inv).reshape(-1)
+        for r in range(P):
+            votes = np.bincount(inv, weights=alike[r], minlength=len(keys))
+            if not alike[r].any() or votes.max() <= votes[inv[r]] + 1e-9:
+                continue
+            x, y = a_ev[per[r]:per[r + 1]], b_ev[per[r]:per[r + 1]]
+            inside = ((it[x] >= 0) & (it[x] < N)) | ((it[y] >= 0) & (it[y] < N))
+            if crossings(r, new[r]) > ROTATE_NOTE_SHARE * max(int(inside.sum()), 1):
+                blocked = any(v is not None for (q, _), v in tried.items() if q == r)
+                failed.append((r, L, "a rotation that begins with their call would put more of its messages "
+                                     "in another iteration than their partner call" if blocked else
+                                     "its calls differ from its step's where theirs begin"))
+    return out, failed
+
+
+def _settle_bounds(Br: np.ndarray, B0: np.ndarray, lo: int, hi: int, pos: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """A rotated rank's bounds ``Br`` where they are still its own cut's (``B0``): each
+    moved, between the bounds beside it, to where the fewest of its paired calls (at
+    ``pos``, their partner calls in iterations ``g``) lie in another iteration than their
+    partner's."""
+    order = np.argsort(pos, kind="stable")
+    pos, g = pos[order], g[order]
+    Br = Br.copy()
+    for j in np.flatnonzero(Br == B0).tolist():
+        left = Br[j - 1] if j > 0 else lo
+        right = Br[j + 1] if j < len(Br) - 1 else hi
+        w = slice(np.searchsorted(pos, left, side="right"), np.searchsorted(pos, right, side="left"))
+        pw, gw = pos[w], g[w]
+        if not pw.size:
+            continue
+        # a cut just before the i-th paired call: calls before it in iteration j-1, the rest in j
+        cost = (np.concatenate([[0], np.cumsum(gw != j - 1)])
+                + np.concatenate([np.cumsum((gw != j)[::-1])[::-1], [0]]))
+        here = int(np.searchsorted(pw, Br[j], side="left"))
+        i = int(np.argmin(cost))
+        if cost[i] < cost[here]:
+            Br[j] = pw[i] if i < len(pw) else pw[-1] + 1
+    return Br if np.all(np.diff(Br) >= 0) else B0
+
+
+def _rotation(B: np.ndarray, k: int, lo: int, hi: int, base: int, a: int, p: int, H: np.ndarray,
+              ipw: np.ndarray) -> np.ndarray | None:
+    """A rank's loop bounds ``B`` (positions in its stream) rotated by k calls of its cycle
+    (the p calls from event ``a``), or None where the rotation applies at fewer than
+    ``ROTATE_VALID_SHARE`` of them."""
+    cut = np.array([a + p + k if k < 0 else a, a + p if k < 0 else a + k])
+    want = segment_hash(H, ipw, cut[:1], cut[1:])[0]
+    moved = B + k
+    if k < 0:  # back over the cycle's last -k calls
+        ok = moved >= np.concatenate([[lo], B[:-1]])
+        ok &= segment_hash(H, ipw, base + np.maximum(moved, 0), base + B) == want
+    else:  # forward over its first k calls
+        ok = moved <= np.concatenate([B[1:], [hi]])
+        ok &= segment_hash(H, ipw, base + B, base + np.minimum(moved, hi)) == want
+    Bk = np.where(ok, moved, B)
+    if float(ok.mean()) < ROTATE_VALID_SHARE or np.any(np.diff(Bk) < 0):
+        return None
+    return Bk
 
 
 def _hold_requests(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray) -> np.ndarray:

@@ -1,0 +1,147 @@
+"""Ranks that run one cycle in lock step but enter their loop at different points of it
+(``signature.phases._common_cut``): every rank's iterations are cut at one common call,
+so that a phase holds one call sequence per rank class."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import needs_mpi
+from signature import OP_CODE, extract
+from synthetic import build_trace
+
+PROGRAMS = Path(__file__).with_name("programs")
+
+
+def _relative_templates(sig, phase) -> list[tuple]:
+    """Each rank's template of a phase: its calls with peers relative to the rank."""
+    P = sig.nprocs
+    out = []
+    for r in range(P):
+        t = phase.rank_template(r)
+        rel = [tuple(np.where(t[c] >= 0, (t[c] - r) % P, t[c]).tolist()) for c in ("peer", "recv_peer")]
+        out.append((tuple(t["op"].tolist()), *rel))
+    return out
+
+
+def _shifted_ring(P: int, steps: int, cycle: list[int], coll_at: int | None, offset: dict[int, int]):
+    """Every rank runs ``cycle`` each step: a Sendrecv to rank + d from rank - d for each d
+    (an Allreduce before position ``coll_at``); rank r's first ``offset[r]`` calls of its
+    first step move set-up sized messages (its own loop is found from the next call on),
+    and every rank repeats the first ``max(offset)`` calls of the step once more at the end
+    (a last exchange), so that every rank cuts as many iterations."""
+    tail = max(offset.values(), default=0)
+
+    def step_calls(r, s):
+        calls = []
+        for i, d in enumerate(cycle):
+            if i == coll_at:
+                calls.append(("Allreduce", -1, 8))
+            size = 4096 if s == 0 and len(calls) < offset.get(r, 0) else 64
+            calls.append(("Sendrecv", (r + d) % P, size, (r - d) % P, size))
+        if s == steps - 1:
+            calls += step_calls(r, 1)[:tail]
+        return calls
+    return build_trace(P, steps, step_calls)
+
+
+def test_ranks_that_enter_the_loop_later_are_cut_where_the_others_are():
+    """Ranks 1 and 2 of a 3-call cycle find their loop from its second call on (their
+    first exchange is a set-up size): without the common cut their iterations run from
+    the second call to the first of the next step, and the phase holds rotations of one
+    sequence. Cut at one common call, every rank runs the same sequence, and the loop's
+    weight is the step count."""
+    P, steps = 6, 30
+    sig = extract(_shifted_ring(P, steps, [1, 2, 3], None, {1: 1, 2: 1}))
+    loops = sig.loop_phases
+    assert len(loops) == 1 and loops[0].weight == steps
+    templates = _relative_templates(sig, loops[0])
+    assert len(set(templates)) == 1
+    assert not [n for n in sig.notes if "begin at another call" in n]
+
+
+def test_a_ring_whose_first_rank_sends_first_keeps_its_order():
+    """A token ring: rank 0 sends, then receives the token back; every other rank receives
+    from its left, then sends right. Rank 0's step cannot begin with its receive (the
+    token it receives is the one it sent in the same step): it keeps its own order, a class
+    of its own, in step with its partners (no note), and the others share one sequence."""
+    P, steps = 5, 25
+
+    def step(r, s):
+        if r == 0:
+            return [("Send", 1, 64), ("Recv", P - 1, 64)]
+        return [("Recv", r - 1, 64), ("Send", (r + 1) % P, 64)]
+    sig = extract(build_trace(P, steps, step))
+    (loop,) = sig.loop_phases
+    assert loop.weight == steps
+    templates = _relative_templates(sig, loop)
+    assert templates[0][0] == (OP_CODE["Send"], OP_CODE["Recv"])
+    assert len(set(templates[1:])) == 1 and templates[1][0] == (OP_CODE["Recv"], OP_CODE["Send"])
+    assert not [n for n in sig.notes if "begin at another call" in n]
+
+
+def test_an_even_odd_ordered_exchange_keeps_its_two_orders():
+    """Even ranks send right then receive from the right, odd ranks receive from the left
+    then send left, then all reduce: the two orders are the program's (rank parity), every
+    message lies in its step on both sides, so no rank is rotated, the loop holds every
+    step and no rank is noted."""
+    P, steps = 4, 6
+
+    def step(r, s):
+        if r % 2 == 0:
+            return [("Send", (r + 1) % P, 64), ("Recv", (r + 1) % P, 64), ("Allreduce", -1, 8)]
+        return [("Recv", r - 1, 64), ("Send", r - 1, 64), ("Allreduce", -1, 8)]
+    sig = extract(build_trace(P, steps, step))
+    (loop,) = sig.loop_phases
+    assert loop.weight == steps
+    firsts = [int(loop.rank_template(r)["op"][0]) for r in range(P)]
+    assert firsts == [OP_CODE["Send"], OP_CODE["Recv"]] * (P // 2)
+    assert not [n for n in sig.notes if "begin at another call" in n]
+
+
+@settings(max_examples=30, deadline=None)
+@given(P=st.integers(4, 9), steps=st.integers(12, 30), data=st.data())
+def test_any_rotation_of_any_cycle_is_cut_at_one_call(P, steps, data):
+    """A random cycle of Sendrecv with distinct distances (and maybe an Allreduce), each
+    rank entering it at a random call: every rank's template of the loop is the same
+    sequence, and the loop runs every step but the first and last, which the ranks may
+    enter and leave part-way (their parts are the initial and final ones)."""
+    n = data.draw(st.integers(2, min(5, P - 1)))
+    cycle = data.draw(st.permutations(list(range(1, P)))).copy()[:n]
+    coll_at = data.draw(st.one_of(st.none(), st.integers(0, n - 1)))
+    offset = {r: data.draw(st.integers(0, n - 1)) for r in range(P)}
+    sig = extract(_shifted_ring(P, steps, cycle, coll_at, offset))
+    loops = sig.loop_phases
+    assert sum(p.weight for p in loops) >= steps - 2
+    plain = max(loops, key=lambda p: p.weight)
+    assert len(set(_relative_templates(sig, plain))) == 1
+
+
+@needs_mpi
+def test_a_traced_particle_and_server_run_is_cut_at_one_call_per_class(run_traced):
+    """A real traced run (``programs/pme_like.py``, P = 6): particle ranks send their
+    server rank flags (tag 9, one of them) and coordinates (tag 7), exchange halos on
+    their own communicator and receive forces; every third rank serves. Particle ranks 1
+    and 3 send set-up sized coordinates in their first step, so their own loops are found
+    from the Waitall on. Cut at one common call: every particle rank's step begins with
+    its Isend (the flags first where it sends them), every server's with its Recv of the
+    flags, and the signature has no note of a rank left elsewhere."""
+    steps = 20
+    res = run_traced(PROGRAMS / "pme_like.py", 6, steps, name="pme_like")
+    sig = extract(res.trace)
+    (loop,) = sig.loop_phases
+    assert loop.weight >= steps - 1
+    first = {}
+    for r in range(6):
+        t = loop.rank_template(r)
+        first[r] = (int(t["op"][0]), int(t["tag"][0]))
+    assert {first[r] for r in (0, 3)} == {(OP_CODE["Isend"], 7)}
+    assert {first[r] for r in (1, 4)} == {(OP_CODE["Isend"], 9)}
+    assert {first[r] for r in (2, 5)} == {(OP_CODE["Recv"], 9)}
+    templates = _relative_templates(sig, loop)
+    assert templates[0] == templates[3] and templates[1] == templates[4] and templates[2] == templates[5]
+    assert not [n for n in sig.notes if "begin at another call" in n]
