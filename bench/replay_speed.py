@@ -60,6 +60,12 @@ with numpy and h5py loaded is shown apart). The narrow traces:
   and that import is timed too (CPU seconds and peak memory of a fresh process,
   median of up to 3). Kept in ``bench/_smpi/replay_speed/``.
 
+Each narrow trace of 1 M events or more is also replayed by two workers in one
+``mpiexec -n 2`` job (``replay_workers(path)`` with its defaults, which leave a
+tightly coupled trace to worker 0 while every worker reads some of its columns),
+against one process there (``load_trace`` of the Program's columns, build,
+replay; median of up to 3).
+
 SMPI replays each narrow trace it can (``export_ti``; SimGrid's TI format has no
 Alltoallv, so traces with one are not compared), whole process (CPU time of
 smpirun and its children; median of 3 runs, or one run if it takes over 5 s), on
@@ -151,6 +157,7 @@ def worker_main(paths: list[str], reps: int, machine_name: str, forced: bool = T
     import numpy as np
 
     from replay import Program, load, replay
+    from replay.program import TRACE_COLUMNS
     from replay.workers import last_stages, replay_workers
     from signature import load_trace
 
@@ -170,7 +177,7 @@ def worker_main(paths: list[str], reps: int, machine_name: str, forced: bool = T
         for _ in range(reps):
             if me == 0:
                 c0, w0 = _cpu(), time.perf_counter()
-                trace = load_trace(path)
+                trace = load_trace(path, columns=TRACE_COLUMNS)  # what replay_workers reads
                 w1 = time.perf_counter()
                 prog = Program.from_trace(trace)
                 del trace
@@ -232,9 +239,10 @@ def memory_main(path: str, machine_name: str) -> int:
     base = _hwm_mb()
     if os.environ.get("PMI_SIZE", "1") == "1":
         from replay import Program, replay
+        from replay.program import TRACE_COLUMNS
         from signature import load_trace
         c0, w0 = _cpu(), time.perf_counter()
-        trace = load_trace(path)
+        trace = load_trace(path, columns=TRACE_COLUMNS)
         prog = Program.from_trace(trace)
         del trace
         res = replay(prog, machine)

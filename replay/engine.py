@@ -344,15 +344,16 @@ class ReplayState:
         # rank has posted that event), so that an export looks only at the events posted since
         # the last one: on narrow traces a piece passes thousands of times, and scanning every
         # crossing id at every pass cost more than the replay (melt at P = 32: 2,297 passes)
-        self._out_ev = []
-        for name, ev in (("_out_ts", program.msg_send_event), ("_out_tr", program.msg_recv_event),
-                         ("_out_entry", program.coll_event)):
+        self._out_ev = [empty, empty, empty]
+        for k, (name, ev) in enumerate(() if self.whole else (
+                ("_out_ts", program.msg_send_event), ("_out_tr", program.msg_recv_event),
+                ("_out_entry", program.coll_event))):
             ids = getattr(self, name)
             e = ev[ids].astype(np.int64)
             order = np.argsort(e, kind="stable")
             setattr(self, name, ids[order])
-            self._out_ev.append(e[order])
-        self._export_from = self.idx.copy()
+            self._out_ev[k] = e[order]
+        self._export_from = self.idx if self.whole else self.idx.copy()
         self._sent_ts = np.zeros(len(self._out_ts), bool)
         self._sent_tr = np.zeros(len(self._out_tr), bool)
         self._sent_entry = np.zeros(len(self._out_entry), bool)
