@@ -120,10 +120,12 @@ def test_last_step_without_the_next_steps_flags(P, steps, seed):
 
 
 @pytest.mark.xfail(strict=True, reason="a short run (12-16 steps: 4 of 360 seeds at 12-13, 7 of 1,800 at 14-16, "
-                   "none of 2,610 at 17-40, P = 8-10) whose "
-                   "first steps repeat the same counts on a rank lets that rank find its loop's period "
-                   "starting at the counts' Send, 10 calls into the step: the common cut leaves it there, "
-                   "and on that rank the last step (no flags) is the final part, so the loop holds 11 steps")
+                   "none of 2,610 at 17-40, P = 8-10) whose first steps repeat the same counts on a rank "
+                   "lets that rank find its loop's period starting at the counts' Send, 10 calls into the "
+                   "step, so its own cut ends the loop a step early (the rule for a last step sees 3 of its "
+                   "rotated cycle's 14 calls); aligned with it, every rank's last step is the final part, "
+                   "and the common cut, which rotates that rank back, does not return it to the loop: "
+                   "11 steps of 12")
 def test_last_step_of_a_short_run_whose_ranks_begin_their_loop_elsewhere():
     """The known failure of test_last_step_without_the_next_steps_flags on short runs (found
     by hypothesis): P = 9, 12 steps, seed 38 (ranks 2 and 3 begin their loop at the Send)."""
