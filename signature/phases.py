@@ -354,6 +354,10 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         if not np.array_equal(common, bounds):
             bounds = common
             shape, exact = contents(bounds)
+        whole = _last_step_whole(bounds, seg_loop, struct, exact, ro)
+        if not np.array_equal(whole, bounds):
+            bounds = whole
+            shape, exact = contents(bounds)
     held = _hold_requests(trace, bounds, seg_loop)
     if not np.array_equal(held, bounds):
         # iterations that hold the requests they complete, where that does not make more
@@ -744,6 +748,40 @@ def _pair_links(trace: Trace, coll_ev: np.ndarray, coll_key: np.ndarray) -> tupl
     a = np.concatenate([send_ev, recv_ev, ce[ok]])
     b = np.concatenate([recv_ev, send_ev, ce[partner[ok]]])
     return a.astype(np.int64), b.astype(np.int64)
+
+
+def _last_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarray, exact: np.ndarray,
+                     ro: np.ndarray) -> np.ndarray:
+    """After the common cut: each rank's last iteration of a loop takes the calls that begin
+    the part after the loop as long as they complete it (each adds a call of the rank's
+    plain iteration, as a multiset, that the last iteration lacks). A rank that found its
+    period starting part-way into the step ends its own loop before the last step's end
+    (its rotated cycle's tail looked like the final part's); aligned with the others, its
+    last step then lacked those calls, and the loop lost that step as a kind of its own."""
+    from .iterations import _running_shares
+    out = bounds.copy()
+    G = bounds.shape[1] - 1
+    for L in np.unique(seg_loop[seg_loop >= 0]).tolist():
+        cols = np.flatnonzero(seg_loop == L)
+        g = int(cols[-1]) + 1
+        if g >= G or seg_loop[g] != -1:
+            continue
+        for r in range(bounds.shape[0]):
+            base = int(ro[r]) + 1
+            lens = bounds[r, cols + 1] - bounds[r, cols]
+            have = cols[lens > 0]
+            if len(have) < 2 or lens[-1] == 0 or bounds[r, g + 1] == bounds[r, g]:
+                continue
+            ex, n = np.unique(exact[r, have], return_counts=True)
+            j = int(have[np.flatnonzero(exact[r, have] == ex[np.argmax(n)])[0]])
+            vocab, counts = np.unique(struct[base + bounds[r, j]:base + bounds[r, j + 1]], return_counts=True)
+            last = struct[base + bounds[r, g - 1]:base + bounds[r, g]]
+            piece = struct[base + bounds[r, g]:base + bounds[r, g + 1]]
+            held = _running_shares(np.concatenate([last, piece]), vocab, counts)[len(last):]
+            c = int(np.argmax(held))  # (the fewest calls that reach the most)
+            if held[c] > held[0]:
+                out[r, g] += c
+    return out
 
 
 def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarray,
