@@ -63,7 +63,10 @@ Algorithm
    matched with their tags, and collective calls) fall least in another iteration than
    their partner's; a rotation that would put more of them across iterations is not
    made, and where the rank's calls then still cross, the signature says so in one
-   note naming the rank and the phase. A
+   note naming the rank and the phase. Each rank's last iteration then takes the calls
+   that begin the part after the loop while they complete it (``_last_step_whole``: a
+   rank whose own cut began part-way into the step had ended its loop before the last
+   step's end). A
    *kind* of iteration is a distinct combination of the ranks' iteration shapes
    (structure with runs collapsed, so that a count that depends on the data is
    one kind); kinds that differ only where the data decides are merged

@@ -6,8 +6,6 @@ brick<->pencil remaps are placed event for event at P = 32."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from conftest import needs_mpi
+from conftest import needs_mpi, trace_c_program
 from logical_model.overlap import Blocks, Layout, Remap, candidate_layouts, infer_remap, split_points
 from logical_model.topology import DimsRule
 
@@ -172,15 +170,7 @@ def remap(tmp_path_factory):
     """remap2d.c on a 50 x 50 mesh traced at the fit P (folder) and at the unseen P. (At
     its default N = 60 the traced P cut x evenly and leave the mesh open at P = 32: see
     test_a_mesh_the_traced_P_cut_evenly_is_refused_where_it_matters.)"""
-    from signature import trace_run
-    root = tmp_path_factory.mktemp("remap")
-    exe = root / "remap2d"
-    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe),
-                    str(PROGRAMS / "remap2d.c")], check=True)
-    for P in (*FIT, UNSEEN):
-        res = trace_run([str(exe), "50", "6"], P, root / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5"))
-        assert res.ok, f"remap2d at P={P}: {res.trace.meta.get('incomplete_reason')}"
-    return root
+    return trace_c_program(tmp_path_factory.mktemp("remap"), PROGRAMS / "remap2d.c", ["50", "6"], FIT, UNSEEN)
 
 
 @needs_mpi

@@ -6,8 +6,6 @@ with a real run at an unseen P = 32."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,14 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import signature
-from conftest import needs_mpi
+from conftest import needs_mpi, trace_c_program
 from logical_model import from_traces
 from logical_model.model import (GridCount, LogicalModel, _count_grids, _exact_count, _exact_size, _fit_count,
                                  _regressed_count)
 from logical_model.rules import Grid
 from logical_model.statistical import StatisticalError, channel_rows, match, spread_counts
 from logical_model.topology import candidate_rules
-from signature import load_trace, trace_run
+from signature import load_trace
 
 PROGRAMS = Path(__file__).parent / "programs"
 FIT, UNSEEN = (4, 8, 16), 32
@@ -158,14 +156,7 @@ def test_a_mean_count_is_regressed_on_the_grid_dimension_that_cross_validates_be
 @pytest.fixture(scope="module")
 def remap(tmp_path_factory):
     """remap2d.c traced at the fit P (folder) and at the unseen P."""
-    root = tmp_path_factory.mktemp("remap")
-    exe = root / "remap2d"
-    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe),
-                    str(PROGRAMS / "remap2d.c")], check=True)
-    for P in (*FIT, UNSEEN):
-        res = trace_run([str(exe), "60", "6"], P, root / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5"))
-        assert res.ok, f"remap2d at P={P}: {res.trace.meta.get('incomplete_reason')}"
-    return root
+    return trace_c_program(tmp_path_factory.mktemp("remap"), PROGRAMS / "remap2d.c", ["60", "6"], FIT, UNSEEN)
 
 
 def _sent(ev: dict, sel) -> tuple[int, int]:
