@@ -10,7 +10,7 @@ import pytest
 
 from conftest import needs_mpi
 from replay import Program, replay
-from test_workers import assert_same, mixed_machine, records, run_workers, write_trace_file
+from test_workers import READ_BODY, assert_same, mixed_machine, records, run_workers, write_trace_file
 
 
 def uneven_collectives(P: int) -> dict:
@@ -41,26 +41,11 @@ def uneven_collectives(P: int) -> dict:
             "completions": {k: np.zeros(0, np.int64) for k in ("rank", "seq", "req")}}
 
 
-BODY = """
-import dataclasses
-from replay.pieces import extract, read_piece
-from replay.workers import worker_bounds
-comm = MPI.COMM_WORLD
-for path in PATHS:
-    whole = Program.from_trace(load_trace(path))
-    b = worker_bounds(whole.nprocs, comm.size)
-    got = read_piece(path, comm, b)
-    ref = extract(whole, int(b[comm.rank]), int(b[comm.rank + 1]), b, comm.rank)
-    same = all(np.array_equal(getattr(got.program, f.name), getattr(ref.program, f.name))
-               for f in dataclasses.fields(ref.program) if isinstance(getattr(ref.program, f.name), np.ndarray))
-    same &= all(np.array_equal(getattr(got, k), getattr(ref, k)) for k in
-                ("cross_offsets", "cross_ids", "cross_pos", "coll_key", "inst_parts"))
-    equal = comm.gather(bool(same), root=0)
-    res = replay_workers(path, mixed_machine(True), **SPLIT)
-    if comm.rank == 0:
-        print(json.dumps({"key": path, "pieces_equal": equal}), flush=True)
-    report(path + "/replay", res)
-"""
+def _pieces(tmp_path, paths: list[str], n: int) -> dict:
+    """test_workers's READ_BODY on ``paths`` with ``n`` workers: per path, whether each
+    worker's piece equals the one cut out of the whole program, and worker 0's result."""
+    got = records(run_workers(tmp_path, f"PATHS = {[(p, False) for p in paths]!r}\n" + READ_BODY, n))
+    return {p: (got[p + "False"]["pieces_equal"], got[p + "/False"]) for p in paths}
 
 
 def test_instance_summaries_give_every_member_the_whole_instance(tmp_path):
@@ -72,12 +57,12 @@ def test_instance_summaries_give_every_member_the_whole_instance(tmp_path):
         spec = uneven_collectives(P)
         paths.append(str(write_trace_file(tmp_path / f"uneven{P}.h5", spec)))
     for n in (2, 3):
-        got = records(run_workers(tmp_path, f"PATHS = {paths!r}\n" + BODY, n))
+        got = _pieces(tmp_path, paths, n)
         for path in paths:
-            assert got[path]["pieces_equal"] == [True] * n, (n, path)
+            assert got[path][0] == [True] * n, (n, path)
             from signature import load_trace
             ref = replay(Program.from_trace(load_trace(path)), mixed_machine(True))
-            assert_same(got[path + "/replay"], ref)
+            assert_same(got[path][1], ref)
 
 
 def test_a_worker_holds_no_collective_call_of_another_block(tmp_path):
@@ -189,9 +174,9 @@ def test_neighbourhood_collectives_still_travel_whole(tmp_path, monkeypatch):
     program = Program.from_trace(load_trace(path))
     from replay.program import COLLECTIVE_NAMES
     assert np.any(program.coll_op == COLLECTIVE_NAMES.index("Neighbor"))
-    got = records(run_workers(tmp_path, f"PATHS = {[path]!r}\n" + BODY, 2))
-    assert got[path]["pieces_equal"] == [True, True]
-    assert_same(got[path + "/replay"], replay(program, mixed_machine(True), kernel="numpy"))
+    equal, res = _pieces(tmp_path, [path], 2)[path]
+    assert equal == [True, True]
+    assert_same(res, replay(program, mixed_machine(True), kernel="numpy"))
     NEIGHBOR_TRACE.append(path)
 
 
@@ -239,7 +224,7 @@ def test_a_trace_without_collectives_and_one_with_them_on_one_side(tmp_path):
                       members=np.array(list(range(P)) + low, np.int32),
                       cart_offsets=np.zeros(3, np.int64), cart_dims=np.zeros(0, np.int32),
                       cart_periods=np.zeros(0, bool))
-    ops, comm, root = [], [], []
+    ops, comm = [], []
     for r in range(P):
         ops += ["Init"] + (["Bcast", "Allreduce"] if r in low else []) + ["Barrier"]
         comm += [0] + ([1, 1] if r in low else []) + [0]
@@ -249,8 +234,8 @@ def test_a_trace_without_collectives_and_one_with_them_on_one_side(tmp_path):
             "recv_bytes": np.full(len(ops), 64), "comp": np.full(len(ops), 2e-6), "comms": comms,
             "completions": {k: np.zeros(0, np.int64) for k in ("rank", "seq", "req")}}
     paths.append(str(write_trace_file(tmp_path / "side.h5", side)))
-    got = records(run_workers(tmp_path, f"PATHS = {paths!r}\n" + BODY, 2))
+    got = _pieces(tmp_path, paths, 2)
     from signature import load_trace
     for path in paths:
-        assert got[path]["pieces_equal"] == [True, True], path
-        assert_same(got[path + "/replay"], replay(Program.from_trace(load_trace(path)), mixed_machine(True)))
+        assert got[path][0] == [True, True], path
+        assert_same(got[path][1], replay(Program.from_trace(load_trace(path)), mixed_machine(True)))
