@@ -1009,7 +1009,8 @@ class ReplayState:
             if not len(ids):
                 out[key] = (ids, vals[ids])
                 continue
-            k = _ranges(np.searchsorted(ev, lo), np.searchsorted(ev, hi, side="right"))
+            first = np.searchsorted(ev, lo)
+            k = _ranges(first, np.searchsorted(ev, hi, side="right") - first)
             k = k[~sent[k] & ~np.isnan(vals[ids[k]])]
             sent[k] = True
             out[key] = (ids[k], vals[ids[k]])
@@ -1101,14 +1102,14 @@ class ReplayState:
         return gather_result(self.program, self.machine, self.collectives, pieces or [self], passes)
 
 
-def _ranges(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The integers of the ranges [a[i], b[i]) one after the other (empty where b <= a)."""
-    n = np.maximum(b - a, 0)
+def _ranges(start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The integers of the ranges [start[i], start[i] + length[i]) one after the other
+    (none where length[i] <= 0)."""
+    n = np.maximum(np.asarray(length, np.int64), 0)
     total = int(n.sum())
     if not total:
         return np.zeros(0, np.int64)
-    starts = np.repeat(a - np.cumsum(n) + n, n)
-    return starts + np.arange(total)
+    return np.repeat(np.asarray(start, np.int64) - np.cumsum(n) + n, n) + np.arange(total)
 
 
 def deadlock_error(name: str, lines: list[str], n: int) -> DeadlockError:

@@ -44,6 +44,7 @@ import numpy as np
 from signature.errors import TraceFormatError
 from signature.trace import OP_CODE, OPS, Trace
 
+from .engine import _ranges
 from .program import COLLECTIVE, PERSISTENT_INIT, Program
 
 __all__ = ["Piece", "extract", "read_piece", "piece_bounds", "positions_from_counts"]
@@ -389,10 +390,8 @@ def _ghost_rows(block: Trace, lo: int, hi: int, bounds: np.ndarray, me: int,
 def _compact_lists(lists: dict) -> dict:
     """A block's ``/lists`` rows with only their own values (the file's array is whole)."""
     lengths = np.asarray(lists["length"], np.int64)
-    total = int(lengths.sum())
     starts = np.cumsum(lengths) - lengths
-    take = (np.repeat(np.asarray(lists["start"], np.int64) - starts, lengths) + np.arange(total)
-            if total else np.zeros(0, np.int64))
+    take = _ranges(lists["start"], lengths)
     out = {c: np.asarray(lists[c], np.int64) for c in ("rank", "seq", "kind", "length")}
     out["start"] = starts
     out["values"] = np.asarray(lists["values"], np.int64)[take]

@@ -64,7 +64,7 @@ import numpy as np
 from signature.io import load_trace
 
 from . import collectives as _coll
-from .engine import (ReplayResult, ReplayState, _machine_costs, _span, _world_costs, _world_ordered,
+from .engine import (ReplayResult, ReplayState, _machine_costs, _ranges, _span, _world_costs, _world_ordered,
                      deadlock_error, gather_result, replay)
 from .machine import Machine
 from .pieces import STAGES as PIECE_STAGES
@@ -511,7 +511,7 @@ class _Worker:
         if rest.size:
             size = st.inst_size[rest]
             rows = np.repeat(np.arange(len(rest)), size)
-            slots = np.repeat(off[rest] - np.cumsum(size) + size, size) + np.arange(int(size.sum()))
+            slots = _ranges(off[rest], size)
             owner = np.searchsorted(self.bounds, prog.coll_rank[slots], side="right") - 1
             part = np.zeros((len(rest), self.W), np.int64)
             part[rows, owner] = 1
