@@ -46,7 +46,8 @@ against the measured runtime (goal within 5%), the loop's iterations against the
 application's step count (and, for LAMMPS, the steps that rebuild neighbour lists
 against its "Neighbor list builds"), hpcc's kernels against the times it reports itself,
 and the detector's speed (events per CPU second of ``extract``, less disturbed than wall
-time by other work on the machine).
+time by other work on the machine; this process keeps the memory it frees, as the
+``sigex`` command's does: ``signature/_memory.py``).
 
 The predict part (``--part predict``) makes the whole prediction at P = 32 from the
 models of P = 4, 8, 16 (the phases that cannot be placed there left out, with their
@@ -953,6 +954,11 @@ def main(argv=None) -> int:
                     help=f"where runs and traces are cached (default {OUT.relative_to(ROOT)}); "
                          "e.g. another folder for SIGEX_CPU_SAMPLE_MIN_US=0 runs")
     opts = ap.parse_args(argv)
+    if opts.part != "capture":
+        # sigex's stages timed here run in this process: give it the memory settings the
+        # `sigex` command's process has (signature/_memory.py), so that its figures are the command's
+        from signature._memory import tune_allocation
+        tune_allocation()
     if opts.part == "logical":
         summary = logical_part(opts.apps, opts.out)
         print()

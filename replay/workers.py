@@ -61,6 +61,7 @@ from typing import Callable
 
 import numpy as np
 
+from signature._memory import tune_allocation
 from signature.io import load_trace
 
 from . import collectives as _coll
@@ -136,45 +137,6 @@ def running_under_mpi() -> bool:
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         return mpi.COMM_WORLD.Get_size() > 1
     return False
-
-
-#: glibc's malloc: allocations up to this size come from the heap (its largest, and what its
-#: own dynamic threshold grows to), and free memory at the top of the heap is given back to
-#: the system only above this much (see :func:`_keep_freed_memory`)
-_MMAP_THRESHOLD = 32 << 20
-_TRIM_THRESHOLD = 512 << 20
-_MALLOC_TUNED = False
-
-
-def _keep_freed_memory() -> None:
-    """Let this worker process keep the memory it frees for its next replay (glibc only;
-    a no-op elsewhere and after the first call).
-
-    By default glibc gives the free top of its heap back to the system once it exceeds
-    twice its (dynamic) mmap threshold; a worker that keeps no result (every worker but 0)
-    frees everything it built, so its next replay faults every page in again: on the
-    stencil at P = 65,536, worker 1 took 25,500 page faults (~100 MB) per
-    ``Program.from_trace`` of its piece, 0.03-0.06 s of CPU of this VM, while worker 0
-    (which keeps the result) and one process took none. With the heap kept (free top up
-    to :data:`_TRIM_THRESHOLD`; arrays up to :data:`_MMAP_THRESHOLD` from the heap, glibc's
-    own dynamic maximum), both workers run warm. Arrays above 32 MiB (a large trace's
-    columns) are mapped and unmapped as before, so peak memory is unchanged."""
-    global _MALLOC_TUNED
-    if _MALLOC_TUNED:
-        return
-    _MALLOC_TUNED = True
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-        libc = ctypes.CDLL("libc.so.6")
-        if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
-            return
-        M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-        libc.mallopt(M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-        libc.mallopt(M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
-    except OSError:  # not glibc (musl): its allocator has no such settings
-        return
 
 
 def worker_bounds(nprocs: int, workers: int, used: int | None = None) -> np.ndarray:
@@ -332,7 +294,7 @@ def replay_workers(program: Program | str | Path, machine: Machine, *, comm=None
             program = Program.from_trace(load_trace(path, columns=TRACE_COLUMNS))
         return replay(program, machine, collectives=collectives, progress=progress)
     bounds = worker_bounds(P, W, 1 if P <= 1 else used)
-    _keep_freed_memory()
+    tune_allocation()  # a worker that keeps no result frees all it built: keep it for the next replay
     run = _Worker(program if path is None else path, machine, comm, bounds, collectives)
     run.share_collectives = bool(share_collectives)
     try:

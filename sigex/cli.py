@@ -17,6 +17,7 @@ import traceback
 from typing import Sequence
 
 from signature import __version__
+from signature._memory import tune_allocation
 from signature.errors import SigexError
 
 from .commands import COMMANDS
@@ -98,6 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     cmd = f"sigex {opts.cmd}" + (f" {opts.action}" if getattr(opts, "action", None) else "")
     debug = _debugging(opts)
+    tune_allocation()  # the command's own process only (signature/_memory.py)
     try:
         return int(opts.func(opts))
     except BrokenPipeError:  # `sigex ... | head`: the reader left; stop quietly
