@@ -308,7 +308,11 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
     n_ref = int(vals[band][np.argmax(freq[band])])
     q = int(np.flatnonzero(counts == n_ref)[0])
     g_ev = np.full(len(t_start), -1, np.int64)  # global iteration of each aligned event
-    coll_g: dict[int, int] = {}
+    # each collective instance (its key) numbered densely; the global iteration of the
+    # first aligned call of each, -1 while none is
+    keys_u, coll_id = np.unique(coll_key, return_inverse=True)
+    coll_id = coll_id.reshape(-1)
+    coll_g = np.full(len(keys_u), -1, np.int64)
 
     def span(r: int) -> tuple[np.ndarray, np.ndarray]:
         its = np.flatnonzero(segs[r].loop == L)
@@ -318,9 +322,10 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         base = int(ro[r]) + 1
         a, b = int(cut[0]), int(cut[-1])
         g_ev[base + a:base + b] = np.searchsorted(cut, np.arange(a, b), side="right") - 1
-        sel = (coll_ev >= base + a) & (coll_ev < base + b)
-        for k, g in zip(coll_key[sel].tolist(), g_ev[coll_ev[sel]].tolist()):
-            coll_g.setdefault(k, g)
+        sel = np.flatnonzero((coll_ev >= base + a) & (coll_ev < base + b))
+        ids, first = np.unique(coll_id[sel], return_index=True)  # each instance's first call here
+        new = coll_g[ids] < 0
+        coll_g[ids[new]] = g_ev[coll_ev[sel[first[new]]]]
 
     st_q, en_q = span(q)
     T = t_start[np.minimum(int(ro[q]) + 1 + st_q, int(ro[q + 1]) - 1)]
@@ -340,7 +345,7 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         ms, mr, mc = rank_of_send == r, rank_of_recv == r, rank_of_coll == r
         p2p.append((np.concatenate([send_ev[ms], recv_ev[mr]]) - base,
                     np.concatenate([recv_ev[ms], send_ev[mr]])))
-        coll.append((coll_ev[mc] - base, coll_key[mc]))
+        coll.append((coll_ev[mc] - base, coll_id[mc]))
     rank_ev = trace.events["rank"]
 
     def linked(r: int, every: bool = False, anchors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -353,8 +358,8 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
             if mine.any():
                 pos, g = pos_p[mine], g_ev[partner[mine]]
                 return (pos, g) if every else (pos[g >= 0], g[g >= 0])
-        pos_c, keys = coll[r]
-        g_c = np.fromiter((coll_g.get(k, -1) for k in keys.tolist()), np.int64, len(keys))
+        pos_c, ids = coll[r]
+        g_c = coll_g[ids]
         pos = np.concatenate([pos_p, pos_c])
         g = np.concatenate([g_ev[partner], g_c])
         return (pos, g) if every else (pos[g >= 0], g[g >= 0])

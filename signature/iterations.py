@@ -300,19 +300,49 @@ def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.n
     at the cut that leaves the most plain calls on the two sides together, and the first
     such (right after the first step's last plain call: a rebuild step whose atom
     exchange interleaves with calls the plain step makes too is not cut inside); each
-    side is cut again the same way."""
-    if len(piece) < 1.5 * p:
-        return [0]
-    left = _running_shares(piece, vocab, unit_counts)
-    right = _running_shares(piece[::-1], vocab, unit_counts)[::-1]
-    ok = (left >= STEP_SPLIT_SHARE * p) & (right >= STEP_SPLIT_SHARE * p)
-    ok[[0, -1]] = False
-    if not ok.any():
-        return [0]
-    both = np.where(ok, left + right, -1)
-    c = int(np.flatnonzero(both == both.max())[0])
-    return (_split_steps(piece[:c], p, vocab, unit_counts)
-            + [c + d for d in _split_steps(piece[c:], p, vocab, unit_counts)])
+    side is cut again the same way.
+
+    The right side is cut again in a loop, not by recursion (a block of thousands of
+    steps, OpenFOAM's solver iterations, went past Python's recursion limit), and each
+    cut is sought in a window from the side's start (:func:`_first_cut`), so that a block
+    of k steps is cut in time linear in its length, not k times over it."""
+    out: list[int] = []
+    start = 0
+    right = None  # right[c]: the plain calls piece[c:] holds
+    while len(piece) - start >= 1.5 * p:
+        if right is None:
+            right = _running_shares(piece[::-1], vocab, unit_counts)[::-1]
+        rest = piece[start:]
+        c = _first_cut(rest, p, vocab, unit_counts, right[start:])
+        if c is None:
+            break
+        out += [start + d for d in _split_steps(rest[:c], p, vocab, unit_counts)]
+        start += c
+    return out + [start]
+
+
+def _first_cut(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray,
+               right: np.ndarray) -> int | None:
+    """:func:`_split_steps`'s cut of ``piece`` (None: none), given ``right[c]``, the plain
+    calls ``piece[c:]`` holds. Sought in a window from the start, doubled until no later
+    cut can hold more: the left side holds at most the plain iteration's calls and the
+    right side fewer the later the cut."""
+    n = len(piece)
+    need = STEP_SPLIT_SHARE * p
+    top = int(unit_counts.sum())  # the most plain calls one side can hold
+    w = min(n, 4 * p)
+    while True:
+        left = _running_shares(piece[:w], vocab, unit_counts)  # cuts 0..w
+        ok = (left >= need) & (right[:w + 1] >= need)
+        ok[0] = False
+        if w == n:
+            ok[-1] = False
+        both = np.where(ok, left + right[:w + 1], -1)
+        best = int(both.max())
+        if w == n or right[w] < need or best >= top + right[w]:
+            break
+        w = min(n, 2 * w)
+    return None if best < 0 else int(np.flatnonzero(both == best)[0])
 
 
 def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: int,
