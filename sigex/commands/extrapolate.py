@@ -127,5 +127,18 @@ def run(opts: argparse.Namespace) -> int:
     model.logical_trace(opts.target, out, overwrite=opts.force, progress=blocks)
     print(f"wrote {out}: logical trace for P={opts.target}, phases "
           f"{[ph.id for ph in model.phases]} weighted {model.weights(opts.target)} (stored once each, "
-          "not unrolled)" + (f"; left out: phases {[d['id'] for d in model.left_out]}" if model.left_out else ""))
+          "not unrolled)" + _left_out_text(model.left_out))
     return 0
+
+
+def _left_out_text(left_out: list[dict]) -> str:
+    """The phases left out, by id; those of the larger runs that have no counterpart in
+    the smallest (no id of their own) by count."""
+    if not left_out:
+        return ""
+    ids = sorted(d["id"] for d in left_out if d.get("id") is not None)
+    other = sum(d.get("id") is None for d in left_out)
+    parts = [f"phase{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}"] if ids else []
+    if other:
+        parts.append(f"{other} kind{'s' if other > 1 else ''} of phase that only larger runs have")
+    return "; left out: " + " and ".join(parts)
