@@ -676,6 +676,10 @@ def main(argv=None) -> int:
     ap.add_argument("--numpy-reference", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("paths", nargs="*", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.worker_mode or args.memory_mode or args.narrow_worker or args.import_worker:
+        # a timed process: the memory settings of the `sigex` command's (signature/_memory.py)
+        from signature._memory import tune_allocation
+        tune_allocation()
     if args.worker_mode:
         return worker_main(args.paths, args.reps, args.machine, not args.no_forced_split)
     if args.memory_mode:

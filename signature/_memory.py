@@ -14,8 +14,9 @@ of it system time in 59,000-61,000 page faults, and a second call in the same pr
 same peak memory. A replay worker of the stencil at P = 65,536 took 25,500 page faults
 (~100 MB) per ``Program.from_trace`` of its piece before its heap was kept.
 
-:func:`tune_allocation` sets this for the process that calls it: every allocation from
-the heap (``M_MMAP_MAX = 0``) and its free top kept up to ``M_TRIM_THRESHOLD`` = 1 GiB.
+:func:`tune_allocation` sets this for the process that calls it: allocations up to 32 MiB
+from the heap (``M_MMAP_THRESHOLD``, glibc's largest) and its free top kept up to
+``M_TRIM_THRESHOLD`` = 1 GiB.
 Memory freed stays in the process for reuse until it exits. The ``sigex`` command calls
 it for its own process, and so does :func:`replay.workers.replay_workers` on each MPI
 worker; it never applies to the traced program (a separate process) nor to a program
@@ -33,7 +34,11 @@ __all__ = ["tune_allocation"]
 
 # glibc's <malloc.h>
 _M_TRIM_THRESHOLD = -1
-_M_MMAP_MAX = -4
+_M_MMAP_THRESHOLD = -3
+#: allocations up to this size come from the heap: glibc's largest mmap threshold on 64-bit
+#: systems (what its own dynamic threshold grows to); larger ones (a big trace's columns)
+#: are mapped and unmapped as before, so peak memory stays what it was
+MMAP_THRESHOLD = 32 << 20
 #: the heap's free top is returned to the system only beyond this
 TRIM_THRESHOLD = 1 << 30
 
@@ -41,8 +46,9 @@ _done: bool | None = None
 
 
 def tune_allocation() -> bool:
-    """Serve every allocation of this process from the heap and keep freed memory there
-    (glibc ``mallopt``); True if set. Once per process; ``SIGEX_MALLOC=system`` skips it."""
+    """Serve this process's allocations up to 32 MiB from the heap and keep freed memory
+    there (glibc ``mallopt``); True if set. Once per process; ``SIGEX_MALLOC=system`` skips
+    it."""
     global _done
     if _done is not None:
         return _done
@@ -55,5 +61,5 @@ def tune_allocation() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    _done = bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
+    _done = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     return _done

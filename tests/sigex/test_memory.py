@@ -21,7 +21,7 @@ except ImportError:
     multiarray = np.core.multiarray
 print("set", tune_allocation())
 multiarray._set_madvise_hugepage(False)  # 4 KiB pages: one fault per page
-n = 48 << 20  # 48 MiB, over glibc's largest mmap threshold (32 MiB)
+n = 24 << 20  # 24 MiB: under the 32 MiB that tune_allocation serves from the heap
 a = np.ones(n, np.uint8); del a
 f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 b = np.ones(n, np.uint8)
@@ -39,7 +39,7 @@ def _child(env_extra):
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_freed_memory_is_reused_without_page_faults():
-    pages = (48 << 20) // 4096
+    pages = (24 << 20) // 4096
     was_set, faults = _child({"SIGEX_MALLOC": ""})
     assert was_set
     assert faults < pages // 10  # reused from the heap
