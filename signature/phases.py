@@ -839,19 +839,17 @@ def _first_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarr
     its period beginning wherever those counts do (at the counts' Send, 10 calls into the
     step); aligned with it, every rank is cut there (or, where the common cut could not
     bring them to one call, near there), the first step's head joins the set-up and the
-    last step's tail the final part. So: where every rank cuts loop L at one call of its
-    cycle (its first iteration begins with its cycle's first call), the loop is rotated
-    back to an earlier call t, one for all ranks, when, on every rank, with runs of one
-    call collapsed (a count that depends on the data; a cut inside such a run is taken at
-    its start):
+    last step's tail the final part. So the loop is rotated back to an earlier call t of
+    the cycle, one for all ranks, when, on every rank, with runs of one call collapsed (a
+    count that depends on the data; a cut inside such a run is taken at its start):
 
-    * the part before the loop ends with the calls from t up to the loop's first call,
-      the calls that end the rank's cycle (its commonest iteration shape); of the calls
-      that every rank's part before ends with, the earliest;
+    * the part before the loop holds a t, and the calls from its last t up to the loop's
+      first call are the rank's cycle's calls from t on (its commonest iteration shape),
+      or their beginning; t is taken among the calls of every rank's cycle that every
+      rank's part before ends with, the earliest in the first rank's cycle that passes;
     * at ``ROTATE_VALID_SHARE`` of the iteration starts, the calls since the last t before
-      it (and after the start before) begin with those same calls or are their beginning
-      (the start moves back to that t; elsewhere it stays: a variant step that begins
-      otherwise);
+      it (and after the start before) agree with them the same way (the start moves back
+      to that t; elsewhere it stays: a variant step that begins otherwise);
     * from the first t after the last iteration's start, the calls that follow hold
       nearly all of the cycle's calls (``STEP_SPLIT_SHARE``, as multisets): the last step,
       an iteration of its own, ending where it holds the most.
@@ -876,13 +874,18 @@ def _first_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarr
         hd = heads[r]
         return streams[r][hd[np.searchsorted(hd, a):np.searchsorted(hd, b)]]
 
+    def agree(r: int, a: int, b: int, head: np.ndarray) -> bool:
+        """Whether rank r's calls a:b (runs collapsed) begin with ``head`` or are its beginning."""
+        c = collapsed(r, a, b)
+        return bool(np.array_equal(c[:len(head)], head[:len(c)]))
+
     for L in np.unique(seg_loop[seg_loop >= 0]).tolist()[::-1]:  # (the last first: columns shift)
         cols = np.flatnonzero(seg_loop == L)
         c0, c1 = int(cols[0]), int(cols[-1]) + 1
         if (len(cols) < 2 or not np.all(np.diff(cols) == 1) or c0 == 0 or c1 >= G
                 or seg_loop[c0 - 1] >= 0 or seg_loop[c1] >= 0):
             continue
-        snapped, cyc, suffix = [], [], []
+        snapped, cyc, tails = [], [], []
         for r in range(P):
             B = rows[r]  # (a later loop, done first, may have moved the end of the part after)
             hd = heads[r]
@@ -890,41 +893,47 @@ def _first_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarr
             S = hd[np.maximum(np.searchsorted(hd, B[c0:c1], side="right") - 1, 0)]
             S = np.maximum(S, np.concatenate([[B[c0 - 1]], B[c0:c1 - 1]]))
             ends = np.concatenate([S[1:], [B[c1]]])
-            if len(S) < 2 or np.any(ends <= S):
+            if len(S) < 2 or np.any(ends <= S) or S[0] <= B[c0 - 1]:
                 break
             shape, _ = segment_keys(streams[r], np.concatenate([S, [B[c1]]]))
             vals, n = np.unique(shape[:-1], return_counts=True)  # (the last one holds the run's end)
             j = int(np.flatnonzero(shape == vals[np.argmax(n)])[0])
             X = collapsed(r, int(S[j]), int(ends[j]))
-            before = collapsed(r, int(B[c0 - 1]), int(S[0]))
-            if len(X) < 2 or streams[r][S[0]] != X[0]:
+            if len(X) < 2:
                 break
-            k = min(len(X) - 1, len(before))
-            same = before[::-1][:k] == X[::-1][:k]
             snapped.append(S)
             cyc.append(X)
-            suffix.append(int(np.argmin(same)) if not same.all() else k)
-        if len(cyc) < P or min(suffix) == 0:
+            # the calls the part before ends with (as many as the cycle has)
+            tails.append({int(t) for t in collapsed(r, int(B[c0 - 1]), int(S[0]))[-len(X):].tolist()})
+        if len(cyc) < P:
             continue
-        # the calls the rotated iterations may begin with: among the last calls that every
-        # rank's part before ends with; the earliest (on the first rank) first
-        firsts = set.intersection(*({int(t) for t in X[len(X) - m:]} for X, m in zip(cyc, suffix)))
-        order = [t for t in cyc[0][len(cyc[0]) - suffix[0]:].tolist() if t in firsts]
-        for t in dict.fromkeys(order):
-            new = []
+        # the calls the rotated iterations may begin with: calls of every rank's cycle (not
+        # its first) among the last calls of every rank's part before; the earliest in the
+        # first rank's cycle first
+        firsts = set.intersection(*tails, *({int(t) for t in X[1:].tolist()} for X in cyc))
+        for t in dict.fromkeys(t for t in cyc[0][1:].tolist() if t in firsts):
+            heads_t, qs = [], []
             for r, (X, S) in enumerate(zip(cyc, snapped)):
-                B, s = rows[r], streams[r]
-                head = X[len(X) - suffix[r] + int(np.flatnonzero(X[len(X) - suffix[r]:] == t)[0]):]
-                at = np.flatnonzero(s == t)
+                # the cycle's calls from t on; the last t before each iteration start
+                head = X[int(np.flatnonzero(X[1:] == t)[0]) + 1:]
+                at = np.flatnonzero(streams[r] == t)
                 q = at[np.maximum(np.searchsorted(at, S, side="left") - 1, 0)] if at.size else S
+                heads_t.append((head, at))
+                qs.append(q)
+            # (the first start first, on every rank: the cheap test that most candidates fail)
+            if not all(q[0] < S[0] and q[0] >= rows[r][c0 - 1] and agree(r, int(q[0]), int(S[0]), h)
+                       for r, (q, S, (h, _)) in enumerate(zip(qs, snapped, heads_t))):
+                continue
+            new = []
+            for r, (X, S, q, (head, at)) in enumerate(zip(cyc, snapped, qs, heads_t)):
+                B, s = rows[r], streams[r]
                 lo = np.concatenate([[B[c0 - 1]], S[:-1]])
                 ok = (q < S) & (q >= lo)
                 # (the calls since then begin with those, or are their beginning: a start the
                 # common cut left elsewhere in the step's data-dependent calls, a count that
                 # its rotation skipped, moves back to the step's first call all the same)
-                pieces = [collapsed(r, int(a), int(b)) for a, b in zip(q[ok], S[ok])]
-                ok[ok] = [np.array_equal(c[:len(head)], head[:len(c)]) for c in pieces]
-                if not ok[0] or ok.mean() < ROTATE_VALID_SHARE:
+                ok[ok] = [agree(r, int(a), int(b), head) for a, b in zip(q[ok], S[ok])]
+                if ok.mean() < ROTATE_VALID_SHARE:
                     break
                 # the last step: from the first t after the last iteration's start, while it
                 # completes the cycle (with runs collapsed)
