@@ -844,20 +844,25 @@ def _first_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarr
     count that depends on the data; a cut inside such a run is taken at its start):
 
     * the part before the loop holds a t, and the calls from its last t up to the loop's
-      first call are the rank's cycle's calls from t on (its commonest iteration shape),
-      or their beginning; t is taken among the calls of every rank's cycle that every
-      rank's part before ends with, the earliest in the first rank's cycle that passes;
+      first start are the rank's cycle's calls from a place of t in it on (its commonest
+      iteration shape; then its first calls, where that start lies later in the step), or
+      more than half of their beginning (``GAP_ITERATION_SHARE``: a start the common cut
+      left inside the step's data-dependent calls); t is taken among the calls of every
+      rank's cycle that every rank's part before ends with, the earliest in the first
+      rank's cycle that passes;
     * at ``ROTATE_VALID_SHARE`` of the iteration starts, the calls since the last t before
       it (and after the start before) agree with them the same way (the start moves back
       to that t; elsewhere it stays: a variant step that begins otherwise);
-    * from the first t after the last iteration's start, the calls that follow hold
-      nearly all of the cycle's calls (``STEP_SPLIT_SHARE``, as multisets): the last step,
-      an iteration of its own, ending where it holds the most.
+    * after the last iteration's start, a t whose calls agree the same way begins the
+      last step, and the calls from there hold nearly all of the cycle's calls
+      (``STEP_SPLIT_SHARE``, as multisets): an iteration of its own, ending where it holds
+      the most (CG's loop, whose residual Allreduce before it is its cycle's last call,
+      has no such step after it: it stays as it was).
 
     ``bounds``: (P, G+1) positions in each rank's stream without Init; returns the new
     bounds (G+1+k columns) and the k old column indices before which an iteration was
     inserted (each a loop's old end: ``np.insert`` positions for the per-segment arrays)."""
-    from .iterations import STEP_SPLIT_SHARE, _running_shares
+    from .iterations import GAP_ITERATION_SHARE, STEP_SPLIT_SHARE, _running_shares
     P, G = bounds.shape[0], bounds.shape[1] - 1
     base = (ro[:-1] + 1).astype(np.int64)
     rows = [bounds[r] for r in range(P)]
@@ -874,10 +879,10 @@ def _first_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarr
         hd = heads[r]
         return streams[r][hd[np.searchsorted(hd, a):np.searchsorted(hd, b)]]
 
-    def agree(r: int, a: int, b: int, head: np.ndarray) -> bool:
-        """Whether rank r's calls a:b (runs collapsed) begin with ``head`` or are its beginning."""
-        c = collapsed(r, a, b)
-        return bool(np.array_equal(c[:len(head)], head[:len(c)]))
+    def agree(c: np.ndarray, head: np.ndarray, X: np.ndarray) -> bool:
+        """Whether calls ``c`` are the beginning of ``head`` and then of the cycle X."""
+        want = np.concatenate([head, X])[:len(c)]
+        return len(c) <= len(want) and bool(np.array_equal(c, want))
 
     for L in np.unique(seg_loop[seg_loop >= 0]).tolist()[::-1]:  # (the last first: columns shift)
         cols = np.flatnonzero(seg_loop == L)
@@ -914,36 +919,50 @@ def _first_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarr
         for t in dict.fromkeys(t for t in cyc[0][1:].tolist() if t in firsts):
             heads_t, qs = [], []
             for r, (X, S) in enumerate(zip(cyc, snapped)):
-                # the cycle's calls from t on; the last t before each iteration start
-                head = X[int(np.flatnonzero(X[1:] == t)[0]) + 1:]
+                # the last t before each iteration start; the place i of t in the cycle whose
+                # calls from there on (``X[i:]``, then the cycle's first ones where the rank's
+                # first start lies later in its step) are those from the part before's last t
                 at = np.flatnonzero(streams[r] == t)
                 q = at[np.maximum(np.searchsorted(at, S, side="left") - 1, 0)] if at.size else S
-                heads_t.append((head, at))
+                if not (at.size and rows[r][c0 - 1] <= q[0] < S[0]):
+                    break
+                first = collapsed(r, int(q[0]), int(S[0]))
+                whole = [i for i in (np.flatnonzero(X[1:] == t) + 1).tolist()
+                         if len(first) > GAP_ITERATION_SHARE * (len(X) - i) and agree(first, X[i:], X)]
+                if not whole:
+                    break
+                heads_t.append((whole[0], at))
                 qs.append(q)
-            # (the first start first, on every rank: the cheap test that most candidates fail)
-            if not all(q[0] < S[0] and q[0] >= rows[r][c0 - 1] and agree(r, int(q[0]), int(S[0]), h)
-                       for r, (q, S, (h, _)) in enumerate(zip(qs, snapped, heads_t))):
+            if len(qs) < P:
                 continue
             new = []
-            for r, (X, S, q, (head, at)) in enumerate(zip(cyc, snapped, qs, heads_t)):
+            for r, (X, S, q, (i, at)) in enumerate(zip(cyc, snapped, qs, heads_t)):
                 B, s = rows[r], streams[r]
                 lo = np.concatenate([[B[c0 - 1]], S[:-1]])
                 ok = (q < S) & (q >= lo)
-                # (the calls since then begin with those, or are their beginning: a start the
-                # common cut left elsewhere in the step's data-dependent calls, a count that
+                # (the calls since then are those, or more than half of their beginning: a start
+                # the common cut left elsewhere in the step's data-dependent calls, a count that
                 # its rotation skipped, moves back to the step's first call all the same)
-                ok[ok] = [agree(r, int(a), int(b), head) for a, b in zip(q[ok], S[ok])]
+                pieces = [collapsed(r, int(x), int(y)) for x, y in zip(q[ok], S[ok])]
+                ok[ok] = [len(c) > GAP_ITERATION_SHARE * (len(X) - i) and agree(c, X[i:], X) for c in pieces]
                 if ok.mean() < ROTATE_VALID_SHARE:
                     break
-                # the last step: from the first t after the last iteration's start, while it
-                # completes the cycle (with runs collapsed)
+                # the last step: from the first t after the last iteration's start whose calls
+                # begin with the cycle's from t on (as the part before's do) to where it holds
+                # the most of the cycle's calls, nearly all of them (with runs collapsed)
                 z1 = int(B[c1 + 1])
-                h = at[np.searchsorted(at, S[-1], side="right")] if at.size and at[-1] > S[-1] else z1
+                h = z1
+                for x in at[(at > S[-1]) & (at < z1)].tolist():  # (the t of a step or two)
+                    run = heads[r][np.searchsorted(heads[r], x):][:len(X) - i]
+                    c = streams[r][run[run < z1]]
+                    if len(c) > GAP_ITERATION_SHARE * (len(X) - i) and agree(c, X[i:], X):
+                        h = x
+                        break
                 hd = heads[r][np.searchsorted(heads[r], h):np.searchsorted(heads[r], z1)]
                 vocab, counts = np.unique(X, return_counts=True)
                 held = _running_shares(s[hd[:2 * len(X)]], vocab, counts)
                 e = int(np.argmax(held))  # (the fewest runs that reach the most)
-                if h >= z1 or held[e] < STEP_SPLIT_SHARE * len(X) or e <= len(head):
+                if h >= z1 or held[e] < STEP_SPLIT_SHARE * len(X) or e <= len(X) - i:
                     break
                 end = int(hd[e]) if e < len(hd) else z1
                 row = np.concatenate([B[:c0], np.where(ok, q, B[c0:c1]), [h, end], B[c1 + 1:]]).astype(np.int64)
