@@ -952,7 +952,7 @@ def _first_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarr
                 # the most of the cycle's calls, nearly all of them (with runs collapsed)
                 z1 = int(B[c1 + 1])
                 h = z1
-                for x in at[(at > S[-1]) & (at < z1)].tolist():  # (the t of a step or two)
+                for x in at[(at > S[-1]) & (at < z1)][:8].tolist():  # (the t of a step or two)
                     run = heads[r][np.searchsorted(heads[r], x):][:len(X) - i]
                     c = streams[r][run[run < z1]]
                     if len(c) > GAP_ITERATION_SHARE * (len(X) - i) and agree(c, X[i:], X):
