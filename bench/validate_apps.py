@@ -253,6 +253,13 @@ def _hpcc_account(folder: Path, out: str) -> dict:
         m = re.search(rf"^{key}=(\S+)", text, flags=re.M)
         if m:
             kernels[name] = float(m.group(1))
+    # the updates each RandomAccess kernel ran (all ranks), per kernel in the order it ran
+    updates = {}
+    for block in re.split(r"^Begin of ", text, flags=re.M)[1:]:
+        name = block.split(" section", 1)[0]
+        m = re.search(r"^Number of updates EXECUTED = (\d+)", block, flags=re.M)
+        if name.startswith("MPIRandomAccess") and m:
+            updates[name] = int(m.group(1))
     walls, last = {}, None
     for m in re.finditer(r"Current time \((\d+)\)[^\n]*\n+(?:[^\n]*\n)??End of (\w+) section", text):
         stamp = int(m.group(1))
@@ -261,7 +268,7 @@ def _hpcc_account(folder: Path, out: str) -> dict:
         last = stamp
     return {"grid": f"{pr.group(1)}x{pc.group(1)}" if pr and pc else None, "finished": done,
             "sections": re.findall(r"^Begin of (\w+) section", text, flags=re.M),
-            "kernel_times": kernels, "section_walls": walls}
+            "kernel_times": kernels, "section_walls": walls, "updates_executed": updates}
 
 
 APPS = {
@@ -425,11 +432,37 @@ def _gromacs_kinds(sig) -> dict:
             "energy_steps": sum(p.weight for p in loops if "Allreduce" in p.ops)}
 
 
-def _hpcc_kernels(sig, own: dict) -> list[dict]:
+def _update_loop(trace, sections, k: int) -> dict:
+    """What RandomAccess's update loop leaves in section k of the trace, per rank: hpcc's loop
+    makes one update per iteration and polls for incoming buckets (Testany) at every
+    iteration, once more after each bucket that arrived (which it re-posts the receive of,
+    Irecv), and tests its last send (Test) instead of updating when its buckets are full
+    (a bucket sent: Isend). The held polls (``repeat``) count every poll, so the polls less
+    the re-posts and the send tests are the loop's updates (the count hpcc sets: its
+    updates / P); the buckets sent (Isend after a Test) are as the random data fills them."""
+    from signature import OP_CODE
+    ev = trace.events
+    test, testany, irecv, isend = (OP_CODE[n] for n in ("Test", "Testany", "Irecv", "Isend"))
+    rep = ev["repeat"] if "repeat" in ev else np.ones(len(ev["op"]), np.int32)
+    ro = trace.rank_offsets
+    updates, buckets = [], []
+    for r in range(trace.nprocs):
+        a = int(ro[r]) + 1
+        o = ev["op"][a + int(sections[r, k]):a + int(sections[r, k + 1])]
+        rp = rep[a + int(sections[r, k]):a + int(sections[r, k + 1])]
+        reposts = int(np.sum((o[1:] == irecv) & (o[:-1] == testany)))
+        updates.append(int(rp[o == testany].sum()) - reposts - int(np.sum(o == test)))
+        buckets.append(int(np.sum((o[1:] == isend) & (o[:-1] == test))))
+    return {"updates_per_rank": [min(updates), max(updates)], "buckets_per_rank": [min(buckets), max(buckets)]}
+
+
+def _hpcc_kernels(sig, own: dict, trace=None) -> list[dict]:
     """hpcc's timed kernels beside the sections sigex found (``Phase.section``: the run cut
     at the global synchronisation between kernels): for each kernel that holds 0.5% of the
     run or more, the section whose time (sum of TE x W of its phases) is nearest to the
-    kernel's own among those after the previous kernel's, and what its phases are."""
+    kernel's own among those after the previous kernel's, and what its phases are; for
+    the RandomAccess kernels, hpcc's updates per rank beside what the trace's polls say
+    (``_update_loop``: the kernel's loop count, which no event boundary shows)."""
     time_of: dict[int, float] = {}
     phases_of: dict[int, list] = {}
     for p in sig.phases:
@@ -449,9 +482,16 @@ def _hpcc_kernels(sig, own: dict) -> list[dict]:
         ps = phases_of[k]
         big = max(ps, key=lambda p: p.te * p.weight)
         loops = [p for p in ps if p.kind == "loop" and p.weight >= 2]
-        out.append({"kernel": name, "hpcc_s": t, "section": k, "section_s": time_of[k],
-                    "phases": len(ps), "repeated": len(loops),
-                    "largest": f"{big.kind} w{big.weight}: {big.pattern[:60]}"})
+        row = {"kernel": name, "hpcc_s": t, "section": k, "section_s": time_of[k],
+               "phases": len(ps), "repeated": len(loops),
+               "largest": f"{big.kind} w{big.weight}: {big.pattern[:60]}"}
+        if trace is not None and name in own.get("updates_executed", {}):
+            from signature.align import global_sections
+            sections = global_sections(trace)
+            if sections is not None and k < sections.shape[1] - 1:
+                row["hpcc_updates_per_rank"] = own["updates_executed"][name] // sig.nprocs
+                row.update(_update_loop(trace, sections, k))
+        out.append(row)
     return out
 
 
@@ -502,7 +542,7 @@ def signature_row(app: str, P: int, out: Path = OUT) -> dict:
     # ("Time: ... wall" in md.log, from the start of the MD loop): their share of the run
     loop_time = own.get("loop_time") or own.get("wall_gmx")
     own_share = loop_time / sig.runtime if loop_time and sig.runtime > 0 else None
-    kernels = _hpcc_kernels(sig, own) if app == "hpcc" else None
+    kernels = _hpcc_kernels(sig, own, trace) if app == "hpcc" else None
     return {"app": app, "P": P, "events": int(record["events"]), "seconds": took, "wall_seconds": wall,
             "kernels": kernels,
             "events_per_s": record["events"] / took if took > 0 else float("inf"),
@@ -546,16 +586,25 @@ def signature_part(apps: list[str], Ps: list[int], out: Path = OUT) -> dict:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths)))
         if k == 0:
             print("  ".join("-" * w for w in widths))
+    def loop_counts(k: dict) -> tuple[str, str, str]:
+        if "hpcc_updates_per_rank" not in k:
+            return "-", "-", "-"
+        return (str(k["hpcc_updates_per_rank"]), "-".join(map(str, k["updates_per_rank"])),
+                "-".join(map(str, k["buckets_per_rank"])))
     kernel_rows = [(r["app"], str(r["P"]), k["kernel"], f"{k['hpcc_s']:.3f}", str(k["section"]),
                     f"{k['section_s']:.3f}", f"{100 * (k['section_s'] / k['hpcc_s'] - 1):+.1f}%",
-                    f"{k['phases']} ({k['repeated']})", k["largest"])
+                    f"{k['phases']} ({k['repeated']})", *loop_counts(k), k["largest"])
                    for r in rows for k in (r.get("kernels") or [])]
     if kernel_rows:
         from signature._text import table as text_table
         print("\nhpcc's kernels (its own times in hpccoutf.txt) beside the sections sigex cut at the "
               "global synchronisation between them\n")
         print(text_table(("app", "P", "kernel", "hpcc s", "section", "sigex s", "apart", "phases (repeated)",
-                          "largest phase"), kernel_rows, align="lrlrrrrrl"))
+                          "updates/rank", "polls say", "buckets/rank", "largest phase"), kernel_rows,
+                         align="lrlrrrrrrrrl"))
+        print("(updates/rank: hpcc's own count of its RandomAccess loop; polls say: the trace's held polls "
+              "less re-posted receives and send tests, per rank; buckets/rank: the sends, as the random "
+              "data fills the buckets: no count the program sets, and no lock step across ranks)")
     cov = min((r["coverage"] for r in rows), default=float("nan"))
     eq4 = max((r["eq4_error"] for r in rows), default=float("nan"))
     apps_ok = sorted({r["app"] for r in rows if r["weights_match"]}
@@ -577,6 +626,12 @@ def signature_part(apps: list[str], Ps: list[int], out: Path = OUT) -> dict:
         # how far the coverage falls short of the loop share the app reports itself
         "own_loop_gap_max": max(gaps) if gaps else None,
         "same_phases_at_every_P": same,
+        # RandomAccess: the most the trace's count of the update loop (from its held polls)
+        # is off hpcc's own updates per rank, over ranks, kernels and P (its loop is no
+        # phase: the updates are finer than the events, the buckets no count hpcc sets)
+        "hpcc_updates_from_polls_max_off": max(
+            (max(abs(v - k["hpcc_updates_per_rank"]) for v in k["updates_per_rank"])
+             for r in rows for k in (r.get("kernels") or []) if "hpcc_updates_per_rank" in k), default=None),
         # (app, P, loop phases whose ranks alike begin their repetitions at other calls of one cycle)
         "cut_apart": [(r["app"], r["P"], r["cut_apart"]) for r in rows if r["cut_apart"]],
         "goal": {"coverage_min": GOAL_COVERAGE, "eq4_max_error": GOAL_EQ4,

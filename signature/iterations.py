@@ -17,7 +17,10 @@ Between two occurrences of the unit lies either nothing (consecutive plain itera
 a block that shares little with the unit (a reduction printed every 50 steps: it is
 appended to the iteration before it, which becomes a variant), or a block that holds more
 than half of the unit's calls (a rebuild step that exchanges atoms instead of ghost
-positions: it is an iteration of its own). After the loop's last plain iteration the
+positions: it is an iteration of its own). The steps right before the first plain
+iteration that are the unit with runs of one call collapsed (the first steps of a short
+run, whose data-dependent counts differ from the first repeats') are iterations of the
+loop too. After the loop's last plain iteration the
 search starts again, so that loops that follow each other (the kernels of a benchmark
 suite) are each found; what lies between loops is a weight-1 part. A loop found within
 a few iterations' length of another one continues it: its plain iteration changed (a
@@ -350,7 +353,9 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
     """Iteration starts of the loop whose plain iteration is struct[a:a+p], and where the
     loop ends (after its last plain iteration). Plain iterations before ``a`` (at or
     after ``lo``) whose message sizes differed from the first repeats still belong to
-    the loop if they lead up to it, each within a few iterations' length of the next."""
+    the loop if they lead up to it, each within a few iterations' length of the next, and
+    so do the steps right before them that are the plain iteration with runs of one call
+    collapsed (:func:`_steps_before`)."""
     unit = struct[a:a + p]
     occ = _occurrences(h_win, h_win[a], a, p)
     before = _occurrences(h_win[:a], h_win[a], lo, p)
@@ -361,6 +366,7 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
             break
         occ = np.concatenate([[o], occ])
         nxt = o
+    occ = np.concatenate([_steps_before(struct, unit, lo, int(occ[0])), occ])
     ends = occ + p
     gap_a, gap_b = ends[:-1], occ[1:]
     extra: list[int] = []
@@ -398,6 +404,31 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
             end += c
     starts = np.unique(np.concatenate([occ, np.asarray(extra, np.int64)]))
     return starts, end
+
+
+def _steps_before(struct: np.ndarray, unit: np.ndarray, lo: int, first: int) -> np.ndarray:
+    """Starts of the steps right before ``first`` (and at or after ``lo``) that are the plain
+    iteration ``unit`` with runs of one call collapsed: the first steps of a short run whose
+    data-dependent counts differ from those of the first exact repeats (a Send x2 where
+    the repeats have one) are the loop's, not the set-up's."""
+    uc = unit[np.concatenate([[True], unit[1:] != unit[:-1]])]
+    k = len(uc)
+    if k < 2 or uc[0] == uc[-1] or first - lo < k:
+        return np.zeros(0, np.int64)  # (steps whose runs would merge across their bound)
+    piece = struct[lo:first]
+    head = np.concatenate([[True], piece[1:] != piece[:-1]])
+    at = np.flatnonzero(head)
+    if piece[-1] == unit[0]:
+        return np.zeros(0, np.int64)  # (a run that crosses into the loop)
+    c = piece[at]
+    m = len(c) // k
+    rows = c[len(c) - m * k:].reshape(m, k)[::-1]  # the last k runs first
+    same = np.all(rows == uc[None, :], axis=1)
+    n = int(np.argmin(same)) if not same.all() else m
+    starts = at[len(c) - k * np.arange(n, 0, -1)]
+    if n and starts[0] > 0 and piece[starts[0] - 1] == uc[0]:
+        starts = starts[1:]  # (the first one's first run began before it)
+    return (lo + starts).astype(np.int64)
 
 
 def segment_keys(struct: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -63,10 +63,18 @@ Algorithm
    matched with their tags, and collective calls) fall least in another iteration than
    their partner's; a rotation that would put more of them across iterations is not
    made, and where the rank's calls then still cross, the signature says so in one
-   note naming the rank and the phase. Each rank's last iteration then takes the calls
+   note naming the rank and the phase. Where every rank then begins the loop part-way
+   into the step (a short run whose first steps repeat the same data-dependent counts:
+   two ranks found their period from the counts' Send on, and the others were aligned
+   with them) while the part before the loop ends with the step's first calls up to there
+   and the part after begins with the rest of a step, every rank's iterations are
+   rotated back to the step's first call, one call for all ranks, and the loop gains that
+   step (``_first_step_whole``; runs of one call collapsed, as counts that depend on the
+   data). Each rank's last iteration then takes the calls
    that begin the part after the loop while they complete it (``_last_step_whole``: a
    rank whose own cut began part-way into the step had ended its loop before the last
-   step's end). A
+   step's end; a rank whose last iteration is empty takes them only where they are a
+   whole step). A
    *kind* of iteration is a distinct combination of the ranks' iteration shapes
    (structure with runs collapsed, so that a count that depends on the data is
    one kind); kinds that differ only where the data decides are merged
@@ -356,6 +364,18 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         common, unaligned = _common_cut(trace, bounds, seg_loop, struct, exact, cache)
         if not np.array_equal(common, bounds):
             bounds = common
+            shape, exact = contents(bounds)
+        # a loop that every rank begins at one call part-way into the step: rotated back to
+        # the step's first call, with the step it split between the parts around it
+        first, at = _first_step_whole(bounds, seg_loop, struct, ro)
+        if at:
+            bounds = first
+            seg_loop = np.insert(seg_loop, at, seg_loop[np.array(at) - 1])
+            seg_section = np.insert(seg_section, at, seg_section[np.array(at) - 1])
+            section_start = [s + int(np.searchsorted(at, s, side="right")) for s in section_start]
+            G = bounds.shape[1] - 1
+            is_it = seg_loop >= 0
+            it_cols = np.flatnonzero(is_it)
             shape, exact = contents(bounds)
         whole = _last_step_whole(bounds, seg_loop, struct, exact, ro)
         if not np.array_equal(whole, bounds):
@@ -753,6 +773,14 @@ def _pair_links(trace: Trace, coll_ev: np.ndarray, coll_key: np.ndarray) -> tupl
     return a.astype(np.int64), b.astype(np.int64)
 
 
+def _runs_collapsed(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``tokens`` with runs of one call collapsed, and where each run begins."""
+    head = np.ones(len(tokens), bool)
+    head[1:] = tokens[1:] != tokens[:-1]
+    at = np.flatnonzero(head)
+    return tokens[at], at
+
+
 def _last_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarray, exact: np.ndarray,
                      ro: np.ndarray) -> np.ndarray:
     """After the common cut: each rank's last iteration of a loop takes the calls that begin
@@ -761,7 +789,7 @@ def _last_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarra
     period starting part-way into the step ends its own loop before the last step's end
     (its rotated cycle's tail looked like the final part's); aligned with the others, its
     last step then lacked those calls, and the loop lost that step as a kind of its own."""
-    from .iterations import _running_shares
+    from .iterations import STEP_SPLIT_SHARE, _running_shares
     out = bounds.copy()
     G = bounds.shape[1] - 1
     for L in np.unique(seg_loop[seg_loop >= 0]).tolist():
@@ -773,18 +801,179 @@ def _last_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarra
             base = int(ro[r]) + 1
             lens = bounds[r, cols + 1] - bounds[r, cols]
             have = cols[lens > 0]
-            if len(have) < 2 or lens[-1] == 0 or bounds[r, g + 1] == bounds[r, g]:
+            if len(have) < 2 or bounds[r, g + 1] == bounds[r, g]:
                 continue
             ex, n = np.unique(exact[r, have], return_counts=True)
             j = int(have[np.flatnonzero(exact[r, have] == ex[np.argmax(n)])[0]])
             vocab, counts = np.unique(struct[base + bounds[r, j]:base + bounds[r, j + 1]], return_counts=True)
             last = struct[base + bounds[r, g - 1]:base + bounds[r, g]]
             piece = struct[base + bounds[r, g]:base + bounds[r, g + 1]]
+            if lens[-1] == 0:
+                # a rank whose last iteration is empty (aligned with ranks that cut one step
+                # more) takes the part after's first calls only where they are a whole step,
+                # with runs of one call collapsed (counts that depend on the data): its last
+                # step, put in the final part as it lacks the next step's flags; a rank
+                # without that step keeps its empty iteration
+                cyc = _runs_collapsed(struct[base + bounds[r, j]:base + bounds[r, j + 1]])[0]
+                runs, at = _runs_collapsed(piece)
+                vocab, counts = np.unique(cyc, return_counts=True)
+                held = _running_shares(runs[:2 * len(cyc)], vocab, counts)
+                c = int(np.argmax(held))
+                if held[c] >= STEP_SPLIT_SHARE * len(cyc):
+                    out[r, g] += int(at[c]) if c < len(at) else len(piece)
+                continue
             held = _running_shares(np.concatenate([last, piece]), vocab, counts)[len(last):]
             c = int(np.argmax(held))  # (the fewest calls that reach the most)
             if held[c] > held[0]:
                 out[r, g] += c
     return out
+
+
+def _first_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarray, ro: np.ndarray
+                      ) -> tuple[np.ndarray, list[int]]:
+    """After the common cut: a loop whose every rank begins its iterations part-way into
+    the step is rotated back to the step's first call, and gains the step it had split
+    between the parts around it.
+
+    A short run whose first steps repeat the same data-dependent counts lets a rank find
+    its period beginning wherever those counts do (at the counts' Send, 10 calls into the
+    step); aligned with it, every rank is cut there (or, where the common cut could not
+    bring them to one call, near there), the first step's head joins the set-up and the
+    last step's tail the final part. So the loop is rotated back to an earlier call t of
+    the cycle, one for all ranks, when, on every rank, with runs of one call collapsed (a
+    count that depends on the data; a cut inside such a run is taken at its start):
+
+    * the part before the loop holds a t, and the calls from its last t up to the loop's
+      first start are the rank's cycle's calls from a place of t in it on (its commonest
+      iteration shape; then its first calls, where that start lies later in the step), or
+      more than half of their beginning (``GAP_ITERATION_SHARE``: a start the common cut
+      left inside the step's data-dependent calls); t is taken among the calls of every
+      rank's cycle that every rank's part before ends with, the earliest in the first
+      rank's cycle that passes;
+    * at ``ROTATE_VALID_SHARE`` of the iteration starts, the calls since the last t before
+      it (and after the start before) agree with them the same way (the start moves back
+      to that t; elsewhere it stays: a variant step that begins otherwise);
+    * after the last iteration's start, a t whose calls agree the same way begins the
+      last step, and the calls from there hold nearly all of the cycle's calls
+      (``STEP_SPLIT_SHARE``, as multisets): an iteration of its own, ending where it holds
+      the most (CG's loop, whose residual Allreduce before it is its cycle's last call,
+      has no such step after it: it stays as it was).
+
+    ``bounds``: (P, G+1) positions in each rank's stream without Init; returns the new
+    bounds (G+1+k columns) and the k old column indices before which an iteration was
+    inserted (each a loop's old end: ``np.insert`` positions for the per-segment arrays)."""
+    from .iterations import GAP_ITERATION_SHARE, STEP_SPLIT_SHARE, _running_shares
+    P, G = bounds.shape[0], bounds.shape[1] - 1
+    base = (ro[:-1] + 1).astype(np.int64)
+    rows = [bounds[r] for r in range(P)]
+    inserted: list[int] = []
+    streams = [struct[base[r]:int(ro[r + 1]) - 1] for r in range(P)]
+    heads = []  # per rank, the positions where a run of one call begins
+    for s in streams:
+        h = np.ones(len(s), bool)
+        h[1:] = s[1:] != s[:-1]
+        heads.append(np.flatnonzero(h))
+
+    def collapsed(r: int, a: int, b: int) -> np.ndarray:
+        """Rank r's calls a:b with runs of one call collapsed."""
+        hd = heads[r]
+        return streams[r][hd[np.searchsorted(hd, a):np.searchsorted(hd, b)]]
+
+    def agree(c: np.ndarray, head: np.ndarray, X: np.ndarray) -> bool:
+        """Whether calls ``c`` are the beginning of ``head`` and then of the cycle X."""
+        want = np.concatenate([head, X])[:len(c)]
+        return len(c) <= len(want) and bool(np.array_equal(c, want))
+
+    for L in np.unique(seg_loop[seg_loop >= 0]).tolist()[::-1]:  # (the last first: columns shift)
+        cols = np.flatnonzero(seg_loop == L)
+        c0, c1 = int(cols[0]), int(cols[-1]) + 1
+        if (len(cols) < 2 or not np.all(np.diff(cols) == 1) or c0 == 0 or c1 >= G
+                or seg_loop[c0 - 1] >= 0 or seg_loop[c1] >= 0):
+            continue
+        snapped, cyc, tails = [], [], []
+        for r in range(P):
+            B = rows[r]  # (a later loop, done first, may have moved the end of the part after)
+            hd = heads[r]
+            # iteration starts inside a run of one call: at the run's start
+            S = hd[np.maximum(np.searchsorted(hd, B[c0:c1], side="right") - 1, 0)]
+            S = np.maximum(S, np.concatenate([[B[c0 - 1]], B[c0:c1 - 1]]))
+            ends = np.concatenate([S[1:], [B[c1]]])
+            if len(S) < 2 or np.any(ends <= S) or S[0] <= B[c0 - 1]:
+                break
+            shape, _ = segment_keys(streams[r], np.concatenate([S, [B[c1]]]))
+            vals, n = np.unique(shape[:-1], return_counts=True)  # (the last one holds the run's end)
+            j = int(np.flatnonzero(shape == vals[np.argmax(n)])[0])
+            X = collapsed(r, int(S[j]), int(ends[j]))
+            if len(X) < 2:
+                break
+            snapped.append(S)
+            cyc.append(X)
+            # the calls the part before ends with (as many as the cycle has)
+            tails.append({int(t) for t in collapsed(r, int(B[c0 - 1]), int(S[0]))[-len(X):].tolist()})
+        if len(cyc) < P:
+            continue
+        # the calls the rotated iterations may begin with: calls of every rank's cycle (not
+        # its first) among the last calls of every rank's part before; the earliest in the
+        # first rank's cycle first
+        firsts = set.intersection(*tails, *({int(t) for t in X[1:].tolist()} for X in cyc))
+        for t in dict.fromkeys(t for t in cyc[0][1:].tolist() if t in firsts):
+            heads_t, qs = [], []
+            for r, (X, S) in enumerate(zip(cyc, snapped)):
+                # the last t before each iteration start; the place i of t in the cycle whose
+                # calls from there on (``X[i:]``, then the cycle's first ones where the rank's
+                # first start lies later in its step) are those from the part before's last t
+                at = np.flatnonzero(streams[r] == t)
+                q = at[np.maximum(np.searchsorted(at, S, side="left") - 1, 0)] if at.size else S
+                if not (at.size and rows[r][c0 - 1] <= q[0] < S[0]):
+                    break
+                first = collapsed(r, int(q[0]), int(S[0]))
+                whole = [i for i in (np.flatnonzero(X[1:] == t) + 1).tolist()
+                         if len(first) > GAP_ITERATION_SHARE * (len(X) - i) and agree(first, X[i:], X)]
+                if not whole:
+                    break
+                heads_t.append((whole[0], at))
+                qs.append(q)
+            if len(qs) < P:
+                continue
+            new = []
+            for r, (X, S, q, (i, at)) in enumerate(zip(cyc, snapped, qs, heads_t)):
+                B, s = rows[r], streams[r]
+                lo = np.concatenate([[B[c0 - 1]], S[:-1]])
+                ok = (q < S) & (q >= lo)
+                # (the calls since then are those, or more than half of their beginning: a start
+                # the common cut left elsewhere in the step's data-dependent calls, a count that
+                # its rotation skipped, moves back to the step's first call all the same)
+                pieces = [collapsed(r, int(x), int(y)) for x, y in zip(q[ok], S[ok])]
+                ok[ok] = [len(c) > GAP_ITERATION_SHARE * (len(X) - i) and agree(c, X[i:], X) for c in pieces]
+                if ok.mean() < ROTATE_VALID_SHARE:
+                    break
+                # the last step: from the first t after the last iteration's start whose calls
+                # begin with the cycle's from t on (as the part before's do) to where it holds
+                # the most of the cycle's calls, nearly all of them (with runs collapsed)
+                z1 = int(B[c1 + 1])
+                h = z1
+                for x in at[(at > S[-1]) & (at < z1)][:8].tolist():  # (the t of a step or two)
+                    run = heads[r][np.searchsorted(heads[r], x):][:len(X) - i]
+                    c = streams[r][run[run < z1]]
+                    if len(c) > GAP_ITERATION_SHARE * (len(X) - i) and agree(c, X[i:], X):
+                        h = x
+                        break
+                hd = heads[r][np.searchsorted(heads[r], h):np.searchsorted(heads[r], z1)]
+                vocab, counts = np.unique(X, return_counts=True)
+                held = _running_shares(s[hd[:2 * len(X)]], vocab, counts)
+                e = int(np.argmax(held))  # (the fewest runs that reach the most)
+                if h >= z1 or held[e] < STEP_SPLIT_SHARE * len(X) or e <= len(X) - i:
+                    break
+                end = int(hd[e]) if e < len(hd) else z1
+                row = np.concatenate([B[:c0], np.where(ok, q, B[c0:c1]), [h, end], B[c1 + 1:]]).astype(np.int64)
+                if np.any(np.diff(row) < 0):
+                    break
+                new.append(row)
+            if len(new) == P:
+                rows = new
+                inserted.append(c1)
+                break
+    return (np.array(rows, np.int64) if inserted else bounds), sorted(inserted)
 
 
 def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarray,
