@@ -2601,6 +2601,59 @@ def _fit_mean(points: dict[int, float], name: str):
     return search.fit(Ps, y, name=name, positive=bool(np.all(y >= 0)))
 
 
+#: the largest relative error at a fit P a class's power law may make (its expected values
+#: are means over a decomposition that follows no rule of P: GROMACS's particle ranks)
+_POWER_SLACK = 0.25
+
+
+def _power_law(points: dict[int, float], name: str):
+    """y = c * P^a through positive means of a class of ranks (a in quarters, |a| <= 2,
+    least squares in log-log), where it is within :data:`_POWER_SLACK` of every point, or
+    None. Of the few P a class shows (its communicator can be one rank at the smallest),
+    the one-term law extrapolates where a constant plus a term fitted exactly through
+    them turns negative."""
+    from fractions import Fraction
+    Ps = np.array(sorted(points), float)
+    y = np.array([points[int(p)] for p in Ps], float)
+    if len(Ps) < 2 or np.any(y <= 0) or np.all(y == y[0]):
+        return None
+    a = float(np.polyfit(np.log(Ps), np.log(y), 1)[0])
+    a = Fraction(round(a * 4), 4)
+    if abs(a) > 2:
+        return None
+    c = float(np.exp(np.mean(np.log(y) - float(a) * np.log(Ps))))
+    pred = c * Ps ** float(a)
+    err = float(np.max(np.abs(pred - y) / y))
+    if err > _POWER_SLACK:
+        return None
+    return search.PMNF(c0=0.0 if a else c, terms=((c, a, 0),) if a else (), name=name,
+                       stats={"max_rel_error": err, "power_law": True, "n": len(Ps)},
+                       points=tuple((float(p), float(v)) for p, v in zip(Ps, y)))
+
+
+def _better_law(points: dict[int, float], fitted, name: str):
+    """Of ``fitted`` (the model search) and :func:`_power_law`, the one that, fitted on the
+    smaller P, predicts the largest P's value more closely (what an expected value of a
+    class of ranks must do: extrapolate); ``fitted`` where it goes through every point
+    within 1% with one term at most, where the power law does not hold, or where fewer
+    than 3 P show the quantity."""
+    law = _power_law(points, name)
+    if law is None or len(points) < 3 or _is_exact(fitted):
+        return fitted
+    Ps = sorted(points)
+    if len(getattr(fitted, "terms", ())) <= 1 and all(
+            abs(_predict_scalar(fitted, P) - points[P]) <= 0.01 * abs(points[P]) for P in Ps):
+        return fitted
+    Ps = sorted(points)
+    head, last = {P: points[P] for P in Ps[:-1]}, points[Ps[-1]]
+    small_law = _power_law(head, name)
+    if small_law is None:
+        return fitted
+    small_fit = _fit_mean(head, name)
+    err = [abs(_predict_scalar(x, Ps[-1]) - last) / abs(last) for x in (small_fit, small_law)]
+    return law if err[1] < err[0] else fitted
+
+
 def _rank_totals(cost, offs: np.ndarray, P: int) -> np.ndarray:
     """Each rank's sum of ``cost`` over its events ``offs[r]:offs[r+1]``; 0 for a rank
     without events (hpcc's ranks that sit out a kernel)."""
@@ -2711,10 +2764,23 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 m = _fit_count({P: v for P, v in msg_points[n].items() if P in fit_ps},
                                [declared] + [x for x in cgrid if x != declared] if on_decl else cgrid,
                                f"{name} messages per rank")
+                have = {P: v for P, v in msg_points[n].items() if P in fit_ps and v > 0}
+                if (space is not None or spaces[c.send] is not None) and len(have) == len(fit_ps):
+                    m = _better_law(have, m, f"{name} messages per rank")
+                elif (space is not None or spaces[c.send] is not None) and not _is_exact(m):
+                    # a class's messages on a channel it has at the larger P only (a dimension
+                    # of the class's own decomposition that opens there): a power law over
+                    # those P, or the count at the one P that shows it
+                    m = (_power_law(have, f"{name} messages per rank")
+                         or (_constant(have[max(have)], max(have), f"{name} messages per rank")
+                             if len(have) == 1 else m))
                 # the sizes on the grid the count follows first (a remap's pieces and peers
                 # both follow the pencils)
                 own = [m.grid] + [x for x in cgrid if x != m.grid] if isinstance(m, GridCount) else cgrid
                 b = _fit_size(size_points[n], own, f"{name} bytes per message")
+                if space is not None and not _is_exact(b):
+                    b = _better_law(size_points[n], b, f"{name} bytes per message") if len(size_points[n]) >= 3 \
+                        else _power_law(size_points[n], f"{name} bytes per message") or b
                 target.streams.append((side, m, b))
                 other = spaces[c.recv if side == "send" else c.send]
                 target.partners.append(other if other != space else None)
@@ -2740,7 +2806,11 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 vals = {P: float(np.asarray(by_p[P].template[col], float)[run.events[P][1]].mean())
                         for P in Ps if len(run.events[P][1])}
                 if any(vals.values()):
-                    setattr(slot, col, _fit_size(vals, own_grid, f"{name} {col} per call"))
+                    v = _fit_size(vals, own_grid, f"{name} {col} per call")
+                    if space is not None and not _is_exact(v):
+                        v = _better_law(vals, v, f"{name} {col} per call") if len(vals) >= 3 \
+                            else _power_law(vals, f"{name} {col} per call") or v
+                    setattr(slot, col, v)
             if run.op in ROOTED:
                 roots = {}
                 for P in Ps:
@@ -2763,7 +2833,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     # the phase's messages and bytes per rank as wholes, where most of them are on channels
     # whose counts (sizes) are expected values rather than exact on every traced P
     totals = (None, None)
-    if channels:
+    if channels and not any(sp is not None for sp in spaces):  # (classes: each channel on its own)
         top = Ps[-1]
         exact_m = exact_b = all_m = all_b = 0.0
         for c, (_, m_model, b_model) in ((c, next(t for sl in [x for _, x in slots] for t in sl.streams
