@@ -2685,6 +2685,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     Ps = sorted(per_run)
     by_p = {s.nprocs: s.phases[k] for s in sigs}
     spaces = _run_spaces(runs, fams, Ps)
+    classes = bool(fams)  # split communicators: a class's runs have laws of their own
     width = [{P: len((sp or _EVERY_RANK).ranks(P)) for P in Ps} for sp in spaces]
     for c in channels:
         a, b = spaces[c.send], spaces[c.recv]
@@ -2714,9 +2715,11 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
             shares += list(np.asarray(cost, float)[e][ok] / tot[r][ok])
         space = spaces[i]
         inside = {P: (space or _EVERY_RANK).layout(np.arange(P), P)[0] for P in Ps}
-        # a grid of every rank says nothing of a run a class of them makes (the particle
-        # ranks' own decomposition follows no rule of P): its counts and sizes by model search
-        own_grid = grid if space is None else []
+        # on split communicators, a grid of every rank says nothing of a run a class of them
+        # makes (the particle ranks' own decomposition follows no rule of P): its counts
+        # and sizes are the class's own laws (below)
+        own_laws = classes and space is not None
+        own_grid = [] if own_laws else grid
         # a communicator of one rank at some P, where the run makes no call (the PME ranks'
         # transposes with one PME rank): the run is absent there, fitted on the other P
         lone = {P: space is not None and space.role is not None and inside[P].any()
@@ -2760,14 +2763,15 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 n = channels.index(c)
                 # calls to a neighbour on the declared grid follow its dimensions first
                 on_decl = declared is not None and len(run.key) > 5 and run.key[4][:1] == ("dims",)
-                cgrid = own_grid if spaces[c.send] is None and spaces[c.recv] is None else []
+                cgrid = [] if classes and (spaces[c.send] is not None or spaces[c.recv] is not None) else grid
                 m = _fit_count({P: v for P, v in msg_points[n].items() if P in fit_ps},
                                [declared] + [x for x in cgrid if x != declared] if on_decl else cgrid,
                                f"{name} messages per rank")
                 have = {P: v for P, v in msg_points[n].items() if P in fit_ps and v > 0}
-                if (space is not None or spaces[c.send] is not None) and len(have) == len(fit_ps):
+                mine_law = classes and (space is not None or spaces[c.send] is not None)
+                if mine_law and len(have) == len(fit_ps):
                     m = _better_law(have, m, f"{name} messages per rank")
-                elif (space is not None or spaces[c.send] is not None) and not _is_exact(m):
+                elif mine_law and not _is_exact(m):
                     # a class's messages on a channel it has at the larger P only (a dimension
                     # of the class's own decomposition that opens there): a power law over
                     # those P, or the count at the one P that shows it
@@ -2778,7 +2782,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 # both follow the pencils)
                 own = [m.grid] + [x for x in cgrid if x != m.grid] if isinstance(m, GridCount) else cgrid
                 b = _fit_size(size_points[n], own, f"{name} bytes per message")
-                if space is not None and not _is_exact(b):
+                if own_laws and not _is_exact(b):
                     b = _better_law(size_points[n], b, f"{name} bytes per message") if len(size_points[n]) >= 3 \
                         else _power_law(size_points[n], f"{name} bytes per message") or b
                 target.streams.append((side, m, b))
@@ -2807,7 +2811,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                         for P in Ps if len(run.events[P][1])}
                 if any(vals.values()):
                     v = _fit_size(vals, own_grid, f"{name} {col} per call")
-                    if space is not None and not _is_exact(v):
+                    if own_laws and not _is_exact(v):
                         v = _better_law(vals, v, f"{name} {col} per call") if len(vals) >= 3 \
                             else _power_law(vals, f"{name} {col} per call") or v
                     setattr(slot, col, v)
@@ -2833,7 +2837,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     # the phase's messages and bytes per rank as wholes, where most of them are on channels
     # whose counts (sizes) are expected values rather than exact on every traced P
     totals = (None, None)
-    if channels and not any(sp is not None for sp in spaces):  # (classes: each channel on its own)
+    if channels and not classes:  # (a split's classes: each channel on its own)
         top = Ps[-1]
         exact_m = exact_b = all_m = all_b = 0.0
         for c, (_, m_model, b_model) in ((c, next(t for sl in [x for _, x in slots] for t in sl.streams
