@@ -111,6 +111,30 @@ def test_both_sides_of_a_class_split_are_one_layout_each_side_its_family():
     assert len(fams) == 1 and isinstance(fams[0][0], SubGrid) and fams[0][1] is None
 
 
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(2, 8), j=st.integers(0, 7), ids=st.permutations(list(range(4))))
+def test_a_random_class_split_is_recovered_and_placed_at_an_unseen_p(m, j, ids):
+    """Every m-th rank and the others, each on its communicator (ids in any order), at
+    three P with at least two of the class: the class's side and the others' are two
+    families of one split, whose members at P = 8 m + j + 1 are the class's and the others'."""
+    j = j % m
+    fit = [m * k + j + 1 for k in (2, 3, 5)]
+    used = {}
+    for P in fit:
+        inside = np.arange(P) % m == j
+        used[P] = {100 + ids[0]: np.flatnonzero(inside), 100 + ids[1]: np.flatnonzero(~inside)}
+    keys, fams = comm_families(used)
+    top = fit[-1]
+    role, colour = fams[keys[top][100 + ids[0]][1]]
+    _, other = fams[keys[top][100 + ids[1]][1]]
+    assert all(keys[P][100 + ids[0]] == keys[top][100 + ids[0]] for P in fit)
+    U = 8 * m + j + 1
+    from logical_model.statistical import Space
+    mesh = Space(role=role, colour=colour).ranks(U)
+    assert np.array_equal(mesh, np.flatnonzero(np.arange(U) % m == j))
+    assert np.array_equal(Space(role=role, colour=other).ranks(U), np.flatnonzero(np.arange(U) % m != j))
+
+
 def test_a_communicator_no_layout_relates_across_p_is_named():
     used = {4: {5: np.array([0, 1])}, 8: {5: np.array([0, 3, 5])}, 16: {5: np.array([1, 2, 9, 11])}}
     with pytest.raises(StatisticalError, match="communicator of ranks 1, 2, 9, 11"):
