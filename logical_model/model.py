@@ -125,6 +125,8 @@ COMM_NONE, COMM_WORLD, COMM_CART, COMM_SUB = -1, 0, 1, 2
 #: MPI_PROC_NULL as the tracer records it
 PROC_NULL = -3
 RECV_OPS = frozenset(OP_CODE[n] for n in ("Recv", "Irecv"))
+#: receives that block the rank until the message comes
+BLOCKING_RECV_OPS = frozenset(OP_CODE[n] for n in ("Recv", "Sendrecv", "Sendrecv_replace"))
 
 
 def _volume(model, P: int) -> int:
@@ -2684,14 +2686,29 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     channels = _match_messages(per_match, run_idx, SEND_OPS, RECV_OPS, SENDRECV_OPS)
     Ps = sorted(per_run)
     by_p = {s.nprocs: s.phases[k] for s in sigs}
-    spaces = _run_spaces(runs, fams, Ps)
     classes = bool(fams)  # split communicators: a class's runs have laws of their own
+    spaces = _run_spaces(runs, fams, Ps)
+    if classes:  # per class, who makes each run must be known (else its peers are guesses
+        for i, run in enumerate(runs):  # across the classes, and the order deadlocks)
+            if spaces[i] is None and run.comm[0] not in ("after",) and any(
+                    0 < len(np.unique(run.events[P][0])) < P for P in Ps):
+                P = next(P for P in Ps if 0 < len(np.unique(run.events[P][0])) < P)
+                raise StatisticalError(f"run {i} ({OPS[run.op]}): only some ranks make it (at P={P}: "
+                                       f"{_ranks_text(np.unique(run.events[P][0]))}) and no class of ranks says which")
     width = [{P: len((sp or _EVERY_RANK).ranks(P)) for P in Ps} for sp in spaces]
     for c in channels:
         a, b = spaces[c.send], spaces[c.recv]
         if a != b and not all((x or _EVERY_RANK).single(P) for x in (a, b) for P in Ps):
             raise StatisticalError(f"runs {c.send} and {c.recv} exchange messages across communicators of "
                                    "a sub-grid layout")
+    if classes:
+        _check_crossing(runs, channels, spaces, Ps[-1])
+        for c in channels:  # every rank's run feeding one class's (or back): which ranks of
+            a, b = spaces[c.send], spaces[c.recv]  # the every-rank run send is not known
+            if (a is None) != (b is None) and runs[c.send].comm[0] != "after":
+                raise StatisticalError(
+                    f"runs {c.send} ({OPS[runs[c.send].op]}) and {c.recv} ({OPS[runs[c.recv].op]}): one is made "
+                    f"by every rank, the other by {(a or b).describe()}; which ranks exchange is not known")
     msg_points = [{P: c.messages.get(P, 0) / max(width[c.send][P], 1) for P in Ps} for c in channels]
     size_points = [{P: c.bytes[P] / c.messages[P] for P in c.messages if c.messages[P]} for c in channels]
     declared = grid
@@ -2969,6 +2986,27 @@ def _statistical_analogy(slots: list, runs: list, grid: Grid, Ps: list[int]) -> 
                 out.append((n, dataclasses.replace(sl, key=f"{sl.key}/dim{d}", wait_of=copies[sl.wait_of])))
                 n += 1
     return out
+
+
+def _check_crossing(runs: list, channels: list, spaces: list, P: int) -> None:
+    """Refuse a split-communicator phase whose merged order has a blocking receive run
+    before a collective and the run that sends it its messages after that collective,
+    where the collective's ranks hold receivers and senders both (at P): realised in
+    that order, the receivers would wait in the receive while the senders wait for them
+    in the collective."""
+    def ranks(i):
+        return set((spaces[i] or _EVERY_RANK).ranks(P).tolist())
+
+    coll = [i for i, r in enumerate(runs) if r.op not in P2P_OPS and r.op not in WAIT_OPS]
+    for c in channels:
+        if c.send == c.recv or runs[c.recv].op not in BLOCKING_RECV_OPS or c.recv > c.send:
+            continue
+        between = [i for i in coll if c.recv < i < c.send and ranks(i) & ranks(c.recv) and ranks(i) & ranks(c.send)]
+        if between:
+            raise StatisticalError(
+                f"run {c.recv} ({OPS[runs[c.recv].op]}) receives before the collective run {between[0]} "
+                f"({OPS[runs[between[0]].op]}) what run {c.send} ({OPS[runs[c.send].op]}) sends after it: "
+                "no one order of the runs serves every rank, and the realised trace would deadlock")
 
 
 def _run_spaces(runs: list, fams: list, Ps: list[int]) -> list:
