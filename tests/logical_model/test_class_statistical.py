@@ -192,3 +192,22 @@ def test_two_rank_classes_on_split_communicators_are_placed_per_class(classsplit
     from replay import Program, load, replay
     program = Program.from_trace(trace)  # every message matched, or it raises
     assert np.isfinite(replay(program, load("cluster-a")).runtime)
+
+
+def test_a_receive_before_a_collective_both_sides_call_and_its_send_after_is_refused():
+    """Runs merged into one order: a blocking Recv run, an Allreduce, then the Isend run
+    that feeds it. Where the Allreduce holds receivers and senders both, the realised
+    order would deadlock and is refused; where only the senders call it (a collective on
+    their own class's communicator), it is not."""
+    from logical_model.model import _check_crossing
+    from logical_model.rules import PeerRule
+    from logical_model.statistical import Channel, Run, Space
+    from signature.trace import OP_CODE
+    runs = [Run(key=("r",), op=OP_CODE["Recv"], tag=0, comm=("world", 0)),
+            Run(key=("c",), op=OP_CODE["Allreduce"], tag=-1, comm=("world", 0)),
+            Run(key=("s",), op=OP_CODE["Isend"], tag=0, comm=("world", 0))]
+    chans = [Channel(send=2, recv=0, messages={16: 16}, bytes={16: 160})]
+    with pytest.raises(StatisticalError, match="would deadlock"):
+        _check_crossing(runs, chans, [None, None, None], 16)
+    mesh, part = (Space(members=PeerRule("member", {"kind": k, "m": 4, "j": 3})) for k in ("mod", "notmod"))
+    _check_crossing(runs, chans, [part, mesh, mesh], 16)  # the collective is the senders' alone
