@@ -867,7 +867,7 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
                 "model_cpu_s": time.process_time() - t0}
     took = time.process_time() - t0
     real = extract(load_trace(out / app / f"P{held}" / f"P{held}.h5"))
-    same = [(p.kind, p.ops) for p in real.phases] == [(p.kind, p.ops) for p in compute.signatures[-1].phases]
+    same = [(p.kind, sorted(p.ops)) for p in real.phases] == [(p.kind, sorted(p.ops)) for p in compute.signatures[-1].phases]
     by_id = {p.id: p for p in real.phases}
     phases = []
     for ph in pred.phases:
