@@ -689,8 +689,14 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
            "weight_exact": w_model == w_real, "events": int(offs[-1]), "data_dependent": data,
            "exact": counts_ok and first_diff is None and not pm.statistical, "first_difference": first_diff,
            "statistical": pm.statistical}
-    if data:  # messages and bytes per rank class (the model's order classes, else all ranks)
+    if data:  # messages and bytes per rank class (the model's order classes, the classes of a
+        # statistical phase's split communicators (GROMACS's particle and PME ranks), else all ranks)
         cls = pm.class_of(np.arange(P), P)
+        split = next((s.space.role for s in pm.slots if getattr(s, "space", None) is not None
+                      and s.space.role is not None and s.space.role.n_comms(P) == 2), None)
+        if pm.classes is None and split is not None:
+            cls = split.layout(np.arange(P), P)[0]
+            row["classes"] = split.describe()
         real_rank = np.repeat(np.arange(P), np.diff(offs))
         errs, msg_errs = [], []
         for c in np.unique(cls):
@@ -698,6 +704,8 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
             rm, rb = _sends(T, cls[real_rank] == c)
             errs += [abs(mm - rm) / max(rm, 1), abs(mb - rb) / max(rb, 1)]
             msg_errs.append((mm - rm) / max(rm, 1))
+            row.setdefault("per_class", []).append({"class": int(c), "messages_model": mm, "messages_real": rm,
+                                                    "bytes_model": mb, "bytes_real": rb})
         row["volume_error"] = max(errs)
         row["messages_error"] = max(msg_errs, key=abs)
     return row
@@ -775,7 +783,9 @@ def logical_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
     real_trace = load_trace(out / app / f"P{held}" / f"P{held}.h5")
     real = extract(real_trace)
     problems = model.phase_problems(held)
-    same = [(p.kind, p.ops) for p in real.phases] == [(p.kind, p.ops) for p in sigs[-1].phases]
+    # the same phases: kinds and operations (in whichever order a rank first calls them:
+    # GROMACS's particle ranks meet their halo's lone Send or Recv first by their place)
+    same = [(p.kind, sorted(p.ops)) for p in real.phases] == [(p.kind, sorted(p.ops)) for p in sigs[-1].phases]
     phases = []
     for k, pm in enumerate(model.phases):
         if problems[k]:
@@ -828,6 +838,11 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
                 if p.get("statistical"):
                     res = (f"statistical: messages {100 * p['messages_error']:+.1f}%, messages and bytes "
                            f"within {100 * p['volume_error']:.1f}%")
+                    if p.get("classes"):  # per class of a split (colour 0: the others)
+                        res += "; per class (" + p["classes"] + "): " + ", ".join(
+                            f"{c['class']}: messages {100 * (c['messages_model'] - c['messages_real']) / max(c['messages_real'], 1):+.1f}%"
+                            f" bytes {100 * (c['bytes_model'] - c['bytes_real']) / max(c['bytes_real'], 1):+.1f}%"
+                            for c in p["per_class"])
                     if p.get("remap_slots"):
                         res += (f"; remap runs exact {p['remap_slots_exact']}/{p['remap_slots']} "
                                 f"({p['remap_messages']:,} messages)")
@@ -908,7 +923,7 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
                 "model_cpu_s": time.process_time() - t0}
     took = time.process_time() - t0
     real = extract(load_trace(out / app / f"P{held}" / f"P{held}.h5"))
-    same = [(p.kind, p.ops) for p in real.phases] == [(p.kind, p.ops) for p in compute.signatures[-1].phases]
+    same = [(p.kind, sorted(p.ops)) for p in real.phases] == [(p.kind, sorted(p.ops)) for p in compute.signatures[-1].phases]
     by_id = {p.id: p for p in real.phases}
     phases = []
     for ph in pred.phases:

@@ -84,7 +84,7 @@ from . import modelsearch as search
 from .rules import (ClassComm, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
                     infer_within, on_traced_grid, traced_grid_rules)
 from .overlap import Remap, infer_remap
-from .statistical import StatisticalError, channel_rows, lex_topological
+from .statistical import Space, StatisticalError, channel_rows, comm_families, cross_rows, lex_topological
 from .statistical import match as _match_messages
 from .statistical import runs as _runs
 from .topology import DimsRule, SubGrid, dims_create, fit_dims_rules, infer_subgrid
@@ -125,6 +125,8 @@ COMM_NONE, COMM_WORLD, COMM_CART, COMM_SUB = -1, 0, 1, 2
 #: MPI_PROC_NULL as the tracer records it
 PROC_NULL = -3
 RECV_OPS = frozenset(OP_CODE[n] for n in ("Recv", "Irecv"))
+#: receives that block the rank until the message comes
+BLOCKING_RECV_OPS = frozenset(OP_CODE[n] for n in ("Recv", "Sendrecv", "Sendrecv_replace"))
 
 
 def _volume(model, P: int) -> int:
@@ -346,6 +348,17 @@ def _load_role(d: dict):
     return ClassComm.from_dict(d) if d.get("kind") == "class" else SubGrid.from_dict(d)
 
 
+def _load_space(d: dict | None) -> Space | None:
+    if d is None:
+        return None
+    return Space(role=_load_role(d["role"]) if d.get("role") else None, colour=d.get("colour"),
+                 members=PeerRule.from_dict(d["members"]) if d.get("members") else None)
+
+
+#: the space of a statistical run every rank makes
+_EVERY_RANK = Space()
+
+
 def _short(problems: Sequence[str], width: int = 160) -> str:
     """The first of a phase's problems, cut to ``width`` characters, and how many more there are."""
     first = problems[0] if len(problems[0]) <= width else problems[0][:width - 3] + "..."
@@ -395,6 +408,15 @@ def _fit_volume(Ps: np.ndarray, y: np.ndarray, grid: Grid | None, name: str, alt
 
 def _predict_scalar(model, P: int) -> float:
     return float(np.asarray(model.predict(np.array([P]))).reshape(-1)[0])
+
+
+def _groups_at(space: Space | None, P: int) -> int:
+    """How many communicators a statistical run's space has at P (rows of a grid: each
+    realises the run's channels among its ranks)."""
+    if space is None or space.role is None:
+        return 1
+    inside, group, _, _ = space.layout(np.arange(P), P)
+    return len(np.unique(group[inside]))
 
 
 # ---- slots ---------------------------------------------------------------------------
@@ -471,6 +493,11 @@ class SlotModel:
     #: rank (peers, bytes, order), not expected values
     overlap: Any = None
     overlap_side: str | None = None
+    #: a statistical slot's ranks (:class:`~logical_model.statistical.Space`: a side of a
+    #: class split, rows of a grid, a class of world ranks; None: every rank), and per
+    #: stream the space of the run at its other end (None: the same)
+    space: Any = None
+    partners: list = dataclasses.field(default_factory=list)
 
     def describe(self) -> str:
         if self.statistical:
@@ -503,9 +530,13 @@ class SlotModel:
                     f"whose block overlaps its own: {self.overlap.formula()}" + (f", tag {self.tag}" if self.tag >= 0 else "")
                     + "; where the traced P leave it open, statistical")
         parts = [f"{OPS[self.op]} (statistical)"]
-        for side, m, b in self.streams:
+        if self.space is not None:
+            parts.append("on " + self.space.describe())
+        for n, (side, m, b) in enumerate(self.streams):
+            other = self.partners[n] if n < len(self.partners) else None
             parts.append({"send": "to", "recv": "from", "both": "to and from"}[side]
-                         + f" {m.formula()} peers per rank (expected), {b.formula()} bytes each")
+                         + f" {m.formula()} peers per rank (expected)"
+                         + (f" of {other.describe()}" if other is not None else "") + f", {b.formula()} bytes each")
         if self.wait_of is not None:
             parts.append(f"one per request of slot {self.wait_of}" if self.wait_rule == "each"
                          else f"once where slot {self.wait_of} posted any request")
@@ -533,13 +564,17 @@ class SlotModel:
             return {"present": np.asarray(present, bool),
                     "peer": np.full(n, -1, np.int64) if peer is None else np.asarray(peer, np.int64),
                     "recv_peer": np.full(n, -1, np.int64) if recv_peer is None else np.asarray(recv_peer, np.int64),
-                    "root": (np.full(n, self.root._k(P), np.int64) if self.root is not None
+                    "root": (space.world(group, np.full(n, self.root._k(P), np.int64), P) if self.root is not None
                              else np.full(n, -1, np.int64)),
                     "tag": np.full(n, self.tag, np.int64),
                     "bytes": np.broadcast_to(np.asarray(nbytes, np.int64), (n,)).copy(),
                     "recv_bytes": np.broadcast_to(np.asarray(recv_bytes, np.int64), (n,)).copy()}
 
         out = []
+        space = self.space if self.space is not None else _EVERY_RANK
+        inside, group, local, size = space.layout(ranks, P)
+        if self.skip_single:  # absent on communicators of one rank
+            inside = inside & (size > 1)
         if self.overlap is not None:
             if self.overlap.problem(P) is None:  # a remap: each rank's calls exact
                 peer, nbytes, present = self.overlap.rows(ranks, P, self.overlap_side)
@@ -551,16 +586,27 @@ class SlotModel:
                 return out
             scale = (1.0, 1.0)  # the traced P leave the remap open at P: its expected values, as fitted
         if self.streams:
-            for side, m, b in self.streams:
-                total = int(round(max(0.0, _predict_scalar(m, P)) * P * scale[0]))
-                size = max(0, int(round(max(0.0, _predict_scalar(b, P)) * scale[1])))
-                for present, peer, rpeer in channel_rows(total, P, ranks, side):
+            for js, (side, m, b) in enumerate(self.streams):
+                other = self.partners[js] if js < len(self.partners) else None
+                nbytes = max(0, int(round(max(0.0, _predict_scalar(b, P)) * scale[1])))
+                if other is None or other == self.space:  # within the space's communicators
+                    width = self.senders_at(P, js)
+                    total = int(round(max(0.0, _predict_scalar(m, P)) * width * scale[0]))
+                    got = []
+                    for present, peer, rpeer in channel_rows(total, width, local, side):
+                        got.append((present & inside, space.world(group, np.where(present & inside, peer, -1), P),
+                                    space.world(group, np.where(present & inside, rpeer, -1), P)))
+                else:  # between two classes of ranks
+                    send, recv = (space, other) if side == "send" else (other, space)
+                    total = int(round(max(0.0, _predict_scalar(m, P)) * len(send.ranks(P)) * scale[0]))
+                    got = cross_rows(total, P, ranks, send.ranks(P), recv.ranks(P), side)
+                for present, peer, rpeer in got:
                     if side == "both":
-                        out.append(row(present, peer, rpeer, size, size))
+                        out.append(row(present, peer, rpeer, nbytes, nbytes))
                     elif side == "send":
-                        out.append(row(present, peer, None, size, 0))
+                        out.append(row(present, peer, None, nbytes, 0))
                     else:
-                        out.append(row(present, peer, None, 0, size))
+                        out.append(row(present, peer, None, 0, nbytes))
             return out
         if self.wait_of is not None:
             have = counts.get(self.wait_of, np.zeros(n, np.int64))
@@ -569,8 +615,19 @@ class SlotModel:
                 return [row(have > 0)] if k else []
             return [row(have > j) for j in range(k)]
         k = int(round(max(0.0, _predict_scalar(self.count, P)))) if self.count is not None else 1
-        return [row(np.ones(n, bool), nbytes=_volume(self.bytes, P), recv_bytes=_volume(self.recv_bytes, P))
+        return [row(inside, nbytes=_volume(self.bytes, P), recv_bytes=_volume(self.recv_bytes, P))
                 for _ in range(k)]
+
+    def senders_at(self, P: int, n: int = 0) -> int:
+        """A statistical slot's stream ``n``: how many ranks send its messages at P (per
+        communicator of its space), which its messages-per-rank model counts."""
+        side = self.streams[n][0] if n < len(self.streams) else "send"
+        other = self.partners[n] if n < len(self.partners) else None
+        space = (self.space if side != "recv" or other is None else other) or _EVERY_RANK
+        inside, group, _, size = space.layout(np.arange(P), P)
+        if not inside.any():
+            return 0
+        return int(size[inside][0]) if space.role is not None else int(inside.sum())
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "op": OPS[self.op], "tag": self.tag, "comm": self.comm,
@@ -596,6 +653,9 @@ class SlotModel:
                 **({"statistical": True, "count": self.count.to_dict() if self.count is not None else None,
                     "streams": [[side, m.to_dict(), b.to_dict()] for side, m, b in self.streams],
                     "wait_of": self.wait_of, "wait_rule": self.wait_rule} if self.statistical else {}),
+                **({"space": self.space.to_dict()} if self.space is not None else {}),
+                **({"partners": [x.to_dict() if x is not None else None for x in self.partners]}
+                   if any(x is not None for x in self.partners) else {}),
                 **({"overlap": self.overlap.to_dict(), "overlap_side": self.overlap_side}
                    if self.overlap is not None else {})}
 
@@ -625,7 +685,9 @@ class SlotModel:
                    wait_of=d.get("wait_of"), wait_rule=d.get("wait_rule"),
                    skip_single=bool(d.get("skip_single", False)),
                    overlap=Remap.from_dict(d["overlap"]) if d.get("overlap") else None,
-                   overlap_side=d.get("overlap_side"))
+                   overlap_side=d.get("overlap_side"),
+                   space=_load_space(d.get("space")),
+                   partners=[_load_space(x) for x in d.get("partners", ())])
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -780,9 +842,9 @@ class PhaseModel:
         for s in self.slots:
             if s.overlap is not None:  # remaps are not in the totals (nor scaled to them)
                 continue
-            for side, m, b in s.streams:
+            for j, (side, m, b) in enumerate(s.streams):
                 if side != "recv":
-                    n = max(0.0, _predict_scalar(m, P)) * P
+                    n = max(0.0, _predict_scalar(m, P)) * s.senders_at(P, j) * _groups_at(s.space, P)
                     raw_m += n
                     raw_b += n * max(0.0, _predict_scalar(b, P))
         want_m = max(0.0, _predict_scalar(self.stat_messages, P)) * P if self.stat_messages is not None else raw_m
@@ -2560,6 +2622,59 @@ def _fit_mean(points: dict[int, float], name: str):
     return search.fit(Ps, y, name=name, positive=bool(np.all(y >= 0)))
 
 
+#: the largest relative error at a fit P a class's power law may make (its expected values
+#: are means over a decomposition that follows no rule of P: GROMACS's particle ranks)
+_POWER_SLACK = 0.25
+
+
+def _power_law(points: dict[int, float], name: str):
+    """y = c * P^a through positive means of a class of ranks (a in quarters, |a| <= 2,
+    least squares in log-log), where it is within :data:`_POWER_SLACK` of every point, or
+    None. Of the few P a class shows (its communicator can be one rank at the smallest),
+    the one-term law extrapolates where a constant plus a term fitted exactly through
+    them turns negative."""
+    from fractions import Fraction
+    Ps = np.array(sorted(points), float)
+    y = np.array([points[int(p)] for p in Ps], float)
+    if len(Ps) < 2 or np.any(y <= 0) or np.all(y == y[0]):
+        return None
+    a = float(np.polyfit(np.log(Ps), np.log(y), 1)[0])
+    a = Fraction(round(a * 4), 4)
+    if abs(a) > 2:
+        return None
+    c = float(np.exp(np.mean(np.log(y) - float(a) * np.log(Ps))))
+    pred = c * Ps ** float(a)
+    err = float(np.max(np.abs(pred - y) / y))
+    if err > _POWER_SLACK:
+        return None
+    return search.PMNF(c0=0.0 if a else c, terms=((c, a, 0),) if a else (), name=name,
+                       stats={"max_rel_error": err, "power_law": True, "n": len(Ps)},
+                       points=tuple((float(p), float(v)) for p, v in zip(Ps, y)))
+
+
+def _better_law(points: dict[int, float], fitted, name: str):
+    """Of ``fitted`` (the model search) and :func:`_power_law`, the one that, fitted on the
+    smaller P, predicts the largest P's value more closely (what an expected value of a
+    class of ranks must do: extrapolate); ``fitted`` where it goes through every point
+    within 1% with one term at most, where the power law does not hold, or where fewer
+    than 3 P show the quantity."""
+    law = _power_law(points, name)
+    if law is None or len(points) < 3 or _is_exact(fitted):
+        return fitted
+    Ps = sorted(points)
+    if len(getattr(fitted, "terms", ())) <= 1 and all(
+            abs(_predict_scalar(fitted, P) - points[P]) <= 0.01 * abs(points[P]) for P in Ps):
+        return fitted
+    Ps = sorted(points)
+    head, last = {P: points[P] for P in Ps[:-1]}, points[Ps[-1]]
+    small_law = _power_law(head, name)
+    if small_law is None:
+        return fitted
+    small_fit = _fit_mean(head, name)
+    err = [abs(_predict_scalar(x, Ps[-1]) - last) / abs(last) for x in (small_fit, small_law)]
+    return law if err[1] < err[0] else fitted
+
+
 def _rank_totals(cost, offs: np.ndarray, P: int) -> np.ndarray:
     """Each rank's sum of ``cost`` over its events ``offs[r]:offs[r+1]``; 0 for a rank
     without events (hpcc's ranks that sit out a kernel)."""
@@ -2571,7 +2686,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     """Phase k as statistical slots (:mod:`logical_model.statistical`): runs of calls, the
     channels between them, expected counts and sizes fitted over P; raises
     :class:`~logical_model.statistical.StatisticalError` with the reason where it cannot."""
-    per_run, per_match = {}, {}
+    per_run, per_match, used = {}, {}, {}
     for s in sigs:
         ph, P = s.phases[k], s.nprocs
         T, offs = ph.template, ph.template_offsets
@@ -2581,16 +2696,43 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
             kinds.setdefault(int(c), _NOT_MODELLED)
         per_run[P] = (T["op"], T["tag"], T["comm"], T["peer"], offs, kinds)
         per_match[P] = (T["op"], T["peer"], T["recv_peer"], T["comm"], T["bytes"], offs)
+        # the sub-communicators (Comm_split: a class and the others, rows, columns) it uses
+        used[P] = {int(c): np.asarray(comms[P].members_of(int(c)), np.int64)
+                   for c in np.unique(np.asarray(T["comm"], np.int64)) if kinds.get(int(c), -1) >= _SUB_BASE}
+    families, fams = comm_families(used) if any(used.values()) else ({}, [])
     runs, run_idx = _runs(per_run, POST_OPS, WAIT_OPS, P2P_OPS, COMM_WORLD, COMM_CART,
-                          {P: (tuple(g[0]), tuple(g[1])) for P, g in grids.items()})
+                          {P: (tuple(g[0]), tuple(g[1])) for P, g in grids.items()}, families)
     channels = _match_messages(per_match, run_idx, SEND_OPS, RECV_OPS, SENDRECV_OPS)
     Ps = sorted(per_run)
     by_p = {s.nprocs: s.phases[k] for s in sigs}
-    msg_points = [{P: c.messages.get(P, 0) / P for P in Ps} for c in channels]
+    classes = bool(fams)  # split communicators: a class's runs have laws of their own
+    spaces = _run_spaces(runs, fams, Ps)
+    if classes:  # per class, who makes each run must be known (else its peers are guesses
+        for i, run in enumerate(runs):  # across the classes, and the order deadlocks)
+            if spaces[i] is None and run.comm[0] not in ("after",) and any(
+                    0 < len(np.unique(run.events[P][0])) < P for P in Ps):
+                P = next(P for P in Ps if 0 < len(np.unique(run.events[P][0])) < P)
+                raise StatisticalError(f"run {i} ({OPS[run.op]}): only some ranks make it (at P={P}: "
+                                       f"{_ranks_text(np.unique(run.events[P][0]))}) and no class of ranks says which")
+    width = [{P: len((sp or _EVERY_RANK).ranks(P)) for P in Ps} for sp in spaces]
+    for c in channels:
+        a, b = spaces[c.send], spaces[c.recv]
+        if a != b and not all((x or _EVERY_RANK).single(P) for x in (a, b) for P in Ps):
+            raise StatisticalError(f"runs {c.send} and {c.recv} exchange messages across communicators of "
+                                   "a sub-grid layout")
+    if classes:
+        _check_crossing(runs, channels, spaces, Ps[-1])
+        for c in channels:  # every rank's run feeding one class's (or back): which ranks of
+            a, b = spaces[c.send], spaces[c.recv]  # the every-rank run send is not known
+            if (a is None) != (b is None) and runs[c.send].comm[0] != "after":
+                raise StatisticalError(
+                    f"runs {c.send} ({OPS[runs[c.send].op]}) and {c.recv} ({OPS[runs[c.recv].op]}): one is made "
+                    f"by every rank, the other by {(a or b).describe()}; which ranks exchange is not known")
+    msg_points = [{P: c.messages.get(P, 0) / max(width[c.send][P], 1) for P in Ps} for c in channels]
     size_points = [{P: c.bytes[P] / c.messages[P] for P in c.messages if c.messages[P]} for c in channels]
     declared = grid
     grid = _vote_grids(msg_points, size_points, grid)
-    remaps = _remap_channels(runs, channels, by_p, Ps, declared)
+    remaps = _remap_channels(runs, channels, by_p, Ps, declared, spaces)
     slots = []
     stream_of: dict[int, set] = {}  # channel -> its streams (send and receive side)
     for i, run in enumerate(runs):
@@ -2607,10 +2749,24 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
             r, e = run.events[P]
             ok = tot[r] > 0
             shares += list(np.asarray(cost, float)[e][ok] / tot[r][ok])
+        space = spaces[i]
+        inside = {P: (space or _EVERY_RANK).layout(np.arange(P), P)[0] for P in Ps}
+        # on split communicators, a grid of every rank says nothing of a run a class of them
+        # makes (the particle ranks' own decomposition follows no rule of P): its counts
+        # and sizes are the class's own laws (below)
+        own_laws = classes and space is not None
+        own_grid = [] if own_laws else grid
+        # a communicator of one rank at some P, where the run makes no call (the PME ranks'
+        # transposes with one PME rank): the run is absent there, fitted on the other P
+        lone = {P: space is not None and space.role is not None and inside[P].any()
+                and int(space.layout(np.arange(P), P)[3][inside[P]].max()) == 1 and not counts[P].any() for P in Ps}
+        skip = any(lone.values()) and sum(not v for v in lone.values()) >= 2
+        fit_ps = [P for P in Ps if not (skip and lone[P])]
         slot = SlotModel(key=f"run/{_key_text_run(run.key)}", op=run.op, tag=run.tag,
                          comm=COMM_CART if run.comm == ("cart",) else COMM_NONE if run.comm[0] == "after"
-                         else COMM_WORLD, everywhere=False, work_share=float(np.mean(shares)) if shares else 0.0,
-                         statistical=True)
+                         else COMM_SUB if run.comm[0] == "sub" else COMM_WORLD, everywhere=False,
+                         work_share=float(np.mean(shares)) if shares else 0.0, statistical=True,
+                         space=space, comm_role=space.role if run.comm[0] == "sub" else None, skip_single=skip)
         if run.op in WAIT_OPS:
             if run.after is not None:
                 mine = {P: counts[P] for P in Ps}
@@ -2620,51 +2776,88 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 elif all(np.array_equal(mine[P], (theirs[P] > 0).astype(np.int64)) for P in Ps):
                     slot.wait_of, slot.wait_rule = run.after, "any"
             if slot.wait_of is None:
-                slot.count = _fit_count({P: counts[P].mean() for P in Ps}, grid, f"{name} calls per rank")
+                slot.count = _fit_count({P: counts[P][inside[P]].mean() for P in fit_ps}, own_grid,
+                                        f"{name} calls per rank")
         elif run.op in SEND_OPS or run.op in RECV_OPS or run.op in SENDRECV_OPS:
             mine = [c for c in channels if c.send == i or c.recv == i]
             if len(mine) == 1 and channels.index(mine[0]) in remaps:  # a remap: exact per rank where
                 slot.overlap = remaps[channels.index(mine[0])]   # the traced P settle it, else the
                 slot.overlap_side = "send" if mine[0].send == i else "recv"  # streams below
-            if run.op in SENDRECV_OPS:
-                if any(c.send != c.recv for c in mine):
-                    raise StatisticalError(f"run {i} ({OPS[run.op]}): its messages are received by other runs")
-                for P in Ps:
-                    if len(np.unique(counts[P])) > 1:
-                        raise StatisticalError(f"run {i} ({OPS[run.op]}): ranks make different numbers of "
-                                               f"these calls at P={P}")
+            halves = []
             for c in mine:
                 side = "both" if run.op in SENDRECV_OPS else "send" if c.send == i else "recv"
+                target = slot
+                if side == "both" and c.send != c.recv:
+                    # a Sendrecv whose message goes to (comes from) a run of lone sends or
+                    # receives (a halo pulse whose partner has nothing to send back): that
+                    # half of its calls is a Send (Recv) of its own, after the Sendrecv run
+                    side = "send" if c.send == i else "recv"
+                    target = dataclasses.replace(
+                        slot, key=f"{slot.key}/{side}-half{len(halves)}", op=OP_CODE["Send" if side == "send" else "Recv"],
+                        work_share=0.0, streams=[], partners=[])
+                    halves.append(target)
                 n = channels.index(c)
                 # calls to a neighbour on the declared grid follow its dimensions first
                 on_decl = declared is not None and len(run.key) > 5 and run.key[4][:1] == ("dims",)
-                m = _fit_count(msg_points[n], [declared] + [x for x in grid if x != declared] if on_decl else grid,
+                cgrid = [] if classes and (spaces[c.send] is not None or spaces[c.recv] is not None) else grid
+                m = _fit_count({P: v for P, v in msg_points[n].items() if P in fit_ps},
+                               [declared] + [x for x in cgrid if x != declared] if on_decl else cgrid,
                                f"{name} messages per rank")
+                have = {P: v for P, v in msg_points[n].items() if P in fit_ps and v > 0}
+                mine_law = classes and (space is not None or spaces[c.send] is not None)
+                if mine_law and len(have) == len(fit_ps):
+                    m = _better_law(have, m, f"{name} messages per rank")
+                elif mine_law and not _is_exact(m):
+                    # a class's messages on a channel it has at the larger P only (a dimension
+                    # of the class's own decomposition that opens there): a power law over
+                    # those P, or the count at the one P that shows it
+                    m = (_power_law(have, f"{name} messages per rank")
+                         or (_constant(have[max(have)], max(have), f"{name} messages per rank")
+                             if len(have) == 1 else m))
                 # the sizes on the grid the count follows first (a remap's pieces and peers
                 # both follow the pencils)
-                own = [m.grid] + [x for x in grid if x != m.grid] if isinstance(m, GridCount) else grid
+                own = [m.grid] + [x for x in cgrid if x != m.grid] if isinstance(m, GridCount) else cgrid
                 b = _fit_size(size_points[n], own, f"{name} bytes per message")
-                slot.streams.append((side, m, b))
-                stream_of.setdefault(id(c), set()).add(id(slot.streams[-1]))
+                if own_laws and not _is_exact(b):
+                    b = _better_law(size_points[n], b, f"{name} bytes per message") if len(size_points[n]) >= 3 \
+                        else _power_law(size_points[n], f"{name} bytes per message") or b
+                target.streams.append((side, m, b))
+                other = spaces[c.recv if side == "send" else c.send]
+                target.partners.append(other if other != space else None)
+                stream_of.setdefault(id(c), set()).add(id(target.streams[-1]))
+            if halves:
+                if slot.streams:
+                    slots.append((i, slot))
+                slots += [(len(runs) + len(slots) + n, h) for n, h in enumerate(halves)]
+                continue
             if not mine:  # calls with MPI_PROC_NULL only: no message
                 continue
         else:
             for P in Ps:
-                if len(np.unique(counts[P])) > 1:
-                    who = np.flatnonzero(counts[P] != np.bincount(counts[P]).argmax())
+                if len(np.unique(counts[P][inside[P]])) > 1 or np.any(counts[P][~inside[P]]):
+                    mode = np.bincount(counts[P][inside[P]]).argmax() if inside[P].any() else 0
+                    who = np.flatnonzero(np.where(inside[P], counts[P] != mode, counts[P] > 0))
                     raise StatisticalError(f"run {i} ({OPS[run.op]}): ranks make different numbers of these calls "
                                            f"at P={P} (rank {int(who[0])}: {int(counts[P][who[0]])}); a replay "
                                            "would deadlock")
-            slot.count = _fit_count({P: float(counts[P][0]) for P in Ps}, grid, f"{name} calls per rank")
+            slot.count = _fit_count({P: float(counts[P][inside[P]][0]) if inside[P].any() else 0.0 for P in fit_ps},
+                                    own_grid, f"{name} calls per rank")
             for col in ("bytes", "recv_bytes"):
                 vals = {P: float(np.asarray(by_p[P].template[col], float)[run.events[P][1]].mean())
                         for P in Ps if len(run.events[P][1])}
                 if any(vals.values()):
-                    setattr(slot, col, _fit_size(vals, grid, f"{name} {col} per call"))
+                    v = _fit_size(vals, own_grid, f"{name} {col} per call")
+                    if own_laws and not _is_exact(v):
+                        v = _better_law(vals, v, f"{name} {col} per call") if len(vals) >= 3 \
+                            else _power_law(vals, f"{name} {col} per call") or v
+                    setattr(slot, col, v)
             if run.op in ROOTED:
                 roots = {}
                 for P in Ps:
-                    rv = np.unique(np.asarray(by_p[P].template["root"], np.int64)[run.events[P][1]])
+                    rv = np.asarray(by_p[P].template["root"], np.int64)[run.events[P][1]]
+                    if space is not None and space.role is not None:  # the root in its communicator's ranks
+                        rv = np.where(rv >= 0, space.role.layout(np.maximum(rv, 0), P)[1], rv)
+                    rv = np.unique(rv)
                     if len(rv) > 1:
                         raise StatisticalError(f"run {i} ({OPS[run.op]}): ranks disagree on the root at P={P}")
                     if len(rv):
@@ -2680,7 +2873,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     # the phase's messages and bytes per rank as wholes, where most of them are on channels
     # whose counts (sizes) are expected values rather than exact on every traced P
     totals = (None, None)
-    if channels:
+    if channels and not classes:  # (a split's classes: each channel on its own)
         top = Ps[-1]
         exact_m = exact_b = all_m = all_b = 0.0
         for c, (_, m_model, b_model) in ((c, next(t for sl in [x for _, x in slots] for t in sl.streams
@@ -2719,14 +2912,18 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
 _REMAP_CACHE: dict[tuple, Any] = {}
 
 
-def _remap_channels(runs: list, channels: list, by_p: dict, Ps: list[int], declared: Grid | None) -> dict:
+def _remap_channels(runs: list, channels: list, by_p: dict, Ps: list[int], declared: Grid | None,
+                    spaces: list | None = None) -> dict:
     """The channels that are remaps between two block decompositions of one mesh
     (:func:`~logical_model.overlap.infer_remap`): {channel index: Remap}. Tried on channels
     from a run of sends to a run of receives that carry no other channel, seen at 3 or
-    more P."""
+    more P, both made by every rank (a decomposition spans the ranks: a channel between
+    two classes of ranks, or within a sub-communicator, is no remap of one)."""
     rule = declared.rule if declared is not None and declared.ndims == 3 else None
     out = {}
     for n, c in enumerate(channels):
+        if spaces is not None and (spaces[c.send] is not None or spaces[c.recv] is not None):
+            continue
         # (calls to a neighbour along given dimensions of the declared grid are a stencil's)
         if any(len(runs[x].key) > 5 and runs[x].key[4][:1] == ("dims",) for x in (c.send, c.recv)):
             continue
@@ -2781,7 +2978,7 @@ def _statistical_analogy(slots: list, runs: list, grid: Grid, Ps: list[int]) -> 
              if side != "recv"]
         return float(np.mean(v)) if v else None
 
-    out, n = [], len(runs)
+    out, n = [], max([len(runs)] + [i + 1 for i, _ in slots])
     for d in narrow:
         copies: dict[int, int] = {}
         for i, sl in slots:
@@ -2807,6 +3004,59 @@ def _statistical_analogy(slots: list, runs: list, grid: Grid, Ps: list[int]) -> 
             if sl.wait_of is not None and sl.wait_of in copies:
                 out.append((n, dataclasses.replace(sl, key=f"{sl.key}/dim{d}", wait_of=copies[sl.wait_of])))
                 n += 1
+    return out
+
+
+def _check_crossing(runs: list, channels: list, spaces: list, P: int) -> None:
+    """Refuse a split-communicator phase whose merged order has a blocking receive run
+    before a collective and the run that sends it its messages after that collective,
+    where the collective's ranks hold receivers and senders both (at P): realised in
+    that order, the receivers would wait in the receive while the senders wait for them
+    in the collective."""
+    def ranks(i):
+        return set((spaces[i] or _EVERY_RANK).ranks(P).tolist())
+
+    coll = [i for i, r in enumerate(runs) if r.op not in P2P_OPS and r.op not in WAIT_OPS]
+    for c in channels:
+        if c.send == c.recv or runs[c.recv].op not in BLOCKING_RECV_OPS or c.recv > c.send:
+            continue
+        between = [i for i in coll if c.recv < i < c.send and ranks(i) & ranks(c.recv) and ranks(i) & ranks(c.send)]
+        if between:
+            raise StatisticalError(
+                f"run {c.recv} ({OPS[runs[c.recv].op]}) receives before the collective run {between[0]} "
+                f"({OPS[runs[between[0]].op]}) what run {c.send} ({OPS[runs[c.send].op]}) sends after it: "
+                "no one order of the runs serves every rank, and the realised trace would deadlock")
+
+
+def _run_spaces(runs: list, fams: list, Ps: list[int]) -> list:
+    """The :class:`~logical_model.statistical.Space` of each run: its family's side of a
+    class split or sub-grid layout for a run on a sub-communicator (every rank it holds
+    at every P must make the run's calls or none of them); on MPI_COMM_WORLD, the class
+    of ranks that make it where some do not and a class (every m-th rank, ...) gives them
+    at every P; a wait run's is the run of posts it completes. None: every rank (or,
+    where no class says which ranks make the run, every rank with the calls spread)."""
+    out: list = []
+    for run in runs:
+        callers = {P: np.unique(run.events[P][0]) for P in Ps}
+        if run.comm[0] == "sub":
+            role, colour = fams[run.comm[1]]
+            sp = Space(role=role, colour=colour)
+            for P in Ps:
+                outside = np.setdiff1d(callers[P], sp.ranks(P))
+                if outside.size:
+                    raise StatisticalError(f"P={P}: rank {int(outside[0])} makes calls of {OPS[run.op]} on "
+                                           f"{sp.describe()}, which it is not a member of")
+            out.append(sp)
+        elif run.comm[0] == "after":
+            out.append(None)  # the run of posts it completes: below
+        elif all(len(callers[P]) in (0, P) for P in Ps):
+            out.append(None)
+        else:
+            rule = infer_members(callers) if all(len(callers[P]) for P in Ps) else None
+            out.append(Space(members=rule) if rule is not None else None)
+    for n, run in enumerate(runs):
+        if run.comm[0] == "after" and run.after is not None:
+            out[n] = out[run.after]
     return out
 
 

@@ -55,11 +55,13 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import itertools
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Run", "Channel", "runs", "match", "channel_rows", "spread_counts", "lex_topological", "StatisticalError"]
+__all__ = ["Run", "Channel", "Space", "runs", "match", "comm_families", "channel_rows", "cross_rows", "spread_counts",
+           "lex_topological", "StatisticalError"]
 
 
 class StatisticalError(ValueError):
@@ -91,14 +93,170 @@ class Channel:
     mixed: bool = False  # its messages differ in size at some P (their mean is an expected value)
 
 
-def _comm_key(c: int, kind: int, world_ids: list[int], world: int, cart: int):
+def _comm_key(c: int, kind: int, world_ids: list[int], world: int, cart: int, family: dict | None = None):
     if c < 0:
         return ("-",)
     if kind == cart:
         return ("cart",)
     if kind == world:
         return ("world", world_ids.index(c))
+    if family and c in family:
+        return family[c]
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Space:
+    """The ranks that make a run of calls, and where its messages go: ``role`` a
+    sub-communicator layout (:class:`~logical_model.rules.ClassComm` or
+    :class:`~logical_model.topology.SubGrid`) and, for a class split, the ``colour`` of its
+    communicator the run is on (None: every communicator of the layout: rows, columns);
+    or, on MPI_COMM_WORLD, ``members``: the class of world ranks that make the run (a
+    "member" rule: the particle ranks of a particle/PME split). Neither: every rank.
+    A run's channels are realised among the ranks of its space, in their own numbering
+    (:meth:`layout`); a channel between two spaces by :func:`cross_rows`."""
+
+    role: Any = None
+    colour: int | None = None
+    members: Any = None
+
+    def layout(self, ranks: np.ndarray, P: int):
+        """(inside, group, local rank, ranks per group) of each world rank: whether it makes
+        the run, its communicator (colour), its rank among the space's ranks of that
+        communicator and how many there are."""
+        ranks = np.asarray(ranks, np.int64)
+        n = len(ranks)
+        if self.role is not None:
+            colour, local, size = self.role.layout(ranks, P)
+            size = np.broadcast_to(np.asarray(size, np.int64), (n,))
+            inside = np.ones(n, bool) if self.colour is None else colour == self.colour
+            return inside, np.asarray(colour, np.int64), np.asarray(local, np.int64), size
+        if self.members is not None:
+            mine = self.members(np.arange(P), P) >= 0
+            return mine[ranks], np.zeros(n, np.int64), (np.cumsum(mine) - 1)[ranks], np.full(n, int(mine.sum()))
+        return np.ones(n, bool), np.zeros(n, np.int64), ranks, np.full(n, P, np.int64)
+
+    def world(self, group: np.ndarray, local: np.ndarray, P: int) -> np.ndarray:
+        """World rank of each (group, local rank); -1 stays -1."""
+        local = np.asarray(local, np.int64)
+        if self.role is not None:
+            return np.where(local >= 0, self.role.world(np.asarray(group, np.int64), local, P), -1)
+        if self.members is not None:
+            mine = np.flatnonzero(self.members(np.arange(P), P) >= 0)
+            return np.where(local >= 0, mine[np.clip(local, 0, max(len(mine) - 1, 0))], -1) if len(mine) else \
+                np.full(local.shape, -1, np.int64)
+        return local
+
+    def ranks(self, P: int) -> np.ndarray:
+        """The world ranks that make the run at P."""
+        return np.flatnonzero(self.layout(np.arange(P), P)[0])
+
+    def single(self, P: int) -> bool:
+        """Whether the space's ranks share one communicator (group) at P."""
+        inside, group, _, _ = self.layout(np.arange(P), P)
+        return len(np.unique(group[inside])) <= 1
+
+    def describe(self) -> str:
+        if self.role is not None:
+            what = self.role.describe()
+            if self.colour is not None and what.startswith("split into "):
+                side = what[len("split into "):].rsplit(" and the others", 1)[0]
+                return f"the communicator of {side}" if self.colour == 1 else f"the communicator of the ranks but {side}"
+            return f"communicators {what}"
+        if self.members is not None:
+            return self.members.describe()
+        return "every rank"
+
+    def to_dict(self) -> dict:
+        return {"role": self.role.to_dict() if self.role is not None else None, "colour": self.colour,
+                "members": self.members.to_dict() if self.members is not None else None}
+
+
+def comm_families(used: dict[int, dict[int, np.ndarray]]):
+    """Sub-communicators of one phase related across P: ``used[P] = {communicator id:
+    members}`` (world ranks in communicator rank order) of those its calls use at P.
+    Each communicator at the largest P, the largest first, is one side of a split into a
+    class of ranks and the others (:func:`~logical_model.rules.infer_class_comm`, the same
+    side at every P: the PME ranks' communicator, the particle ranks'), or, with every
+    communicator of its size, a row, column or plane layout of a grid
+    (:func:`~logical_model.topology.infer_subgrid`); communicators of one rank at every P
+    left then are each rank's own. Returns ({P: {communicator id: ("sub", family)}},
+    [(layout, colour or None) per family]); raises :class:`StatisticalError` naming a
+    communicator no layout gives at every P."""
+    from .rules import infer_class_comm
+    from .topology import DimsRule, SubGrid, infer_subgrid
+    Ps = sorted(used)
+    left = {P: {int(c): np.asarray(m, np.int64) for c, m in used[P].items()} for P in Ps}
+    keys: dict[int, dict[int, tuple]] = {P: {} for P in Ps}
+    fams: list[tuple] = []
+    if not Ps:
+        return keys, fams
+    top, others = Ps[-1], Ps[:-1]
+
+    def take(f: int, ids: dict[int, list[int]]) -> None:
+        for P, cs in ids.items():
+            for c in cs:
+                keys[P][c] = ("sub", f)
+                left[P].pop(c, None)
+
+    for c in sorted(left[top], key=lambda c: (-len(left[top][c]), c)):
+        if c not in left[top] or len(left[top][c]) < 2:
+            continue
+        m = left[top][c]
+        found = None
+        # one side of a class split: one communicator at each smaller P, on the same side
+        # (a depth-first search, the larger P first: a choice no split gives is not extended)
+        def split(obs: dict, rest: list):
+            cc = infer_class_comm({P: [left[P][x]] for P, x in obs.items()})
+            if cc is None or len({int(cc.layout(left[P][x][:1], P)[0][0]) for P, x in obs.items()}) != 1:
+                return None
+            if not rest:
+                return cc, int(cc.layout(m[:1], top)[0][0]), obs
+            for x in sorted(left[rest[0]], key=lambda x: (abs(len(left[rest[0]][x]) * top - len(m) * rest[0]), x)):
+                got = split({**obs, rest[0]: x}, rest[1:])
+                if got is not None:
+                    return got
+            # or the phase makes no call on it at that P (a class of one rank that skips
+            # its transposes), as long as two P show it
+            return split(obs, rest[1:]) if len(obs) + len(rest) > 2 else None
+
+        got = split({top: c}, others[::-1])
+        if got is not None:
+            found = ((got[0], got[1]), {P: [x] for P, x in got[2].items()})
+        if found is None:  # rows, columns, planes: every communicator of one size at each P
+            size = len(m)
+            for pick in itertools.product(*[sorted({len(v) for v in left[P].values()}) for P in others]):
+                ids = {top: [x for x, v in left[top].items() if len(v) == size],
+                       **{P: [x for x, v in left[P].items() if len(v) == s] for P, s in zip(others, pick)}}
+                sgs = infer_subgrid({P: [left[P][x] for x in cs] for P, cs in ids.items()})
+                if sgs:
+                    found = ((sgs[0], None), ids)
+                    break
+        if found is None:
+            raise StatisticalError(
+                f"P={top}: the communicator of ranks {_ranks_text(m)} follows no split into a class of "
+                "ranks and the others, nor a row, column or plane layout of a grid, at every P")
+        if found[0] in fams:
+            f = fams.index(found[0])
+        else:
+            f = len(fams)
+            fams.append(found[0])
+        take(f, found[1])
+    if any(len(v) != 1 for P in Ps for v in left[P].values()):
+        P = next(P for P in Ps if any(len(v) != 1 for v in left[P].values()))
+        v = next(v for v in left[P].values() if len(v) != 1)
+        raise StatisticalError(f"P={P}: the communicator of ranks {_ranks_text(v)} has no counterpart at "
+                               f"P={top} that a layout relates it to")
+    if any(left[P] for P in Ps):  # each rank's own communicator
+        own = (SubGrid(DimsRule("dims_create", 1), (False,)), None)
+        fams.append(own)
+        take(len(fams) - 1, {P: list(left[P]) for P in Ps})
+    return keys, fams
+
+
+def _ranks_text(m: np.ndarray, n: int = 8) -> str:
+    m = [int(x) for x in m]
+    return ", ".join(map(str, m[:n])) + (" ..." if len(m) > n else "")
 
 
 def _moved(rank: int, peer: int, grid) -> tuple:
@@ -116,7 +274,7 @@ def _moved(rank: int, peer: int, grid) -> tuple:
 
 
 def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozenset, world: int, cart: int,
-         grids: dict | None = None):
+         grids: dict | None = None, families: dict | None = None):
     """The run slots of one phase at every traced P.
 
     ``per_p[P] = (op, tag, comm, peer, offsets, kinds)``: the template's op, tag,
@@ -125,13 +283,21 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
     makes the phase refused). ``grids[P] = (dims, periods)``: the declared process grid,
     on which the calls to a peer on MPI_COMM_WORLD or the grid are keyed by the
     dimensions they move along too (an exchange along a dimension 1 wide at a small P is
-    missing there, not another one). Returns (runs in one order, per P the run index of
+    missing there, not another one). ``families[P] = {communicator id: key}``: the
+    sub-communicators :func:`comm_families` relates across P, keyed by their family.
+    Returns (runs in one order, per P the run index of
     every template event).
     """
     keys_per_p, run_of_event = {}, {}
-    grids = grids or {}
+    grids, families = grids or {}, families or {}
+    # with split communicators, a run is its calls of one operation and tag on one
+    # communicator in one segment however the rank's other calls interleave them (ranks
+    # order their halo pulses by their place in the decomposition), and a segment ends
+    # only where calls on the same communicator turn from point-to-point to collective
+    merged = any(families.values())
     for P, (op, tag, comm, peer, offs, kinds) in per_p.items():
         grid = grids.get(P)
+        family = families.get(P)
         world_ids = sorted(c for c, k in kinds.items() if k == world)
         ev_keys = np.empty(len(op), object)
         rank_seqs = []
@@ -143,24 +309,30 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
             prev_base = None
             segment: tuple = ("-",)
             segments: dict[tuple, int] = {}
+            on: dict[tuple, tuple] = {}  # merged: per communicator, (point-to-point?, segment)
             for e in range(a, b):
                 o, c = int(op[e]), int(comm[e])
                 if o in wait_ops:
                     base = (o, -1, ("after", last_post))
                 else:
-                    ck = _comm_key(c, kinds.get(c, -99), world_ids, world, cart)
+                    ck = _comm_key(c, kinds.get(c, -99), world_ids, world, cart, family)
                     if ck is None:
                         raise StatisticalError(f"P={P}: rank {r} calls on a communicator that is neither "
-                                               "MPI_COMM_WORLD, a duplicate of it nor the Cartesian grid")
+                                               "MPI_COMM_WORLD, a duplicate of it, the Cartesian grid nor a "
+                                               "split of the ranks sigex relates across P")
                     seg = (ck, o in p2p_ops)
-                    if seg != segment[0]:  # a new segment: calls on another communicator, or
+                    if merged:
+                        was = on.get(ck)
+                        on[ck] = (seg[1], 0 if was is None else was[1] + (was[0] != seg[1]))
+                        segment = (seg, on[ck][1])
+                    elif seg != segment[0]:  # a new segment: calls on another communicator, or
                         m = segments.get(seg, 0)  # collectives after point-to-point calls
                         segments[seg] = m + 1
                         segment = (seg, m)
                     where = _moved(r, int(peer[e]), grid) if ck in (("world", 0), ("cart",)) else ("-",)
                     base = (o, int(tag[e]), ck, segment[1], where)
                 if base != prev_base:  # a new run
-                    n = count.get(base, 0)
+                    n = 0 if merged else count.get(base, 0)
                     count[base] = n + 1
                     seq.append(base + (n,))
                     prev_base = base
@@ -293,17 +465,21 @@ def channel_rows(total: int, P: int, ranks: np.ndarray, side: str):
     (present, peer, recv_peer) arrays, row j being each rank's j-th message of the
     channel. ``side``: "send" (rank r's j-th goes to r + 1 + j mod (P - 1)), "recv" (the
     matching receives, from r - 1 - j mod (P - 1)) or "both" (a Sendrecv: every rank the
-    same count, both at once)."""
+    same count, both at once; calls left over go to pairs of ranks, each partner of the
+    other)."""
     ranks = np.asarray(ranks, np.int64)
     n = len(ranks)
     if P < 2 or total <= 0:
         return []
     if side == "both":
-        k = int(round(total / P))
+        k, extra = divmod(int(total), P)
         rows = []
         for j in range(k):
             d = 1 + j % (P - 1)
             rows.append((np.ones(n, bool), (ranks + d) % P, (ranks - d) % P))
+        if extra >= 2:  # the calls left: pairs of the first ranks, each with the other
+            present = ranks < extra - extra % 2
+            rows.append((present, ranks ^ 1, ranks ^ 1))
         return rows
     K = -(-int(total) // P)
     rows = []
@@ -317,4 +493,37 @@ def channel_rows(total: int, P: int, ranks: np.ndarray, side: str):
             src = (ranks - d) % P
             present = spread_counts(total, P, src) > j
             rows.append((present, src, none))
+    return rows
+
+
+def cross_rows(total: int, P: int, ranks: np.ndarray, senders: np.ndarray, receivers: np.ndarray, side: str):
+    """Rows of one side of a channel of ``total`` messages at P between two classes of
+    ranks (world ranks, sorted: the particle ranks sending to the PME ranks, say), as
+    :func:`channel_rows` gives them within one: the senders make total // n_senders
+    messages each (one more on the first), numbered sender by sender; message g goes to
+    receiver g mod n_receivers, so each receiver gets the same number give or take one,
+    and takes them in that order. ``side``: "send" or "recv"."""
+    ranks = np.asarray(ranks, np.int64)
+    senders, receivers = np.asarray(senders, np.int64), np.asarray(receivers, np.int64)
+    nS, nR, total = len(senders), len(receivers), max(0, int(total))
+    if not total or not nS or not nR:
+        return []
+    cnt = spread_counts(total, nS, np.arange(nS))
+    start = np.concatenate([[0], np.cumsum(cnt)])
+    none = np.full(len(ranks), -1, np.int64)
+    mine = senders if side == "send" else receivers
+    pos = np.minimum(np.searchsorted(mine, ranks), len(mine) - 1)
+    ok = mine[pos] == ranks
+    rows = []
+    if side == "send":
+        for j in range(int(cnt.max())):
+            present = ok & (cnt[pos] > j)
+            g = start[pos] + j
+            rows.append((present, np.where(present, receivers[g % nR], -1), none))
+        return rows
+    for t in range(-(-total // nR)):
+        g = pos + t * nR
+        present = ok & (g < total)
+        i = np.clip(np.searchsorted(start, g, "right") - 1, 0, nS - 1)
+        rows.append((present, np.where(present, senders[i], -1), none))
     return rows
