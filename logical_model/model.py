@@ -1703,7 +1703,21 @@ def _common_order(seqs) -> list | None:
     return [keys[i] for i in order]
 
 
+#: the last keys :func:`_stream_classes` read and its classes (a phase without one order asks
+#: for them three times: its order, the classes tried, the refusal's reason)
+_STREAM_CLASSES_LAST: tuple = (None, [])
+
+
 def _stream_classes(keys_per_p: dict[int, list[list[tuple]]], limit: int = 24) -> list[PeerRule]:
+    """Rank classes the ranks' own streams show (:func:`_stream_classes_of`), at most
+    ``limit`` (the first of the 24 looked for)."""
+    global _STREAM_CLASSES_LAST
+    if _STREAM_CLASSES_LAST[0] is not keys_per_p:
+        _STREAM_CLASSES_LAST = (keys_per_p, _stream_classes_of(keys_per_p, 24))
+    return _STREAM_CLASSES_LAST[1][:limit]
+
+
+def _stream_classes_of(keys_per_p: dict[int, list[list[tuple]]], limit: int) -> list[PeerRule]:
     """Rank classes the ranks' own streams show: for each slot key only some ranks have at
     every P (a call only the PME ranks make, one on the particle ranks' communicator), the
     class of those ranks when one fits every P (:func:`~logical_model.rules.infer_members`:
