@@ -120,7 +120,7 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     the innermost loop wins over an outer loop that merely contains it. ``near``: also
     try the periods within 10% of it (a variant of a known iteration). ``anchor``: per
     token, whether it is a global collective (every rank makes it); a unit that holds
-    one begins right after its last one (:func:`_after_last_anchor`).
+    one is not cut on one (:func:`_past_collectives`).
     """
     t = tokens[:window]
     n = len(t)
@@ -166,7 +166,7 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     while not whole and p > 1 and s < s0 + p - 1 and s + p < n and t[s] == t[s + p - 1]:
         s += 1
     if anchor is not None:
-        s = _after_last_anchor(anchor[:n], s, p, s0, m)
+        s = _past_collectives(anchor[:n], s, p, s0, m)
     return s, p, int(np.sum(t[s:s + p] == t[s]))
 
 
@@ -184,23 +184,24 @@ def _primitive(t: np.ndarray, p: int, s0: int, m: int) -> tuple[int, int]:
     return p, m
 
 
-def _after_last_anchor(anchor: np.ndarray, s: int, p: int, s0: int, m: int) -> int:
-    """The canonical rotation of a cycle that holds a global collective: its iteration
-    begins with the call right after the cycle's last global collective.
+def _past_collectives(anchor: np.ndarray, s: int, p: int, s0: int, m: int) -> int:
+    """The cut of a cycle never falls on a global collective: a start there moves past
+    the run of them it begins, to the call right after it.
 
     Where the tandem repeat is first seen depends on what precedes the loop, which
-    differs by P and by rank (a solver loop entered after a set-up whose last calls
-    happen to be the cycle's); the position of the cycle's global collectives does not,
-    since every rank makes them in the same order at every P. So every rank, at every
-    P, cuts the cycle at the same call (a PCG iteration ``halo, Allreduce x3`` begins
-    with its halo exchange, a smoother sweep ``halo, halo, Allreduce`` with its first
-    halo). The start moves forward within the repeat (``t[i] == t[i+p]`` for i in
-    ``s0 .. s0+m``), or back by a cycle where the repeat has no room for it; a cycle
-    without a global collective keeps its start."""
-    hits = np.flatnonzero(anchor[s:s + p])
-    if not hits.size:
+    differs by P and by rank (a solver loop entered after a set-up that ends with the
+    cycle's reductions); the cycle's global collectives are the calls every rank makes in
+    the same order at every P. A PCG iteration ``halo, Allreduce x3`` is then cut at its
+    halo exchange at every P (OpenFOAM's icoFoam was cut at its first Allreduce at P = 8,
+    at its halo at P = 4), a smoother sweep ``halo, halo, Allreduce`` at its first
+    halo. The start moves forward within the repeat (``t[i] == t[i+p]`` for i in
+    ``s0 .. s0+m``), or back by a cycle where the repeat has no room for it. A start
+    elsewhere stays: calls that only some ranks make may follow the collective (a flag
+    sent to one rank after the step's reduction), and the step before holds them."""
+    cyc = anchor[s:s + p]
+    if not cyc[0] or cyc.all():
         return s
-    c = s + (int(hits[-1]) + 1) % p
+    c = s + int(np.argmin(cyc))
     if c == s:
         return s
     if c <= s0 + m - p:  # still repeated there (t[c:c+p] == t[c+p:c+2p])
@@ -301,7 +302,8 @@ def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_
     skip a check: period at least half the plain one, twice or more) is cut at each
     repetition; every other piece is an iteration if it holds more than half of the
     plain iteration's calls, and otherwise stays with the iteration before it. (Blocks
-    with the same structure are cut alike: the caller keys them by it.)"""
+    with the same structure are cut alike: the caller keys them by it.) ``anchor`` marks
+    the block's global collectives (a variant cycle that holds one is cut after its last)."""
     pieces = [0]
     if len(gap) >= 1.5 * p:
         found = find_unit(full, near=p, anchor=anchor)
@@ -429,7 +431,7 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
 
 def _aligned(occ: np.ndarray, anchor: np.ndarray | None, a: int, p: int) -> np.ndarray:
     """The occurrences of a plain iteration that ends with a global collective (it was cut
-    right after its last one: :func:`_after_last_anchor`) that begin right after one too:
+    right after its last one: :func:`_past_collectives`) that begin right after one too:
     a match elsewhere lies inside another cycle (a PCG iteration ``halo, Allreduce`` seen
     in a smoother sweep ``halo, halo, Allreduce`` once runs of one call are collapsed),
     and would cut it where no rank's cycle begins. The first iteration ``a`` is kept."""
@@ -570,7 +572,7 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
     ``full`` are the rank's full tokens (:func:`signature.phases.tokenize`), ``struct``
     its structure tokens (:func:`structure_tokens`; equal to ``full`` when omitted),
     ``anchor`` marks its global collectives (a cycle that holds one is cut right after
-    its last one, the same call at every P and on every rank: :func:`_after_last_anchor`).
+    its last one, the same call at every P and on every rank: :func:`_past_collectives`).
 
     The stream is cut as it is, and, if a call comes in runs of varying length (a count
     that changes with the data: messages sent only where atoms cross), also with those
@@ -604,6 +606,11 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
     varies = (odd >= 2) & (odd >= 0.05 * runs_n)
     collapse_run = np.zeros(len(starts), bool)
     collapse_run[order] = varies[grp]
+    if anchor is not None:
+        # a run of global collectives stays: its length is the cycle's, not the data's (a
+        # PCG iteration's three reductions, two in its last): collapsed, the iteration
+        # would be found inside another loop's cycle (issue 24)
+        collapse_run &= ~anchor[starts]
     drop = np.zeros(n, bool)
     drop[~head] = np.repeat(collapse_run, lengths)[~head]
     kept = np.flatnonzero(~drop)
