@@ -606,11 +606,6 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
     varies = (odd >= 2) & (odd >= 0.05 * runs_n)
     collapse_run = np.zeros(len(starts), bool)
     collapse_run[order] = varies[grp]
-    if anchor is not None:
-        # a run of global collectives stays: its length is the cycle's, not the data's (a
-        # PCG iteration's three reductions, two in its last): collapsed, the iteration
-        # would be found inside another loop's cycle (issue 24)
-        collapse_run &= ~anchor[starts]
     drop = np.zeros(n, bool)
     drop[~head] = np.repeat(collapse_run, lengths)[~head]
     kept = np.flatnonzero(~drop)

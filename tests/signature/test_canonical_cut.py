@@ -3,9 +3,8 @@ a cycle first seen on a global collective is cut right after the run of them, so
 same loop gives the same kinds of phase (op order) and weights at every P.
 
 ``signature.iterations._past_collectives`` (the rotation), ``_aligned`` (a match of the
-plain iteration inside another cycle is none), ``_primitive`` (two loops in one window
-whose periods divide a common multiple: the first loop's own period) and the runs of
-global collectives that are never collapsed as data-dependent counts."""
+plain iteration inside another cycle is none) and ``_primitive`` (two loops in one
+window whose periods divide a common multiple: the first loop's own period)."""
 
 from __future__ import annotations
 
