@@ -107,7 +107,7 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
-              near: int | None = None) -> tuple[int, int, int] | None:
+              near: int | None = None, anchor: np.ndarray | None = None) -> tuple[int, int, int] | None:
     """``(index, period, per_unit)`` of the innermost dominant loop in the first
     ``window`` tokens: where its first iteration starts, its length in events, and how
     often the iteration's first token occurs in one iteration; None if nothing repeats.
@@ -118,7 +118,9 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     ``u^k`` (k >= 3; k = 2 only when nothing repeats three times). The chosen period is
     the smallest whose repeats cover at least 75% of what the best period covers, so
     the innermost loop wins over an outer loop that merely contains it. ``near``: also
-    try the periods within 10% of it (a variant of a known iteration).
+    try the periods within 10% of it (a variant of a known iteration). ``anchor``: per
+    token, whether it is a global collective (every rank makes it); a unit that holds
+    one is not cut on one (:func:`_past_collectives`).
     """
     t = tokens[:window]
     n = len(t)
@@ -151,6 +153,8 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
         return None
     top = max(b[1] for b in best)
     p, _, s0, m = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
+    if anchor is not None:
+        p, m = _primitive(t, p, s0, m)
     # rotation: an iteration does not begin with the call it ends with. The first
     # repetition can start too early when the initial part ends like an iteration
     # (CG: an Allreduce before a loop that ends with one); move the start forward
@@ -161,7 +165,50 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     whole = m % p == 0 and s0 + m + p < n
     while not whole and p > 1 and s < s0 + p - 1 and s + p < n and t[s] == t[s + p - 1]:
         s += 1
+    if anchor is not None:
+        s = _past_collectives(anchor[:n], s, p, s0, m)
     return s, p, int(np.sum(t[s:s + p] == t[s]))
+
+
+def _primitive(t: np.ndarray, p: int, s0: int, m: int) -> tuple[int, int]:
+    """The smallest period q dividing p that the first repeat ``t[s0:s0+m+p]`` already
+    has, and its run length: a window that holds two loops whose periods divide a common
+    multiple (a smoother sweep of 15 calls, then a PCG iteration of 10: both repeat with
+    period 30) makes the multiple cover most, while the first loop's own iteration is
+    the smaller one (taken with the canonical cut only: issue 24)."""
+    seg = t[s0:s0 + m + p]
+    for q in range(1, p):
+        if p % q == 0 and np.array_equal(seg[q:], seg[:-q]):
+            neq = np.flatnonzero(t[s0 + q:] != t[s0:len(t) - q])
+            return q, int(neq[0]) if neq.size else len(t) - q - s0
+    return p, m
+
+
+def _past_collectives(anchor: np.ndarray, s: int, p: int, s0: int, m: int) -> int:
+    """The cut of a cycle never falls on a global collective: a start there moves past
+    the run of them it begins, to the call right after it.
+
+    Where the tandem repeat is first seen depends on what precedes the loop, which
+    differs by P and by rank (a solver loop entered after a set-up that ends with the
+    cycle's reductions); the cycle's global collectives are the calls every rank makes in
+    the same order at every P. A PCG iteration ``halo, Allreduce x3`` is then cut at its
+    halo exchange at every P (OpenFOAM's icoFoam was cut at its first Allreduce at P = 8,
+    at its halo at P = 4), a smoother sweep ``halo, halo, Allreduce`` at its first
+    halo. The start moves forward within the repeat (``t[i] == t[i+p]`` for i in
+    ``s0 .. s0+m``), or back by a cycle where the repeat has no room for it. A start
+    elsewhere stays: calls that only some ranks make may follow the collective (a flag
+    sent to one rank after the step's reduction), and the step before holds them."""
+    cyc = anchor[s:s + p]
+    if not cyc[0] or cyc.all():
+        return s
+    c = s + int(np.argmin(cyc))
+    if c == s:
+        return s
+    if c <= s0 + m - p:  # still repeated there (t[c:c+p] == t[c+p:c+2p])
+        return c
+    if c - p >= s0:
+        return c - p
+    return s
 
 
 _POWERS: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
@@ -247,24 +294,29 @@ def _shares(piece: np.ndarray, vocab: np.ndarray, unit_counts: np.ndarray) -> in
     return int(np.minimum(np.bincount(idx[known], minlength=len(vocab)), unit_counts).sum())
 
 
-def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray) -> list[int]:
+def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray,
+             anchor: np.ndarray | None = None) -> list[int]:
     """Offsets in a block between two plain iterations where iterations start.
 
     A block that repeats a variant iteration of its own (the steps after a rebuild that
     skip a check: period at least half the plain one, twice or more) is cut at each
     repetition; every other piece is an iteration if it holds more than half of the
     plain iteration's calls, and otherwise stays with the iteration before it. (Blocks
-    with the same structure are cut alike: the caller keys them by it.)"""
+    with the same structure are cut alike: the caller keys them by it.) ``anchor`` marks
+    the block's global collectives (a variant cycle that holds one is cut after its last)."""
     pieces = [0]
     if len(gap) >= 1.5 * p:
-        found = find_unit(full, near=p)
+        found = find_unit(full, near=p, anchor=anchor)
         if found is not None and p / 2 <= found[1] <= 2 * p:
             s, q, _ = found
             H, ipw = prefix_hash(gap)
             idx = np.arange(s, len(gap) - q + 1)
             h_win = np.zeros(len(gap) - q + 1, np.uint64)
             h_win[s:] = segment_hash(H, ipw, idx, idx + q)
-            keep = _occurrences(h_win, h_win[s], s, q).tolist()
+            keep = _occurrences(h_win, h_win[s], s, q)
+            if anchor is not None:
+                keep = _aligned(keep, anchor, s, q)
+            keep = keep.tolist()
             if len(keep) >= 2:
                 pieces = sorted({0, *keep, keep[-1] + q} - {len(gap)})
     bounds = pieces + [len(gap)]
@@ -349,7 +401,7 @@ def _first_cut(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.nda
 
 
 def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: int,
-          lo: int) -> tuple[np.ndarray, int]:
+          lo: int, anchor: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """Iteration starts of the loop whose plain iteration is struct[a:a+p], and where the
     loop ends (after its last plain iteration). Plain iterations before ``a`` (at or
     after ``lo``) whose message sizes differed from the first repeats still belong to
@@ -357,8 +409,8 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
     so do the steps right before them that are the plain iteration with runs of one call
     collapsed (:func:`_steps_before`)."""
     unit = struct[a:a + p]
-    occ = _occurrences(h_win, h_win[a], a, p)
-    before = _occurrences(h_win[:a], h_win[a], lo, p)
+    occ = _aligned(_occurrences(h_win, h_win[a], a, p), anchor, a, p)
+    before = _aligned(_occurrences(h_win[:a], h_win[a], lo, p), anchor, a, p)
     before = before[before + p <= a]
     nxt = a
     for o in before[::-1].tolist():
@@ -377,7 +429,8 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
         gap = struct[ga:gb]
         key = gap.tobytes()
         if key not in cache:
-            cache[key] = _cut_gap(gap, full[ga:gb], p, vocab, unit_counts)
+            cache[key] = _cut_gap(gap, full[ga:gb], p, vocab, unit_counts,
+                                  None if anchor is None else anchor[ga:gb])
         extra += [ga + c for c in cache[key]]
     # after the last plain iteration: the longest block seen between two plain
     # iterations that the rest of the run begins with still belongs to the loop (the
@@ -404,6 +457,18 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
             end += c
     starts = np.unique(np.concatenate([occ, np.asarray(extra, np.int64)]))
     return starts, end
+
+
+def _aligned(occ: np.ndarray, anchor: np.ndarray | None, a: int, p: int) -> np.ndarray:
+    """The occurrences of a plain iteration that ends with a global collective (it was cut
+    right after its last one: :func:`_past_collectives`) that begin right after one too:
+    a match elsewhere lies inside another cycle (a PCG iteration ``halo, Allreduce`` seen
+    in a smoother sweep ``halo, halo, Allreduce`` once runs of one call are collapsed),
+    and would cut it where no rank's cycle begins. The first iteration ``a`` is kept."""
+    if anchor is None or not occ.size or not anchor[a + p - 1]:
+        return occ
+    prev = np.maximum(occ - 1, 0)
+    return occ[(occ == a) | (occ == 0) | anchor[prev]]
 
 
 def _steps_before(struct: np.ndarray, unit: np.ndarray, lo: int, first: int) -> np.ndarray:
@@ -446,7 +511,8 @@ def segment_keys(struct: np.ndarray, bounds: np.ndarray) -> tuple[np.ndarray, np
     return shape, segment_hash(H, ipw, bounds[:-1], bounds[1:])
 
 
-def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
+         anchor: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """Bounds and loop index of the segments, and the length of the first loop's plain
     iteration.
 
@@ -460,7 +526,9 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0) -> tuple[np.ndarr
     loops: list[np.ndarray] = []
     pos, look, n_loops, prev_p, first_p = 0, 0, 0, 0, 0
     while pos < n - 1:
-        found = find_unit(full[look:], SEARCH_WINDOW) or find_unit(struct[look:], SEARCH_WINDOW)
+        an = None if anchor is None else anchor[look:]
+        found = (find_unit(full[look:], SEARCH_WINDOW, anchor=an)
+                 or find_unit(struct[look:], SEARCH_WINDOW, anchor=an))
         if found is None:
             if look + SEARCH_WINDOW >= n:
                 break
@@ -473,7 +541,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0) -> tuple[np.ndarr
         idx = np.arange(pos, n - p + 1)
         h_win = np.zeros(n - p + 1, np.uint64)
         h_win[pos:] = segment_hash(H, ipw, idx, idx + p)
-        starts, end = _loop(full, struct, h_win, a, p, pos)
+        starts, end = _loop(full, struct, h_win, a, p, pos, anchor)
         if len(starts) < 2 or (n_loops and (len(starts) < 3 or end - starts[0] < LATER_LOOP_SHARE * n)):
             break
         if n_loops and starts[0] - pos <= NEXT_LOOP_GAP * max(p, prev_p):
@@ -493,7 +561,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0) -> tuple[np.ndarr
     loop = np.concatenate(loops + [np.array([-1])]).astype(np.int64)
     s0 = int(b[1])
     if n_loops and s0 > 2 * first_p and depth < 8:
-        pb, pl, _ = _cut(full[:s0], struct[:s0], depth + 1)
+        pb, pl, _ = _cut(full[:s0], struct[:s0], depth + 1, None if anchor is None else anchor[:s0])
         k = int(pl.max()) + 1 if (pl >= 0).any() else 0
         similar, last_p = False, 0
         if k:
@@ -527,11 +595,14 @@ COLLAPSED_GAIN = 1.1
 #: slides on by half of it)
 SEARCH_WINDOW = 4096
 
-def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegments:
+def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
+                 anchor: np.ndarray | None = None) -> RankSegments:
     """Cut one rank's stream (Init and Finalize excluded) into parts and iterations.
 
     ``full`` are the rank's full tokens (:func:`signature.phases.tokenize`), ``struct``
-    its structure tokens (:func:`structure_tokens`; equal to ``full`` when omitted).
+    its structure tokens (:func:`structure_tokens`; equal to ``full`` when omitted),
+    ``anchor`` marks its global collectives (a cycle that holds one is cut right after
+    its last one, the same call at every P and on every rank: :func:`_past_collectives`).
 
     The stream is cut as it is, and, if a call comes in runs of varying length (a count
     that changes with the data: messages sent only where atoms cross), also with those
@@ -542,7 +613,7 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegm
     if struct is None:
         struct = full
     n = len(full)
-    b, loop, _ = _cut(full, struct)
+    b, loop, _ = _cut(full, struct, anchor=anchor)
     # runs of one call whose length varies (a count that depends on the data) collapse
     # to one call; runs of a constant length (a ring's P-1 shifts) stay
     head = np.ones(n, bool)
@@ -570,7 +641,7 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None) -> RankSegm
     kept = np.flatnonzero(~drop)
     if len(kept) < n:
         plain = _plain_events(loop, b, struct, np.diff(b))
-        cb, cloop, _ = _cut(full[kept], struct[kept])
+        cb, cloop, _ = _cut(full[kept], struct[kept], anchor=None if anchor is None else anchor[kept])
         # counted in events of the real stream
         spans = np.diff(np.concatenate([kept, [n]])[cb])
         if _plain_events(cloop, cb, struct[kept], spans) > COLLAPSED_GAIN * plain:

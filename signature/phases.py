@@ -316,6 +316,13 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         section_loops = [None]
     seen: dict[tuple[bytes, bytes], RankSegments] = {}
     cache: dict = {}
+    # the global collectives (on a communicator of every rank): a cycle that holds one is
+    # cut right after its last one, the same call at every P (issue 24: OpenFOAM's solver
+    # loops were cut at a different call of their cycle at each P)
+    comms = trace.comms
+    world = np.zeros(len(comms) + 1, bool)  # comm ids -1 (none) land on the last entry
+    world[:len(comms)] = (comms.size == P) & ~comms.inter
+    world_coll = _IS_COLLECTIVE[ev["op"]] & world[np.minimum(ev["comm"], len(comms))]
     cols_b, cols_l = [], []
     section_start: list[int] = []  # global segments where a section begins
     n_loops = 0
@@ -325,7 +332,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
             rank_segs = [_collective_loop(struct, int(ro[r]) + 1, section_loops[k][r]) for r in range(P)]
         else:
             rank_segs = [_cut_section(ev["op"], tokens, struct, int(ro[r]) + 1 + int(sections[r, k]),
-                                      int(ro[r]) + 1 + int(sections[r, k + 1]), int(sections[r, k]), seen)
+                                      int(ro[r]) + 1 + int(sections[r, k + 1]), int(sections[r, k]), seen,
+                                      world_coll)
                          for r in range(P)]
         b_k, l_k = align_ranks(trace, rank_segs, cache)
         for L in range(int(l_k.max()) + 1 if l_k.size and l_k.max() >= 0 else 0):
@@ -1506,24 +1514,27 @@ def _collective_loop(struct: np.ndarray, base: int, cuts: np.ndarray) -> RankSeg
 
 
 def _cut_section(op: np.ndarray, tokens: np.ndarray, struct: np.ndarray, a: int, b: int, offset: int,
-                 seen: dict) -> RankSegments:
+                 seen: dict, anchor: np.ndarray | None = None) -> RankSegments:
     """One rank's events ``a:b`` (of the trace) cut into parts and iterations, with bounds
     counted from the rank's first event after Init (``offset`` is where ``a`` lies).
 
     Ranks whose streams are equal (relative to the rank: the interior of a grid) are cut
     once (``seen``). User regions are not part of the loop: the stream is cut without
     them, then each cut is put after the Region_end events that close the previous
-    iteration."""
+    iteration. ``anchor`` marks the trace's global collectives (the canonical cut of a
+    cycle: :func:`signature.iterations.segment_rank`)."""
     inner = op[a:b]
     marks = np.isin(inner, _REGION_OPS)
     if not marks.any():
         key = (tokens[a:b].tobytes(), struct[a:b].tobytes())
         if key not in seen:
-            seen[key] = _polling(segment_rank(tokens[a:b], struct[a:b]), inner)
+            seen[key] = _polling(segment_rank(tokens[a:b], struct[a:b],
+                                              None if anchor is None else anchor[a:b]), inner)
         seg = dataclasses.replace(seen[key])
     else:
         kept = np.flatnonzero(~marks)
-        seg = segment_rank(tokens[a:b][~marks], struct[a:b][~marks])
+        seg = segment_rank(tokens[a:b][~marks], struct[a:b][~marks],
+                           None if anchor is None else anchor[a:b][~marks])
         n = len(inner)
         after = np.concatenate([[0], kept + 1])  # compressed bound c -> just after event c-1
         idx = np.arange(n + 1)

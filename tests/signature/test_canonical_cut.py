@@ -1,0 +1,93 @@
+"""The cut of a solver loop's cycle is the same at every P (issue 24, OpenFOAM's icoFoam):
+a cycle first seen on a global collective is cut right after the run of them, so that the
+same loop gives the same kinds of phase (op order) and weights at every P.
+
+``signature.iterations._past_collectives`` (the rotation), ``_aligned`` (a match of the
+plain iteration inside another cycle is none) and ``_primitive`` (two loops in one
+window whose periods divide a common multiple: the first loop's own period)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from signature import OP_CODE, extract
+from signature.iterations import find_unit
+from synthetic import build_trace
+
+
+def _solver_step(P: int, smooth: list[int], solve: list[int], lead: int):
+    """A time step as a CFD solver makes it: a smoother (``halo, halo, Allreduce`` per
+    sweep, ``smooth[s]`` sweeps), a set-up (two point-to-point exchanges and two
+    reductions), a PCG solve (``halo, Allreduce x3`` per iteration, ``solve[s]`` of them:
+    the solver's data-dependent count), and a final reduction. Before the first step,
+    each rank makes ``lead`` calls of a halo exchange: the first sweep's repeat is then
+    seen from another call of the cycle."""
+    def halo(r):
+        return [("Sendrecv", (r + 1) % P, 640, (r - 1) % P, 640),
+                ("Sendrecv", (r - 1) % P, 640, (r + 1) % P, 640)]
+
+    def step(r, s):
+        calls = []
+        if s == 0:
+            calls += [("Sendrecv", (r + 2) % P, 64, (r - 2) % P, 64)] + halo(r)[:lead]
+        for _ in range(smooth[s]):
+            calls += halo(r) + halo(r) + [("Allreduce", -1, 8)]
+        calls += [("Sendrecv", (r + 2) % P, 96, (r - 2) % P, 96), ("Allreduce", -1, 8),
+                  ("Sendrecv", (r + 2) % P, 96, (r - 2) % P, 96), ("Allreduce", -1, 8)]
+        for _ in range(solve[s]):
+            calls += halo(r) + [("Allreduce", -1, 8)] * 3
+        calls += [("Allreduce", -1, 16)]
+        return calls
+    return step
+
+
+def _kinds(sig) -> dict[tuple[str, ...], int]:
+    """The loop phases by rank 0's op order, with their weights."""
+    out = {}
+    for ph in sig.loop_phases:
+        to = ph.template_offsets
+        ops = tuple(np.asarray(ph.template["op"][to[0]:to[1]]).tolist())
+        out[ops] = out.get(ops, 0) + ph.weight
+    return out
+
+
+@settings(max_examples=20, deadline=None)
+@given(Ps=st.sampled_from([(4, 6), (4, 8), (5, 8), (6, 9)]), steps=st.integers(4, 8),
+       data=st.data(), lead=st.integers(0, 2))
+def test_two_inner_loops_of_data_dependent_length_give_the_same_phase_kinds_at_two_p(Ps, steps, data, lead):
+    """The PCG iterations are one phase whose weight is their count over the run; the
+    smoother's sweeps one phase with the count less at most one a step (the last sweep
+    holds the set-up after it: too few of the plain calls to be an iteration of its own);
+    at both P the same kinds of phase (op order) with the same weights, wherever each
+    rank happened to enter the cycle."""
+    smooth = data.draw(st.lists(st.integers(6, 12), min_size=steps, max_size=steps))
+    solve = data.draw(st.lists(st.integers(8, 20), min_size=steps, max_size=steps))
+    kinds = [_kinds(extract(build_trace(P, steps, _solver_step(P, smooth, solve, lead)))) for P in Ps]
+    assert kinds[0] == kinds[1], Ps
+    sweep = tuple(OP_CODE[o] for o in ("Sendrecv",) * 4 + ("Allreduce",))
+    pcg = tuple(OP_CODE[o] for o in ("Sendrecv",) * 2 + ("Allreduce",) * 3)
+    assert kinds[0].get(pcg) == sum(solve), kinds[0]
+    assert sum(smooth) - steps <= kinds[0].get(sweep, 0) <= sum(smooth), kinds[0]
+
+
+def test_a_cycle_first_seen_on_its_collectives_begins_right_after_them():
+    """The same tandem repeat first seen on either of its two Allreduces: one cut, right
+    after them; first seen elsewhere, it keeps its start."""
+    cycle = np.array([1, 2, 1, 2, 9, 9], np.uint64)  # halo, halo, Allreduce x2
+    for lead in range(6):
+        t = np.concatenate([np.array([7, 8], np.uint64), cycle[lead:], np.tile(cycle, 6)])
+        anchor = t == 9
+        s, p, _ = find_unit(t, anchor=anchor)
+        assert p == 6 and t[s] == (1 if lead >= 4 else cycle[lead]), lead
+        assert (s, p) == find_unit(t)[:2] or lead >= 4
+
+
+def test_two_loops_in_one_window_give_the_first_ones_period():
+    """A smoother of period 5 then a solver of period 3 both repeat with period 15, which
+    covers most of the window; the first loop's own period is 5."""
+    t = np.concatenate([np.tile(np.array([1, 2, 1, 2, 9], np.uint64), 12),
+                        np.tile(np.array([1, 2, 9], np.uint64), 20)])
+    s, p, _ = find_unit(t, anchor=t == 9)
+    assert p == 5 and s == 0
