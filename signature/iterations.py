@@ -154,7 +154,7 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     top = max(b[1] for b in best)
     p, _, s0, m = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
     if anchor is not None:
-        p, m = _primitive(t, p, s0, m)
+        p, m = _primitive(t, p, s0, m, anchor[:n])
     # rotation: an iteration does not begin with the call it ends with. The first
     # repetition can start too early when the initial part ends like an iteration
     # (CG: an Allreduce before a loop that ends with one); move the start forward
@@ -170,7 +170,7 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     return s, p, int(np.sum(t[s:s + p] == t[s]))
 
 
-def _primitive(t: np.ndarray, p: int, s0: int, m: int) -> tuple[int, int]:
+def _primitive(t: np.ndarray, p: int, s0: int, m: int, anchor: np.ndarray) -> tuple[int, int]:
     """The smallest period q dividing p that the first repeat ``t[s0:s0+m+p]`` already
     has, and its run length: a window that holds two loops whose periods divide a common
     multiple (a smoother sweep of 15 calls, then a PCG iteration of 10: both repeat with
@@ -178,7 +178,12 @@ def _primitive(t: np.ndarray, p: int, s0: int, m: int) -> tuple[int, int]:
     the smaller one (taken with the canonical cut only: issue 24)."""
     seg = t[s0:s0 + m + p]
     for q in range(1, p):
-        if p % q == 0 and np.array_equal(seg[q:], seg[:-q]):
+        # (only a cycle that holds a global collective among other calls, as the ones
+        # _past_collectives cuts: CP2K's run of Allreduces of alternating sizes, a unit
+        # of 6 whose first repeats have period 2, taken as a loop of 2 lost every loop
+        # of the run)
+        cyc = anchor[s0:s0 + q]
+        if p % q == 0 and cyc.any() and not cyc.all() and np.array_equal(seg[q:], seg[:-q]):
             neq = np.flatnonzero(t[s0 + q:] != t[s0:len(t) - q])
             return q, int(neq[0]) if neq.size else len(t) - q - s0
     return p, m

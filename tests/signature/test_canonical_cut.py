@@ -91,3 +91,17 @@ def test_two_loops_in_one_window_give_the_first_ones_period():
                         np.tile(np.array([1, 2, 9], np.uint64), 20)])
     s, p, _ = find_unit(t, anchor=t == 9)
     assert p == 5 and s == 0
+
+
+def test_a_loop_of_global_collectives_alone_keeps_its_period():
+    """A unit of six global reductions whose first repeats alternate two sizes (CP2K's
+    run of Allreduces) is no two loops in one window: its period stays 6 (taken as 2, the
+    unseen CP2K trace lost every loop of its run)."""
+    t = np.concatenate([np.array([7, 8], np.uint64), np.tile(np.array([3, 4], np.uint64), 30),
+                        np.tile(np.array([3, 4, 3, 4, 3, 5], np.uint64), 20)])
+    anchor = np.isin(t, [3, 4, 5])
+    assert find_unit(t, anchor=anchor)[1] == find_unit(t)[1]
+    from signature.iterations import _primitive
+    s0, p = 2, 6
+    m = int(np.flatnonzero(t[s0 + p:] != t[s0:len(t) - p])[0])
+    assert _primitive(t, p, s0, m, anchor) == (p, m)
