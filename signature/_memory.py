@@ -7,12 +7,17 @@ costs page faults on first touch (numpy's large arrays ask for transparent huge 
 whose faults zero 2 MB and may compact memory first). A replay worker that keeps no
 result frees everything it built, so its next replay faults every page in again.
 
-Measured on this 2-vCPU VM: on LAMMPS peptide at P = 32 (3,371,341 events, load 6, three
-runs each) the first ``signature.extract`` in a process took 2.18-2.19 s CPU, 1.05-1.10 s
-of it system time in 59,000-61,000 page faults, and a second call in the same process
-1.07 s; with freed memory kept, the first call takes 1.35-1.60 s (22,000 faults) at the
-same peak memory. A replay worker of the stencil at P = 65,536 took 25,500 page faults
-(~100 MB) per ``Program.from_trace`` of its piece before its heap was kept.
+Measured on this 2-vCPU VM (LAMMPS peptide at P = 32, 3,371,341 events, quiet, runs
+interleaved): ``signature.extract`` takes 21,000-23,000 page faults in a fresh process
+with this setting against 60,000-65,000 without; a second call in the same process takes
+1.07-1.17 s CPU against 1.17-1.24 s. The first call is not reliably faster (1.18-2.26 s
+against 1.56-1.89 s): its fewer faults are mostly transparent huge pages (numpy asks for
+them), whose cost varies from run to run; with numpy's huge pages off it is a steady
+1.44 s against 1.70-1.81 s, but every later call is slower. A replay worker of the
+stencil at P = 65,536 took 25,500 page faults (~100 MB) per ``Program.from_trace`` of its
+piece before its heap was kept. Peak memory is unchanged: arrays over 32 MiB are still
+mapped (the stencil at P = 1,048,576: one process 7.49 GB against 7.44 GB, two workers
+4.07/3.94 GB against 4.07/3.75 GB).
 
 :func:`tune_allocation` sets this for the process that calls it: allocations up to 32 MiB
 from the heap (``M_MMAP_THRESHOLD``, glibc's largest) and its free top kept up to
