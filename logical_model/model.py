@@ -67,6 +67,7 @@ learns, per phase:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -1703,21 +1704,7 @@ def _common_order(seqs) -> list | None:
     return [keys[i] for i in order]
 
 
-#: the last keys :func:`_stream_classes` read and its classes (a phase without one order asks
-#: for them three times: its order, the classes tried, the refusal's reason)
-_STREAM_CLASSES_LAST: tuple = (None, [])
-
-
 def _stream_classes(keys_per_p: dict[int, list[list[tuple]]], limit: int = 24) -> list[PeerRule]:
-    """Rank classes the ranks' own streams show (:func:`_stream_classes_of`), at most
-    ``limit`` (the first of the 24 looked for)."""
-    global _STREAM_CLASSES_LAST
-    if _STREAM_CLASSES_LAST[0] is not keys_per_p:
-        _STREAM_CLASSES_LAST = (keys_per_p, _stream_classes_of(keys_per_p, 24))
-    return _STREAM_CLASSES_LAST[1][:limit]
-
-
-def _stream_classes_of(keys_per_p: dict[int, list[list[tuple]]], limit: int) -> list[PeerRule]:
     """Rank classes the ranks' own streams show: for each slot key only some ranks have at
     every P (a call only the PME ranks make, one on the particle ranks' communicator), the
     class of those ranks when one fits every P (:func:`~logical_model.rules.infer_members`:
@@ -1764,10 +1751,11 @@ def _class_orders(keys_per_p: dict[int, list[list[tuple]]], fn):
     return slots, pos
 
 
-def _order(keys_per_p: dict[int, list[list[tuple]]]):
+def _order(keys_per_p: dict[int, list[list[tuple]]], stream_classes=None):
     """The phase's slots in one order, or per rank class when the ranks share none: the
     fixed classes of :data:`ORDER_CLASSES`, then a class the ranks' streams show
-    (:func:`_stream_classes`: the PME ranks, every 4th, and the others) against the rest:
+    (:func:`_stream_classes`: the PME ranks, every 4th, and the others; ``stream_classes``,
+    the caller's one reading of them) against the rest:
     (order, class name or the class's member rule, or None, per-class positions)."""
     all_seqs = list({tuple(seq): None for ks in keys_per_p.values() for seq in ks})
     order = _common_order(all_seqs)
@@ -1777,7 +1765,7 @@ def _order(keys_per_p: dict[int, list[list[tuple]]]):
         found = _class_orders(keys_per_p, fn)
         if found is not None:
             return found[0], name, found[1]
-    for rule in _stream_classes(keys_per_p):
+    for rule in (stream_classes or (lambda: _stream_classes(keys_per_p)))():
         found = _class_orders(keys_per_p, lambda r, P, rule=rule: (rule(r, P) >= 0).astype(np.int64))
         if found is not None:
             return found[0], rule, found[1]
@@ -1803,12 +1791,12 @@ def _is_rotation(a: list, b: list) -> bool:
     return at >= 0
 
 
-def _order_problem(keys_per_p: dict[int, list[list[tuple]]]) -> str:
+def _order_problem(keys_per_p: dict[int, list[list[tuple]]], stream_classes=None) -> str:
     """Why no rank class has one order, as exactly as the streams show it: two ranks of a
     class the streams show (or any two) whose calls, those both make, are the same cycle
     cut at different calls (the repetition begins elsewhere on some ranks: the signature's
     cut, no rank class), else the first two ranks whose common calls come in other orders."""
-    classes = _stream_classes(keys_per_p, limit=4) + [None]
+    classes = (stream_classes() if stream_classes else _stream_classes(keys_per_p, limit=4))[:4] + [None]
     for rule in classes:
         for P, ks in sorted(keys_per_p.items()):
             cls = np.zeros(P, np.int64) if rule is None else (rule(np.arange(P), P) >= 0).astype(np.int64)
@@ -1870,12 +1858,14 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
     problems, slots, notes); ``on_grid``: MPI_COMM_WORLD events' peers are sought on the
     declared grid."""
     problems, notes = [], []
-    order, class_name, positions = _order(keys_per_p)
+    # the rank classes the streams show, read once, and only for a phase without one order
+    stream_classes = functools.cache(lambda: _stream_classes(keys_per_p))
+    order, class_name, positions = _order(keys_per_p, stream_classes)
     if order is None:
         longest = {P: max((len(seq) for seq in ks), default=0) for P, ks in sorted(keys_per_p.items())}
         grows = all(b > a for a, b in zip(list(longest.values()), list(longest.values())[1:]))
-        learned = [r.describe() for r in _stream_classes(keys_per_p, limit=3)]
-        why = _order_problem(keys_per_p)
+        learned = [r.describe() for r in stream_classes()[:3]]
+        why = _order_problem(keys_per_p, stream_classes)
         grows = grows and "the signature cuts" not in why
         problems.append("no rank class orders its calls: " + why + " (classes tried: "
                         + "; ".join(list(ORDER_CLASSES) + learned) + "); its events cannot be placed "

@@ -318,10 +318,7 @@ def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_
             idx = np.arange(s, len(gap) - q + 1)
             h_win = np.zeros(len(gap) - q + 1, np.uint64)
             h_win[s:] = segment_hash(H, ipw, idx, idx + q)
-            keep = _occurrences(h_win, h_win[s], s, q)
-            if anchor is not None:
-                keep = _aligned(keep, anchor, s, q)
-            keep = keep.tolist()
+            keep = _aligned(_occurrences(h_win, h_win[s], s, q), anchor, s, q).tolist()
             if len(keep) >= 2:
                 pieces = sorted({0, *keep, keep[-1] + q} - {len(gap)})
     bounds = pieces + [len(gap)]
@@ -476,21 +473,27 @@ def _aligned(occ: np.ndarray, anchor: np.ndarray | None, a: int, p: int) -> np.n
     return occ[(occ == a) | (occ == 0) | anchor[prev]]
 
 
+def _runs_collapsed(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``tokens`` with runs of one call collapsed, and where each run begins."""
+    head = np.ones(len(tokens), bool)
+    head[1:] = tokens[1:] != tokens[:-1]
+    at = np.flatnonzero(head)
+    return tokens[at], at
+
+
 def _steps_before(struct: np.ndarray, unit: np.ndarray, lo: int, first: int) -> np.ndarray:
     """Starts of the steps right before ``first`` (and at or after ``lo``) that are the plain
     iteration ``unit`` with runs of one call collapsed: the first steps of a short run whose
     data-dependent counts differ from those of the first exact repeats (a Send x2 where
     the repeats have one) are the loop's, not the set-up's."""
-    uc = unit[np.concatenate([[True], unit[1:] != unit[:-1]])]
+    uc = _runs_collapsed(unit)[0]
     k = len(uc)
     if k < 2 or uc[0] == uc[-1] or first - lo < k:
         return np.zeros(0, np.int64)  # (steps whose runs would merge across their bound)
     piece = struct[lo:first]
-    head = np.concatenate([[True], piece[1:] != piece[:-1]])
-    at = np.flatnonzero(head)
     if piece[-1] == unit[0]:
         return np.zeros(0, np.int64)  # (a run that crosses into the loop)
-    c = piece[at]
+    c, at = _runs_collapsed(piece)
     m = len(c) // k
     rows = c[len(c) - m * k:].reshape(m, k)[::-1]  # the last k runs first
     same = np.all(rows == uc[None, :], axis=1)

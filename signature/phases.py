@@ -118,8 +118,8 @@ from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
 from .align import _COLLECTIVE, _collective_keys, _nth, align_ranks, global_sections
-from .iterations import (RankSegments, _canonical_comms, find_unit, mix, prefix_hash, relative_peers,
-                         segment_hash, segment_keys, segment_rank, structure_tokens)
+from .iterations import (RankSegments, _canonical_comms, _runs_collapsed, find_unit, mix, prefix_hash,
+                         relative_peers, segment_hash, segment_keys, segment_rank, structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
@@ -781,14 +781,6 @@ def _pair_links(trace: Trace, coll_ev: np.ndarray, coll_key: np.ndarray) -> tupl
     return a.astype(np.int64), b.astype(np.int64)
 
 
-def _runs_collapsed(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``tokens`` with runs of one call collapsed, and where each run begins."""
-    head = np.ones(len(tokens), bool)
-    head[1:] = tokens[1:] != tokens[:-1]
-    at = np.flatnonzero(head)
-    return tokens[at], at
-
-
 def _last_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarray, exact: np.ndarray,
                      ro: np.ndarray) -> np.ndarray:
     """After the common cut: each rank's last iteration of a loop takes the calls that begin
@@ -876,11 +868,7 @@ def _first_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarr
     rows = [bounds[r] for r in range(P)]
     inserted: list[int] = []
     streams = [struct[base[r]:int(ro[r + 1]) - 1] for r in range(P)]
-    heads = []  # per rank, the positions where a run of one call begins
-    for s in streams:
-        h = np.ones(len(s), bool)
-        h[1:] = s[1:] != s[:-1]
-        heads.append(np.flatnonzero(h))
+    heads = [_runs_collapsed(s)[1] for s in streams]  # per rank, where a run of one call begins
 
     def collapsed(r: int, a: int, b: int) -> np.ndarray:
         """Rank r's calls a:b with runs of one call collapsed."""
