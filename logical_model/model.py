@@ -85,7 +85,7 @@ from . import modelsearch as search
 from .rules import (ClassComm, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
                     infer_within, on_traced_grid, traced_grid_rules)
 from .overlap import Remap, infer_remap
-from .statistical import Space, StatisticalError, channel_rows, comm_families, cross_rows, lex_topological
+from .statistical import Space, StatisticalError, _ranks_text, channel_rows, comm_families, cross_rows, lex_topological
 from .statistical import match as _match_messages
 from .statistical import runs as _runs
 from .topology import DimsRule, SubGrid, dims_create, fit_dims_rules, infer_subgrid
@@ -2472,11 +2472,6 @@ def _follow_posts(slots: list[SlotModel], obs: dict, order: list, index: dict) -
                 s.follows, s.members, s.problem, s.everywhere = j, None, None, False
                 s.follows_unless_last = unless_last
                 break
-
-
-def _ranks_text(ranks: np.ndarray, n: int = 8) -> str:
-    r = [int(x) for x in np.sort(ranks)[:n]]
-    return ", ".join(map(str, r)) + (", ..." if len(ranks) > n else "")
 
 
 def _slot_volumes(slot: SlotModel, o_list: list, col, grid: Grid | None, name: str) -> None:

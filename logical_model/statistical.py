@@ -254,9 +254,10 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
     return keys, fams
 
 
-def _ranks_text(m: np.ndarray, n: int = 8) -> str:
-    m = [int(x) for x in m]
-    return ", ".join(map(str, m[:n])) + (" ..." if len(m) > n else "")
+def _ranks_text(ranks: np.ndarray, n: int = 8) -> str:
+    """The first ``n`` of ``ranks`` in order, for a message."""
+    r = [int(x) for x in np.sort(ranks)[:n]]
+    return ", ".join(map(str, r)) + (", ..." if len(ranks) > n else "")
 
 
 def _moved(rank: int, peer: int, grid) -> tuple:
