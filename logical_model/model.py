@@ -2371,7 +2371,8 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 return slot
             slot.everywhere = False
             missing = []
-        if missing and (ck != COMM_NONE or not all(len(o[1]) for o in o_list)):
+        if missing and ((ck != COMM_NONE and op not in onesided.LOCAL_WINDOW_OPS)  # post/wait: a class's
+                        or not all(len(o[1]) for o in o_list)):
             slot.problem = f"only some ranks call {OPS[op]} (at P={missing[0]}) and no rule says which"
             return slot
         if missing:  # a wait or test a rank class has: one rank, all but one, every m-th
@@ -2397,11 +2398,13 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             if slot.root is None:
                 slot.problem = f"no rule gives the root from P ({roots})"
                 return slot
-    _slot_volumes(slot, o_list, col, vol_grid, name)
+    if op in onesided.NEIGHBOR_OPS:  # the neighbours' rules and bytes per neighbour (its totals)
+        onesided.learn(slot, o_list, cart, name, _fit_volume)
+    else:
+        _slot_volumes(slot, o_list, col, vol_grid, name)
     if slot.problem is None:
         _verify(slot, o_list, grid)
-    if slot.problem is None and (op in onesided.WINDOW_OPS or op in onesided.NEIGHBOR_OPS):
-        # window ids, and a neighbourhood's (or post/start group's) lists per position
+    if slot.problem is None and op in onesided.WINDOW_OPS:  # window ids, post/start groups
         onesided.learn(slot, o_list, cart, name, _fit_volume)
     return slot
 
@@ -3299,7 +3302,8 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 if not attempts[-1][3]:
                     break
         order, class_name, positions, slot_problems, slots, slot_notes = min(attempts, key=lambda a: len(a[3]))
-        if not problems and any(" differ between ranks at P=" not in p for p in slot_problems):
+        if not problems and any(" differ between ranks at P=" not in p for p in slot_problems) \
+                and onesided.statistical_ok(sigs, k, notes):  # RMA targets have no statistical model
             # calls per rank that no rule gives (a remap between two decompositions): expected
             # values per run of calls, regressed over P, if the phase allows that
             try:

@@ -65,6 +65,10 @@ TARGET_OPS = _codes(("Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op
                      "Win_flush", "Win_flush_local"))
 #: Every call on a window (its ``aux`` is the window's id)
 WINDOW_OPS = TARGET_OPS | _codes(n for n in OPS if n.startswith("Win_"))
+#: Window calls that are neither collective nor aimed at a target: a class of ranks may make
+#: them alone (the exposing side of post/wait, the accessing side of start/complete)
+LOCAL_WINDOW_OPS = _codes(("Win_lock_all", "Win_unlock_all", "Win_flush_all", "Win_flush_local_all",
+                           "Win_sync", "Win_post", "Win_start", "Win_complete", "Win_wait"))
 #: Calls with a group of ranks in the destinations list (world ranks)
 GROUP_OPS = _codes(("Win_post", "Win_start"))
 #: Neighbourhood collectives the model places (persistent ones are refused below)
@@ -205,6 +209,21 @@ def _unique_map(keys: np.ndarray, n: int) -> dict[tuple, int]:
 
 
 # ---- learning --------------------------------------------------------------------------
+def statistical_ok(sigs, k: int, notes: list) -> bool:
+    """Whether phase k may be modelled statistically: not when it has one-sided calls with a
+    target or neighbourhood collectives (the statistical model has channels between point-to-point
+    runs only: it would place them with no target or lists); ``notes`` says so."""
+    codes = np.array(sorted(TARGET_OPS | NEIGHBOR_OPS | GROUP_OPS), np.int64)
+    for s in sigs:
+        hit = np.flatnonzero(np.isin(np.asarray(s.phases[k].template["op"], np.int64), codes))
+        if hit.size:
+            notes.append(f"not modelled statistically: its {OPS[int(s.phases[k].template['op'][hit[0]])]} "
+                         "calls' targets (or lists) have no statistical model")
+            return False
+    return True
+
+
+
 def learn(slot, o_list: list, grid, name: str, fit: Callable) -> None:
     """Set ``slot.onesided`` for a window or neighbourhood slot (``o_list``: per traced P,
     (P, ranks, template event indices, phase)), or ``slot.problem`` where its topology
