@@ -157,8 +157,6 @@ def note_trace(sig, trace) -> None:
         return
     cols = ("rank", "op", "comm", "peer", "bytes", "recv_bytes")
     keys = np.stack([np.asarray(ev[c], np.int64)[sel] for c in cols] + [np.asarray(ev["aux"], np.int64)[sel]], 1)
-    # window ids: per full key, and per (rank, op, comm) where sizes change with the data
-    aux_full, aux_coarse = _unique_map(keys, 6), _unique_map(keys[:, [0, 1, 2, 6]], 3)
     # lists of neighbourhood collectives and post/start groups, per full key
     lists: dict[tuple, Any] = {}
     L = trace.lists
@@ -185,27 +183,38 @@ def note_trace(sig, trace) -> None:
         if not idx.size:
             continue
         rank = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
-        tk = np.stack([rank] + [np.asarray(T[c], np.int64) for c in cols[1:]], 1)[idx].tolist()
+        tk = np.stack([rank] + [np.asarray(T[c], np.int64) for c in cols[1:]], 1)[idx]
+        # window ids: by the full key, else by (rank, op, comm) where sizes follow the data
+        a, found = _lookup(keys[:, :6], keys[:, 6], tk)
+        b, _ = _lookup(keys[:, :3], keys[:, 6], tk[:, :3])
         aux = np.full(len(top), -1, np.int64)
+        aux[idx] = np.where(found, a, b)
         per_event: dict[int, Any] = {}
-        for i, row in zip(idx.tolist(), tk):
-            a = aux_full.get(tuple(row))
-            aux[i] = a if a is not None else aux_coarse.get((row[0], row[1], row[2]), -1)
-            found = lists.get(tuple(row))
-            if found:
-                per_event[i] = found
+        for i in idx[np.isin(top[idx], np.array(sorted(NEIGHBOR_OPS | GROUP_OPS), np.int64))].tolist():
+            got = lists.get((int(rank[i]), *(int(T[c][i]) for c in cols[1:])))
+            if got:
+                per_event[i] = got
         _EXTRAS[ph] = {"aux": aux, "lists": per_event}
 
 
-def _unique_map(keys: np.ndarray, n: int) -> dict[tuple, int]:
-    """{first n columns: last column} where the key has one value of the last column
-    (-1 where it has several)."""
-    u = np.unique(keys, axis=0)
-    out: dict[tuple, int] = {}
-    for row in u.tolist():
-        k = tuple(row[:n])
-        out[k] = row[n] if k not in out else -1
-    return out
+def _rows(a: np.ndarray) -> np.ndarray:
+    """Each row of an int64 matrix as one opaque value (equal rows, equal values)."""
+    a = np.ascontiguousarray(a, np.int64)
+    return a.view(np.dtype((np.void, 8 * a.shape[1]))).ravel()
+
+
+def _lookup(keys: np.ndarray, vals: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per query row: the one value the equal rows of ``keys`` carry (-1 where they carry
+    several), and whether any row is equal. Sorts and searches, no loop."""
+    u, inv = np.unique(_rows(keys), return_inverse=True)
+    lo = np.full(len(u), np.iinfo(np.int64).max)
+    hi = np.full(len(u), np.iinfo(np.int64).min)
+    np.minimum.at(lo, inv.ravel(), vals)
+    np.maximum.at(hi, inv.ravel(), vals)
+    q = _rows(query)
+    pos = np.clip(np.searchsorted(u, q), 0, len(u) - 1)
+    found = u[pos] == q
+    return np.where(found, np.where(lo == hi, lo, -1)[pos], -1), found
 
 
 # ---- learning --------------------------------------------------------------------------
