@@ -157,6 +157,8 @@ def note_trace(sig, trace) -> None:
         return
     cols = ("rank", "op", "comm", "peer", "bytes", "recv_bytes")
     keys = np.stack([np.asarray(ev[c], np.int64)[sel] for c in cols] + [np.asarray(ev["aux"], np.int64)[sel]], 1)
+    # window ids: by the full key, else by (rank, op, comm) where sizes follow the data
+    full, coarse = _Lookup(keys[:, :6], keys[:, 6]), _Lookup(keys[:, :3], keys[:, 6])
     # lists of neighbourhood collectives and post/start groups, per full key
     lists: dict[tuple, Any] = {}
     L = trace.lists
@@ -184,9 +186,8 @@ def note_trace(sig, trace) -> None:
             continue
         rank = np.repeat(np.arange(len(offs) - 1), np.diff(offs))
         tk = np.stack([rank] + [np.asarray(T[c], np.int64) for c in cols[1:]], 1)[idx]
-        # window ids: by the full key, else by (rank, op, comm) where sizes follow the data
-        a, found = _lookup(keys[:, :6], keys[:, 6], tk)
-        b, _ = _lookup(keys[:, :3], keys[:, 6], tk[:, :3])
+        a, found = full(tk)
+        b, _ = coarse(tk[:, :3])
         aux = np.full(len(top), -1, np.int64)
         aux[idx] = np.where(found, a, b)
         per_event: dict[int, Any] = {}
@@ -203,18 +204,24 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return a.view(np.dtype((np.void, 8 * a.shape[1]))).ravel()
 
 
-def _lookup(keys: np.ndarray, vals: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per query row: the one value the equal rows of ``keys`` carry (-1 where they carry
-    several), and whether any row is equal. Sorts and searches, no loop."""
-    u, inv = np.unique(_rows(keys), return_inverse=True)
-    lo = np.full(len(u), np.iinfo(np.int64).max)
-    hi = np.full(len(u), np.iinfo(np.int64).min)
-    np.minimum.at(lo, inv.ravel(), vals)
-    np.maximum.at(hi, inv.ravel(), vals)
-    q = _rows(query)
-    pos = np.clip(np.searchsorted(u, q), 0, len(u) - 1)
-    found = u[pos] == q
-    return np.where(found, np.where(lo == hi, lo, -1)[pos], -1), found
+class _Lookup:
+    """Rows of ``keys`` sorted once; called with query rows: per row, the one value the
+    equal rows of ``keys`` carry (-1 where they carry several), and whether any row is
+    equal. Sorts and searches, no loop."""
+
+    def __init__(self, keys: np.ndarray, vals: np.ndarray):
+        self.u, inv = np.unique(_rows(keys), return_inverse=True)
+        lo = np.full(len(self.u), np.iinfo(np.int64).max)
+        hi = np.full(len(self.u), np.iinfo(np.int64).min)
+        np.minimum.at(lo, inv.ravel(), vals)
+        np.maximum.at(hi, inv.ravel(), vals)
+        self.one = np.where(lo == hi, lo, -1)
+
+    def __call__(self, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        q = _rows(query)
+        pos = np.clip(np.searchsorted(self.u, q), 0, len(self.u) - 1)
+        found = self.u[pos] == q
+        return np.where(found, self.one[pos], -1), found
 
 
 # ---- learning --------------------------------------------------------------------------
