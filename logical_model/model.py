@@ -82,6 +82,7 @@ from signature.model import Signature
 from signature.trace import OP_CODE, OPS
 
 from . import modelsearch as search
+from . import onesided
 from .rules import (ClassComm, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
                     infer_within, on_traced_grid, traced_grid_rules)
 from .overlap import Remap, infer_remap
@@ -108,17 +109,12 @@ P2P_OPS = frozenset(OP_CODE[n] for n in (
 POST_OPS = frozenset(OP_CODE[n] for n in (
     "Isend", "Issend", "Ibsend", "Irsend", "Irecv", "Isendrecv", "Isendrecv_replace"))
 WAIT_OPS = frozenset(OP_CODE[n] for n in ("Wait", "Waitall", "Waitany", "Waitsome"))
-#: Calls the replay takes from captured traces but the model does not extrapolate yet:
-#: a phase that has them is refused, naming the first.
-_NOT_EXTRAPOLATED = (
-    ([OP_CODE[n] for n in OPS if "eighbor_" in n],
-     "neighbourhood collectives are replayed from captured traces but not extrapolated yet "
-     "(their topology at another P is not modelled)"),
-    ([OP_CODE[n] for n in OPS if n.startswith("Win_") or n in (
-        "Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op", "Compare_and_swap", "Rput",
-        "Rget", "Raccumulate", "Rget_accumulate")],
-     "one-sided communication is replayed from captured traces but not extrapolated yet"),
-)
+#: Calls the replay takes from captured traces but the model does not extrapolate: a phase
+#: that has them is refused, naming the first (one-sided and neighbourhood calls the model
+#: does place are in :mod:`logical_model.onesided`)
+_NOT_EXTRAPOLATED = onesided.NOT_EXTRAPOLATED
+#: calls with a peer rule: point to point, and one-sided calls with a target (onesided.py)
+_PEER_OPS = P2P_OPS | onesided.TARGET_OPS
 ROOTED = frozenset(OP_CODE[n] for n in ("Bcast", "Reduce", "Gather", "Gatherv", "Scatter", "Scatterv",
                                         "Ibcast", "Ireduce", "Igather", "Igatherv", "Iscatter",
                                         "Iscatterv"))
@@ -499,6 +495,9 @@ class SlotModel:
     #: stream the space of the run at its other end (None: the same)
     space: Any = None
     partners: list = dataclasses.field(default_factory=list)
+    #: a window or neighbourhood slot's window id, and its neighbours' rules and bytes
+    #: per neighbour (:class:`~logical_model.onesided.OneSided`)
+    onesided: Any = None
 
     def describe(self) -> str:
         if self.statistical:
@@ -523,6 +522,8 @@ class SlotModel:
             parts.append(f"on communicators {self.comm_role.describe()} (ranks and P of the communicator)")
         if self.skip_single:
             parts.append("not on communicators of one rank")
+        if self.onesided is not None and self.onesided.describe():  # onesided.py
+            parts.append(self.onesided.describe())
         return ", ".join(parts)
 
     def _describe_statistical(self) -> str:
@@ -658,7 +659,8 @@ class SlotModel:
                 **({"partners": [x.to_dict() if x is not None else None for x in self.partners]}
                    if any(x is not None for x in self.partners) else {}),
                 **({"overlap": self.overlap.to_dict(), "overlap_side": self.overlap_side}
-                   if self.overlap is not None else {})}
+                   if self.overlap is not None else {}),
+                **({"onesided": self.onesided.to_dict()} if self.onesided is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
@@ -688,7 +690,9 @@ class SlotModel:
                    overlap=Remap.from_dict(d["overlap"]) if d.get("overlap") else None,
                    overlap_side=d.get("overlap_side"),
                    space=_load_space(d.get("space")),
-                   partners=[_load_space(x) for x in d.get("partners", ())])
+                   partners=[_load_space(x) for x in d.get("partners", ())],
+                   onesided=(onesided.OneSided.from_dict(d["onesided"], _load_quantity)
+                             if d.get("onesided") else None))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -2210,7 +2214,7 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             nd = roles[0].rule.ndims
             vol_grid = Grid(nd, (False,) * nd, roles[0].rule, roles[0].order)
 
-    if sub and op in P2P_OPS and any(len(o[1]) for o in o_list):
+    if sub and op in _PEER_OPS and any(len(o[1]) for o in o_list):
         # point-to-point traffic on only some of the communicators (the particle ranks'
         # of a particle/PME split): every member of those, a class of colours, from the P
         # where the slot has events; the class's communicators at the other P have none
@@ -2298,7 +2302,7 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         slot.alternatives += [(field, a) for a in alts] + [(field + "~", a) for a in weaker]
         return (rule, False, ob) if rule is None else (rule, null_ends(rule, nulls, what), ob)
 
-    if op in P2P_OPS and key[3][0] not in ("null", "-"):
+    if op in _PEER_OPS and key[3][0] not in ("null", "-"):
         slot.everywhere = False
         rule, slot.null_ends, ob = side(3, "peer", "to")
         if rule is None:
@@ -2367,7 +2371,8 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 return slot
             slot.everywhere = False
             missing = []
-        if missing and (ck != COMM_NONE or not all(len(o[1]) for o in o_list)):
+        if missing and ((ck != COMM_NONE and op not in onesided.LOCAL_WINDOW_OPS)  # post/wait: a class's
+                        or not all(len(o[1]) for o in o_list)):
             slot.problem = f"only some ranks call {OPS[op]} (at P={missing[0]}) and no rule says which"
             return slot
         if missing:  # a wait or test a rank class has: one rank, all but one, every m-th
@@ -2393,9 +2398,14 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             if slot.root is None:
                 slot.problem = f"no rule gives the root from P ({roots})"
                 return slot
-    _slot_volumes(slot, o_list, col, vol_grid, name)
+    if op in onesided.NEIGHBOR_OPS:  # the neighbours' rules and bytes per neighbour (its totals)
+        onesided.learn(slot, o_list, cart, name, _fit_volume)
+    else:
+        _slot_volumes(slot, o_list, col, vol_grid, name)
     if slot.problem is None:
         _verify(slot, o_list, grid)
+    if slot.problem is None and op in onesided.WINDOW_OPS:  # window ids, post/start groups
+        onesided.learn(slot, o_list, cart, name, _fit_volume)
     return slot
 
 
@@ -3292,7 +3302,8 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 if not attempts[-1][3]:
                     break
         order, class_name, positions, slot_problems, slots, slot_notes = min(attempts, key=lambda a: len(a[3]))
-        if not problems and any(" differ between ranks at P=" not in p for p in slot_problems):
+        if not problems and any(" differ between ranks at P=" not in p for p in slot_problems) \
+                and onesided.statistical_ok(sigs, k, notes):  # RMA targets have no statistical model
             # calls per rank that no rule gives (a remap between two decompositions): expected
             # values per run of calls, regressed over P, if the phase allows that
             try:
@@ -3403,6 +3414,7 @@ def read_signatures(source: str | Path | Sequence[str | Path], *, progress=None)
             raise ModelError(f"{f}: a {trace.meta['trace_kind']} trace, not a traced run; "
                              "model from the signature runs only")
         sigs.append(extract(trace))
+        onesided.note_trace(sigs[-1], trace)  # window ids and neighbour lists the templates lack
         g = grid_of(trace)
         if g is not None:
             grids[trace.nprocs] = g

@@ -36,6 +36,7 @@ from signature._files import publish
 from signature.io import FORMAT_NAME, FORMAT_VERSION
 from signature.trace import OPS, COMPLETION_COLUMNS
 
+from . import onesided
 from .model import POST_OPS, WAIT_OPS, LogicalModel
 
 __all__ = ["generate", "write_logical_trace", "LOGICAL_COLUMNS"]
@@ -126,7 +127,7 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases:
     ev["work"] = before
     # requests: every nonblocking post gets an id (its slot + 1); a wait completes those
     # posted since the previous wait of the same rank
-    is_post = np.isin(ev["op"], list(POST_OPS))
+    is_post = np.isin(ev["op"], list(POST_OPS | onesided.REQUEST_OPS))  # Rput..., Ineighbor_*
     ev["req"] = np.where(is_post, si + 1, -1)
     is_wait = np.isin(ev["op"], list(WAIT_OPS))
     # wait generation index per event: number of waits before it on its rank
@@ -239,6 +240,7 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
             cg = f.create_group("completions")
             cds = {c: dset(cg, c, t) for c, t in COMPLETION_COLUMNS.items()}
             counts = np.zeros(P, np.int64)
+            list_parts: list = []
             n_written = 0
             nc_written = 0
             for r0 in range(0, P, block):
@@ -247,7 +249,9 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
                 for c, column in (extra or {}).items():
                     ev[c] = column(ev)
                 ev[work_col] = ev.pop("work")
-                ev["aux"] = np.zeros(len(ev["rank"]), np.int32)
+                onesided.window_columns(model, ev)  # window ids (aux), a fence's recorded peer
+                for rk, sq, kind, vals in onesided.list_rows(model, P, ev, model.grid):
+                    list_parts.append((rk, sq, kind, vals))  # neighbour lists, post/start groups
                 n = len(ev["rank"])
                 for c, d in ds.items():
                     d.resize((n_written + n,))
@@ -263,15 +267,44 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
                     progress(int(ranks[-1]) + 1, P)
             f.create_group("index").create_dataset(
                 "rank_offsets", data=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64))
-            lists = f.create_group("lists")
-            for c in ("rank", "seq", "kind", "start", "length", "values"):
-                lists.create_dataset(c, data=np.zeros(0, np.int64 if c != "rank" else np.int32))
+            _write_lists(f.create_group("lists"), list_parts)
             _write_comms(f.create_group("comms"), model, P, n_comm)
         publish(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _write_lists(group, parts: list) -> None:
+    """/lists: per event that carries lists (neighbourhood collectives: sources, destinations,
+    bytes per destination and per source; post/start: the group), rows sorted by (rank, seq,
+    kind) as a captured trace's."""
+    rank, seq, kind, length, values = [], [], [], [], []
+    for rk, sq, k, vals in parts:
+        n = vals.shape[1]
+        rank.append(rk)
+        seq.append(sq)
+        kind.append(np.full(len(rk), k, np.int64))
+        length.append(np.full(len(rk), n, np.int64))
+        values.append(vals)
+    if parts:
+        rank, seq, kind, length = (np.concatenate(x) for x in (rank, seq, kind, length))
+        order = np.lexsort((kind, seq, rank))
+        # each row's values in the parts' order, then reordered with the rows
+        flat = [v.reshape(-1) for v in values]
+        start_in = np.concatenate([[0], np.cumsum(length)[:-1]])
+        allv = np.concatenate(flat) if flat else np.zeros(0, np.int64)
+        rank, seq, kind, length, start_in = rank[order], seq[order], kind[order], length[order], start_in[order]
+        idx = (np.repeat(start_in - np.concatenate([[0], np.cumsum(length)[:-1]]), length)
+               + np.arange(int(length.sum())))
+        vals = allv[idx]
+        start = np.concatenate([[0], np.cumsum(length)[:-1]])
+    else:
+        rank = seq = kind = length = start = vals = np.zeros(0, np.int64)
+    for c, v, t in (("rank", rank, np.int32), ("seq", seq, np.int64), ("kind", kind, np.int8),
+                    ("start", start, np.int64), ("length", length, np.int64), ("values", vals, np.int64)):
+        group.create_dataset(c, data=np.asarray(v).astype(t))
 
 
 def _write_comms(comms, model: LogicalModel, P: int, n_comm: int) -> None:

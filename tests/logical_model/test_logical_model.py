@@ -230,14 +230,13 @@ def test_sigex_show_on_a_logical_trace(models, tmp_path, capsys):
 
 @needs_mpi
 @pytest.mark.parametrize("program, refusal", [
-    ("neighbors.c", "Neighbor_alltoall: neighbourhood collectives are replayed from captured "
-                    "traces but not extrapolated yet"),
-    ("onesided.c", "Win_fence: one-sided communication is replayed from captured traces but not "
-                   "extrapolated yet"),
+    ("neighbors.c", "slot 2 (Ineighbor_alltoallv): bytes to destination 0 differ between ranks"),
 ])
 def test_calls_the_model_does_not_extrapolate_are_refused_by_name(tmp_path, program, refusal):
-    """A phase with neighbourhood collectives or one-sided communication is reported as not
-    extrapolable, naming the call, instead of being extrapolated wrongly."""
+    """A neighbourhood collective whose bytes per neighbour follow the rank (neighbors.c's
+    Ineighbor_alltoallv sends r + k + 1 ints to destination k) is reported as not
+    extrapolable, naming the slot, instead of being extrapolated wrongly (one-sided calls and
+    the other neighbourhood collectives are placed: tests/logical_model/test_onesided.py)."""
     import subprocess
     from pathlib import Path
 
