@@ -61,30 +61,46 @@ def unroll(trace: Trace, *, weights=None, max_events: int = 200_000_000) -> Trac
     new["seq"] = (np.arange(total) - rs).astype(ev["seq"].dtype)
     counts = np.bincount(r_out, minlength=trace.nprocs)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    # completions: each wait's rows go with every copy of the wait
+    # completions (each wait's rows) and lists (a neighbourhood collective's sources and
+    # destinations, a v-collective's bytes per peer, post/start groups) go with every copy
+    # of their event, with the copy's seq; a list row's values are shared, its start stays
     comp = trace.completions
+    new_comp = comp
     if len(comp["rank"]):
-        key_ev = rank * (int(ev["seq"].max()) + 1) + ev["seq"].astype(np.int64)
-        key_c = comp["rank"].astype(np.int64) * (int(ev["seq"].max()) + 1) + comp["seq"].astype(np.int64)
-        order = np.argsort(key_ev, kind="stable")
-        pos = np.searchsorted(key_ev[order], key_c)
-        ev_of_c = order[np.clip(pos, 0, n - 1)]
-        c_order = np.argsort(ev_of_c, kind="stable")
-        ev_sorted = ev_of_c[c_order]
-        per_ev = np.bincount(ev_of_c, minlength=n)
-        first_c = np.searchsorted(ev_sorted, np.arange(n))
-        k = per_ev[src]
-        out_ev = np.repeat(np.arange(total), k)
-        within = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
-        rows = c_order[first_c[src[out_ev]] + within]
+        rows, out_ev = _copied_rows(rank, ev["seq"], src, total, comp["rank"], comp["seq"])
         new_comp = {c: v[rows] for c, v in comp.items()}
         new_comp["seq"] = new["seq"][out_ev].astype(comp["seq"].dtype)
-    else:
-        new_comp = comp
+    lists = trace.lists
+    new_lists = lists
+    if lists is not None and len(lists.get("rank", ())):
+        rows, out_ev = _copied_rows(rank, ev["seq"], src, total, np.asarray(lists["rank"]),
+                                    np.asarray(lists["seq"]))
+        new_lists = {c: (np.asarray(v)[rows] if c != "values" else v) for c, v in lists.items()}
+        new_lists["seq"] = new["seq"][out_ev].astype(np.asarray(lists["seq"]).dtype)
     meta = dict(trace.meta)
     meta["phase_weights"] = [1] * len(w)
     meta["unrolled_weights"] = list(map(int, w))
-    return dataclasses.replace(trace, meta=meta, events=new, rank_offsets=offsets, completions=new_comp)
+    return dataclasses.replace(trace, meta=meta, events=new, rank_offsets=offsets, completions=new_comp,
+                               lists=new_lists)
+
+
+def _copied_rows(rank: np.ndarray, seq: np.ndarray, src: np.ndarray, total: int, row_rank: np.ndarray,
+                 row_seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows that belong to events (by rank and seq), repeated with every copy of their
+    event (output event i is a copy of event ``src[i]``): the rows' indices in output
+    order, and the output event of each."""
+    n = len(rank)
+    S = int(seq.max()) + 1
+    key_ev = rank.astype(np.int64) * S + seq.astype(np.int64)
+    key_row = row_rank.astype(np.int64) * S + row_seq.astype(np.int64)
+    order = np.argsort(key_ev, kind="stable")
+    ev_of_row = order[np.clip(np.searchsorted(key_ev[order], key_row), 0, n - 1)]
+    row_order = np.argsort(ev_of_row, kind="stable")
+    first = np.searchsorted(ev_of_row[row_order], np.arange(n))
+    k = np.bincount(ev_of_row, minlength=n)[src]
+    out_ev = np.repeat(np.arange(total), k)
+    within = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)
+    return row_order[first[src[out_ev]] + within], out_ev
 
 
 @dataclasses.dataclass(frozen=True)

@@ -151,8 +151,6 @@ def test_the_neighbourhood_logical_trace_replays_once_per_phase(traced, tmp_path
 
 
 @needs_mpi
-@pytest.mark.xfail(strict=True, reason="replay/unroll.py repeats a phase's events but not their /lists rows "
-                   "(seq renumbered): a neighbourhood collective's copies lose their lists")
 def test_sigex_predict_replays_the_neighbourhood_logical_trace(traced, tmp_path):
     from sigex.cli import main
     assert main(["predict", str(traced["nbr_torus"]), "--target", str(UNSEEN), "-q",

@@ -80,3 +80,19 @@ def test_simgrid_agrees_on_the_physical_trace(physical, app, tmp_path):
         replay_smpi(idx, eager, u.nprocs), rel=1e-3)
     ours = replay(Program.from_trace(u), m).runtime
     assert ours == pytest.approx(replay_smpi(idx, m, u.nprocs), rel=0.05)
+
+
+def test_rows_of_an_event_go_with_every_copy_of_it():
+    """Completions and lists belong to events by (rank, seq): unrolled, each copy of an
+    event carries its rows, in output order (a neighbourhood collective's copies lost their
+    lists before, and the replay of an unrolled logical trace failed)."""
+    from replay.unroll import _copied_rows
+    rank = np.array([0, 0, 0, 1, 1])
+    seq = np.array([0, 1, 2, 0, 1])
+    # rank 0's events 1 and 2 repeated twice, rank 1's event 1 three times
+    src = np.array([0, 1, 2, 1, 2, 3, 4, 4, 4])
+    row_rank = np.array([1, 0, 0, 0])
+    row_seq = np.array([1, 2, 1, 2])  # two rows for rank 0's event 2
+    rows, out_ev = _copied_rows(rank, seq, src, len(src), row_rank, row_seq)
+    assert out_ev.tolist() == [1, 2, 2, 3, 4, 4, 6, 7, 8]
+    assert rows.tolist() == [2, 1, 3, 2, 1, 3, 0, 0, 0]
