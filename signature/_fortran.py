@@ -299,10 +299,8 @@ _SHAPES: dict[str, tuple[str, str, str, str]] = {
     "win_free": ("H:win E", "WIN", """
       struct win_entry *we = tr ? win_get(PMPI_Win_f2c(*win)) : NULL;""", """
       if (we) memset(&we->handle, 0xff, sizeof we->handle); /* the handle may be reused */"""),
-    "win_sync": ("H:win E", "WIN", "", """
-      e.peer = world_of(g.cur, -1);"""),
-    "win_sync_assert": ("I:assert H:win E", "WIN", "", """
-      e.peer = world_of(g.cur, -1);"""),
+    "win_sync": ("H:win E", "WIN", "", ""),  # no target: peer stays PEER_NONE
+    "win_sync_assert": ("I:assert H:win E", "WIN", "", ""),  # no target: peer stays PEER_NONE
     "win_sync_rank": ("I:rank H:win E", "WIN", "", """
       e.peer = world_of(g.cur, *rank);"""),
     "win_lock": ("I:lock_type I:rank I:assert H:win E", "WIN", "", """

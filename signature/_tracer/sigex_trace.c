@@ -70,6 +70,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -2734,31 +2735,35 @@ int MPI_Win_free(MPI_Win *win) {
 }
 
 /* Synchronisation calls on a window: OP, extra argument list, pass list, and
- * the target (-1: none) recorded in peer. */
+ * the target (WIN_NO_TARGET: none, peer stays PEER_NONE) recorded in peer.  (A
+ * literal -1 for "none" went through world_of as a rank argument: MPICH's
+ * MPI_PROC_NULL, Open MPI's MPI_ANY_SOURCE, so a fence recorded -3 under one
+ * library and -2 under the other.) */
+#define WIN_NO_TARGET INT_MIN
 #define WRAP_WIN_SYNC(NAME, OPC, ARGS, PASS, TARGET)                          \
   int MPI_##NAME ARGS {                                                       \
     ev_t e;                                                                   \
     int tr = win_begin(&e, OPC, win);                                         \
     int rc = PMPI_##NAME PASS;                                                \
     if (tr) {                                                                 \
-      e.peer = world_of(g.cur, TARGET);                                       \
+      if ((TARGET) != WIN_NO_TARGET) e.peer = world_of(g.cur, TARGET);        \
       ev_end(&e);                                                             \
     }                                                                         \
     return rc;                                                                \
   }
-WRAP_WIN_SYNC(Win_fence, OP_WIN_FENCE, (int assert, MPI_Win win), (assert, win), -1)
+WRAP_WIN_SYNC(Win_fence, OP_WIN_FENCE, (int assert, MPI_Win win), (assert, win), WIN_NO_TARGET)
 WRAP_WIN_SYNC(Win_lock, OP_WIN_LOCK, (int lock_type, int rank, int assert, MPI_Win win),
               (lock_type, rank, assert, win), rank)
 WRAP_WIN_SYNC(Win_unlock, OP_WIN_UNLOCK, (int rank, MPI_Win win), (rank, win), rank)
-WRAP_WIN_SYNC(Win_lock_all, OP_WIN_LOCK_ALL, (int assert, MPI_Win win), (assert, win), -1)
-WRAP_WIN_SYNC(Win_unlock_all, OP_WIN_UNLOCK_ALL, (MPI_Win win), (win), -1)
+WRAP_WIN_SYNC(Win_lock_all, OP_WIN_LOCK_ALL, (int assert, MPI_Win win), (assert, win), WIN_NO_TARGET)
+WRAP_WIN_SYNC(Win_unlock_all, OP_WIN_UNLOCK_ALL, (MPI_Win win), (win), WIN_NO_TARGET)
 WRAP_WIN_SYNC(Win_flush, OP_WIN_FLUSH, (int rank, MPI_Win win), (rank, win), rank)
 WRAP_WIN_SYNC(Win_flush_local, OP_WIN_FLUSH_LOCAL, (int rank, MPI_Win win), (rank, win), rank)
-WRAP_WIN_SYNC(Win_flush_all, OP_WIN_FLUSH_ALL, (MPI_Win win), (win), -1)
-WRAP_WIN_SYNC(Win_flush_local_all, OP_WIN_FLUSH_LOCAL_ALL, (MPI_Win win), (win), -1)
-WRAP_WIN_SYNC(Win_sync, OP_WIN_SYNC, (MPI_Win win), (win), -1)
-WRAP_WIN_SYNC(Win_complete, OP_WIN_COMPLETE, (MPI_Win win), (win), -1)
-WRAP_WIN_SYNC(Win_wait, OP_WIN_WAIT, (MPI_Win win), (win), -1)
+WRAP_WIN_SYNC(Win_flush_all, OP_WIN_FLUSH_ALL, (MPI_Win win), (win), WIN_NO_TARGET)
+WRAP_WIN_SYNC(Win_flush_local_all, OP_WIN_FLUSH_LOCAL_ALL, (MPI_Win win), (win), WIN_NO_TARGET)
+WRAP_WIN_SYNC(Win_sync, OP_WIN_SYNC, (MPI_Win win), (win), WIN_NO_TARGET)
+WRAP_WIN_SYNC(Win_complete, OP_WIN_COMPLETE, (MPI_Win win), (win), WIN_NO_TARGET)
+WRAP_WIN_SYNC(Win_wait, OP_WIN_WAIT, (MPI_Win win), (win), WIN_NO_TARGET)
 
 int MPI_Win_test(MPI_Win win, int *flag) {
   ev_t e;
