@@ -120,7 +120,8 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     the innermost loop wins over an outer loop that merely contains it. ``near``: also
     try the periods within 10% of it (a variant of a known iteration). ``anchor``: per
     token, whether it is a global collective (every rank makes it); a unit that holds
-    one is not cut on one (:func:`_past_collectives`).
+    one is not cut on one (:func:`_past_collectives`). Given as levels (:data:`EVERY_P`),
+    only the collectives of every rank at every P count here.
     """
     t = tokens[:window]
     n = len(t)
@@ -154,7 +155,8 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     top = max(b[1] for b in best)
     p, _, s0, m = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
     if anchor is not None:
-        p, m = _primitive(t, p, s0, m, anchor[:n])
+        anchor = _every_p(anchor[:n])
+        p, m = _primitive(t, p, s0, m, anchor)
     # rotation: an iteration does not begin with the call it ends with. The first
     # repetition can start too early when the initial part ends like an iteration
     # (CG: an Allreduce before a loop that ends with one); move the start forward
@@ -166,8 +168,22 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     while not whole and p > 1 and s < s0 + p - 1 and s + p < n and t[s] == t[s + p - 1]:
         s += 1
     if anchor is not None:
-        s = _past_collectives(anchor[:n], s, p, s0, m)
+        s = _past_collectives(anchor, s, p, s0, m)
     return s, p, int(np.sum(t[s:s + p] == t[s]))
+
+
+#: anchor level of a collective on a communicator of every rank at every P (as far as
+#: the trace tells: MPI_COMM_WORLD and its copies, not a split that holds every rank at
+#: this P: ``signature.phases._whole_comms``); level 1 is one of every rank of this run.
+#: :func:`_aligned` reads both levels (an iteration that ends with either begins right
+#: after one), the cut's rotation (:func:`_past_collectives`, :func:`_primitive`) only
+#: this one (the calls every P makes alike). A boolean anchor is both.
+EVERY_P = 2
+
+
+def _every_p(anchor: np.ndarray) -> np.ndarray:
+    """The collectives of every rank at every P in an anchor (:data:`EVERY_P`)."""
+    return anchor if anchor.dtype == bool else anchor >= EVERY_P
 
 
 def _primitive(t: np.ndarray, p: int, s0: int, m: int, anchor: np.ndarray) -> tuple[int, int]:
@@ -467,10 +483,10 @@ def _aligned(occ: np.ndarray, anchor: np.ndarray | None, a: int, p: int) -> np.n
     a match elsewhere lies inside another cycle (a PCG iteration ``halo, Allreduce`` seen
     in a smoother sweep ``halo, halo, Allreduce`` once runs of one call are collapsed),
     and would cut it where no rank's cycle begins. The first iteration ``a`` is kept."""
-    if anchor is None or not occ.size or not anchor[a + p - 1]:
+    if anchor is None or not occ.size or not _every_p(anchor[a + p - 1:a + p])[0]:
         return occ
     prev = np.maximum(occ - 1, 0)
-    return occ[(occ == a) | (occ == 0) | anchor[prev]]
+    return occ[(occ == a) | (occ == 0) | (anchor[prev] > 0)]
 
 
 def _runs_collapsed(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
