@@ -316,7 +316,7 @@ def _shares(piece: np.ndarray, vocab: np.ndarray, unit_counts: np.ndarray) -> in
 
 
 def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray,
-             anchor: np.ndarray | None = None) -> list[int]:
+             anchor: np.ndarray | None = None, coll: tuple[np.ndarray, np.ndarray] | None = None) -> list[int]:
     """Offsets in a block between two plain iterations where iterations start.
 
     A block that repeats a variant iteration of its own (the steps after a rebuild that
@@ -324,7 +324,8 @@ def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_
     repetition; every other piece is an iteration if it holds more than half of the
     plain iteration's calls, and otherwise stays with the iteration before it. (Blocks
     with the same structure are cut alike: the caller keys them by it.) ``anchor`` marks
-    the block's global collectives (a variant cycle that holds one is cut after its last)."""
+    the block's global collectives (a variant cycle that holds one is cut after its last),
+    ``coll`` the plain iteration's (:func:`_split_steps`)."""
     pieces = [0]
     if len(gap) >= 1.5 * p:
         found = find_unit(full, near=p, anchor=anchor)
@@ -345,7 +346,7 @@ def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_
     ends = starts[1:] + [len(gap)]
     out: list[int] = []
     for a, b in zip(starts, ends):
-        out += [a + c for c in _split_steps(gap[a:b], p, vocab, unit_counts)]
+        out += [a + c for c in _split_steps(gap[a:b], p, vocab, unit_counts, coll)]
     return out
 
 
@@ -365,7 +366,8 @@ def _running_shares(piece: np.ndarray, vocab: np.ndarray, unit_counts: np.ndarra
     return np.concatenate([[0], np.cumsum(known & (nth < counts))])
 
 
-def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray) -> list[int]:
+def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray,
+                 coll: tuple[np.ndarray, np.ndarray] | None = None) -> list[int]:
     """Offsets where the steps in ``piece`` begin (always 0): a piece of 1.5 plain
     iterations or more is cut where both sides hold nearly all of the plain calls
     (``STEP_SPLIT_SHARE``: a rebuild step that exchanges atoms instead of ghost positions
@@ -386,16 +388,16 @@ def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.n
         if right is None:
             right = _running_shares(piece[::-1], vocab, unit_counts)[::-1]
         rest = piece[start:]
-        c = _first_cut(rest, p, vocab, unit_counts, right[start:])
+        c = _first_cut(rest, p, vocab, unit_counts, right[start:], coll)
         if c is None:
             break
-        out += [start + d for d in _split_steps(rest[:c], p, vocab, unit_counts)]
+        out += [start + d for d in _split_steps(rest[:c], p, vocab, unit_counts, coll)]
         start += c
     return out + [start]
 
 
 def _first_cut(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray,
-               right: np.ndarray) -> int | None:
+               right: np.ndarray, coll: tuple[np.ndarray, np.ndarray] | None = None) -> int | None:
     """:func:`_split_steps`'s cut of ``piece`` (None: none), given ``right[c]``, the plain
     calls ``piece[c:]`` holds. Sought in a window from the start, doubled until no later
     cut can hold more: the left side holds at most the plain iteration's calls and the
@@ -404,9 +406,15 @@ def _first_cut(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.nda
     need = STEP_SPLIT_SHARE * p
     top = int(unit_counts.sum())  # the most plain calls one side can hold
     w = min(n, 4 * p)
+    if coll is not None and len(coll[0]):
+        # (each side holds nearly all of the plain iteration's global collectives too)
+        need_c = STEP_SPLIT_SHARE * int(coll[1].sum())
+        coll_right = _running_shares(piece[::-1], *coll)[::-1]
     while True:
         left = _running_shares(piece[:w], vocab, unit_counts)  # cuts 0..w
         ok = (left >= need) & (right[:w + 1] >= need)
+        if coll is not None and len(coll[0]):
+            ok &= (_running_shares(piece[:w], *coll) >= need_c) & (coll_right[:w + 1] >= need_c)
         ok[0] = False
         if w == n:
             ok[-1] = False
@@ -441,6 +449,12 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
     gap_a, gap_b = ends[:-1], occ[1:]
     extra: list[int] = []
     vocab, unit_counts = np.unique(unit, return_counts=True)
+    # the plain iteration's global collectives, as a multiset: a step holds them (a halo
+    # exchange holds 9 of the 10 calls of a PCG iteration 'halo, Allreduce' with runs
+    # collapsed on a rank of 4 neighbours, 7 of 8 on a rank of 3: a share of the calls
+    # alone split a smoother sweep 'halo, halo, Allreduce' in two steps on some ranks,
+    # at some P)
+    coll = None if anchor is None else np.unique(unit[_every_p(anchor[a:a + p])], return_counts=True)
     cache: dict[bytes, list[int]] = {}
     for g in np.flatnonzero(gap_b > gap_a).tolist():
         ga, gb = int(gap_a[g]), int(gap_b[g])
@@ -448,7 +462,7 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
         key = gap.tobytes()
         if key not in cache:
             cache[key] = _cut_gap(gap, full[ga:gb], p, vocab, unit_counts,
-                                  None if anchor is None else anchor[ga:gb])
+                                  None if anchor is None else anchor[ga:gb], coll)
         extra += [ga + c for c in cache[key]]
     # after the last plain iteration: the longest block seen between two plain
     # iterations that the rest of the run begins with still belongs to the loop (the
