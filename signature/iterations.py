@@ -366,6 +366,15 @@ def _running_shares(piece: np.ndarray, vocab: np.ndarray, unit_counts: np.ndarra
     return np.concatenate([[0], np.cumsum(known & (nth < counts))])
 
 
+def _running_few(piece: np.ndarray, vocab: np.ndarray, unit_counts: np.ndarray) -> np.ndarray:
+    """:func:`_running_shares` for a vocabulary of a few calls (a plain iteration's global
+    collectives): a running count per call, in linear time."""
+    held = np.zeros(len(piece) + 1, np.int64)
+    for v, c in zip(vocab.tolist(), unit_counts.tolist()):
+        held[1:] += np.minimum(np.cumsum(piece == np.uint64(v)), c)
+    return held
+
+
 def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray,
                  coll: tuple[np.ndarray, np.ndarray] | None = None) -> list[int]:
     """Offsets where the steps in ``piece`` begin (always 0): a piece of 1.5 plain
@@ -384,11 +393,15 @@ def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.n
     out: list[int] = []
     start = 0
     right = None  # right[c]: the plain calls piece[c:] holds
+    coll_right = None  # the same, of the plain iteration's global collectives
     while len(piece) - start >= 1.5 * p:
         if right is None:
             right = _running_shares(piece[::-1], vocab, unit_counts)[::-1]
+            if coll is not None and len(coll[0]):
+                coll_right = _running_few(piece[::-1], *coll)[::-1]
         rest = piece[start:]
-        c = _first_cut(rest, p, vocab, unit_counts, right[start:], coll)
+        c = _first_cut(rest, p, vocab, unit_counts, right[start:], coll,
+                       None if coll_right is None else coll_right[start:])
         if c is None:
             break
         out += [start + d for d in _split_steps(rest[:c], p, vocab, unit_counts, coll)]
@@ -397,7 +410,8 @@ def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.n
 
 
 def _first_cut(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray,
-               right: np.ndarray, coll: tuple[np.ndarray, np.ndarray] | None = None) -> int | None:
+               right: np.ndarray, coll: tuple[np.ndarray, np.ndarray] | None = None,
+               coll_right: np.ndarray | None = None) -> int | None:
     """:func:`_split_steps`'s cut of ``piece`` (None: none), given ``right[c]``, the plain
     calls ``piece[c:]`` holds. Sought in a window from the start, doubled until no later
     cut can hold more: the left side holds at most the plain iteration's calls and the
@@ -406,15 +420,15 @@ def _first_cut(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.nda
     need = STEP_SPLIT_SHARE * p
     top = int(unit_counts.sum())  # the most plain calls one side can hold
     w = min(n, 4 * p)
-    if coll is not None and len(coll[0]):
-        # (each side holds nearly all of the plain iteration's global collectives too)
+    if coll_right is not None:
+        # (each side holds nearly all of the plain iteration's global collectives too;
+        # ``coll_right[c]``: those piece[c:] holds)
         need_c = STEP_SPLIT_SHARE * int(coll[1].sum())
-        coll_right = _running_shares(piece[::-1], *coll)[::-1]
     while True:
         left = _running_shares(piece[:w], vocab, unit_counts)  # cuts 0..w
         ok = (left >= need) & (right[:w + 1] >= need)
-        if coll is not None and len(coll[0]):
-            ok &= (_running_shares(piece[:w], *coll) >= need_c) & (coll_right[:w + 1] >= need_c)
+        if coll_right is not None and ok.any():
+            ok &= (_running_few(piece[:w], *coll) >= need_c) & (coll_right[:w + 1] >= need_c)
         ok[0] = False
         if w == n:
             ok[-1] = False
