@@ -120,7 +120,8 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     the innermost loop wins over an outer loop that merely contains it. ``near``: also
     try the periods within 10% of it (a variant of a known iteration). ``anchor``: per
     token, whether it is a global collective (every rank makes it); a unit that holds
-    one is not cut on one (:func:`_past_collectives`).
+    one is not cut on one (:func:`_past_collectives`). Given as levels (:data:`EVERY_P`),
+    only the collectives of every rank at every P count here.
     """
     t = tokens[:window]
     n = len(t)
@@ -154,7 +155,8 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     top = max(b[1] for b in best)
     p, _, s0, m = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
     if anchor is not None:
-        p, m = _primitive(t, p, s0, m, anchor[:n])
+        anchor = _every_p(anchor[:n])
+        p, m = _primitive(t, p, s0, m, anchor)
     # rotation: an iteration does not begin with the call it ends with. The first
     # repetition can start too early when the initial part ends like an iteration
     # (CG: an Allreduce before a loop that ends with one); move the start forward
@@ -166,8 +168,22 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     while not whole and p > 1 and s < s0 + p - 1 and s + p < n and t[s] == t[s + p - 1]:
         s += 1
     if anchor is not None:
-        s = _past_collectives(anchor[:n], s, p, s0, m)
+        s = _past_collectives(anchor, s, p, s0, m)
     return s, p, int(np.sum(t[s:s + p] == t[s]))
+
+
+#: anchor level of a collective on a communicator of every rank at every P (as far as
+#: the trace tells: MPI_COMM_WORLD and its copies, not a split that holds every rank at
+#: this P: ``signature.phases._whole_comms``); level 1 is one of every rank of this run.
+#: :func:`_aligned` reads both levels (an iteration that ends with either begins right
+#: after one), the cut's rotation (:func:`_past_collectives`, :func:`_primitive`) only
+#: this one (the calls every P makes alike). A boolean anchor is both.
+EVERY_P = 2
+
+
+def _every_p(anchor: np.ndarray) -> np.ndarray:
+    """The collectives of every rank at every P in an anchor (:data:`EVERY_P`)."""
+    return anchor if anchor.dtype == bool else anchor >= EVERY_P
 
 
 def _primitive(t: np.ndarray, p: int, s0: int, m: int, anchor: np.ndarray) -> tuple[int, int]:
@@ -300,7 +316,7 @@ def _shares(piece: np.ndarray, vocab: np.ndarray, unit_counts: np.ndarray) -> in
 
 
 def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray,
-             anchor: np.ndarray | None = None) -> list[int]:
+             anchor: np.ndarray | None = None, coll: tuple[np.ndarray, np.ndarray] | None = None) -> list[int]:
     """Offsets in a block between two plain iterations where iterations start.
 
     A block that repeats a variant iteration of its own (the steps after a rebuild that
@@ -308,7 +324,8 @@ def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_
     repetition; every other piece is an iteration if it holds more than half of the
     plain iteration's calls, and otherwise stays with the iteration before it. (Blocks
     with the same structure are cut alike: the caller keys them by it.) ``anchor`` marks
-    the block's global collectives (a variant cycle that holds one is cut after its last)."""
+    the block's global collectives (a variant cycle that holds one is cut after its last),
+    ``coll`` the plain iteration's (:func:`_split_steps`)."""
     pieces = [0]
     if len(gap) >= 1.5 * p:
         found = find_unit(full, near=p, anchor=anchor)
@@ -329,7 +346,7 @@ def _cut_gap(gap: np.ndarray, full: np.ndarray, p: int, vocab: np.ndarray, unit_
     ends = starts[1:] + [len(gap)]
     out: list[int] = []
     for a, b in zip(starts, ends):
-        out += [a + c for c in _split_steps(gap[a:b], p, vocab, unit_counts)]
+        out += [a + c for c in _split_steps(gap[a:b], p, vocab, unit_counts, coll)]
     return out
 
 
@@ -349,7 +366,17 @@ def _running_shares(piece: np.ndarray, vocab: np.ndarray, unit_counts: np.ndarra
     return np.concatenate([[0], np.cumsum(known & (nth < counts))])
 
 
-def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray) -> list[int]:
+def _running_few(piece: np.ndarray, vocab: np.ndarray, unit_counts: np.ndarray) -> np.ndarray:
+    """:func:`_running_shares` for a vocabulary of a few calls (a plain iteration's global
+    collectives): a running count per call, in linear time."""
+    held = np.zeros(len(piece) + 1, np.int64)
+    for v, c in zip(vocab.tolist(), unit_counts.tolist()):
+        held[1:] += np.minimum(np.cumsum(piece == np.uint64(v)), c)
+    return held
+
+
+def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray,
+                 coll: tuple[np.ndarray, np.ndarray] | None = None) -> list[int]:
     """Offsets where the steps in ``piece`` begin (always 0): a piece of 1.5 plain
     iterations or more is cut where both sides hold nearly all of the plain calls
     (``STEP_SPLIT_SHARE``: a rebuild step that exchanges atoms instead of ghost positions
@@ -366,20 +393,25 @@ def _split_steps(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.n
     out: list[int] = []
     start = 0
     right = None  # right[c]: the plain calls piece[c:] holds
+    coll_right = None  # the same, of the plain iteration's global collectives
     while len(piece) - start >= 1.5 * p:
         if right is None:
             right = _running_shares(piece[::-1], vocab, unit_counts)[::-1]
+            if coll is not None and len(coll[0]):
+                coll_right = _running_few(piece[::-1], *coll)[::-1]
         rest = piece[start:]
-        c = _first_cut(rest, p, vocab, unit_counts, right[start:])
+        c = _first_cut(rest, p, vocab, unit_counts, right[start:], coll,
+                       None if coll_right is None else coll_right[start:])
         if c is None:
             break
-        out += [start + d for d in _split_steps(rest[:c], p, vocab, unit_counts)]
+        out += [start + d for d in _split_steps(rest[:c], p, vocab, unit_counts, coll)]
         start += c
     return out + [start]
 
 
 def _first_cut(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.ndarray,
-               right: np.ndarray) -> int | None:
+               right: np.ndarray, coll: tuple[np.ndarray, np.ndarray] | None = None,
+               coll_right: np.ndarray | None = None) -> int | None:
     """:func:`_split_steps`'s cut of ``piece`` (None: none), given ``right[c]``, the plain
     calls ``piece[c:]`` holds. Sought in a window from the start, doubled until no later
     cut can hold more: the left side holds at most the plain iteration's calls and the
@@ -388,9 +420,15 @@ def _first_cut(piece: np.ndarray, p: int, vocab: np.ndarray, unit_counts: np.nda
     need = STEP_SPLIT_SHARE * p
     top = int(unit_counts.sum())  # the most plain calls one side can hold
     w = min(n, 4 * p)
+    if coll_right is not None:
+        # (each side holds nearly all of the plain iteration's global collectives too;
+        # ``coll_right[c]``: those piece[c:] holds)
+        need_c = STEP_SPLIT_SHARE * int(coll[1].sum())
     while True:
         left = _running_shares(piece[:w], vocab, unit_counts)  # cuts 0..w
         ok = (left >= need) & (right[:w + 1] >= need)
+        if coll_right is not None and ok.any():
+            ok &= (_running_few(piece[:w], *coll) >= need_c) & (coll_right[:w + 1] >= need_c)
         ok[0] = False
         if w == n:
             ok[-1] = False
@@ -425,6 +463,12 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
     gap_a, gap_b = ends[:-1], occ[1:]
     extra: list[int] = []
     vocab, unit_counts = np.unique(unit, return_counts=True)
+    # the plain iteration's global collectives, as a multiset: a step holds them (a halo
+    # exchange holds 9 of the 10 calls of a PCG iteration 'halo, Allreduce' with runs
+    # collapsed on a rank of 4 neighbours, 7 of 8 on a rank of 3: a share of the calls
+    # alone split a smoother sweep 'halo, halo, Allreduce' in two steps on some ranks,
+    # at some P)
+    coll = None if anchor is None else np.unique(unit[_every_p(anchor[a:a + p])], return_counts=True)
     cache: dict[bytes, list[int]] = {}
     for g in np.flatnonzero(gap_b > gap_a).tolist():
         ga, gb = int(gap_a[g]), int(gap_b[g])
@@ -432,7 +476,7 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
         key = gap.tobytes()
         if key not in cache:
             cache[key] = _cut_gap(gap, full[ga:gb], p, vocab, unit_counts,
-                                  None if anchor is None else anchor[ga:gb])
+                                  None if anchor is None else anchor[ga:gb], coll)
         extra += [ga + c for c in cache[key]]
     # after the last plain iteration: the longest block seen between two plain
     # iterations that the rest of the run begins with still belongs to the loop (the
@@ -467,10 +511,10 @@ def _aligned(occ: np.ndarray, anchor: np.ndarray | None, a: int, p: int) -> np.n
     a match elsewhere lies inside another cycle (a PCG iteration ``halo, Allreduce`` seen
     in a smoother sweep ``halo, halo, Allreduce`` once runs of one call are collapsed),
     and would cut it where no rank's cycle begins. The first iteration ``a`` is kept."""
-    if anchor is None or not occ.size or not anchor[a + p - 1]:
+    if anchor is None or not occ.size or not _every_p(anchor[a + p - 1:a + p])[0]:
         return occ
     prev = np.maximum(occ - 1, 0)
-    return occ[(occ == a) | (occ == 0) | anchor[prev]]
+    return occ[(occ == a) | (occ == 0) | (anchor[prev] > 0)]
 
 
 def _runs_collapsed(tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -319,10 +319,15 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     # the global collectives (on a communicator of every rank): a cycle that holds one is
     # cut right after its last one, the same call at every P (issue 24: OpenFOAM's solver
     # loops were cut at a different call of their cycle at each P)
+    # (1: on a communicator of every rank of this run, where an iteration that ends with
+    # one begins; 2: of every rank at every P as far as the trace tells, the calls the cut
+    # moves past: a communicator made by choosing its members, as Quantum ESPRESSO's
+    # diagonalisation group, holds all 4 ranks at P = 4 and half of them at P = 8:
+    # _whole_comms)
     comms = trace.comms
-    world = np.zeros(len(comms) + 1, bool)  # comm ids -1 (none) land on the last entry
-    world[:len(comms)] = (comms.size == P) & ~comms.inter
-    world_coll = _IS_COLLECTIVE[ev["op"]] & world[np.minimum(ev["comm"], len(comms))]
+    world = np.zeros(len(comms) + 1, np.int8)  # comm ids -1 (none) land on the last entry
+    world[:len(comms)] = ((comms.size == P) & ~comms.inter).astype(np.int8) + _whole_comms(trace)
+    world_coll = np.where(_IS_COLLECTIVE[ev["op"]], world[np.minimum(ev["comm"], len(comms))], 0).astype(np.int8)
     cols_b, cols_l = [], []
     section_start: list[int] = []  # global segments where a section begins
     n_loops = 0
@@ -706,6 +711,44 @@ RARE_KIND = 3
 LOCAL_VARIANT_SHARE = 0.25
 _IS_COLLECTIVE = np.zeros(256, bool)
 _IS_COLLECTIVE[_COLLECTIVE] = True
+#: calls that make a communicator of every member of the one they are called on (a copy,
+#: a topology over all of them) and calls that choose the new one's members (a split by
+#: colour, a group's): a communicator of the second kind may hold every rank at one P
+#: and not at another
+_COMM_KEEPS = [OP_CODE[n] for n in ("Comm_dup", "Cart_create", "Graph_create", "Dist_graph_create")]
+_COMM_CHOOSES = [OP_CODE[n] for n in ("Comm_split", "Comm_split_type", "Comm_create", "Comm_create_group",
+                                      "Cart_sub")]
+
+
+def _whole_comms(trace: Trace) -> np.ndarray:
+    """Per communicator, whether it holds every rank at every P, as far as one trace can
+    tell: MPI_COMM_WORLD, or a communicator of every rank made from a whole one by a
+    call that keeps all its members (Comm_dup, Cart_create, ...). One made by a call that
+    chooses its members (Comm_split, Comm_create, Cart_sub) is a sub-communicator even
+    where it holds every rank: Quantum ESPRESSO's diagonalisation group (Comm_create of
+    a square grid of ranks) is all 4 ranks at P = 4, 4 of 8 at P = 8, so its broadcasts
+    are global collectives at P = 4 only, and the canonical cut
+    (:func:`signature.iterations._past_collectives`) moved at P = 4 past them as well as
+    past the FFTs' Alltoalls. A communicator of every rank whose making the trace does
+    not show (an intercommunicator's, a generated trace's) counts as before, by size."""
+    comms = trace.comms
+    P = trace.nprocs
+    whole = (comms.size == P) & ~comms.inter
+    ev = trace.events
+    op = ev["op"]
+    made = np.flatnonzero(np.isin(op, _COMM_KEEPS + _COMM_CHOOSES) & (ev["aux"] >= 0)
+                          & (ev["aux"] < len(comms)))
+    if not made.size:
+        return whole
+    # each communicator's first making event, in trace order (rank, then seq: a parent is
+    # made before its children on every rank that makes both)
+    new, first = np.unique(ev["aux"][made], return_index=True)
+    rows = made[np.sort(first)]
+    keeps = np.isin(op[rows], _COMM_KEEPS)
+    for x, parent, keep in zip(ev["aux"][rows].tolist(), ev["comm"][rows].tolist(), keeps.tolist()):
+        if x > 0:  # (never world itself)
+            whole[x] &= keep and 0 <= parent < len(comms) and bool(whole[parent])
+    return whole
 #: the most kinds compared pairwise per loop
 VARIANT_KINDS_MAX = 128
 

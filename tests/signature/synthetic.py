@@ -15,16 +15,19 @@ import numpy as np
 
 from signature import OP_CODE, CommTable, Trace
 
-Call = tuple  # (op name, peer, bytes) or (op name, peer, bytes, recv_peer, recv_bytes)
+Call = tuple  # (op name, peer, bytes) or (op name, peer, bytes, recv_peer, recv_bytes), then
+#              optionally the communicator's id and aux (a new communicator's id)
 
 
 def build_trace(P: int, steps: int, step_calls: Callable[[int, int], list[Call]], *,
-                burst: float = 1e-3, seed: int = 0) -> Trace:
+                burst: float = 1e-3, seed: int = 0, comms: CommTable | None = None) -> Trace:
     """A complete trace of ``steps`` calls of ``step_calls(rank, step)`` on every rank,
-    between a setup Barrier and a final one."""
+    between a setup Barrier and a final one. A call of 6 or 7 items names its
+    communicator (an id in ``comms``; 0, MPI_COMM_WORLD, otherwise) and its aux (the id of
+    the communicator a Comm_split or Comm_dup makes)."""
     rng = np.random.default_rng(seed)
     cols: dict[str, list] = {c: [] for c in ("rank", "seq", "op", "peer", "recv_peer", "root",
-                                             "bytes", "recv_bytes")}
+                                             "bytes", "recv_bytes", "comm", "aux")}
     t_start: list[float] = []
     offsets = [0]
     for r in range(P):
@@ -36,6 +39,8 @@ def build_trace(P: int, steps: int, step_calls: Callable[[int, int], list[Call]]
         for seq, c in enumerate(calls):
             op, peer, nbytes = c[:3]
             recv_peer, recv_bytes = (c[3], c[4]) if len(c) > 3 else (-1, 0)
+            cols["comm"].append(c[5] if len(c) > 5 else 0)
+            cols["aux"].append(c[6] if len(c) > 6 else 0)
             if op == "Recv":
                 recv_peer, recv_bytes, peer = peer, nbytes, peer
                 nbytes = 0
@@ -54,9 +59,9 @@ def build_trace(P: int, steps: int, step_calls: Callable[[int, int], list[Call]]
     ev = {c: np.asarray(v, np.int64) for c, v in cols.items()}
     ev["rank"] = ev["rank"].astype(np.int32)
     ev["op"] = ev["op"].astype(np.uint8)
-    for c in ("peer", "recv_peer", "root"):
+    for c in ("peer", "recv_peer", "root", "comm", "aux"):
         ev[c] = ev[c].astype(np.int32)
-    ev.update(tag=np.zeros(n, np.int32), comm=np.zeros(n, np.int32), aux=np.zeros(n, np.int32),
+    ev.update(tag=np.zeros(n, np.int32),
               req=np.full(n, -1, np.int64), t_start=np.asarray(t_start),
               t_comm=np.full(n, 1e-5), ctx_switches=np.zeros(n, np.int64))
     ev["t_comp"] = np.concatenate([[0.0], np.diff(ev["t_start"])]) - 1e-5
@@ -65,7 +70,18 @@ def build_trace(P: int, steps: int, step_calls: Callable[[int, int], list[Call]]
     lists = {c: np.zeros(0, np.int64) for c in ("rank", "seq", "kind", "start", "length", "values")}
     return Trace(meta={"nprocs": P, "complete": True, "work_mode": "cpu-time", "app": "synthetic"},
                  events=ev, rank_offsets=np.asarray(offsets, np.int64), completions=empty,
-                 lists=lists, comms=CommTable.world_only(P))
+                 lists=lists, comms=comms if comms is not None else CommTable.world_only(P))
+
+
+def comm_table(P: int, groups: list[list[int]]) -> CommTable:
+    """MPI_COMM_WORLD (id 0) and one communicator per group of world ranks (ids 1, 2, ...)."""
+    groups = [list(range(P))] + groups
+    sizes = [len(g) for g in groups]
+    return CommTable(size=np.array(sizes, np.int32), inter=np.zeros(len(groups), bool),
+                     member_offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                     members=np.concatenate(groups).astype(np.int32),
+                     cart_offsets=np.zeros(len(groups) + 1, np.int64),
+                     cart_dims=np.zeros(0, np.int32), cart_periods=np.zeros(0, bool))
 
 
 def random_updates(P, rng, updates):
