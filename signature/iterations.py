@@ -153,6 +153,7 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
         return None
     top = max(b[1] for b in best)
     p, _, s0, m = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
+    p, s0, m = _incidental(t, runs, best, min_k, p, s0, m)
     if anchor is not None:
         p, m = _primitive(t, p, s0, m, anchor[:n])
     # rotation: an iteration does not begin with the call it ends with. The first
@@ -168,6 +169,48 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     if anchor is not None:
         s = _past_collectives(anchor[:n], s, p, s0, m)
     return s, p, int(np.sum(t[s:s + p] == t[s]))
+
+
+def _incidental(t: np.ndarray, runs: dict, best: list, min_k: int, p: int, s0: int, m: int
+                ) -> tuple[int, int, int]:
+    """:func:`find_unit`'s choice ``(period, first repeat's start, its run of matches)``,
+    checked against the period q that covers most: a smaller period p is chosen as the
+    innermost loop, one nested in q's. It is not one where its repeats inside q's own
+    (those of a cycle of q calls, not runs of one call, which repeat with every period)
+    cover less than 75% of what q covers; if its first repeat then lies outside q's,
+    repeats fewer times than q's first repeat does, and its next repeat comes after q's
+    first, that first repeat is an incidental short run before the loop (three equal
+    Bcasts of a set-up), and q's first repeat is the loop the search meets first.
+
+    (Issue 24: ABINIT's ranks 1-3 at P = 5 took a run of three Bcast(4) of the set-up as
+    their loop, as the runs of Barriers of their output part made period 1 cover 75% of
+    what the SCF cycle's period 4 covers; that loop then took every later Bcast as an
+    iteration and swallowed the run, while ranks 0 and 4 found the SCF loop.)"""
+    n = len(t)
+    top = max(b[1] for b in best)
+    q, _, sq, mq = next(b for b in best if b[1] == top)  # the smallest period covering most
+    if q <= p or (m + p) // p >= (mq + q) // q:
+        return p, s0, m
+    starts, lengths = runs[q]
+    ok = lengths >= (min_k - 1) * q
+    starts, lengths = starts[ok], lengths[ok]
+    own = np.ones(len(starts), bool)  # q's own repeats
+    for d in range(1, q):
+        if q % d == 0:
+            at = starts[:, None] + np.arange(q - d)[None, :]
+            own &= ~np.all(t[at] == t[at + d], axis=1)
+    region = np.zeros(n + 1, np.int64)  # +1 where a repeat of q begins, -1 where it ends
+    np.add.at(region, starts[own], 1)
+    np.add.at(region, np.minimum(starts[own] + (lengths[own] + q) // q * q, n), -1)
+    inside = np.concatenate([[0], np.cumsum(np.cumsum(region)[:n] > 0)])  # q's events before i
+    if inside[s0 + m + p] - inside[s0] > 0:
+        return p, s0, m
+    sp, lp = runs[p]
+    okp = lp >= (min_k - 1) * p
+    sp, ends = sp[okp], np.minimum(sp[okp] + (lp[okp] + p) // p * p, n)
+    if np.sum(inside[ends] - inside[sp]) >= 0.75 * top or (len(sp) > 1 and sp[1] <= sq):
+        return p, s0, m
+    return q, sq, mq
 
 
 def _primitive(t: np.ndarray, p: int, s0: int, m: int, anchor: np.ndarray) -> tuple[int, int]:
@@ -532,7 +575,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
     H, ipw = prefix_hash(struct)
     bounds: list[np.ndarray] = []
     loops: list[np.ndarray] = []
-    pos, look, n_loops, prev_p, first_p = 0, 0, 0, 0, 0
+    pos, look, n_loops, prev_p, first_p, prev_a = 0, 0, 0, 0, 0, 0
     while pos < n - 1:
         an = None if anchor is None else anchor[look:]
         found = (find_unit(full[look:], SEARCH_WINDOW, anchor=an)
@@ -552,7 +595,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
         starts, end = _loop(full, struct, h_win, a, p, pos, anchor)
         if len(starts) < 2 or (n_loops and (len(starts) < 3 or end - starts[0] < LATER_LOOP_SHARE * n)):
             break
-        if n_loops and starts[0] - pos <= NEXT_LOOP_GAP * max(p, prev_p):
+        if n_loops and starts[0] - pos <= NEXT_LOOP_GAP * max(p, prev_p) and _continues(struct, prev_a, prev_p, a, p):
             # the loop goes on with another plain iteration (the communication changed
             # after a rebuild): the same loop; what lies between is one of its iterations
             bounds += [np.array([pos]) if starts[0] > pos else np.zeros(0, np.int64), starts]
@@ -562,7 +605,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
             loops += [np.array([-1]), np.full(len(starts), n_loops)]
             n_loops += 1
         first_p = first_p or p
-        pos, prev_p = end, p
+        pos, prev_p, prev_a = end, p, a
         look = pos
     bounds += [np.array([pos]), np.array([n])]
     b = np.concatenate(bounds).astype(np.int64)
@@ -588,6 +631,18 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
             loop = np.concatenate([pl[:-1], [k - 1] if between else [],
                                    np.where(loop[1:] >= 0, loop[1:] + k - 1, -1)]).astype(np.int64)
     return b, loop, first_p
+
+
+def _continues(struct: np.ndarray, prev_a: int, prev_p: int, a: int, p: int) -> bool:
+    """Whether a loop whose plain iteration is ``struct[a:a+p]``, found right after the loop
+    whose plain iteration is ``struct[prev_a:prev_a+prev_p]``, continues it: the two
+    plain iterations share (as multisets) more than half of the shorter one's calls, as
+    a step whose communication a rebuild changed does, or a step that a check every k
+    steps lengthens. A loop of other calls right after another is a loop of its own
+    (issue 24: ABINIT's Barriers and wavefunction Recvs of its output part, right after
+    its SCF iterations of Allreduces and a Bcast, were taken as more SCF iterations)."""
+    vocab, counts = np.unique(struct[prev_a:prev_a + prev_p], return_counts=True)
+    return _shares(struct[a:a + p], vocab, counts) > GAP_ITERATION_SHARE * min(p, prev_p)
 
 
 #: a loop found within this many plain iterations' length after (or before) another
@@ -626,6 +681,11 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
     # to one call; runs of a constant length (a ring's P-1 shifts) stay
     head = np.ones(n, bool)
     head[1:] = struct[1:] != struct[:-1]
+    # (a run that crosses an iteration bound of the plain cut is no count: ABINIT's step
+    # ends with an Allreduce and begins with two, a run of three, but of two at the
+    # loop's entry and one at its exit; collapsed, the step began at its Bcast and the
+    # SCF initialisation became a step at some P: issue 24)
+    head[b[1:-1][b[1:-1] < n]] = True
     starts = np.flatnonzero(head)
     lengths = np.diff(np.concatenate([starts, [n]]))
     tok = struct[starts]
