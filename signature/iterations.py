@@ -174,43 +174,46 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
 def _incidental(t: np.ndarray, runs: dict, best: list, min_k: int, p: int, s0: int, m: int
                 ) -> tuple[int, int, int]:
     """:func:`find_unit`'s choice ``(period, first repeat's start, its run of matches)``,
-    checked against the period q that covers most: a smaller period p is chosen as the
-    innermost loop, one nested in q's. It is not one where its repeats inside q's own
-    (those of a cycle of q calls, not runs of one call, which repeat with every period)
-    cover less than 75% of what q covers; if its first repeat then lies outside q's,
-    repeats fewer times than q's first repeat does, and its next repeat comes after q's
-    first, that first repeat is an incidental short run before the loop (three equal
-    Bcasts of a set-up), and q's first repeat is the loop the search meets first.
+    unless its first repeat is an incidental short run before the loop (three equal
+    Bcasts of a set-up): a longer period q that is a dominant loop too (it covers at
+    least 75% of what the top period covers; it may be the top one) has its first repeat,
+    a cycle of q calls, after p's first and before p's next one, and repeats more times
+    there; p's first repeat lies outside q's own repeats (cycles of q calls, not runs of
+    one call, which repeat with every period), and p's repeats inside them cover less
+    than 75% of what the top period covers (p is not an inner loop of q's). q's first
+    repeat is then the loop the search meets first (the earliest such q).
 
     (Issue 24: ABINIT's ranks 1-3 at P = 5 took a run of three Bcast(4) of the set-up as
     their loop, as the runs of Barriers of their output part made period 1 cover 75% of
-    what the SCF cycle's period 4 covers; that loop then took every later Bcast as an
-    iteration and swallowed the run, while ranks 0 and 4 found the SCF loop.)"""
+    what the SCF cycle's period 4 covers, or more; that loop then took every later Bcast
+    as an iteration and swallowed the run, while ranks 0 and 4 found the SCF loop.)"""
     n = len(t)
     top = max(b[1] for b in best)
-    q, _, sq, mq = next(b for b in best if b[1] == top)  # the smallest period covering most
-    if q <= p or (m + p) // p >= (mq + q) // q:
-        return p, s0, m
-    starts, lengths = runs[q]
-    ok = lengths >= (min_k - 1) * q
-    starts, lengths = starts[ok], lengths[ok]
-    own = np.ones(len(starts), bool)  # q's own repeats
-    for d in range(1, q):
-        if q % d == 0:
-            at = starts[:, None] + np.arange(q - d)[None, :]
-            own &= ~np.all(t[at] == t[at + d], axis=1)
-    region = np.zeros(n + 1, np.int64)  # +1 where a repeat of q begins, -1 where it ends
-    np.add.at(region, starts[own], 1)
-    np.add.at(region, np.minimum(starts[own] + (lengths[own] + q) // q * q, n), -1)
-    inside = np.concatenate([[0], np.cumsum(np.cumsum(region)[:n] > 0)])  # q's events before i
-    if inside[s0 + m + p] - inside[s0] > 0:
-        return p, s0, m
     sp, lp = runs[p]
     okp = lp >= (min_k - 1) * p
     sp, ends = sp[okp], np.minimum(sp[okp] + (lp[okp] + p) // p * p, n)
-    if np.sum(inside[ends] - inside[sp]) >= 0.75 * top or (len(sp) > 1 and sp[1] <= sq):
-        return p, s0, m
-    return q, sq, mq
+    k_p = (m + p) // p
+    for q, _, sq, mq in sorted((b for b in best if b[0] > p and b[1] >= 0.75 * top and b[2] > s0
+                                and (b[3] + b[0]) // b[0] > k_p), key=lambda b: (b[2], -b[1])):
+        if len(sp) > 1 and sp[1] <= sq:
+            break  # (p repeats again before: its first repeat is no stray run before q's)
+        starts, lengths = runs[q]
+        ok = lengths >= (min_k - 1) * q
+        starts, lengths = starts[ok], lengths[ok]
+        own = np.ones(len(starts), bool)  # q's own repeats: cycles of q calls
+        for d in range(1, q):
+            if q % d == 0:
+                at = starts[:, None] + np.arange(q - d)[None, :]
+                own &= ~np.all(t[at] == t[at + d], axis=1)
+        if not own[0]:
+            continue  # (a run of one call: period 1's repeat, not q's)
+        region = np.zeros(n + 1, np.int64)  # +1 where a repeat of q begins, -1 where it ends
+        np.add.at(region, starts[own], 1)
+        np.add.at(region, np.minimum(starts[own] + (lengths[own] + q) // q * q, n), -1)
+        inside = np.concatenate([[0], np.cumsum(np.cumsum(region)[:n] > 0)])  # q's events before i
+        if inside[s0 + m + p] - inside[s0] == 0 and np.sum(inside[ends] - inside[sp]) < 0.75 * top:
+            return q, sq, mq
+    return p, s0, m
 
 
 def _primitive(t: np.ndarray, p: int, s0: int, m: int, anchor: np.ndarray) -> tuple[int, int]:
