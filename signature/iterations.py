@@ -684,11 +684,7 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
     # to one call; runs of a constant length (a ring's P-1 shifts) stay
     head = np.ones(n, bool)
     head[1:] = struct[1:] != struct[:-1]
-    # (a run that crosses an iteration bound of the plain cut is no count: ABINIT's step
-    # ends with an Allreduce and begins with two, a run of three, but of two at the
-    # loop's entry and one at its exit; collapsed, the step began at its Bcast and the
-    # SCF initialisation became a step at some P: issue 24)
-    head[b[1:-1][b[1:-1] < n]] = True
+    head[_crossed_bounds(struct, b, loop)] = True
     starts = np.flatnonzero(head)
     lengths = np.diff(np.concatenate([starts, [n]]))
     tok = struct[starts]
@@ -720,6 +716,25 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
             loop = cloop
     shape, exact = segment_keys(struct, b)
     return RankSegments(bounds=b, loop=loop, shape=shape, exact=exact)
+
+
+def _crossed_bounds(struct: np.ndarray, bounds: np.ndarray, loop: np.ndarray) -> np.ndarray:
+    """The iteration bounds of the loops whose plain iteration ends with the call it
+    begins with, so that a run of that call crosses most of their bounds: such a run is
+    two steps' calls, not one count that depends on the data (issue 24: ABINIT's SCF step
+    ends with an Allreduce and begins with two, a run of three, but of two at the loop's
+    entry and one at its exit; collapsed as a count, the step began at its Bcast instead,
+    and the SCF initialisation became a step at some P)."""
+    n = len(struct)
+    at = bounds[:-1]
+    crossed = (loop >= 0) & (at > 0) & (at < n)
+    crossed[crossed] = struct[at[crossed]] == struct[at[crossed] - 1]
+    out = []
+    for L in np.unique(loop[loop >= 0]).tolist():
+        its = loop == L
+        if 2 * int(np.sum(crossed & its)) > int(np.sum(its)):
+            out.append(at[crossed & its])
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
 def _plain_events(loop: np.ndarray, bounds: np.ndarray, tokens: np.ndarray, spans: np.ndarray) -> int:
