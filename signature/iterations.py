@@ -23,8 +23,10 @@ run, whose data-dependent counts differ from the first repeats') are iterations 
 loop too. After the loop's last plain iteration the
 search starts again, so that loops that follow each other (the kernels of a benchmark
 suite) are each found; what lies between loops is a weight-1 part. A loop found within
-a few iterations' length of another one continues it: its plain iteration changed (a
-domain decomposition rebuilt at a neighbour search).
+a few iterations' length of another one continues it if their plain iterations share
+more than half of the shorter one's calls: its plain iteration changed (a domain
+decomposition rebuilt at a neighbour search); a loop of other calls is a loop of its
+own (an output loop of Barriers after an SCF loop of Allreduces).
 
 Each iteration gets two content keys: its exact structure, and its structure with runs
 of the same call collapsed (``Send x3`` and ``Send x5`` to the same peer are one
