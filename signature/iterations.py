@@ -721,21 +721,23 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
 
 
 def _crossed_bounds(struct: np.ndarray, bounds: np.ndarray, loop: np.ndarray) -> np.ndarray:
-    """The iteration bounds of the loops whose plain iteration ends with the call it
-    begins with, so that a run of that call crosses most of their bounds: such a run is
-    two steps' calls, not one count that depends on the data (issue 24: ABINIT's SCF step
-    ends with an Allreduce and begins with two, a run of three, but of two at the loop's
-    entry and one at its exit; collapsed as a count, the step began at its Bcast instead,
-    and the SCF initialisation became a step at some P)."""
+    """The bounds between two iterations of a loop whose step ends with the call it
+    begins with: a run of that call crosses every such bound of the loop (whose steps
+    are more than that call: a loop of one call is its run). Such a run is
+    two steps' calls (the last of one, the first of the next), not one count that
+    depends on the data (a count's runs cross a bound only where the count is high enough).
+    (Issue 24: ABINIT's SCF step ends with an Allreduce and begins with two, a run of
+    three, but of two at the loop's entry and one at its exit; collapsed as a count, the
+    step began at its Bcast instead, and the SCF initialisation became a step at some P.)"""
     n = len(struct)
-    at = bounds[:-1]
-    crossed = (loop >= 0) & (at > 0) & (at < n)
-    crossed[crossed] = struct[at[crossed]] == struct[at[crossed] - 1]
-    out = []
-    for L in np.unique(loop[loop >= 0]).tolist():
-        its = loop == L
-        if 2 * int(np.sum(crossed & its)) > int(np.sum(its)):
-            out.append(at[crossed & its])
+    at = bounds[1:-1]  # (the bound before the first segment and after the last are none)
+    nxt = loop[1:]  # the loop of the segment each bound begins
+    inner = (nxt >= 0) & (nxt == loop[:-1]) & (at > 0) & (at < n)  # between two iterations of one loop
+    crossed = inner.copy()
+    crossed[inner] = struct[at[inner]] == struct[at[inner] - 1]
+    length = np.diff(bounds)
+    out = [at[inner & (nxt == L)] for L in np.unique(nxt[inner]).tolist()
+           if crossed[inner & (nxt == L)].all() and np.median(length[loop == L]) > 1]
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
