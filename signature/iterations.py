@@ -603,6 +603,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
         if n_loops and starts[0] - pos <= NEXT_LOOP_GAP * max(p, prev_p) and _continues(struct, prev_a, prev_p, a, p):
             # the loop goes on with another plain iteration (the communication changed
             # after a rebuild): the same loop; what lies between is one of its iterations
+            # (only if the two plain iterations share most calls: issue 24, _continues)
             bounds += [np.array([pos]) if starts[0] > pos else np.zeros(0, np.int64), starts]
             loops += [np.full(int(starts[0] > pos) + len(starts), n_loops - 1)]
         else:
@@ -686,7 +687,7 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
     # to one call; runs of a constant length (a ring's P-1 shifts) stay
     head = np.ones(n, bool)
     head[1:] = struct[1:] != struct[:-1]
-    head[_crossed_bounds(struct, b, loop)] = True
+    head[_crossed_bounds(struct, b, loop)] = True  # (a step's last and next step's first calls: issue 24)
     starts = np.flatnonzero(head)
     lengths = np.diff(np.concatenate([starts, [n]]))
     tok = struct[starts]
