@@ -23,8 +23,10 @@ run, whose data-dependent counts differ from the first repeats') are iterations 
 loop too. After the loop's last plain iteration the
 search starts again, so that loops that follow each other (the kernels of a benchmark
 suite) are each found; what lies between loops is a weight-1 part. A loop found within
-a few iterations' length of another one continues it: its plain iteration changed (a
-domain decomposition rebuilt at a neighbour search).
+a few iterations' length of another one continues it if their plain iterations share
+more than half of the shorter one's calls: its plain iteration changed (a domain
+decomposition rebuilt at a neighbour search); a loop of other calls is a loop of its
+own (an output loop of Barriers after an SCF loop of Allreduces).
 
 Each iteration gets two content keys: its exact structure, and its structure with runs
 of the same call collapsed (``Send x3`` and ``Send x5`` to the same peer are one
@@ -154,6 +156,7 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
         return None
     top = max(b[1] for b in best)
     p, _, s0, m = next(b for b in best if b[1] >= 0.75 * top)  # smallest such period
+    p, s0, m = _incidental(t, runs, best, min_k, p, s0, m)
     if anchor is not None:
         anchor = _every_p(anchor[:n])
         p, m = _primitive(t, p, s0, m, anchor)
@@ -184,6 +187,51 @@ EVERY_P = 2
 def _every_p(anchor: np.ndarray) -> np.ndarray:
     """The collectives of every rank at every P in an anchor (:data:`EVERY_P`)."""
     return anchor if anchor.dtype == bool else anchor >= EVERY_P
+
+
+def _incidental(t: np.ndarray, runs: dict, best: list, min_k: int, p: int, s0: int, m: int
+                ) -> tuple[int, int, int]:
+    """:func:`find_unit`'s choice ``(period, first repeat's start, its run of matches)``,
+    unless its first repeat is an incidental short run before the loop (three equal
+    Bcasts of a set-up): a longer period q that is a dominant loop too (it covers at
+    least 75% of what the top period covers; it may be the top one) has its first repeat,
+    a cycle of q calls, after p's first and before p's next one, and repeats more times
+    there; p's first repeat lies outside q's own repeats (cycles of q calls, not runs of
+    one call, which repeat with every period), and p's repeats inside them cover less
+    than 75% of what the top period covers (p is not an inner loop of q's). q's first
+    repeat is then the loop the search meets first (the earliest such q).
+
+    (Issue 24: ABINIT's ranks 1-3 at P = 5 took a run of three Bcast(4) of the set-up as
+    their loop, as the runs of Barriers of their output part made period 1 cover 75% of
+    what the SCF cycle's period 4 covers, or more; that loop then took every later Bcast
+    as an iteration and swallowed the run, while ranks 0 and 4 found the SCF loop.)"""
+    n = len(t)
+    top = max(b[1] for b in best)
+    sp, lp = runs[p]
+    okp = lp >= (min_k - 1) * p
+    sp, ends = sp[okp], np.minimum(sp[okp] + (lp[okp] + p) // p * p, n)
+    k_p = (m + p) // p
+    for q, _, sq, mq in sorted((b for b in best if b[0] > p and b[1] >= 0.75 * top and b[2] > s0
+                                and (b[3] + b[0]) // b[0] > k_p), key=lambda b: (b[2], -b[1])):
+        if len(sp) > 1 and sp[1] <= sq:
+            break  # (p repeats again before: its first repeat is no stray run before q's)
+        starts, lengths = runs[q]
+        ok = lengths >= (min_k - 1) * q
+        starts, lengths = starts[ok], lengths[ok]
+        own = np.ones(len(starts), bool)  # q's own repeats: cycles of q calls
+        for d in range(1, q):
+            if q % d == 0:
+                at = starts[:, None] + np.arange(q - d)[None, :]
+                own &= ~np.all(t[at] == t[at + d], axis=1)
+        if not own[0]:
+            continue  # (a run of one call: period 1's repeat, not q's)
+        region = np.zeros(n + 1, np.int64)  # +1 where a repeat of q begins, -1 where it ends
+        np.add.at(region, starts[own], 1)
+        np.add.at(region, np.minimum(starts[own] + (lengths[own] + q) // q * q, n), -1)
+        inside = np.concatenate([[0], np.cumsum(np.cumsum(region)[:n] > 0)])  # q's events before i
+        if inside[s0 + m + p] - inside[s0] == 0 and np.sum(inside[ends] - inside[sp]) < 0.75 * top:
+            return q, sq, mq
+    return p, s0, m
 
 
 def _primitive(t: np.ndarray, p: int, s0: int, m: int, anchor: np.ndarray) -> tuple[int, int]:
@@ -576,7 +624,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
     H, ipw = prefix_hash(struct)
     bounds: list[np.ndarray] = []
     loops: list[np.ndarray] = []
-    pos, look, n_loops, prev_p, first_p = 0, 0, 0, 0, 0
+    pos, look, n_loops, prev_p, first_p, prev_a = 0, 0, 0, 0, 0, 0
     while pos < n - 1:
         an = None if anchor is None else anchor[look:]
         found = (find_unit(full[look:], SEARCH_WINDOW, anchor=an)
@@ -596,9 +644,10 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
         starts, end = _loop(full, struct, h_win, a, p, pos, anchor)
         if len(starts) < 2 or (n_loops and (len(starts) < 3 or end - starts[0] < LATER_LOOP_SHARE * n)):
             break
-        if n_loops and starts[0] - pos <= NEXT_LOOP_GAP * max(p, prev_p):
+        if n_loops and starts[0] - pos <= NEXT_LOOP_GAP * max(p, prev_p) and _continues(struct, prev_a, prev_p, a, p):
             # the loop goes on with another plain iteration (the communication changed
             # after a rebuild): the same loop; what lies between is one of its iterations
+            # (only if the two plain iterations share most calls: issue 24, _continues)
             bounds += [np.array([pos]) if starts[0] > pos else np.zeros(0, np.int64), starts]
             loops += [np.full(int(starts[0] > pos) + len(starts), n_loops - 1)]
         else:
@@ -606,7 +655,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
             loops += [np.array([-1]), np.full(len(starts), n_loops)]
             n_loops += 1
         first_p = first_p or p
-        pos, prev_p = end, p
+        pos, prev_p, prev_a = end, p, a
         look = pos
     bounds += [np.array([pos]), np.array([n])]
     b = np.concatenate(bounds).astype(np.int64)
@@ -632,6 +681,18 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
             loop = np.concatenate([pl[:-1], [k - 1] if between else [],
                                    np.where(loop[1:] >= 0, loop[1:] + k - 1, -1)]).astype(np.int64)
     return b, loop, first_p
+
+
+def _continues(struct: np.ndarray, prev_a: int, prev_p: int, a: int, p: int) -> bool:
+    """Whether a loop whose plain iteration is ``struct[a:a+p]``, found right after the loop
+    whose plain iteration is ``struct[prev_a:prev_a+prev_p]``, continues it: the two
+    plain iterations share (as multisets) more than half of the shorter one's calls, as
+    a step whose communication a rebuild changed does, or a step that a check every k
+    steps lengthens. A loop of other calls right after another is a loop of its own
+    (issue 24: ABINIT's Barriers and wavefunction Recvs of its output part, right after
+    its SCF iterations of Allreduces and a Bcast, were taken as more SCF iterations)."""
+    vocab, counts = np.unique(struct[prev_a:prev_a + prev_p], return_counts=True)
+    return _shares(struct[a:a + p], vocab, counts) > GAP_ITERATION_SHARE * min(p, prev_p)
 
 
 #: a loop found within this many plain iterations' length after (or before) another
@@ -670,6 +731,7 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
     # to one call; runs of a constant length (a ring's P-1 shifts) stay
     head = np.ones(n, bool)
     head[1:] = struct[1:] != struct[:-1]
+    head[_crossed_bounds(struct, b, loop)] = True  # (a step's last and next step's first calls: issue 24)
     starts = np.flatnonzero(head)
     lengths = np.diff(np.concatenate([starts, [n]]))
     tok = struct[starts]
@@ -701,6 +763,27 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
             loop = cloop
     shape, exact = segment_keys(struct, b)
     return RankSegments(bounds=b, loop=loop, shape=shape, exact=exact)
+
+
+def _crossed_bounds(struct: np.ndarray, bounds: np.ndarray, loop: np.ndarray) -> np.ndarray:
+    """The bounds between two iterations of a loop whose step ends with the call it
+    begins with: a run of that call crosses every such bound of the loop (whose steps
+    are more than that call: a loop of one call is its run). Such a run is
+    two steps' calls (the last of one, the first of the next), not one count that
+    depends on the data (a count's runs cross a bound only where the count is high enough).
+    (Issue 24: ABINIT's SCF step ends with an Allreduce and begins with two, a run of
+    three, but of two at the loop's entry and one at its exit; collapsed as a count, the
+    step began at its Bcast instead, and the SCF initialisation became a step at some P.)"""
+    n = len(struct)
+    at = bounds[1:-1]  # (the bound before the first segment and after the last are none)
+    nxt = loop[1:]  # the loop of the segment each bound begins
+    inner = (nxt >= 0) & (nxt == loop[:-1]) & (at > 0) & (at < n)  # between two iterations of one loop
+    crossed = inner.copy()
+    crossed[inner] = struct[at[inner]] == struct[at[inner] - 1]
+    length = np.diff(bounds)
+    out = [at[inner & (nxt == L)] for L in np.unique(nxt[inner]).tolist()
+           if crossed[inner & (nxt == L)].all() and np.median(length[loop == L]) > 1]
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
 def _plain_events(loop: np.ndarray, bounds: np.ndarray, tokens: np.ndarray, spans: np.ndarray) -> int:
