@@ -128,6 +128,14 @@ PROC_NULL = -3
 RECV_OPS = frozenset(OP_CODE[n] for n in ("Recv", "Irecv"))
 #: receives that block the rank until the message comes
 BLOCKING_RECV_OPS = frozenset(OP_CODE[n] for n in ("Recv", "Sendrecv", "Sendrecv_replace"))
+#: a phase realised with its point-to-point calls deferred (:attr:`PhaseModel.deferred`):
+#: each blocking call becomes its nonblocking form, and these calls (the phase's own
+#: waits, polls and probes) give way to one Waitall at the end of each rank's repetition
+DEFERRED_OP = {OP_CODE[a]: OP_CODE[b] for a, b in (
+    ("Send", "Isend"), ("Ssend", "Issend"), ("Bsend", "Ibsend"), ("Rsend", "Irsend"), ("Recv", "Irecv"),
+    ("Sendrecv", "Isendrecv"), ("Sendrecv_replace", "Isendrecv_replace"))}
+DEFERRED_DROP = WAIT_OPS | frozenset(OP_CODE[n] for n in (
+    "Test", "Testall", "Testany", "Testsome", "Probe", "Iprobe", "Mprobe", "Improbe") if n in OP_CODE)
 
 
 def _volume(model, P: int) -> int:
@@ -541,6 +549,9 @@ class SlotModel:
         if self.wait_of is not None:
             parts.append(f"one per request of slot {self.wait_of}" if self.wait_rule == "each"
                          else f"once where slot {self.wait_of} posted any request")
+        elif self.wait_rule == "all":
+            parts.append("once at the end of the repetition, completing every request the rank posted "
+                         "(the phase's calls deferred: no order of its own)")
         elif self.count is not None:
             parts.append(f"{self.count.formula()} calls per rank")
         if self.root is not None:
@@ -833,6 +844,15 @@ class PhaseModel:
     #: share of the phase shifts with P where a tree's stages do; the sum is smoother)
     stat_messages: Any = None
     stat_bytes: Any = None
+    #: a statistical phase whose ranks share no order of their calls (no rank class has
+    #: one): realised in one order of its runs for every rank, its point-to-point calls
+    #: nonblocking (a blocking call becomes its nonblocking form), its own waits, polls
+    #: and probes left out and one Waitall (its last slot, ``wait_rule`` "all") completing
+    #: every request at the end of the repetition. Collectives are then the only calls
+    #: that block, and every rank of a communicator makes them in that one order, with
+    #: every message's receive posted within the repetition (the channels match them):
+    #: deadlock-free by construction, whatever order the program chose on each rank.
+    deferred: bool = False
 
     def stat_scale(self, P: int) -> tuple[float, float]:
         """Factors on a statistical phase's channel message counts and sizes at P that make
@@ -914,7 +934,8 @@ class PhaseModel:
                 **({"class_rule": self.class_rule.to_dict()} if self.class_rule is not None else {}),
                 **({"stat_messages": self.stat_messages.to_dict(),
                     "stat_bytes": self.stat_bytes.to_dict() if self.stat_bytes is not None else None}
-                   if self.stat_messages is not None else {})}
+                   if self.stat_messages is not None else {}),
+                **({"deferred": True} if self.deferred else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PhaseModel":
@@ -927,7 +948,7 @@ class PhaseModel:
                    classes=d.get("classes"), orders=[list(map(int, o)) for o in d.get("orders", [])],
                    class_rule=PeerRule.from_dict(d["class_rule"]) if d.get("class_rule") else None,
                    stat_messages=_load_quantity(d.get("stat_messages")),
-                   stat_bytes=_load_quantity(d.get("stat_bytes")))
+                   stat_bytes=_load_quantity(d.get("stat_bytes")), deferred=bool(d.get("deferred", False)))
 
 
 # ---- the model -----------------------------------------------------------------------
@@ -1847,6 +1868,20 @@ def _tag_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict:
     return out
 
 
+#: how the problem of a phase whose ranks share no order of their calls begins
+NO_ORDER = "no rank class orders its calls"
+
+
+def _deferred_slots(slots: list[SlotModel]) -> list[SlotModel]:
+    """A statistical phase's slots realised deferred (:attr:`PhaseModel.deferred`): the
+    same slots, the phase's waits, polls and probes kept for the record but realised by
+    none (:func:`~logical_model.writer._phase_tables` leaves them out), and one Waitall
+    after them all that completes every request a rank posted in the repetition."""
+    last = SlotModel(key="run/deferred-waitall", op=OP_CODE["Waitall"], tag=-1, comm=COMM_NONE,
+                     everywhere=False, statistical=True, wait_rule="all")
+    return [*slots, last]
+
+
 #: a phase whose ranks order their calls differently and that has more kinds of calls than
 #: this is refused without a rule sought for each kind (see _phase_slots)
 MAX_UNORDERED_SLOTS = 512
@@ -1867,7 +1902,7 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
         learned = [r.describe() for r in stream_classes()[:3]]
         why = _order_problem(keys_per_p, stream_classes)
         grows = grows and "the signature cuts" not in why
-        problems.append("no rank class orders its calls: " + why + " (classes tried: "
+        problems.append(f"{NO_ORDER}: " + why + " (classes tried: "
                         + "; ".join(list(ORDER_CLASSES) + learned) + "); its events cannot be placed "
                         "at a new P" + (
                             " (its longest rank has " + ", ".join(f"{n} calls at P={P}" for P, n in longest.items())
@@ -3292,19 +3327,33 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                 if not attempts[-1][3]:
                     break
         order, class_name, positions, slot_problems, slots, slot_notes = min(attempts, key=lambda a: len(a[3]))
+        deferred = False
         if not problems and any(" differ between ranks at P=" not in p for p in slot_problems):
-            # calls per rank that no rule gives (a remap between two decompositions): expected
-            # values per run of calls, regressed over P, if the phase allows that
+            # calls per rank that no rule gives (a remap between two decompositions), or no
+            # order of them on any rank class (an exchange that visits its neighbours in the
+            # order the data or the decomposition gives): expected values per run of calls,
+            # regressed over P, if the phase allows that
+            unordered = any(p.startswith(NO_ORDER) for p in slot_problems)
             try:
                 slots, stat_totals = _statistical_phase(sigs, k, comms, grids, cost_col, grid)
             except StatisticalError as err:
                 notes.append(f"not modelled statistically either: {err}")
+                if unordered:  # the refusal's one line says both
+                    at = next(i for i, p in enumerate(slot_problems) if p.startswith(NO_ORDER))
+                    slot_problems[at] = f"{NO_ORDER}, nor can its counts be modelled statistically ({err}); " \
+                        + slot_problems[at][len(NO_ORDER) + 2:]
             else:
                 class_name, positions, slot_notes = None, [], []
                 notes.append("statistical, not exact: no rule gives each rank's calls ("
                              + _short(slot_problems, 200) + "); modelled as expected messages per rank "
                              "and bytes per message of each channel between runs of calls, regressed "
                              "over P: counts and volumes follow the model, peers do not")
+                if unordered:
+                    deferred = True
+                    slots = _deferred_slots(slots)
+                    notes.append("realised deferred: one order of its runs on every rank, point-to-point "
+                                 "calls nonblocking, one Waitall at the end of the repetition (no rank "
+                                 "class has an order of its own; this one cannot deadlock)")
                 slot_problems = []
         problems += slot_problems
         notes += slot_notes
@@ -3341,7 +3390,8 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                                  classes=(class_name.describe() + " and the others"
                                           if isinstance(class_name, PeerRule) else class_name),
                                  class_rule=class_name if isinstance(class_name, PeerRule) else None,
-                                 orders=positions, stat_messages=stat_totals[0], stat_bytes=stat_totals[1]))
+                                 orders=positions, stat_messages=stat_totals[0], stat_bytes=stat_totals[1],
+                                 deferred=deferred))
     return LogicalModel(app=sigs[0].app, work_mode=mode, work_unit=unit, Ps=Ps,
                         workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,
                         grid=grid, phases=phases, sources=[s.source or "?" for s in sigs],
