@@ -507,6 +507,10 @@ class SlotModel:
     #: stream the space of the run at its other end (None: the same)
     space: Any = None
     partners: list = dataclasses.field(default_factory=list)
+    #: per stream, the class of the slot's ranks that take part in it where that is not
+    #: its whole space (None: the space): a run every rank makes whose messages to a class
+    #: of ranks only some of them send (the particle ranks', not the PME ranks')
+    selves: list = dataclasses.field(default_factory=list)
 
     def describe(self) -> str:
         if self.statistical:
@@ -543,7 +547,9 @@ class SlotModel:
             parts.append("on " + self.space.describe())
         for n, (side, m, b) in enumerate(self.streams):
             other = self.partners[n] if n < len(self.partners) else None
-            parts.append({"send": "to", "recv": "from", "both": "to and from"}[side]
+            own = self.selves[n] if n < len(self.selves) else None
+            parts.append(({} if own is None else {"send": f"from {own.describe()} ", "recv": f"on {own.describe()} "}
+                          ).get(side, "") + {"send": "to", "recv": "from", "both": "to and from"}[side]
                          + f" {m.formula()} peers per rank (expected)"
                          + (f" of {other.describe()}" if other is not None else "") + f", {b.formula()} bytes each")
         if self.wait_of is not None:
@@ -600,8 +606,9 @@ class SlotModel:
         if self.streams:
             for js, (side, m, b) in enumerate(self.streams):
                 other = self.partners[js] if js < len(self.partners) else None
+                own = (self.selves[js] if js < len(self.selves) else None) or self.space
                 nbytes = max(0, int(round(max(0.0, _predict_scalar(b, P)) * scale[1])))
-                if other is None or other == self.space:  # within the space's communicators
+                if (other is None or other == self.space) and own == self.space:  # within the space's communicators
                     width = self.senders_at(P, js)
                     total = int(round(max(0.0, _predict_scalar(m, P)) * width * scale[0]))
                     got = []
@@ -609,7 +616,8 @@ class SlotModel:
                         got.append((present & inside, space.world(group, np.where(present & inside, peer, -1), P),
                                     space.world(group, np.where(present & inside, rpeer, -1), P)))
                 else:  # between two classes of ranks
-                    send, recv = (space, other) if side == "send" else (other, space)
+                    mine = own or _EVERY_RANK
+                    send, recv = (mine, other) if side == "send" else (other, mine)
                     total = int(round(max(0.0, _predict_scalar(m, P)) * len(send.ranks(P)) * scale[0]))
                     got = cross_rows(total, P, ranks, send.ranks(P), recv.ranks(P), side)
                 for present, peer, rpeer in got:
@@ -627,15 +635,20 @@ class SlotModel:
                 return [row(have > 0)] if k else []
             return [row(have > j) for j in range(k)]
         k = int(round(max(0.0, _predict_scalar(self.count, P)))) if self.count is not None else 1
-        return [row(inside, nbytes=_volume(self.bytes, P), recv_bytes=_volume(self.recv_bytes, P))
-                for _ in range(k)]
+        nbytes, recv_bytes = _volume(self.bytes, P), _volume(self.recv_bytes, P)
+        if self.root is not None and (self.root_bytes is not None or self.root_recv_bytes is not None):
+            at_root = space.world(group, np.full(n, self.root._k(P), np.int64), P) == ranks
+            nbytes = np.where(at_root, _volume(self.root_bytes, P), nbytes)
+            recv_bytes = np.where(at_root, _volume(self.root_recv_bytes, P), recv_bytes)
+        return [row(inside, nbytes=nbytes, recv_bytes=recv_bytes) for _ in range(k)]
 
     def senders_at(self, P: int, n: int = 0) -> int:
         """A statistical slot's stream ``n``: how many ranks send its messages at P (per
         communicator of its space), which its messages-per-rank model counts."""
         side = self.streams[n][0] if n < len(self.streams) else "send"
         other = self.partners[n] if n < len(self.partners) else None
-        space = (self.space if side != "recv" or other is None else other) or _EVERY_RANK
+        own = (self.selves[n] if n < len(self.selves) else None) or self.space
+        space = (own if side != "recv" or other is None else other) or _EVERY_RANK
         inside, group, _, size = space.layout(np.arange(P), P)
         if not inside.any():
             return 0
@@ -668,6 +681,8 @@ class SlotModel:
                 **({"space": self.space.to_dict()} if self.space is not None else {}),
                 **({"partners": [x.to_dict() if x is not None else None for x in self.partners]}
                    if any(x is not None for x in self.partners) else {}),
+                **({"selves": [x.to_dict() if x is not None else None for x in self.selves]}
+                   if any(x is not None for x in self.selves) else {}),
                 **({"overlap": self.overlap.to_dict(), "overlap_side": self.overlap_side}
                    if self.overlap is not None else {})}
 
@@ -699,7 +714,8 @@ class SlotModel:
                    overlap=Remap.from_dict(d["overlap"]) if d.get("overlap") else None,
                    overlap_side=d.get("overlap_side"),
                    space=_load_space(d.get("space")),
-                   partners=[_load_space(x) for x in d.get("partners", ())])
+                   partners=[_load_space(x) for x in d.get("partners", ())],
+                   selves=[_load_space(x) for x in d.get("selves", ())])
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -2754,15 +2770,24 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
         if a != b and not all((x or _EVERY_RANK).single(P) for x in (a, b) for P in Ps):
             raise StatisticalError(f"runs {c.send} and {c.recv} exchange messages across communicators of "
                                    "a sub-grid layout")
+    ends = [(spaces[c.send], spaces[c.recv]) for c in channels]  # each channel's sending and receiving ranks
     if classes:
         _check_crossing(runs, channels, spaces, Ps[-1])
-        for c in channels:  # every rank's run feeding one class's (or back): which ranks of
-            a, b = spaces[c.send], spaces[c.recv]  # the every-rank run send is not known
+        for n, c in enumerate(channels):  # every rank's run feeding one class's (or back): the
+            a, b = ends[n]  # ranks of the every-rank run that take part, where a class gives them
             if (a is None) != (b is None) and runs[c.send].comm[0] != "after":
-                raise StatisticalError(
-                    f"runs {c.send} ({OPS[runs[c.send].op]}) and {c.recv} ({OPS[runs[c.recv].op]}): one is made "
-                    f"by every rank, the other by {(a or b).describe()}; which ranks exchange is not known")
-    msg_points = [{P: c.messages.get(P, 0) / max(width[c.send][P], 1) for P in Ps} for c in channels]
+                who = c.senders if a is None else c.receivers
+                rule = infer_members(who) if set(who) == set(Ps) and all(0 < len(who[P]) < P for P in Ps) else None
+                if rule is None:
+                    raise StatisticalError(
+                        f"runs {c.send} ({OPS[runs[c.send].op]}) and {c.recv} ({OPS[runs[c.recv].op]}): one is made "
+                        f"by every rank, the other by {(a or b).describe()}; which ranks exchange is not known "
+                        f"(at P={Ps[-1]}: ranks {_ranks_text(who.get(Ps[-1], np.zeros(0, np.int64)))}, no class "
+                        "of ranks gives them at every P)")
+                ends[n] = (Space(members=rule), b) if a is None else (a, Space(members=rule))
+    msg_points = [{P: c.messages.get(P, 0) / max(len((ends[n][0] or _EVERY_RANK).ranks(P)) if ends[n][0] != spaces[c.send]
+                                                 else width[c.send][P], 1) for P in Ps}
+                  for n, c in enumerate(channels)]
     size_points = [{P: c.bytes[P] / c.messages[P] for P in c.messages if c.messages[P]} for c in channels]
     declared = grid
     grid = _vote_grids(msg_points, size_points, grid)
@@ -2828,7 +2853,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                     side = "send" if c.send == i else "recv"
                     target = dataclasses.replace(
                         slot, key=f"{slot.key}/{side}-half{len(halves)}", op=OP_CODE["Send" if side == "send" else "Recv"],
-                        work_share=0.0, streams=[], partners=[])
+                        work_share=0.0, streams=[], partners=[], selves=[])
                     halves.append(target)
                 n = channels.index(c)
                 # calls to a neighbour on the declared grid follow its dimensions first
@@ -2841,6 +2866,11 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 mine_law = classes and (space is not None or spaces[c.send] is not None)
                 if mine_law and len(have) == len(fit_ps):
                     m = _better_law(have, m, f"{name} messages per rank")
+                elif mine_law and not _is_exact(m) and have and max(have) < max(fit_ps):
+                    # a class's messages on a channel it has at the smaller P only (GROMACS's
+                    # set-up exchange along a dimension its particle grid has at P = 4 only):
+                    # closed beyond them
+                    m = _constant(0.0, max(fit_ps), f"{name} messages per rank")
                 elif mine_law and not _is_exact(m):
                     # a class's messages on a channel it has at the larger P only (a dimension
                     # of the class's own decomposition that opens there): a power law over
@@ -2856,8 +2886,11 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                     b = _better_law(size_points[n], b, f"{name} bytes per message") if len(size_points[n]) >= 3 \
                         else _power_law(size_points[n], f"{name} bytes per message") or b
                 target.streams.append((side, m, b))
-                other = spaces[c.recv if side == "send" else c.send]
-                target.partners.append(other if other != space else None)
+                own, other = ends[n] if side != "recv" else ends[n][::-1]
+                if side == "both":
+                    own = other = space
+                target.partners.append(other if (other != space or own != space) else None)
+                target.selves.append(own if own != space else None)
                 stream_of.setdefault(id(c), set()).add(id(target.streams[-1]))
             if halves:
                 if slot.streams:
@@ -2874,17 +2907,28 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                     raise StatisticalError(f"run {i} ({OPS[run.op]}): ranks make different numbers of these calls "
                                            f"at P={P} (rank {int(who[0])}: {int(counts[P][who[0]])}); a replay "
                                            "would deadlock")
-            slot.count = _fit_count({P: float(counts[P][inside[P]][0]) if inside[P].any() else 0.0 for P in fit_ps},
-                                    own_grid, f"{name} calls per rank")
+            calls = {P: float(counts[P][inside[P]][0]) if inside[P].any() else 0.0 for P in fit_ps}
+            slot.count = _fit_count(calls, own_grid, f"{name} calls per rank")
+            top2 = [calls[P] for P in sorted(calls)[-2:]]
+            if own_laws and len(calls) >= 3 and not _is_exact(slot.count) and top2[0] == top2[1]:
+                # a class's collective whose calls settle at the larger P (GROMACS's set-up
+                # Scatterv: 1, 3, 3 calls at P = 4, 8, 16): as many beyond
+                slot.count = _constant(top2[1], max(calls), f"{name} calls per rank")
+            # a rooted collective's bytes at its root apart from the other ranks' (a Scatterv
+            # of the whole system from rank 0: the root sends, the others send nothing)
+            at_root = {P: np.asarray(by_p[P].template["root"], np.int64)[run.events[P][1]] == run.events[P][0]
+                       for P in Ps} if run.op in ROOTED else {P: np.zeros(len(run.events[P][1]), bool) for P in Ps}
             for col in ("bytes", "recv_bytes"):
-                vals = {P: float(np.asarray(by_p[P].template[col], float)[run.events[P][1]].mean())
-                        for P in Ps if len(run.events[P][1])}
-                if any(vals.values()):
-                    v = _fit_size(vals, own_grid, f"{name} {col} per call")
+                for root_side in (False, True):
+                    vals = {P: float(np.asarray(by_p[P].template[col], float)[run.events[P][1][at_root[P] == root_side]]
+                                     .mean()) for P in Ps if np.any(at_root[P] == root_side)}
+                    if not any(vals.values()):
+                        continue
+                    what = f"{name} {col} per call" + (" at the root" if root_side else "")
+                    v = _fit_size(vals, own_grid, what)
                     if own_laws and not _is_exact(v):
-                        v = _better_law(vals, v, f"{name} {col} per call") if len(vals) >= 3 \
-                            else _power_law(vals, f"{name} {col} per call") or v
-                    setattr(slot, col, v)
+                        v = _better_law(vals, v, what) if len(vals) >= 3 else _power_law(vals, what) or v
+                    setattr(slot, ("root_" if root_side else "") + col, v)
             if run.op in ROOTED:
                 roots = {}
                 for P in Ps:

@@ -91,6 +91,11 @@ class Channel:
     messages: dict  # P -> number of messages (all ranks)
     bytes: dict  # P -> bytes in all
     mixed: bool = False  # its messages differ in size at some P (their mean is an expected value)
+    #: P -> the ranks that send (receive) its messages, sorted: where a run every rank makes
+    #: sends to a class of ranks (the particle ranks' coordinates to the PME ranks), which
+    #: of its ranks take part
+    senders: dict = dataclasses.field(default_factory=dict, compare=False)
+    receivers: dict = dataclasses.field(default_factory=dict, compare=False)
 
 
 def _comm_key(c: int, kind: int, world_ids: list[int], world: int, cart: int, family: dict | None = None):
@@ -448,10 +453,14 @@ def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, 
                     "repetition or phase)")
             for a, b in zip(s, r):
                 ch = chans.setdefault((int(runs_[a]), int(runs_[b])), {})
-                n, v, lo, hi = ch.get(P, (0, 0, np.inf, -np.inf))
-                ch[P] = (n + 1, v + int(nbytes[a]), min(lo, int(nbytes[a])), max(hi, int(nbytes[a])))
+                n, v, lo, hi, who = ch.get(P, (0, 0, np.inf, -np.inf, (set(), set())))
+                who[0].add(key[0])
+                who[1].add(key[1])
+                ch[P] = (n + 1, v + int(nbytes[a]), min(lo, int(nbytes[a])), max(hi, int(nbytes[a])), who)
     return [Channel(send=s, recv=r, messages={P: x[0] for P, x in d.items()},
-                    bytes={P: x[1] for P, x in d.items()}, mixed=any(x[2] != x[3] for x in d.values()))
+                    bytes={P: x[1] for P, x in d.items()}, mixed=any(x[2] != x[3] for x in d.values()),
+                    senders={P: np.array(sorted(x[4][0]), np.int64) for P, x in d.items()},
+                    receivers={P: np.array(sorted(x[4][1]), np.int64) for P, x in d.items()})
             for (s, r), d in sorted(chans.items())]
 
 
