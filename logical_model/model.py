@@ -2732,10 +2732,13 @@ def _rank_totals(cost, offs: np.ndarray, P: int) -> np.ndarray:
 
 
 def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
-                       grid: Grid | None = None) -> list[SlotModel]:
+                       grid: Grid | None = None, deferred: bool = False) -> list[SlotModel]:
     """Phase k as statistical slots (:mod:`logical_model.statistical`): runs of calls, the
     channels between them, expected counts and sizes fitted over P; raises
-    :class:`~logical_model.statistical.StatisticalError` with the reason where it cannot."""
+    :class:`~logical_model.statistical.StatisticalError` with the reason where it cannot.
+    ``deferred``: the phase will be realised deferred (:attr:`PhaseModel.deferred`), so an
+    order of runs that would deadlock as the program's calls is no reason to refuse it,
+    nor are waits, polls and probes whose number differs between ranks."""
     per_run, per_match, used = {}, {}, {}
     for s in sigs:
         ph, P = s.phases[k], s.nprocs
@@ -2772,7 +2775,8 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                                    "a sub-grid layout")
     ends = [(spaces[c.send], spaces[c.recv]) for c in channels]  # each channel's sending and receiving ranks
     if classes:
-        _check_crossing(runs, channels, spaces, Ps[-1])
+        if not deferred:
+            _check_crossing(runs, channels, spaces, Ps[-1])
         for n, c in enumerate(channels):  # every rank's run feeding one class's (or back): the
             a, b = ends[n]  # ranks of the every-rank run that take part, where a class gives them
             if (a is None) != (b is None) and runs[c.send].comm[0] != "after":
@@ -2899,6 +2903,9 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 continue
             if not mine:  # calls with MPI_PROC_NULL only: no message
                 continue
+        elif deferred and run.op in DEFERRED_DROP:  # (not realised: their mean count is kept)
+            slot.count = _fit_count({P: counts[P][inside[P]].mean() if inside[P].any() else 0.0 for P in fit_ps},
+                                    own_grid, f"{name} calls per rank")
         else:
             for P in Ps:
                 if len(np.unique(counts[P][inside[P]])) > 1 or np.any(counts[P][~inside[P]]):
@@ -3379,7 +3386,7 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             # regressed over P, if the phase allows that
             unordered = any(p.startswith(NO_ORDER) for p in slot_problems)
             try:
-                slots, stat_totals = _statistical_phase(sigs, k, comms, grids, cost_col, grid)
+                slots, stat_totals = _statistical_phase(sigs, k, comms, grids, cost_col, grid, deferred=unordered)
             except StatisticalError as err:
                 notes.append(f"not modelled statistically either: {err}")
                 if unordered:  # the refusal's one line says both

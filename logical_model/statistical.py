@@ -225,18 +225,31 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
             # its transposes), as long as two P show it
             return split(obs, rest[1:]) if len(obs) + len(rest) > 2 else None
 
-        got = split({top: c}, others[::-1])
-        if got is not None:
-            found = ((got[0], got[1]), {P: [x] for P, x in got[2].items()})
-        if found is None:  # rows, columns, planes: every communicator of one size at each P
+        def layout():  # rows, columns, planes: every communicator of one size at each P
+            # (of those of one size, the ones apart from each other: at a square P the rows
+            # and the columns of a 4 x 4 grid are all of 4 ranks, hpcc's P x Q)
             size = len(m)
-            for pick in itertools.product(*[sorted({len(v) for v in left[P].values()}) for P in others]):
-                ids = {top: [x for x, v in left[top].items() if len(v) == size],
-                       **{P: [x for x, v in left[P].items() if len(v) == s] for P, s in zip(others, pick)}}
+            choices = [[(s, f) for s in sorted({len(v) for v in left[P].values()}) for f in _apart(left[P], s)]
+                       for P in others]
+            for pick in itertools.product(*choices):
+                ids = {top: _apart(left[top], size, c)[0], **{P: f for P, (_, f) in zip(others, pick)}}
                 sgs = infer_subgrid({P: [left[P][x] for x in cs] for P, cs in ids.items()})
                 if sgs:
-                    found = ((sgs[0], None), ids)
-                    break
+                    return (sgs[0], None), ids
+            return None
+
+        # communicators that, with those of their size apart from them, hold every rank are
+        # a grid's rows (columns) first; one that does not is a class split first
+        fam = _apart(left[top], len(m), c)[0]
+        tiled = len(fam) > 1 and sum(len(left[top][x]) for x in fam) == top
+        if tiled:
+            found = layout()
+        if found is None:
+            got = split({top: c}, others[::-1])
+            if got is not None:
+                found = ((got[0], got[1]), {P: [x] for P, x in got[2].items()})
+        if found is None and not tiled:
+            found = layout()
         if found is None:
             raise StatisticalError(
                 f"P={top}: the communicator of ranks {_ranks_text(m)} follows no split into a class of "
@@ -257,6 +270,21 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
         fams.append(own)
         take(len(fams) - 1, {P: list(left[P]) for P in Ps})
     return keys, fams
+
+
+def _apart(comms: dict[int, np.ndarray], size: int, first: int | None = None) -> list[list[int]]:
+    """The communicators of ``size`` ranks among ``comms`` (id -> members) in families of
+    communicators apart from each other (no rank in two): each communicator with those
+    apart from it, once per family (the one of ``first`` only, when given). Rows and
+    columns of one grid share ranks, so a family is one of them."""
+    ids = [x for x, v in comms.items() if len(v) == size]
+    sets = {x: set(np.asarray(comms[x]).tolist()) for x in ids}
+    out: list[list[int]] = []
+    for x in ([first] if first is not None else ids):
+        fam = [y for y in ids if y == x or not sets[x] & sets[y]]
+        if fam not in out:
+            out.append(fam)
+    return out
 
 
 def _ranks_text(ranks: np.ndarray, n: int = 8) -> str:
