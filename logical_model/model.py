@@ -2754,7 +2754,8 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                    for c in np.unique(np.asarray(T["comm"], np.int64)) if kinds.get(int(c), -1) >= _SUB_BASE}
     families, fams = comm_families(used) if any(used.values()) else ({}, [])
     runs, run_idx = _runs(per_run, POST_OPS, WAIT_OPS, P2P_OPS, COMM_WORLD, COMM_CART,
-                          {P: (tuple(g[0]), tuple(g[1])) for P, g in grids.items()}, families)
+                          {P: (tuple(g[0]), tuple(g[1])) for P, g in grids.items()}, families,
+                          collectives_by_count=deferred)
     channels = _match_messages(per_match, run_idx, SEND_OPS, RECV_OPS, SENDRECV_OPS)
     Ps = sorted(per_run)
     by_p = {s.nprocs: s.phases[k] for s in sigs}
@@ -2917,9 +2918,10 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
             calls = {P: float(counts[P][inside[P]][0]) if inside[P].any() else 0.0 for P in fit_ps}
             slot.count = _fit_count(calls, own_grid, f"{name} calls per rank")
             top2 = [calls[P] for P in sorted(calls)[-2:]]
-            if own_laws and len(calls) >= 3 and not _is_exact(slot.count) and top2[0] == top2[1]:
+            if own_laws and len(calls) >= 3 and top2[0] == top2[1] and calls[min(calls)] != top2[1]:
                 # a class's collective whose calls settle at the larger P (GROMACS's set-up
-                # Scatterv: 1, 3, 3 calls at P = 4, 8, 16): as many beyond
+                # Scatterv: 1, 3, 3 calls at P = 4, 8, 16; deferred, its 2nd call: 0, 1, 1):
+                # as many beyond, not a law through three points
                 slot.count = _constant(top2[1], max(calls), f"{name} calls per rank")
             # a rooted collective's bytes at its root apart from the other ranks' (a Scatterv
             # of the whole system from rank 0: the root sends, the others send nothing)
