@@ -152,3 +152,22 @@ def test_neighbours_in_each_ranks_own_order_are_placed_deferred_at_an_unseen_p(r
     from replay import Program, load, replay
     trace = load_trace(model.logical_trace(UNSEEN, tmp_path / f"randorder-P{UNSEEN}.h5"))
     assert np.isfinite(replay(Program.from_trace(trace), load("cluster-a")).runtime)
+
+
+def test_a_deferred_phases_collectives_are_keyed_by_their_count_not_by_the_calls_between():
+    """Two ranks that make their point-to-point calls in other places between two
+    Allreduces: keyed by segments (the program's order), the Allreduces fall into runs
+    the ranks make different numbers of times (a replay would deadlock); keyed by count
+    (a deferred phase), the k-th Allreduce is one run on both, one call each."""
+    from logical_model.model import COMM_CART, P2P_OPS, POST_OPS, WAIT_OPS
+    from logical_model.statistical import runs
+    S, R, A = OP_CODE["Send"], OP_CODE["Recv"], OP_CODE["Allreduce"]
+    op = np.array([S, A, R, A,  R, S, A, A])  # rank 0, then rank 1
+    peer = np.array([1, -1, 1, -1, 0, 0, -1, -1])
+    tag = np.where(np.isin(op, [S, R]), 5, -1)
+    per_p = {2: (op, tag, np.zeros(8, np.int64), peer, np.array([0, 4, 8]), {0: COMM_WORLD})}
+    for by_count, want in ((False, False), (True, True)):
+        out, _ = runs(per_p, POST_OPS, WAIT_OPS, P2P_OPS, COMM_WORLD, COMM_CART, collectives_by_count=by_count)
+        coll = [r for r in out if r.op == A]
+        same = all(np.array_equal(np.bincount(r.events[2][0], minlength=2), [1, 1]) for r in coll)
+        assert same == want and (len(coll) == 2 or not by_count), [(r.key, r.events[2][0]) for r in coll]
