@@ -1241,8 +1241,36 @@ class LogicalModel:
                                                      and s.peer.params.get("grid") is None)
                             for s in ph.slots):
                 pr.insert(0, grid)
+            if not pr and ph.deferred:
+                lost = self._unmatched(k, P)
+                if lost:
+                    pr.append(lost)
             out[k] = pr
         return out
+
+    def _unmatched(self, k: int, P: int) -> str | None:
+        """Why a deferred phase's realisation at P cannot replay: messages and receives that
+        do not pair up per (sender, receiver, communicator, tag), which would leave a rank
+        waiting at the phase's Waitall (None: every one pairs up)."""
+        from .writer import _phase_tables, comm_ids
+        ev = _phase_tables(self, k, P, np.arange(P), comm_ids(self, P)[0])
+        op = np.asarray(ev["op"], np.int64)
+        both = np.isin(op, [OP_CODE[n] for n in ("Sendrecv", "Sendrecv_replace", "Isendrecv", "Isendrecv_replace")])
+        snd = (np.isin(op, list(SEND_OPS)) | both) & (ev["peer"] >= 0)
+        rcv_peer = np.where(both, ev["recv_peer"], ev["peer"])
+        rcv = (np.isin(op, list(RECV_OPS)) | both) & (rcv_peer >= 0)
+        key = lambda a, b, m: np.stack([a[m], b[m], ev["comm"][m], ev["tag"][m]], axis=1)  # noqa: E731
+        s_keys, s_n = np.unique(key(ev["rank"], ev["peer"], snd), axis=0, return_counts=True)
+        r_keys, r_n = np.unique(key(rcv_peer, ev["rank"], rcv), axis=0, return_counts=True)
+        if s_keys.shape == r_keys.shape and np.array_equal(s_keys, r_keys) and np.array_equal(s_n, r_n):
+            return None
+        sends = {tuple(x): n for x, n in zip(s_keys.tolist(), s_n.tolist())}
+        recvs = {tuple(x): n for x, n in zip(r_keys.tolist(), r_n.tolist())}
+        bad = sorted(x for x in set(sends) | set(recvs) if sends.get(x, 0) != recvs.get(x, 0))
+        a, b = bad[0][:2]
+        return (f"its deferred realisation at P={P} pairs {len(bad)} (sender, receiver) channels unevenly "
+                f"(rank {a} sends rank {b} {sends.get(bad[0], 0)} messages, rank {b} posts "
+                f"{recvs.get(bad[0], 0)} receives): a replay would wait forever")
 
     def phase_events(self, k: int, P: int, ranks: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The events of phase index ``k`` alone at P (one repetition, rank-major, the
@@ -2901,6 +2929,10 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                 own, other = ends[n] if side != "recv" else ends[n][::-1]
                 if side == "both":
                     own = other = space
+                # (None is "the run's own space": every rank, where that is the other end
+                # of a class's run, is named as such, or the receives would be realised
+                # within the class while the sends go from every rank)
+                other = other if other is not None or space is None else _EVERY_RANK
                 target.partners.append(other if (other != space or own != space) else None)
                 target.selves.append(own if own != space else None)
                 stream_of.setdefault(id(c), set()).add(id(target.streams[-1]))

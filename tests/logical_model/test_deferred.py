@@ -171,3 +171,15 @@ def test_a_deferred_phases_collectives_are_keyed_by_their_count_not_by_the_calls
         coll = [r for r in out if r.op == A]
         same = all(np.array_equal(np.bincount(r.events[2][0], minlength=2), [1, 1]) for r in coll)
         assert same == want and (len(coll) == 2 or not by_count), [(r.key, r.events[2][0]) for r in coll]
+
+
+def test_a_deferred_phase_whose_messages_and_receives_do_not_pair_up_is_refused_at_that_p():
+    """The guard that keeps a deferred realisation replayable: where the model's sends and
+    receives of a channel come out uneven at a P (here on purpose, 1 message per rank
+    against 2 receives), the phase is refused there with the pair that differs, not
+    written to wait forever."""
+    model = _model([_run("Send", "send", 1.0, 64, 1), _run("Recv", "recv", 2.0, 64, 1)], deferred=True)
+    problems = model.phase_problems(8)[0]
+    assert problems and "pairs" in problems[0] and "wait forever" in problems[0], problems
+    even = _model([_run("Send", "send", 1.0, 64, 1), _run("Recv", "recv", 1.0, 64, 1)], deferred=True)
+    assert even.phase_problems(8)[0] == []
