@@ -1918,6 +1918,11 @@ def _tag_keys(keys_per_p: dict[int, list[list[tuple]]]) -> dict:
     return out
 
 
+#: the operations a deferred phase keys by their count on a communicator: every call but
+#: point-to-point calls and those a deferred phase does not realise (polls: thousands in
+#: hpcc's RandomAccess, each a run of its own, made its statistical model take minutes)
+_COUNTED = frozenset(OP_CODE.values()) - P2P_OPS - DEFERRED_DROP
+
 #: how the problem of a phase whose ranks share no order of their calls begins
 NO_ORDER = "no rank class orders its calls"
 
@@ -2789,7 +2794,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     families, fams = comm_families(used) if any(used.values()) else ({}, [])
     runs, run_idx = _runs(per_run, POST_OPS, WAIT_OPS, P2P_OPS, COMM_WORLD, COMM_CART,
                           {P: (tuple(g[0]), tuple(g[1])) for P, g in grids.items()}, families,
-                          collectives_by_count=deferred)
+                          collectives_by_count=_COUNTED if deferred else frozenset())
     channels = _match_messages(per_match, run_idx, SEND_OPS, RECV_OPS, SENDRECV_OPS)
     Ps = sorted(per_run)
     by_p = {s.nprocs: s.phases[k] for s in sigs}

@@ -308,7 +308,7 @@ def _moved(rank: int, peer: int, grid) -> tuple:
 
 
 def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozenset, world: int, cart: int,
-         grids: dict | None = None, families: dict | None = None, collectives_by_count: bool = False):
+         grids: dict | None = None, families: dict | None = None, collectives_by_count: frozenset = frozenset()):
     """The run slots of one phase at every traced P.
 
     ``per_p[P] = (op, tag, comm, peer, offsets, kinds)``: the template's op, tag,
@@ -319,9 +319,9 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
     dimensions they move along too (an exchange along a dimension 1 wide at a small P is
     missing there, not another one). ``families[P] = {communicator id: key}``: the
     sub-communicators :func:`comm_families` relates across P, keyed by their family.
-    ``collectives_by_count``: each call of an operation other than point-to-point calls
-    and waits is a run of its own, keyed by how many calls of that operation the rank
-    made on its communicator before it (the k-th Allreduce on a communicator is the
+    ``collectives_by_count``: operations (collectives) each call of which is a run of its
+    own, keyed by how many calls of that operation the rank made on its communicator
+    before it (the k-th Allreduce on a communicator is the
     same call on every member, whatever point-to-point calls each rank made between: a
     phase whose ranks order those differently, realised deferred).
     Returns (runs in one order, per P the run index of
@@ -371,7 +371,7 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
                         segment = (seg, m)
                     where = _moved(r, int(peer[e]), grid) if ck in (("world", 0), ("cart",)) else ("-",)
                     base = (o, int(tag[e]), ck, segment[1], where)
-                    if collectives_by_count and o not in p2p_ops:
+                    if o in collectives_by_count:
                         n_coll[ck, o] = n_coll.get((ck, o), -1) + 1
                         base = (o, int(tag[e]), ck, ("call", n_coll[ck, o]), ("-",))
                 if base != prev_base:  # a new run
