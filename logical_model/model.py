@@ -3497,11 +3497,41 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                                  class_rule=class_name if isinstance(class_name, PeerRule) else None,
                                  orders=positions, stat_messages=stat_totals[0], stat_bytes=stat_totals[1],
                                  deferred=deferred))
-    return LogicalModel(app=sigs[0].app, work_mode=mode, work_unit=unit, Ps=Ps,
-                        workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,
-                        grid=grid, phases=phases, sources=[s.source or "?" for s in sigs],
-                        notes=[f"P={s.nprocs}: {n}" for s in sigs for n in s.unmodelled],
-                        grid_rules=grid_rules, left_out=left_out)
+    model = LogicalModel(app=sigs[0].app, work_mode=mode, work_unit=unit, Ps=Ps,
+                         workload_label=sigs[0].workload_label, workload_value=sigs[0].workload_value,
+                         grid=grid, phases=phases, sources=[s.source or "?" for s in sigs],
+                         notes=[f"P={s.nprocs}: {n}" for s in sigs for n in s.unmodelled],
+                         grid_rules=grid_rules, left_out=left_out)
+    _check_deferred(model, sigs)
+    return model
+
+
+#: a deferred phase's realisation at a fit P may send this much more or fewer messages (or
+#: bytes) than the trace there before the phase is refused
+DEFERRED_FIT_TOLERANCE = 0.25
+
+
+def _check_deferred(model: LogicalModel, sigs) -> None:
+    """Refuse each deferred phase whose realisation misses its own fit points: messages or
+    bytes sent at a fit P off the trace's by more than :data:`DEFERRED_FIT_TOLERANCE` (its
+    runs and channels, each fitted alone, do not add up to the phase: hpcc's final phase)."""
+    from .writer import _phase_tables, comm_ids
+    for k, ph in enumerate(model.phases):
+        if not ph.deferred or ph.problems:
+            continue
+        for s in sigs:
+            P, T = s.nprocs, s.phases[k].template
+            ev = _phase_tables(model, k, P, np.arange(P), comm_ids(model, P)[0])
+            got = np.asarray(ev["bytes"], np.int64)
+            want = np.asarray(T["bytes"], np.int64)
+            m, w = int(np.count_nonzero(got > 0)), int(np.count_nonzero(want > 0))
+            b, v = int(got.sum()), int(want.sum())
+            off = max(abs(m - w) / max(w, 1), abs(b - v) / max(v, 1))
+            if off > DEFERRED_FIT_TOLERANCE:
+                ph.problems.append(f"its statistical model, realised at the fit P={P}, sends {m:,} messages "
+                                   f"and {b:,} bytes where the trace sends {w:,} and {v:,} (over "
+                                   f"{DEFERRED_FIT_TOLERANCE:.0%} off): its runs do not add up to the phase")
+                break
 
 
 def grid_of(trace) -> tuple[tuple[int, ...], tuple[bool, ...], int] | None:
