@@ -3507,8 +3507,10 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
 
 
 #: a deferred phase's realisation at a fit P may send this much more or fewer messages (or
-#: bytes) than the trace there before the phase is refused
-DEFERRED_FIT_TOLERANCE = 0.25
+#: bytes) than the trace there before the phase is refused (OpenFOAM's phases, their laws
+#: fitted over P, miss their bytes at P = 4 by up to 33% and are 3-30% off at P = 12;
+#: hpcc's final phase misses its messages by 70%)
+DEFERRED_FIT_TOLERANCE = 0.5
 
 
 def _check_deferred(model: LogicalModel, sigs) -> None:
