@@ -60,8 +60,10 @@ The logical part (``--part logical``) fits each application's logical model at P
 extrapolated phase's events at P = 32 against the real run's, rank by rank and event by
 event (op, peer, receive peer, root, tag, bytes), its weight exactly; where sizes depend
 on the data (LAMMPS's atom exchange), or calls per rank are expected values (a statistical
-phase: LAMMPS's PPPM remaps, mpi4py's tree reduce), the messages and bytes per rank class
-instead (goal within 5%), and the model's build time (CPU seconds).
+phase: LAMMPS's PPPM remaps, mpi4py's tree reduce; "deferred" where no rank class orders
+its calls: GROMACS's set-up, realised with nonblocking calls and one Waitall at its end),
+the messages and bytes per rank class instead (goal within 5%), and the model's build
+time (CPU seconds).
 """
 
 from __future__ import annotations
@@ -688,7 +690,9 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
     row = {"phase": pm.id, "kind": pm.kind, "weight_model": w_model, "weight_real": w_real,
            "weight_exact": w_model == w_real, "events": int(offs[-1]), "data_dependent": data,
            "exact": counts_ok and first_diff is None and not pm.statistical, "first_difference": first_diff,
-           "statistical": pm.statistical}
+           "statistical": pm.statistical,
+           # no rank class orders its calls: realised deferred (nonblocking, one Waitall at its end)
+           "deferred": bool(getattr(pm, "deferred", False))}
     if data:  # messages and bytes per rank class (the model's order classes, the classes of a
         # statistical phase's split communicators (GROMACS's particle and PME ranks), else all ranks)
         cls = pm.class_of(np.arange(P), P)
@@ -836,8 +840,8 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
                 n = f"{p['events']:,}"
                 res = ("exact" if p["exact"] else f"DIFFERENT ({p['first_difference']})")
                 if p.get("statistical"):
-                    res = (f"statistical: messages {100 * p['messages_error']:+.1f}%, messages and bytes "
-                           f"within {100 * p['volume_error']:.1f}%")
+                    res = (f"statistical{' (deferred)' if p.get('deferred') else ''}: messages "
+                           f"{100 * p['messages_error']:+.1f}%, messages and bytes within {100 * p['volume_error']:.1f}%")
                     if p.get("classes"):  # per class of a split (colour 0: the others)
                         res += "; per class (" + p["classes"] + "): " + ", ".join(
                             f"{c['class']}: messages {100 * (c['messages_model'] - c['messages_real']) / max(c['messages_real'], 1):+.1f}%"
@@ -880,6 +884,8 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
         "phases_exact": sum(bool(p["exact"] and p["weight_exact"]) for _, p in compared),
         # phases placed with calls per rank as expected values (not exact by construction)
         "phases_statistical": [f"{app}:{p['phase']}" for app, p in compared if p.get("statistical")],
+        # ... of them, those whose ranks share no order of their calls, realised deferred
+        "phases_deferred": [f"{app}:{p['phase']}" for app, p in compared if p.get("deferred")],
         "model_cpu_s": {r["app"]: round(r["model_cpu_s"], 2) for r in rows},
         # runs of a statistical phase placed exact per rank as remaps between two block
         # decompositions, and how many of them equal the real run's on every rank

@@ -91,6 +91,11 @@ class Channel:
     messages: dict  # P -> number of messages (all ranks)
     bytes: dict  # P -> bytes in all
     mixed: bool = False  # its messages differ in size at some P (their mean is an expected value)
+    #: P -> the ranks that send (receive) its messages, sorted: where a run every rank makes
+    #: sends to a class of ranks (the particle ranks' coordinates to the PME ranks), which
+    #: of its ranks take part
+    senders: dict = dataclasses.field(default_factory=dict, compare=False)
+    receivers: dict = dataclasses.field(default_factory=dict, compare=False)
 
 
 def _comm_key(c: int, kind: int, world_ids: list[int], world: int, cart: int, family: dict | None = None):
@@ -220,18 +225,31 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
             # its transposes), as long as two P show it
             return split(obs, rest[1:]) if len(obs) + len(rest) > 2 else None
 
-        got = split({top: c}, others[::-1])
-        if got is not None:
-            found = ((got[0], got[1]), {P: [x] for P, x in got[2].items()})
-        if found is None:  # rows, columns, planes: every communicator of one size at each P
+        def layout():  # rows, columns, planes: every communicator of one size at each P
+            # (of those of one size, the ones apart from each other: at a square P the rows
+            # and the columns of a 4 x 4 grid are all of 4 ranks, hpcc's P x Q)
             size = len(m)
-            for pick in itertools.product(*[sorted({len(v) for v in left[P].values()}) for P in others]):
-                ids = {top: [x for x, v in left[top].items() if len(v) == size],
-                       **{P: [x for x, v in left[P].items() if len(v) == s] for P, s in zip(others, pick)}}
+            choices = [[(s, f) for s in sorted({len(v) for v in left[P].values()}) for f in _apart(left[P], s)]
+                       for P in others]
+            for pick in itertools.product(*choices):
+                ids = {top: _apart(left[top], size, c)[0], **{P: f for P, (_, f) in zip(others, pick)}}
                 sgs = infer_subgrid({P: [left[P][x] for x in cs] for P, cs in ids.items()})
                 if sgs:
-                    found = ((sgs[0], None), ids)
-                    break
+                    return (sgs[0], None), ids
+            return None
+
+        # communicators that, with those of their size apart from them, hold every rank are
+        # a grid's rows (columns) first; one that does not is a class split first
+        fam = _apart(left[top], len(m), c)[0]
+        tiled = len(fam) > 1 and sum(len(left[top][x]) for x in fam) == top
+        if tiled:
+            found = layout()
+        if found is None:
+            got = split({top: c}, others[::-1])
+            if got is not None:
+                found = ((got[0], got[1]), {P: [x] for P, x in got[2].items()})
+        if found is None and not tiled:
+            found = layout()
         if found is None:
             raise StatisticalError(
                 f"P={top}: the communicator of ranks {_ranks_text(m)} follows no split into a class of "
@@ -252,6 +270,21 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
         fams.append(own)
         take(len(fams) - 1, {P: list(left[P]) for P in Ps})
     return keys, fams
+
+
+def _apart(comms: dict[int, np.ndarray], size: int, first: int | None = None) -> list[list[int]]:
+    """The communicators of ``size`` ranks among ``comms`` (id -> members) in families of
+    communicators apart from each other (no rank in two): each communicator with those
+    apart from it, once per family (the one of ``first`` only, when given). Rows and
+    columns of one grid share ranks, so a family is one of them."""
+    ids = [x for x, v in comms.items() if len(v) == size]
+    sets = {x: set(np.asarray(comms[x]).tolist()) for x in ids}
+    out: list[list[int]] = []
+    for x in ([first] if first is not None else ids):
+        fam = [y for y in ids if y == x or not sets[x] & sets[y]]
+        if fam not in out:
+            out.append(fam)
+    return out
 
 
 def _ranks_text(ranks: np.ndarray, n: int = 8) -> str:
@@ -275,7 +308,7 @@ def _moved(rank: int, peer: int, grid) -> tuple:
 
 
 def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozenset, world: int, cart: int,
-         grids: dict | None = None, families: dict | None = None):
+         grids: dict | None = None, families: dict | None = None, collectives_by_count: frozenset = frozenset()):
     """The run slots of one phase at every traced P.
 
     ``per_p[P] = (op, tag, comm, peer, offsets, kinds)``: the template's op, tag,
@@ -286,6 +319,11 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
     dimensions they move along too (an exchange along a dimension 1 wide at a small P is
     missing there, not another one). ``families[P] = {communicator id: key}``: the
     sub-communicators :func:`comm_families` relates across P, keyed by their family.
+    ``collectives_by_count``: operations (collectives) each call of which is a run of its
+    own, keyed by how many calls of that operation the rank made on its communicator
+    before it (the k-th Allreduce on a communicator is the
+    same call on every member, whatever point-to-point calls each rank made between: a
+    phase whose ranks order those differently, realised deferred).
     Returns (runs in one order, per P the run index of
     every template event).
     """
@@ -311,6 +349,7 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
             segment: tuple = ("-",)
             segments: dict[tuple, int] = {}
             on: dict[tuple, tuple] = {}  # merged: per communicator, (point-to-point?, segment)
+            n_coll: dict[tuple, int] = {}  # collectives_by_count: calls so far per communicator and operation
             for e in range(a, b):
                 o, c = int(op[e]), int(comm[e])
                 if o in wait_ops:
@@ -332,6 +371,9 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
                         segment = (seg, m)
                     where = _moved(r, int(peer[e]), grid) if ck in (("world", 0), ("cart",)) else ("-",)
                     base = (o, int(tag[e]), ck, segment[1], where)
+                    if o in collectives_by_count:
+                        n_coll[ck, o] = n_coll.get((ck, o), -1) + 1
+                        base = (o, int(tag[e]), ck, ("call", n_coll[ck, o]), ("-",))
                 if base != prev_base:  # a new run
                     n = 0 if merged else count.get(base, 0)
                     count[base] = n + 1
@@ -448,10 +490,14 @@ def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, 
                     "repetition or phase)")
             for a, b in zip(s, r):
                 ch = chans.setdefault((int(runs_[a]), int(runs_[b])), {})
-                n, v, lo, hi = ch.get(P, (0, 0, np.inf, -np.inf))
-                ch[P] = (n + 1, v + int(nbytes[a]), min(lo, int(nbytes[a])), max(hi, int(nbytes[a])))
+                n, v, lo, hi, who = ch.get(P, (0, 0, np.inf, -np.inf, (set(), set())))
+                who[0].add(key[0])
+                who[1].add(key[1])
+                ch[P] = (n + 1, v + int(nbytes[a]), min(lo, int(nbytes[a])), max(hi, int(nbytes[a])), who)
     return [Channel(send=s, recv=r, messages={P: x[0] for P, x in d.items()},
-                    bytes={P: x[1] for P, x in d.items()}, mixed=any(x[2] != x[3] for x in d.values()))
+                    bytes={P: x[1] for P, x in d.items()}, mixed=any(x[2] != x[3] for x in d.values()),
+                    senders={P: np.array(sorted(x[4][0]), np.int64) for P, x in d.items()},
+                    receivers={P: np.array(sorted(x[4][1]), np.int64) for P, x in d.items()})
             for (s, r), d in sorted(chans.items())]
 
 

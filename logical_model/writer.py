@@ -37,7 +37,7 @@ from signature.io import FORMAT_NAME, FORMAT_VERSION
 from signature.trace import OPS, COMPLETION_COLUMNS
 
 from . import onesided
-from .model import POST_OPS, WAIT_OPS, LogicalModel
+from .model import DEFERRED_DROP, DEFERRED_OP, POST_OPS, WAIT_OPS, LogicalModel
 
 __all__ = ["generate", "write_logical_trace", "LOGICAL_COLUMNS"]
 
@@ -70,8 +70,20 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases:
     # statistical one (a run of calls whose number differs by rank)
     rows, row_slot, first_row, counts = [], [], {}, {}
     scale = ph.stat_scale(P)
+    posted = np.zeros(nr, bool)  # (a deferred phase: where a rank posted a request so far)
     for i, s in enumerate(ph.slots):
-        placed = s.rows(ranks, P, grid, counts, scale)
+        if ph.deferred and s.wait_rule == "all":  # one Waitall completing every request
+            none = np.full(nr, -1, np.int64)
+            placed = [{"present": posted.copy(), "peer": none, "recv_peer": none, "root": none,
+                       "tag": np.full(nr, s.tag, np.int64), "bytes": np.zeros(nr, np.int64),
+                       "recv_bytes": np.zeros(nr, np.int64)}]
+        elif ph.deferred and s.op in DEFERRED_DROP:  # the phase's own waits, polls and probes
+            placed = []
+        else:
+            placed = s.rows(ranks, P, grid, counts, scale)
+        if ph.deferred and DEFERRED_OP.get(s.op, s.op) in POST_OPS:
+            for p in placed:
+                posted |= p["present"]
         first_row[i] = len(rows)
         counts[i] = (np.sum([p["present"] for p in placed], axis=0).astype(np.int64) if placed
                      else np.zeros(nr, np.int64))
@@ -102,7 +114,8 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases:
             s = ph.slots[i]
             j, f = first_row[i], first_row[s.follows]
             present[j] = present[f] & ((last != f) if s.follows_unless_last else True)
-    op = np.array([ph.slots[i].op for i in row_slot], np.int64)
+    op = np.array([DEFERRED_OP.get(ph.slots[i].op, ph.slots[i].op) if ph.deferred else ph.slots[i].op
+                   for i in row_slot], np.int64)
     share = np.array([ph.slots[i].work_share for i in row_slot], float)
     # work after each slot: the rank's work split by the slots' shares (renormalised
     # over the slots the rank has)
