@@ -378,6 +378,7 @@ def main(argv=None) -> int:
             "exact": len(exact), "weights_exact": len(weights),
             "left_out_share_real": pr.get("left_out_share_real") if pr and pr.get("predicted") else None,
             "computation_error": pr.get("computation_error") if pr and pr.get("predicted") else None,
+            "runtime_predicted": pr.get("runtime_predicted") if pr and pr.get("predicted") else None,
             "model_cpu_s": lg.get("model_cpu_s")}
     _print_table(table)
     cov_min = min((s["coverage"] for r in rows for s in r["signatures"]), default=None)
