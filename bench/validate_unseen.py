@@ -31,7 +31,7 @@ out, the placed phases' computation against the real run's).
 Traces are cached in ``bench/_unseen/<code>/P<P>/`` (``--force`` redoes them). As every
 bench: a table, then one JSON line with the figures and the goals.
 
-    python bench/validate_unseen.py                        # the default codes (~15 min here)
+    python bench/validate_unseen.py                        # the default codes (~1 h here, cached after)
     python bench/validate_unseen.py --codes abinit cp2k    # some of them
     python bench/validate_unseen.py --codes nwchem         # the slow one
 """
