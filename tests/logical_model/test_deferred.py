@@ -184,3 +184,20 @@ def test_a_deferred_phase_whose_messages_and_receives_do_not_pair_up_is_refused_
     assert problems and "pairs" in problems[0] and "wait forever" in problems[0], problems
     even = _model([_run("Send", "send", 1.0, 64, 1), _run("Recv", "recv", 1.0, 64, 1)], deferred=True)
     assert even.phase_problems(8)[0] == []
+
+
+@needs_mpi
+def test_neighbours_in_each_ranks_own_order_without_blocking_calls_keep_their_order(tmp_path):
+    """The same program without its blocking flags (Irecv, Isend, Waitall, Allreduce: an
+    OpenFOAM solver iteration's calls): no rank class orders them either, but no order of
+    their runs can deadlock, so the phase is placed statistically in its runs' order, not
+    deferred (deferred, the waits moved to the repetition's end and the replay of
+    OpenFOAM's PCG phase took 16 times as long), and its logical trace replays."""
+    root = trace_c_program(tmp_path, PROGRAMS / "randorder.c", ["96000", "30", "0", "0"], FIT, 12)
+    model = from_traces(root)
+    ph = next(p for p in model.phases if p.kind == "loop")
+    assert ph.extrapolable and ph.statistical and not ph.deferred, ph.problems + ph.notes
+    assert any(NO_ORDER in n for n in ph.notes)
+    from replay import Program, load, replay
+    trace = load_trace(model.logical_trace(12, tmp_path / "P12.logical.h5"))
+    assert np.isfinite(replay(Program.from_trace(trace), load("cluster-a")).runtime)

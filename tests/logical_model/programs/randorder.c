@@ -7,10 +7,11 @@
  * blocking Send and Recv, in an order the permutation chooses too. No rank class orders
  * the calls; the messages and bytes per rank follow P (the halo is N / P doubles to a
  * +-1 neighbour, half that to a +-2 one).
- *   randorder N STEPS [EVERY]
+ *   randorder N STEPS [EVERY [FLAGS]]
  * EVERY > 0: the permutations are drawn again every EVERY steps (seeded by the rank and
  * step / EVERY; sigex's signature finds no loop in a run whose order changes so); the
- * default 0 keeps each rank's order for the whole run. */
+ * default 0 keeps each rank's order for the whole run. FLAGS 0: no flag (the step's
+ * point-to-point calls are all nonblocking: Irecv, Isend, Waitall). */
 #include <mpi.h>
 #include <stdlib.h>
 
@@ -33,7 +34,7 @@ static void work(double *a, int n) {
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int r, P, N = argc > 1 ? atoi(argv[1]) : 96000, steps = argc > 2 ? atoi(argv[2]) : 20,
-      every = argc > 3 ? atoi(argv[3]) : 0;
+      every = argc > 3 ? atoi(argv[3]) : 0, flags = argc > 4 ? atoi(argv[4]) : 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   const int off[4] = {1, -1, 2, -2};
@@ -59,7 +60,7 @@ int main(int argc, char **argv) {
       int d = order[j];
       MPI_Isend(sbuf + (size_t)d * N, h[d], MPI_DOUBLE, peer[d], d, MPI_COMM_WORLD, &req[4 + j]);
     }
-    {  /* a flag to the right, its receive where the rank's order puts it */
+    if (flags) {  /* a flag to the right, its receive where the rank's order puts it */
       if (r == 0 || order[0] % 2 == 0) {  /* (rank 0 sends first: no cycle of receives) */
         MPI_Send(&flag, 1, MPI_DOUBLE, peer[0], 9, MPI_COMM_WORLD);
         MPI_Recv(&got, 1, MPI_DOUBLE, from[0], 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
