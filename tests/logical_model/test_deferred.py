@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import signature
 from conftest import needs_mpi, trace_c_program
 from logical_model import from_traces
-from logical_model.model import (COMM_NONE, COMM_WORLD, NO_ORDER, LogicalModel, PhaseModel, SlotModel, WorkGroup,
+from logical_model.model import (COMM_WORLD, NO_ORDER, LogicalModel, PhaseModel, SlotModel, WorkGroup,
                                  _constant, _deferred_slots)
 from signature import load_trace
 from signature.errors import DeadlockError
