@@ -423,6 +423,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         kind[it_cols] = _merge_variant_kinds(kind[it_cols], it_cols, seg_loop[it_cols], bounds, struct, ro,
                                              ev["op"], kind_shape[:, it_cols])
     counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
+    # (the per-event tokens are not needed past here)
+    del tokens, struct, world_coll, rank_segs, seen, cache, keyed, kind_shape, shape
     if it_cols.size and len(section_loops) > 1:
         # in a run cut into sections (a benchmark suite), a loop found on the ranks' own
         # streams that they cut into different numbers of iterations, or whose recurring
@@ -504,15 +506,25 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     weights = np.bincount(seg_phase, minlength=n_phase)
 
     # --- label every event with its global segment: rank * S + segment ----------------
+    # (the per-event columns below are built in place and dropped when done: on LAMMPS
+    # peptide at P = 32 (3.4 M events) they held 560 MB at once, and every fresh page of
+    # a first signature in a process costs a fault)
     S = G
+    t_start = ev["t_start"]
+    n_ev = len(t_start)
+    ar = np.arange(n_ev)
     # every rank's inner cuts as event indices: rank-major, so one sorted array for all
     cuts = (bounds[:, 1:-1] + (ro[:-1] + 1)[:, None]).reshape(-1)
     ev_rank64 = ev["rank"].astype(np.int64)
-    local = np.searchsorted(cuts, np.arange(len(tokens)), side="right") - (G - 1) * ev_rank64
+    local = np.searchsorted(cuts, ar, side="right")
+    local -= (G - 1) * ev_rank64
     local[ro[1:] - 1] = -1  # Finalize is outside the run's time
     valid = local >= 0
+    invalid = ~valid
     # events outside the run (Finalize) go to one extra bin, P * S, dropped after summing
-    seg_id = np.where(valid, ev["rank"].astype(np.int64) * S + local, P * S)
+    seg_id = ev_rank64 * S
+    seg_id += local
+    seg_id[invalid] = P * S
     seg_phase_all = np.tile(seg_phase, P)
     seg_rank = np.repeat(np.arange(P), S)
     # the repetitions whose exact structure is that of the phase's first one, per rank:
@@ -521,14 +533,20 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     same_exact = (exact == exact[:, first_seg[seg_phase]]).reshape(-1)
 
     # --- time: span = from an event's start to the next event's start -----------------
-    t_start = ev["t_start"]
-    n_ev = len(t_start)
-    nxt = np.minimum(np.arange(1, n_ev + 1), n_ev - 1)
-    span = np.where(valid, t_start[nxt] - np.maximum(t_start, 0.0), 0.0)  # Init ends at 0
-    comm = np.where(valid & (ev["op"] != OP_CODE["Init"]), ev["t_comm"], 0.0)
-    cpu_next = np.where(valid, ev["t_cpu"][nxt], 0.0)
-    counters = {name: np.where(valid, ev[name][nxt].astype(float), 0.0)
-                for name in ("instr", "cycles") if name in ev}
+    def following(col: np.ndarray) -> np.ndarray:
+        """col at the next event (the last event's own), as float, 0 outside the run."""
+        out = np.empty(n_ev)
+        out[:-1] = col[1:]
+        out[-1:] = col[-1:]
+        out[invalid] = 0.0
+        return out
+    span = following(t_start)
+    span -= np.maximum(t_start, 0.0)  # Init ends at 0
+    span[invalid] = 0.0
+    comm = ev["t_comm"].astype(float)
+    comm[invalid | (ev["op"] == OP_CODE["Init"])] = 0.0
+    cpu_next = following(ev["t_cpu"])
+    counters = {name: following(ev[name]) for name in ("instr", "cycles") if name in ev}
 
     def seg_sum(w):
         return np.bincount(seg_id, weights=w, minlength=P * S + 1)[:-1]
@@ -564,31 +582,44 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     # per template event: the burst after it, averaged over the phase's repetitions
     # (position of an event inside its segment; segments are contiguous per rank)
     starts_at = np.concatenate([[True], seg_id[1:] != seg_id[:-1]])
-    first_idx = np.maximum.accumulate(np.where(starts_at, np.arange(n_ev), 0))
-    pos = np.arange(n_ev) - first_idx
+    pos = np.where(starts_at, ar, 0)
+    del starts_at
+    np.maximum.accumulate(pos, out=pos)  # each event's segment's first event ...
+    np.subtract(ar, pos, out=pos)  # ... and its position there
+    del ar
     max_pos = int(pos.max()) + 1 if n_ev else 1
-    ev_phase = np.where(valid, seg_phase_all[np.minimum(seg_id, P * S - 1)], n_phase)
-    slot_key = (ev_phase * P + ev["rank"].astype(np.int64)) * max_pos + pos
+    # (phase, rank, position); events outside the run on phase n_phase
+    slot_key = np.append(seg_phase_all, n_phase)[seg_id]
+    slot_key *= P
+    slot_key += ev_rank64
+    slot_key *= max_pos
+    slot_key += pos
+    del pos, ev_rank64
     n_keys = (n_phase + 1) * P * max_pos
     if n_keys > 4 * n_ev + 1024:  # many phases of long segments: phases x ranks x positions is sparse
         _, slot_key = np.unique(slot_key, return_inverse=True)
         slot_key = slot_key.reshape(-1)
         n_keys = int(slot_key.max()) + 1 if n_ev else 1
     slot_n = np.maximum(np.bincount(slot_key, minlength=n_keys), 1)
+    span -= comm  # (both 0 outside the run)
     slot_mean = {"cpu": np.bincount(slot_key, weights=cpu_next, minlength=n_keys) / slot_n,
-                 "comp": np.bincount(slot_key, weights=np.where(valid, span - comm, 0.0),
-                                     minlength=n_keys) / slot_n}
+                 "comp": np.bincount(slot_key, weights=span, minlength=n_keys) / slot_n}
     slot_mean.update({k: np.bincount(slot_key, weights=v, minlength=n_keys) / slot_n
                       for k, v in counters.items()})
+    del span, comm, cpu_next, counters
     # message sizes per template event: mean and largest over the repetitions of the
     # same structure (they change when the data moves: an atom exchange after a rebuild)
-    same = valid & same_exact[np.minimum(seg_id, P * S - 1)]
-    same_n = np.maximum(np.bincount(slot_key[same], minlength=n_keys), 1)
-    size_mean = {c: np.bincount(slot_key[same], weights=ev[c][same].astype(float), minlength=n_keys) / same_n
-                 for c in ("bytes", "recv_bytes")}
-    size_max = {c: np.zeros(n_keys) for c in ("bytes", "recv_bytes")}
-    for c in size_max:
-        np.maximum.at(size_max[c], slot_key[same], ev[c][same].astype(float))
+    same = np.append(same_exact, False)[seg_id]
+    del seg_id
+    key_same = slot_key[same]
+    same_n = np.maximum(np.bincount(key_same, minlength=n_keys), 1)
+    size_mean, size_max = {}, {}
+    for c in ("bytes", "recv_bytes"):
+        v = ev[c][same].astype(float)
+        size_mean[c] = np.bincount(key_same, weights=v, minlength=n_keys) / same_n
+        size_max[c] = np.zeros(n_keys)
+        np.maximum.at(size_max[c], key_same, v)
+    del same, key_same, v
 
     runtime = trace.runtime
     phases = []
