@@ -923,6 +923,9 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
         compute = from_traces(files)
         models = Models(logical=compute.logical, compute=compute, source=app,
                         measured={s.nprocs: s.runtime for s in compute.signatures})
+        grid = _user_grid(app, out, held)  # as the logical part: what a user gives with --grid
+        if grid is not None and models.logical.traced_grids(held):
+            models = models.with_grid(held, grid)
         pred = predict(models, held, ROOT / "machines" / "this-machine.toml")
     except SigexError as err:  # nothing can be placed, or the signatures cannot be related
         return {"app": app, "predicted": False, "refused": str(err).splitlines()[0],

@@ -83,7 +83,7 @@ from signature.trace import OP_CODE, OPS
 
 from . import modelsearch as search
 from . import onesided
-from .rules import (ClassComm, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
+from .rules import (ClassComm, ClassGrid, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
                     infer_within, on_traced_grid, traced_grid_rules)
 from .overlap import Remap, infer_remap
 from .statistical import Space, StatisticalError, _ranks_text, channel_rows, comm_families, cross_rows, lex_topological
@@ -358,7 +358,9 @@ def _fit_size(points: dict[int, float], grids: Sequence[Grid], name: str):
 
 def _load_role(d: dict):
     """A communicator layout from JSON: a sub-grid, or the communicator of a class of ranks."""
-    return ClassComm.from_dict(d) if d.get("kind") == "class" else SubGrid.from_dict(d)
+    kind = d.get("kind")
+    return ClassComm.from_dict(d) if kind == "class" else ClassGrid.from_dict(d) if kind == "class_grid" \
+        else SubGrid.from_dict(d)
 
 
 def _load_space(d: dict | None) -> Space | None:
@@ -1088,6 +1090,14 @@ class LogicalModel:
                             lst = need.setdefault((n, g.ndims, g.rule.table), [])
                             if where not in lst:
                                 lst.append(where)
+                cg = _class_grid(s)
+                if cg is not None and cg.grid.rule.name == "traced":
+                    n = cg.sizes(P)[0]
+                    if n > 1 and _dims_or_none(cg.grid.rule, n) is None:
+                        where = f"{i} ({OPS[s.op]})"
+                        lst = need.setdefault((n, cg.grid.rule.ndims, cg.grid.rule.table), [])
+                        if where not in lst:
+                            lst.append(where)
             for (n, nd, traced), where in need.items():
                 fits = fit_dims_rules(dict(traced))
                 out.setdefault(ph.id, []).append(
@@ -1097,7 +1107,7 @@ class LogicalModel:
                     + ("fit " + " and ".join(r.describe() for r in fits) if fits else
                        "no dims rule sigex knows fits (MPI_Dims_create, pencils, powers of two, q x q)")
                     + f"; slot{'s' if len(where) > 1 else ''} {', '.join(where[:8])}"
-                    + (" ..." if len(where) > 8 else "") + " are neighbours on it")
+                    + (" ..." if len(where) > 8 else "") + " are neighbours on it or on its communicators")
         return out
 
     def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
@@ -1191,9 +1201,11 @@ class LogicalModel:
             n = int(np.prod(dims))
             sizes = sorted({m for ph in self.phases for s in ph.slots
                             if any(on_traced_grid(r) for r in [s.peer, s.recv_peer] + [a for _, a in s.alternatives])
-                            for m in _slot_sizes(s, P)})
+                            for m in _slot_sizes(s, P)}
+                           | {_class_grid(s).sizes(P)[0] for ph in self.phases for s in ph.slots
+                              if _class_grid(s) is not None and _class_grid(s).grid.rule.name == "traced"})
             if n in sizes:
-                return _fix_traced(self, n, dims)
+                return _fix_traced(self, n, dims, P)
             if n != P:
                 raise ExtrapolationError(
                     f"--grid {'x'.join(map(str, dims))} has {n} processes; at P={P} the grids the traced P "
@@ -1445,6 +1457,15 @@ def _slot_sizes(s: SlotModel, P: int) -> list[int]:
     return sorted({int(x) for x in size})
 
 
+def _class_grid(s: SlotModel) -> ClassGrid | None:
+    """The layout over one class's grid a slot's calls are on (its communicators, or its
+    statistical run's space), or None."""
+    for role in (s.comm_role, s.space.role if s.space is not None else None):
+        if isinstance(role, ClassGrid):
+            return role
+    return None
+
+
 def _dims_or_none(rule, P: int):
     try:
         return tuple(rule.dims(P))
@@ -1452,7 +1473,7 @@ def _dims_or_none(rule, P: int):
         return None
 
 
-def _fix_traced(model: LogicalModel, n: int, dims: tuple[int, ...]) -> LogicalModel:
+def _fix_traced(model: LogicalModel, n: int, dims: tuple[int, ...], P: int) -> LogicalModel:
     """A copy of ``model`` whose grids with traced dims (no dims rule: GROMACS's domain grid
     over its particle ranks) are ``dims`` at n ranks (``--grid``; trailing 1s beyond a grid's
     dimensions dropped: 4x6x1 is a 2-D 4x6). A slot whose peers fit a stride growing with P
@@ -1470,10 +1491,27 @@ def _fix_traced(model: LogicalModel, n: int, dims: tuple[int, ...]) -> LogicalMo
         rule = dataclasses.replace(g.rule, fixed=tuple((p, x) for p, x in g.rule.fixed if p != n) + ((n, d),))
         return PeerRule(r.family, {**r.params, "grid": dataclasses.replace(g, rule=rule)})
 
+    def fix_role(role):
+        if not isinstance(role, ClassGrid) or role.grid.rule.name != "traced" or role.sizes(P)[0] != n:
+            return role
+        rule = role.grid.rule
+        d = dims
+        while len(d) > rule.ndims and d[-1] == 1:
+            d = d[:-1]
+        if len(d) != rule.ndims:
+            raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {len(dims)} dimensions; the grid "
+                                     f"of {n} ranks has {rule.ndims}")
+        rule = dataclasses.replace(rule, fixed=tuple((p, x) for p, x in rule.fixed if p != n) + ((n, d),))
+        return dataclasses.replace(role, grid=dataclasses.replace(role.grid, rule=rule))
+
     phases = []
     for ph in model.phases:
         slots = []
         for s in ph.slots:
+            if _class_grid(s) is not None:
+                s = dataclasses.replace(
+                    s, comm_role=fix_role(s.comm_role),
+                    space=dataclasses.replace(s.space, role=fix_role(s.space.role)) if s.space is not None else None)
             alts = [(f, fix(a) if isinstance(a, PeerRule) else a) for f, a in s.alternatives]
             own = {"peer": fix(s.peer), "recv_peer": fix(s.recv_peer)}
             for field in own:
@@ -2876,7 +2914,11 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
         # transposes with one PME rank): the run is absent there, fitted on the other P
         lone = {P: space is not None and space.role is not None and inside[P].any()
                 and int(space.layout(np.arange(P), P)[3][inside[P]].max()) == 1 and not counts[P].any() for P in Ps}
-        skip = any(lone.values()) and sum(not v for v in lone.values()) >= 2
+        # (on the lines of a class's own grid, one P that shows them is enough: GROMACS's rows of
+        # its domain grid, whose second dimension is 1 wide at P = 4 and 8, make one call each
+        # where it opens)
+        skip = any(lone.values()) and sum(not v for v in lone.values()) >= (
+            1 if space is not None and isinstance(space.role, ClassGrid) else 2)
         fit_ps = [P for P in Ps if not (skip and lone[P])]
         slot = SlotModel(key=f"run/{_key_text_run(run.key)}", op=run.op, tag=run.tag,
                          comm=COMM_CART if run.comm == ("cart",) else COMM_NONE if run.comm[0] == "after"

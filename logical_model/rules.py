@@ -620,6 +620,141 @@ class ClassComm:
         return cls(PeerRule.from_dict(d["members"]))
 
 
+@dataclasses.dataclass(frozen=True)
+class ClassGrid:
+    """Communicators over a process grid of one class's ranks: the class's ranks in world
+    order are the grid's ranks (the particle ranks of a particle/PME split, their domain
+    grid), and ``grid`` keeps some of its dimensions (:class:`~logical_model.topology.SubGrid`
+    over the class's size: its rows, columns). ``origin``: only the communicator through
+    the grid's origin (coordinate 0 along every dimension it drops) is made: GROMACS's
+    load-balancing communicators, one along the first dimension through rank 0, and one
+    along the second for every position on the first. Ranks outside the class (and off the
+    origin's communicator) have colour -1. The layout interface of
+    :class:`~logical_model.topology.SubGrid`."""
+
+    members: PeerRule
+    grid: Any  # SubGrid over the class's ranks
+    origin: bool = False
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_dict(), sort_keys=True))
+
+    def _mine(self, P: int) -> np.ndarray:
+        return np.flatnonzero(self.members(np.arange(P), P) >= 0)
+
+    def layout(self, rank: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rank = np.asarray(rank, np.int64)
+        mine = self._mine(P)
+        colour = np.full(P, -1, np.int64)
+        local = np.full(P, -1, np.int64)
+        size = np.ones(P, np.int64)
+        if len(mine):
+            c, loc, n = self.grid.layout(np.arange(len(mine)), len(mine))
+            keep = c == 0 if self.origin else np.ones(len(mine), bool)
+            colour[mine[keep]], local[mine[keep]], size[mine[keep]] = c[keep], loc[keep], n
+        return colour[rank], local[rank], size[rank]
+
+    def world(self, colour: np.ndarray, local: np.ndarray, P: int) -> np.ndarray:
+        mine = self._mine(P)
+        colour, local = np.asarray(colour, np.int64), np.asarray(local, np.int64)
+        if not len(mine):
+            return np.full(local.shape, -1, np.int64)
+        w = self.grid.world(np.maximum(colour, 0), local, len(mine))
+        return np.where((local >= 0) & (colour >= 0) & (w >= 0), mine[np.clip(w, 0, len(mine) - 1)], -1)
+
+    def n_comms(self, P: int) -> int:
+        return 1 if self.origin else self.grid.n_comms(len(self._mine(P)))
+
+    def sizes(self, P: int) -> list[int]:
+        """The class's size at P: the size of the grid at P."""
+        return [len(self._mine(P))]
+
+    def describe(self) -> str:
+        what = self.grid.describe()
+        return (f"{'the one through the origin along ' if self.origin else ''}{what} of "
+                f"{self.members.describe()}")
+
+    def to_dict(self) -> dict:
+        return {"kind": "class_grid", "members": self.members.to_dict(), "grid": self.grid.to_dict(),
+                "origin": self.origin}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ClassGrid":
+        from .topology import SubGrid
+        return cls(PeerRule.from_dict(d["members"]), SubGrid.from_dict(d["grid"]), bool(d.get("origin", False)))
+
+
+def infer_class_grid(observed: dict[int, list[np.ndarray]], members: PeerRule,
+                     known: Sequence[DimsRule] = ()) -> list["ClassGrid"]:
+    """Layouts over a grid of the class ``members``'s ranks that give, at every P of
+    ``observed`` (member lists, world ranks in communicator rank order), exactly the
+    communicators seen: every line (plane) of the grid along the kept dimensions, or the
+    one through its origin. The grid's dims at each class size are those the
+    communicators show (no rule: a load-based choice, :class:`DimsRule` "traced"; other
+    sizes need ``--grid``); a P where no communicator is seen tells nothing and is left
+    out of the table. ``known``: dims rules of the class's grid found already (by another
+    family of its communicators), tried first: with them one P that shows the
+    communicators is enough (GROMACS's rows of its domain grid exist only where it has
+    two dimensions). Rows before columns, 2-D grids before 3-D ones."""
+    from .topology import DimsRule, SubGrid, _ordered_factorisations
+    local: dict[int, list[np.ndarray]] = {}
+    for P, ms in observed.items():
+        mine = np.flatnonzero(members(np.arange(P), P) >= 0)
+        inside = []
+        for m in ms:
+            m = np.asarray(m, np.int64)
+            idx = np.searchsorted(mine, m)
+            if not len(m) or np.any(idx >= len(mine)) or np.any(mine[np.minimum(idx, len(mine) - 1)] != m):
+                return []
+            inside.append(idx)
+        if inside:
+            local[int(len(mine))] = inside
+
+    def fits(sg, n: int, ms: list[np.ndarray], origin: bool) -> bool:
+        try:
+            colour, loc, size = sg.layout(np.arange(n), n)
+        except ValueError:
+            return False
+        got = set()
+        for m in ms:
+            if len(m) != size or np.any(colour[m] != colour[m[0]]) or np.any(loc[m] != np.arange(size)):
+                return False
+            got.add(int(colour[m[0]]))
+        return got == ({0} if origin else set(range(sg.n_comms(n))))
+
+    out = []
+    for rule in known:
+        for keep in itertools.product((True, False), repeat=rule.ndims):
+            if all(keep) or not any(keep):
+                continue
+            for origin in (False, True):
+                sg = SubGrid(rule, keep)
+                if local and all(fits(sg, n, ms, origin) for n, ms in local.items()):
+                    out.append(ClassGrid(members, sg, origin))
+    if out or len(local) < 2:
+        return out
+    for nd in (2, 3):
+        for keep in itertools.product((True, False), repeat=nd):
+            if all(keep) or not any(keep):
+                continue
+            for origin in (False, True):
+                table = []
+                for n, ms in sorted(local.items()):
+                    fit = next((dims for dims in _ordered_factorisations(n, nd) if fits(
+                        SubGrid(DimsRule("traced", nd, table=((n, dims),)), keep), n, ms, origin)), None)
+                    if fit is None:
+                        break
+                    table.append((n, fit))
+                else:
+                    # a grid of more than one dimension somewhere: else a line is the class
+                    if any(sum(x > 1 for x in d) > 1 for _, d in table):
+                        out.append(ClassGrid(members, SubGrid(DimsRule("traced", nd, table=tuple(table)), keep),
+                                             origin))
+        if out:
+            break
+    return out
+
+
 def infer_class_comm(observed: dict[int, list[np.ndarray]]) -> ClassComm | None:
     """Communicators that split the ranks into a class (:func:`infer_members`: every m-th
     rank, ...) and the others, each in world order: the class from the communicators

@@ -134,7 +134,8 @@ class Space:
         if self.role is not None:
             colour, local, size = self.role.layout(ranks, P)
             size = np.broadcast_to(np.asarray(size, np.int64), (n,))
-            inside = np.ones(n, bool) if self.colour is None else colour == self.colour
+            # (a layout over one class's ranks gives the others colour -1)
+            inside = np.asarray(colour) >= 0 if self.colour is None else colour == self.colour
             return inside, np.asarray(colour, np.int64), np.asarray(local, np.int64), size
         if self.members is not None:
             mine = self.members(np.arange(P), P) >= 0
@@ -184,8 +185,9 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
     class of ranks and the others (:func:`~logical_model.rules.infer_class_comm`, the same
     side at every P: the PME ranks' communicator, the particle ranks'), or, with every
     communicator of its size, a row, column or plane layout of a grid
-    (:func:`~logical_model.topology.infer_subgrid`); communicators of one rank at every P
-    left then are each rank's own. Returns ({P: {communicator id: ("sub", family)}},
+    (:func:`~logical_model.topology.infer_subgrid`), or else lines of a grid over the ranks
+    of a class split found before (:func:`class_grid`: GROMACS's particle ranks' domain
+    grid); communicators of one rank at every P left then are each rank's own. Returns ({P: {communicator id: ("sub", family)}},
     [(layout, colour or None) per family]); raises :class:`StatisticalError` naming a
     communicator no layout gives at every P."""
     from .rules import infer_class_comm
@@ -251,6 +253,8 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
         if found is None and not tiled:
             found = layout()
         if found is None:
+            found = class_grid(m, c, fams, left, top, others)
+        if found is None:
             raise StatisticalError(
                 f"P={top}: the communicator of ranks {_ranks_text(m)} follows no split into a class of "
                 "ranks and the others, nor a row, column or plane layout of a grid, at every P")
@@ -270,6 +274,55 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
         fams.append(own)
         take(len(fams) - 1, {P: list(left[P]) for P in Ps})
     return keys, fams
+
+
+def _complement(rule):
+    """The class of the ranks a member rule leaves out (every m-th rank <-> the others), or
+    None."""
+    from .rules import PeerRule
+    swap = {"is": "not", "not": "is", "mod": "notmod", "notmod": "mod"}
+    kind = rule.params.get("kind")
+    if rule.family != "member" or kind not in swap:
+        return None
+    return PeerRule("member", {**rule.params, "kind": swap[kind]})
+
+
+def class_grid(m: np.ndarray, c: int, fams: list, left: dict, top: int, others: list):
+    """The family of communicator ``c`` (members ``m`` at P = ``top``) as lines of a grid
+    over the ranks of one side of a class split found before (``fams``): its
+    communicators at each smaller P (of ``left``, none where the phase makes no call on
+    them) chosen so that one grid layout (:func:`~logical_model.rules.infer_class_grid`)
+    gives them all. GROMACS's particle ranks make, over their own domain grid (3 x 1,
+    6 x 1, 4 x 3 at P = 4, 8, 16, with a PME rank in every 4), a load-balancing
+    communicator along the first dimension through rank 0 and one along the second for
+    each position on the first. Returns ((layout, None), {P: ids}) or None."""
+    from .rules import ClassComm, ClassGrid, infer_class_grid
+    known = [f[0].grid.rule for f in fams if isinstance(f[0], ClassGrid)]
+    for role, _ in fams:
+        if not isinstance(role, ClassComm):
+            continue
+        for colour in (0, 1):
+            members = role.members if colour == 1 else _complement(role.members)
+            if members is None:
+                continue
+            mine = {P: set(np.flatnonzero(members(np.arange(P), P) >= 0).tolist()) for P in [top, *others]}
+            if not set(m.tolist()) <= mine[top]:
+                continue
+            within = {P: {x: v for x, v in left[P].items() if set(v.tolist()) <= mine[P]} for P in [top, *others]}
+            at_top = [x for x in _apart(within[top], len(m), c)[0]]
+            # per smaller P: nothing, or a family of its communicators inside the class
+            choices = [[[]] + [f for s in sorted({len(v) for v in within[P].values()}) for f in _apart(within[P], s)]
+                       for P in others]
+            best = None
+            for pick in itertools.product(*choices):
+                ids = {top: at_top, **{P: f for P, f in zip(others, pick) if f}}
+                roles = [ClassGrid(r.members, r.grid, r.origin) for r in infer_class_grid(
+                    {P: [left[P][x] for x in xs] for P, xs in ids.items()}, members, known)]
+                if roles and (best is None or len(ids) > len(best[1])):
+                    best = ((roles[0], None), ids)
+            if best is not None:
+                return best
+    return None
 
 
 def _apart(comms: dict[int, np.ndarray], size: int, first: int | None = None) -> list[list[int]]:

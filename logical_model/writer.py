@@ -57,7 +57,10 @@ def comm_ids(model: LogicalModel, P: int) -> tuple[dict, int]:
     base = {}
     for role in model.comm_roles():
         base[role] = nxt
-        nxt += role.n_comms(P)
+        try:
+            nxt += role.n_comms(P)
+        except ValueError:  # a grid the traced P cannot give at P: its phases are not placed there
+            pass
     return base, nxt
 
 
@@ -328,8 +331,12 @@ def _write_comms(comms, model: LogicalModel, P: int, n_comm: int) -> None:
         sizes.append(P)
         members.append(np.arange(P, dtype=np.int32))
     for role in model.comm_roles():
-        colour, local, size = role.layout(np.arange(P), P)
+        try:
+            colour, local, size = role.layout(np.arange(P), P)
+        except ValueError:  # (as comm_ids: no communicator of it at P)
+            continue
         order = np.lexsort((local, colour))
+        order = order[colour[order] >= 0]  # (a layout over one class's ranks leaves the others out)
         sizes += [int(np.count_nonzero(colour == c)) for c in range(role.n_comms(P))]
         members.append(order.astype(np.int32))
     comms.create_dataset("size", data=np.array(sizes, np.int32))
