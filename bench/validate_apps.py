@@ -696,8 +696,9 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
     if data:  # messages and bytes per rank class (the model's order classes, the classes of a
         # statistical phase's split communicators (GROMACS's particle and PME ranks), else all ranks)
         cls = pm.class_of(np.arange(P), P)
+        from logical_model.rules import ClassComm
         split = next((s.space.role for s in pm.slots if getattr(s, "space", None) is not None
-                      and s.space.role is not None and s.space.role.n_comms(P) == 2), None)
+                      and isinstance(s.space.role, ClassComm)), None)
         if pm.classes is None and split is not None:
             cls = split.layout(np.arange(P), P)[0]
             row["classes"] = split.describe()
