@@ -83,8 +83,8 @@ from signature.trace import OP_CODE, OPS
 
 from . import modelsearch as search
 from . import onesided
-from .rules import (ClassComm, ClassGrid, Grid, Observation, PeerRule, infer_class_comm, infer_members, infer_peer, infer_root,
-                    infer_within, on_traced_grid, traced_grid_rules)
+from .rules import (ClassComm, ClassGrid, Grid, Observation, PeerRule, infer_class_comm, infer_class_grid,
+                    infer_members, infer_peer, infer_root, infer_within, on_traced_grid, traced_grid_rules)
 from .overlap import Remap, infer_remap
 from .statistical import Space, StatisticalError, _ranks_text, channel_rows, comm_families, cross_rows, lex_topological
 from .statistical import match as _match_messages
@@ -754,6 +754,8 @@ class SlotModel:
                 out["present"] = self.members(colour, self.comm_role.n_comms(P)) >= 0
             else:
                 out["present"] = self.members(ranks, P) >= 0
+        if isinstance(self.comm_role, ClassGrid):  # ranks on none of its communicators
+            out["present"] &= self.comm_role.layout(ranks, P)[0] >= 0
         if self.skip_single:
             out["present"] &= np.broadcast_to(np.asarray(size), (n,)) > 1
 
@@ -2287,6 +2289,23 @@ def _face_volumes(slots: list[SlotModel]) -> None:
                 s.alternatives = [(f, v) for f, v in s.alternatives if f != field]
 
 
+def _class_grid_roles(observed: dict[int, list[np.ndarray]], made: dict[int, set]) -> list:
+    """Lines of a grid over one class's ranks (:class:`~logical_model.rules.ClassGrid`) that
+    give the communicators ``observed`` at every P, every communicator of them one the run
+    made: the class tried among all but every m-th rank and every m-th rank (m <= 8, the
+    smallest m first; it must hold every observed communicator's ranks)."""
+    for m in range(2, 9):
+        for j in range(m):
+            for kind in ("notmod", "mod"):
+                rule = PeerRule("member", {"kind": kind, "m": m, "j": j})
+                if not all(np.all(rule(np.asarray(x, np.int64), P) >= 0) for P, xs in observed.items() for x in xs):
+                    continue
+                found = [r for r in infer_class_grid(observed, rule) if _made_by_the_run(r, made)]
+                if found:
+                    return found
+    return []
+
+
 def _made_by_the_run(role, made: dict[int, set]) -> bool:
     """Every communicator of a layout (``role``) at each P of ``made`` (the member tuples
     of the communicators each run created) is one the run created."""
@@ -2295,7 +2314,7 @@ def _made_by_the_run(role, made: dict[int, set]) -> bool:
             colour, local, _ = role.layout(np.arange(P), P)
         except ValueError:
             return False
-        for c in np.unique(colour):
+        for c in np.unique(colour[colour >= 0]):  # (-1: a rank on none of them)
             sel = np.flatnonzero(colour == c)
             members = tuple(int(x) for x in sel[np.argsort(local[sel], kind="stable")])
             if members not in have:
@@ -2336,10 +2355,25 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             cc = infer_class_comm(observed)
             roles = [cc] if cc is not None and _made_by_the_run(cc, made) else []
         if not roles:
+            roles = _class_grid_roles(observed, made)
+        if not roles:
             slot.problem = ("its communicators follow no row, column or plane layout of a process grid "
                             "(Comm_split/Cart_sub) at every P")
             return slot
         slot.comm_role, slot.alternatives = roles[0], [("comm_role", r) for r in roles[1:]]
+        if isinstance(roles[0], ClassGrid):
+            # a class's grid seen only at some P (its rows where the second dimension opens):
+            # the P it does not know are those where the slot makes no call, left out of its fits
+            def known(P):
+                try:
+                    roles[0].layout(np.arange(1), P)
+                    return True
+                except ValueError:
+                    return False
+            if any(len(o[1]) and not known(o[0]) for o in o_list):
+                slot.problem = "its communicators' grid is not known at a P where it is called"
+                return slot
+            o_list = [o for o in o_list if known(o[0])]
         if isinstance(roles[0], SubGrid):
             nd = roles[0].rule.ndims
             vol_grid = Grid(nd, (False,) * nd, roles[0].rule, roles[0].order)
@@ -2461,7 +2495,10 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 slot.problem = "send and receive sides exist on different ranks"
                 return slot
     else:
-        missing = [o[0] for o in o_list if len(o[1]) != o[0]]
+        # (the ranks on the communicators: a layout over one class's grid leaves the others out)
+        missing = [o[0] for o in o_list if len(o[1]) != (
+            o[0] if not isinstance(slot.comm_role, ClassGrid) else int((slot.comm_role.layout(
+                np.arange(o[0]), o[0])[0] >= 0).sum()))]
         if missing and sub and any(len(o[1]) for o in o_list):
             # a collective some of the communicators call (the first row, the last column):
             # every member of those, and a class of colours found like a rule; communicators
@@ -2472,7 +2509,7 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 colour, _, size = slot.comm_role.layout(np.arange(o[0]), o[0])
                 size = np.broadcast_to(np.asarray(size), colour.shape)
                 used = np.unique(colour[o[1]])
-                lone = np.setdiff1d(np.unique(colour[size == 1]), used)
+                lone = np.setdiff1d(np.unique(colour[(size == 1) & (colour >= 0)]), used)
                 skip |= bool(len(lone))
                 want = np.union1d(used, lone)
                 n = slot.comm_role.n_comms(o[0])

@@ -6,19 +6,30 @@ every position on the first. The layout (:class:`~logical_model.rules.ClassGrid`
 inferred from the communicators a phase uses at each traced P, related across P by
 :func:`~logical_model.statistical.comm_families`, and placed at a P whose grid
 ``--grid`` gives. The members lists below are those of GROMACS 2022's NS step in
-``bench/validate_apps.py``'s water box, traced at P = 4, 8, 16 and 32."""
+``bench/validate_apps.py``'s water box, traced at P = 4, 8, 16 and 32. End to end:
+``programs/ddload.c`` (ddgrid.c's particle/PME shape with those communicators, its grid
+3x1, 3x2, 3x4 at P = 4, 8, 16 and 4x6 at 32) traced at 4, 8, 16 and placed at 32 with
+``--grid 4x6x1``, event for event."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import needs_mpi
+from logical_model import LogicalModel, from_traces
 from logical_model.model import _load_role
 from logical_model.rules import ClassComm, ClassGrid, PeerRule, infer_class_grid
 from logical_model.statistical import Space, StatisticalError, comm_families
 from logical_model.topology import DimsRule, SubGrid
+from signature import trace_run
+from signature.errors import ExtrapolationError
 
 PARTICLES = PeerRule("member", {"kind": "notmod", "m": 4, "j": 3})
 
@@ -148,3 +159,38 @@ def test_lines_of_a_class_grid_are_recovered_and_placed_at_an_unseen_p(case):
             at = ClassGrid(rule, SubGrid(DimsRule("traced", 2, table=role.grid.rule.table,
                                                   fixed=((n_unseen, table[3][1]),)), keep), origin)
             assert _members(at, unseen) == _members(truth, unseen)
+
+
+# ---- the C program -------------------------------------------------------------------------
+PROGRAMS = Path(__file__).parent / "programs"
+FIT, UNSEEN, UNSEEN_GRID = (4, 8, 16), 32, (4, 6, 1)
+
+
+@pytest.fixture(scope="module")
+def ddload(tmp_path_factory):
+    """ddload traced at the fit P and at P = 32 (10 steps: two balance the load)."""
+    root = tmp_path_factory.mktemp("ddload")
+    exe = root / "ddload"
+    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe), str(PROGRAMS / "ddload.c")],
+                   check=True)
+    for P in (*FIT, UNSEEN):
+        res = trace_run([str(exe), "10"], P, root / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5"))
+        assert res.ok, f"ddload at P={P}: {res.trace.meta.get('incomplete_reason')}"
+    return root
+
+
+@needs_mpi
+def test_the_load_communicators_are_placed_with_the_given_grid_event_for_event(ddload):
+    from test_real_codes import assert_same_events
+    model = from_traces(ddload)
+    assert all(ph.extrapolable for ph in model.phases), model.describe()
+    roles = [s.comm_role for ph in model.phases for s in ph.slots if isinstance(s.comm_role, ClassGrid)]
+    assert {(r.grid.keep, r.origin) for r in roles} == {((True, False), True), ((False, True), False)}
+    # the particle grid at P = 32 is the user's to give, for the communicators as for the halo
+    with pytest.raises(ExtrapolationError, match="give the 2-D grid of 24 ranks at P=32"):
+        model.check_target(UNSEEN)
+    placed = model.with_grid(UNSEEN, UNSEEN_GRID)
+    assert_same_events(placed, ddload / "unseen" / f"P{UNSEEN}.h5")
+    # the layout travels through JSON
+    again = LogicalModel.from_dict(model.to_dict()).with_grid(UNSEEN, UNSEEN_GRID)
+    assert_same_events(again, ddload / "unseen" / f"P{UNSEEN}.h5")
