@@ -1480,31 +1480,25 @@ def _fix_traced(model: LogicalModel, n: int, dims: tuple[int, ...], P: int) -> L
     over its particle ranks) are ``dims`` at n ranks (``--grid``; trailing 1s beyond a grid's
     dimensions dropped: 4x6x1 is a 2-D 4x6). A slot whose peers fit a stride growing with P
     as well as such a grid at every traced P takes the grid: the user says there is one."""
-    def fix(r):
-        g = on_traced_grid(r)
-        if g is None:
-            return r
-        d = dims
-        while len(d) > g.ndims and d[-1] == 1:
-            d = d[:-1]
-        if len(d) != g.ndims:
-            raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {len(dims)} dimensions; the grid "
-                                     f"of {n} ranks has {g.ndims}")
-        rule = dataclasses.replace(g.rule, fixed=tuple((p, x) for p, x in g.rule.fixed if p != n) + ((n, d),))
-        return PeerRule(r.family, {**r.params, "grid": dataclasses.replace(g, rule=rule)})
-
-    def fix_role(role):
-        if not isinstance(role, ClassGrid) or role.grid.rule.name != "traced" or role.sizes(P)[0] != n:
-            return role
-        rule = role.grid.rule
+    def given(rule: DimsRule) -> DimsRule:  # the traced rule with dims at n ranks
         d = dims
         while len(d) > rule.ndims and d[-1] == 1:
             d = d[:-1]
         if len(d) != rule.ndims:
             raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {len(dims)} dimensions; the grid "
                                      f"of {n} ranks has {rule.ndims}")
-        rule = dataclasses.replace(rule, fixed=tuple((p, x) for p, x in rule.fixed if p != n) + ((n, d),))
-        return dataclasses.replace(role, grid=dataclasses.replace(role.grid, rule=rule))
+        return dataclasses.replace(rule, fixed=tuple((p, x) for p, x in rule.fixed if p != n) + ((n, d),))
+
+    def fix(r):
+        g = on_traced_grid(r)
+        if g is None:
+            return r
+        return PeerRule(r.family, {**r.params, "grid": dataclasses.replace(g, rule=given(g.rule))})
+
+    def fix_role(role):
+        if not isinstance(role, ClassGrid) or role.grid.rule.name != "traced" or role.sizes(P)[0] != n:
+            return role
+        return dataclasses.replace(role, grid=dataclasses.replace(role.grid, rule=given(role.grid.rule)))
 
     phases = []
     for ph in model.phases:

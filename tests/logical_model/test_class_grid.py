@@ -138,17 +138,22 @@ def test_a_class_the_streams_show_gets_its_own_order(m, data):
 
 
 # ---- the C program -------------------------------------------------------------------------
+def traced_ddgrid(root: Path, steps: int, *flags: str) -> Path:
+    """ddgrid.c built with ``flags`` and traced at the fit P and at P = 32 into ``root``
+    (the fit traces; the other in ``root/unseen``)."""
+    exe = root / "ddgrid"
+    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", *flags, "-o", str(exe),
+                    str(PROGRAMS / "ddgrid.c")], check=True)
+    for P in (*FIT, UNSEEN):
+        res = trace_run([str(exe), str(steps)], P, root / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5"))
+        assert res.ok, f"ddgrid at P={P}: {res.trace.meta.get('incomplete_reason')}"
+    return root
+
+
 @pytest.fixture(scope="module")
 def ddgrid(tmp_path_factory):
     """ddgrid traced at the fit P and at P = 32: the folder of the fit traces."""
-    root = tmp_path_factory.mktemp("ddgrid")
-    exe = root / "ddgrid"
-    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe), str(PROGRAMS / "ddgrid.c")],
-                   check=True)
-    for P in (*FIT, UNSEEN):
-        res = trace_run([str(exe), "6"], P, root / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5"))
-        assert res.ok, f"ddgrid at P={P}: {res.trace.meta.get('incomplete_reason')}"
-    return root
+    return traced_ddgrid(tmp_path_factory.mktemp("ddgrid"), 6)
 
 
 @needs_mpi

@@ -7,15 +7,11 @@ inferred from the communicators a phase uses at each traced P, related across P 
 :func:`~logical_model.statistical.comm_families`, and placed at a P whose grid
 ``--grid`` gives. The members lists below are those of GROMACS 2022's NS step in
 ``bench/validate_apps.py``'s water box, traced at P = 4, 8, 16 and 32. End to end:
-``programs/ddload.c`` (ddgrid.c's particle/PME shape with those communicators, its grid
-3x1, 3x2, 3x4 at P = 4, 8, 16 and 4x6 at 32) traced at 4, 8, 16 and placed at 32 with
+``programs/ddgrid.c`` built with ``-DDDGRID_LOAD`` (its particle/PME shape with those
+communicators, its grid 3x1, 3x2, 3x4 at P = 4, 8, 16 and 4x6 at 32) traced at 4, 8, 16 and placed at 32 with
 ``--grid 4x6x1``, event for event."""
 
 from __future__ import annotations
-
-import os
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,7 +24,6 @@ from logical_model.model import _load_role
 from logical_model.rules import ClassComm, ClassGrid, PeerRule, infer_class_grid
 from logical_model.statistical import Space, StatisticalError, comm_families
 from logical_model.topology import DimsRule, SubGrid
-from signature import trace_run
 from signature.errors import ExtrapolationError
 
 PARTICLES = PeerRule("member", {"kind": "notmod", "m": 4, "j": 3})
@@ -162,21 +157,15 @@ def test_lines_of_a_class_grid_are_recovered_and_placed_at_an_unseen_p(case):
 
 
 # ---- the C program -------------------------------------------------------------------------
-PROGRAMS = Path(__file__).parent / "programs"
-FIT, UNSEEN, UNSEEN_GRID = (4, 8, 16), 32, (4, 6, 1)
+UNSEEN, UNSEEN_GRID = 32, (4, 6, 1)
 
 
 @pytest.fixture(scope="module")
 def ddload(tmp_path_factory):
-    """ddload traced at the fit P and at P = 32 (10 steps: two balance the load)."""
-    root = tmp_path_factory.mktemp("ddload")
-    exe = root / "ddload"
-    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe), str(PROGRAMS / "ddload.c")],
-                   check=True)
-    for P in (*FIT, UNSEEN):
-        res = trace_run([str(exe), "10"], P, root / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5"))
-        assert res.ok, f"ddload at P={P}: {res.trace.meta.get('incomplete_reason')}"
-    return root
+    """ddgrid.c with its load-balancing communicators (-DDDGRID_LOAD), traced at P = 4, 8, 16
+    and 32 (10 steps: two balance the load)."""
+    from test_class_grid import traced_ddgrid
+    return traced_ddgrid(tmp_path_factory.mktemp("ddload"), 10, "-DDDGRID_LOAD")
 
 
 @needs_mpi

@@ -15,6 +15,14 @@
  * mesh with MPI_Alltoall on the PME communicator, sums its energies there (Allreduce of 2
  * doubles, only where there is more than one PME rank) and sends the forces back (Send).
  *
+ * Built with -DDDGRID_LOAD it also makes GROMACS's load-balancing communicators over the
+ * particle ranks' grid: one along x through the origin (the particle ranks with y = 0,
+ * MPI_Comm_split of the particle communicator) and one along y for each x (GROMACS makes a
+ * dimension's only where it is over 1 wide; here the rows are made at ny = 1 too, one rank
+ * each, so that the calls line up at every P for the exact model). Every 5th step each
+ * particle rank then gathers its load along y (MPI_Gather to the row's rank 0), the origin
+ * line gathers the rows' sums along x and broadcasts the new cell boundaries back along it.
+ *
  *   ddgrid STEPS           (P a multiple of 4)
  */
 #include <mpi.h>
@@ -40,6 +48,12 @@ int main(int argc, char **argv) {
   MPI_Comm_size(mine, &S);
   int nx = (npp % 3 == 0 && npp <= 12) ? 3 : 4, ny = npp / nx;
   int local = N / npp;
+#ifdef DDGRID_LOAD
+  MPI_Comm xline = MPI_COMM_NULL, yrow = MPI_COMM_NULL;
+  int cx0 = pme ? 0 : s / ny, cy0 = pme ? 0 : s % ny;
+  MPI_Comm_split(mine, !pme && cy0 == 0 ? 0 : MPI_UNDEFINED, cx0, &xline);
+  MPI_Comm_split(mine, pme ? MPI_UNDEFINED : cx0, cy0, &yrow);
+#endif
   double *x = calloc((size_t)local * 3, sizeof(double)), *f = calloc((size_t)local * 3, sizeof(double));
   double *halo = calloc(4 * H, sizeof(double)), *a = calloc(MESH, sizeof(double)), *b = calloc(MESH, sizeof(double));
   double e[4] = {1, 2, 3, 4}, g[4];
@@ -59,6 +73,16 @@ int main(int argc, char **argv) {
       }
       MPI_Sendrecv(halo + H, H, MPI_DOUBLE, xp, 2, halo, H, MPI_DOUBLE, xm, 2, mine, MPI_STATUS_IGNORE);
       MPI_Allreduce(e, g, 4, MPI_DOUBLE, MPI_SUM, mine);
+#ifdef DDGRID_LOAD
+      if (step % 5 == 4) { /* dynamic load balancing: loads in along y, then along x, cells out */
+        double load = 1.0 + s, rows[64], cells[8];
+        MPI_Gather(&load, 1, MPI_DOUBLE, rows, 1, MPI_DOUBLE, 0, yrow);
+        if (xline != MPI_COMM_NULL) {
+          MPI_Gather(&load, 1, MPI_DOUBLE, rows, 1, MPI_DOUBLE, 0, xline);
+          MPI_Bcast(cells, 8, MPI_DOUBLE, 0, xline);
+        }
+      }
+#endif
       MPI_Wait(&req, MPI_STATUS_IGNORE);
       MPI_Recv(f, local, MPI_DOUBLE, leader, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else {
@@ -76,6 +100,10 @@ int main(int argc, char **argv) {
     }
   }
   if (r == 0) printf("ddgrid P=%d: %d particle ranks on a %dx%d grid, %d PME ranks\n", P, npp, nx, ny, P / 4);
+#ifdef DDGRID_LOAD
+  if (xline != MPI_COMM_NULL) MPI_Comm_free(&xline);
+  if (yrow != MPI_COMM_NULL) MPI_Comm_free(&yrow);
+#endif
   MPI_Comm_free(&mine);
   free(x); free(f); free(halo); free(a); free(b);
   MPI_Finalize();
