@@ -44,7 +44,8 @@ from logical_model import modelsearch
 from signature._text import table
 from signature.errors import ExtrapolationError
 
-__all__ = ["IPT", "IPTRow", "CRM", "DistantPoint", "build_ipt", "fit_crm", "select_small_run",
+__all__ = ["IPT", "IPTRow", "CRM", "ClassMix", "DistantPoint", "build_ipt", "fit_crm", "fit_class_crm",
+           "select_small_run",
            "distant_point_counters", "distant_point_declared", "work_function", "accepted_p",
            "IPT_TOLERANCE"]
 
@@ -321,6 +322,99 @@ class CRM:
                 "with_distant": self.with_distant.to_dict() if self.with_distant is not None else None,
                 "distant": dataclasses.asdict(self.distant) if self.distant else None,
                 "skipped": self.skipped}
+
+
+#: classes of ranks whose computation per repetition differs by more than this (at some
+#: fit P) have a CRM each (:func:`fit_class_crm`)
+CLASS_APART = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassMix:
+    """A phase's computation per process and repetition when its ranks fall in two classes
+    that compute apart (#25, Eq. 1-3 per class: GROMACS's PME ranks, every 4th, and its
+    particle ranks): one fitted model per class (``models``: the others, the class), their
+    mean over the ranks at P by each class's size there. ``members`` is the class (a
+    member rule of the logical model); ``left_out`` the fit P each model did without (a
+    class of one rank where it has several at the other P works unlike them: GROMACS's
+    single PME rank at P = 4)."""
+
+    members: Any
+    models: tuple
+    left_out: tuple = ((), ())
+    name: str = "computation"
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """The worse of the two fits' statistics (LOO error, R^2), for the reports."""
+        cv = [m.stats.get("cv_error") for m in self.models]
+        cv = [c for c in cv if c is not None and np.isfinite(c)]
+        r2 = [m.stats.get("r2") for m in self.models if m.stats.get("r2") is not None]
+        return {"n": min(m.stats.get("n", 0) for m in self.models),
+                **({"cv_error": max(cv)} if cv else {}), **({"r2": min(r2)} if r2 else {})}
+
+    def classes(self, P: int) -> np.ndarray:
+        """Each rank's class at P: 1 in ``members``, 0 the others."""
+        return (self.members(np.arange(int(P)), int(P)) >= 0).astype(np.int64)
+
+    def per_rank(self, P: int) -> np.ndarray:
+        """Each rank's computation per repetition at P."""
+        per = np.array([float(np.asarray(m.predict(P)).reshape(-1)[0]) for m in self.models])
+        return np.maximum(per, 0.0)[self.classes(P)]
+
+    def predict(self, P) -> np.ndarray:
+        Ps = np.atleast_1d(np.asarray(P, float))
+        out = np.array([self.per_rank(int(p)).mean() for p in Ps])
+        return out.reshape(np.shape(P))
+
+    def formula(self) -> str:
+        return (f"mean over the ranks of {self.models[1].formula()} ({self.members.describe()}) and "
+                f"{self.models[0].formula()} (the others)")
+
+    def describe(self) -> str:
+        out = [f"{self.name} per rank class, their mean over the ranks at P:"]
+        for c, who in ((1, self.members.describe()), (0, "the others")):
+            skip = self.left_out[c]
+            out.append(f"    {who}: {self.models[c].describe()}"
+                       + (f" (P = {', '.join(map(str, skip))} left out: the class is one rank there)" if skip else ""))
+        return "\n".join(out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": 1, "kind": "class_mix", "members": self.members.to_dict(),
+                "models": [m.to_dict() for m in self.models], "left_out": [list(x) for x in self.left_out]}
+
+
+def fit_class_crm(phase: int, P: Sequence[int], per_rank: Sequence[np.ndarray], members) -> CRM | None:
+    """The CRM of a phase whose ranks fall in two classes (``members``: a member rule, the
+    class of colour 1) that compute apart: a model per class over the fit P
+    (``per_rank[i]``: each rank's computation per repetition at ``P[i]``), or None where
+    the classes compute alike (within :data:`CLASS_APART` at every P), a class is empty at
+    some P, or a class keeps fewer than 2 points. A class of one rank at a P where it has
+    more at two others or more is left out there (it works unlike them)."""
+    P = [int(p) for p in P]
+    cls = [(members(np.arange(p), p) >= 0) for p in P]
+    if any(not c.any() or c.all() for c in cls):
+        return None
+    means = [[float(np.nanmean(np.asarray(v, float)[c == bool(k)])) for v, c in zip(per_rank, cls)] for k in (0, 1)]
+    if not np.all(np.isfinite(means)):
+        return None
+    apart = [abs(a - b) > CLASS_APART * max(a, b) for a, b in zip(*means)]
+    if not any(apart):
+        return None
+    models, left = [], []
+    for k in (0, 1):
+        size = [int((c == bool(k)).sum()) for c in cls]
+        lone = [p for p, n in zip(P, size) if n == 1] if sum(n > 1 for n in size) >= 2 else []
+        keep = [i for i, p in enumerate(P) if p not in lone]
+        if len(keep) < 2:
+            return None
+        models.append(modelsearch.fit([P[i] for i in keep], [means[k][i] for i in keep],
+                                      name=f"computation of phase {phase} ({'class' if k else 'others'})",
+                                      positive=True))
+        left.append(tuple(lone))
+    mix = ClassMix(members, tuple(models), tuple(left), name=f"computation of phase {phase}")
+    return CRM(phase=phase, base=mix, with_distant=None, distant=None,
+               skipped="its ranks fall in classes that compute apart: a CRM per class, no distant point")
 
 
 def fit_crm(phase: int, P: Sequence[int], time: Sequence[float], distant: DistantPoint | None = None,

@@ -24,8 +24,8 @@ from logical_model.correspond import align_to, correspond
 from signature.errors import ExtrapolationError
 from signature.model import Signature
 
-from .crm import (CRM, IPT, build_ipt, distant_point_counters, distant_point_declared, fit_crm,
-                  work_function)
+from .crm import (CRM, IPT, ClassMix, build_ipt, distant_point_counters, distant_point_declared, fit_class_crm,
+                  fit_crm, work_function)
 
 __all__ = ["ComputeModel", "build", "from_traces"]
 
@@ -43,6 +43,19 @@ def _time_per_rep(sig: Signature, k: int, mode: str) -> float:
     st = sig.phases[k].stats
     col = "comp_mean" if mode == "counters" else "cpu_mean"
     return _rank_mean(st[col])
+
+
+def _class_rule(ph):
+    """The class split of a logical phase (a member rule: its ranks' order class, or the
+    class of a Comm_split its calls use: GROMACS's PME ranks), or None."""
+    from logical_model.rules import ClassComm
+    if ph.class_rule is not None:
+        return ph.class_rule
+    for s in ph.slots:
+        for role in (s.comm_role, s.space.role if s.space is not None else None):
+            if isinstance(role, ClassComm):
+                return role.members
+    return None
 
 
 def _work_per_rep(sig: Signature, k: int, mode: str) -> float:
@@ -92,9 +105,20 @@ class ComputeModel:
         comp = self.computation(P)
         mean_work = np.array([ph.work_per_rank(P).mean() for ph in self.logical.phases])
         scale = np.where(mean_work > 0, comp / np.where(mean_work > 0, mean_work, 1.0), 0.0)
+        # a phase with a CRM per rank class: each rank's computation is its class's
+        by_rank = {}
+        for k, (ph, crm) in enumerate(zip(self.logical.phases, self.crms)):
+            if isinstance(crm.model, ClassMix):
+                w = ph.work_per_rank(P)
+                by_rank[k] = np.where(w > 0, crm.model.per_rank(P) / np.where(w > 0, w, 1.0), 0.0)
 
         def t_comp(ev):
-            return ev["work"] * scale[ev["phase"]]
+            out = ev["work"] * scale[ev["phase"]]
+            for k, sc in by_rank.items():
+                m = ev["phase"] == k
+                if m.any():
+                    out[m] = ev["work"][m] * sc[ev["rank"][m]]
+            return out
 
         meta = {"source": f"compute model from P = {', '.join(map(str, self.logical.Ps))}",
                 "crm": "; ".join(f"phase {ph.id}: {c.model.formula()}"
@@ -144,8 +168,11 @@ def build(logical: LogicalModel, signatures: Sequence[Signature], *,
             raise ExtrapolationError("CPU-time mode needs the declared work per process "
                                      "(work = \"n*n/P\" in the campaign) for the distant point")
         wf = work_function(work, logical.workload_label or "n")
+    col = "comp_mean" if mode == "counters" else "cpu_mean"
     for k, ph in enumerate(logical.phases):
         times = np.array([_time_per_rep(s, k, mode) for s in sigs])
+        rule = _class_rule(ph)
+        by_class = fit_class_crm(k, Ps, [s.phases[k].stats[col] for s in sigs], rule) if rule is not None else None
         wrk = np.array([_work_per_rep(s, k, mode) for s in sigs])
         weights = np.array([s.phases[k].weight for s in sigs], float)
         ipt = build_ipt(Ps, wrk, weights, phase=k, mode=mode, p_rule=p_rule, weight_model=ph.weight)
@@ -172,7 +199,7 @@ def build(logical: LogicalModel, signatures: Sequence[Signature], *,
                                                 P_max=P_max, phase=k)
             except ExtrapolationError as err:
                 skipped = str(err)
-        crms.append(fit_crm(k, Ps, times, dp, skipped))
+        crms.append(by_class or fit_crm(k, Ps, times, dp, skipped))
     return ComputeModel(logical=logical, crms=crms, ipts=ipts, signatures=sigs)
 
 

@@ -424,7 +424,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
                                              ev["op"], kind_shape[:, it_cols])
     counts = np.bincount(kind[it_cols], minlength=int(kind.max()) + 1) if it_cols.size else np.zeros(0, int)
     # (the per-event tokens are not needed past here)
-    del tokens, struct, world_coll, rank_segs, seen, cache, keyed, kind_shape, shape
+    del tokens, world_coll, rank_segs, seen, cache, kind_shape, shape
+    struct = keyed = None  # (contents() reads them: rebound, not deleted)
     if it_cols.size and len(section_loops) > 1:
         # in a run cut into sections (a benchmark suite), a loop found on the ranks' own
         # streams that they cut into different numbers of iterations, or whose recurring
@@ -610,7 +611,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     # message sizes per template event: mean and largest over the repetitions of the
     # same structure (they change when the data moves: an atom exchange after a rebuild)
     same = np.append(same_exact, False)[seg_id]
-    del seg_id
+    seg_id = None  # (seg_sum() reads it)
     key_same = slot_key[same]
     same_n = np.maximum(np.bincount(key_same, minlength=n_keys), 1)
     size_mean, size_max = {}, {}

@@ -7,8 +7,6 @@ P = 32) traced at 3 P and extrapolated to P = 32 with --grid, event for event.""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,12 +14,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import needs_mpi
+from conftest import needs_mpi, trace_c_program
 from logical_model import LogicalModel, from_traces
 from logical_model.model import _order, _stream_classes
 from logical_model.rules import Grid, Observation, PeerRule, infer_peer, on_traced_grid, traced_grid_rules
 from logical_model.topology import DimsRule, neighbour
-from signature import trace_run
 from signature.errors import ExtrapolationError
 from sigex.cli import main
 
@@ -138,22 +135,10 @@ def test_a_class_the_streams_show_gets_its_own_order(m, data):
 
 
 # ---- the C program -------------------------------------------------------------------------
-def traced_ddgrid(root: Path, steps: int, *flags: str) -> Path:
-    """ddgrid.c built with ``flags`` and traced at the fit P and at P = 32 into ``root``
-    (the fit traces; the other in ``root/unseen``)."""
-    exe = root / "ddgrid"
-    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", *flags, "-o", str(exe),
-                    str(PROGRAMS / "ddgrid.c")], check=True)
-    for P in (*FIT, UNSEEN):
-        res = trace_run([str(exe), str(steps)], P, root / (f"P{P}.h5" if P in FIT else f"unseen/P{P}.h5"))
-        assert res.ok, f"ddgrid at P={P}: {res.trace.meta.get('incomplete_reason')}"
-    return root
-
-
 @pytest.fixture(scope="module")
 def ddgrid(tmp_path_factory):
     """ddgrid traced at the fit P and at P = 32: the folder of the fit traces."""
-    return traced_ddgrid(tmp_path_factory.mktemp("ddgrid"), 6)
+    return trace_c_program(tmp_path_factory.mktemp("ddgrid"), PROGRAMS / "ddgrid.c", ["6"], FIT, UNSEEN)
 
 
 @needs_mpi

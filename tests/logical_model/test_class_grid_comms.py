@@ -13,12 +13,14 @@ communicators, its grid 3x1, 3x2, 3x4 at P = 4, 8, 16 and 4x6 at 32) traced at 4
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import needs_mpi
+from conftest import needs_mpi, trace_c_program
 from logical_model import LogicalModel, from_traces
 from logical_model.model import _load_role
 from logical_model.rules import ClassComm, ClassGrid, PeerRule, infer_class_grid
@@ -157,6 +159,7 @@ def test_lines_of_a_class_grid_are_recovered_and_placed_at_an_unseen_p(case):
 
 
 # ---- the C program -------------------------------------------------------------------------
+PROGRAMS = Path(__file__).parent / "programs"
 UNSEEN, UNSEEN_GRID = 32, (4, 6, 1)
 
 
@@ -164,8 +167,8 @@ UNSEEN, UNSEEN_GRID = 32, (4, 6, 1)
 def ddload(tmp_path_factory):
     """ddgrid.c with its load-balancing communicators (-DDDGRID_LOAD), traced at P = 4, 8, 16
     and 32 (10 steps: two balance the load)."""
-    from test_class_grid import traced_ddgrid
-    return traced_ddgrid(tmp_path_factory.mktemp("ddload"), 10, "-DDDGRID_LOAD")
+    return trace_c_program(tmp_path_factory.mktemp("ddload"), PROGRAMS / "ddgrid.c", ["10"], (4, 8, 16), UNSEEN,
+                           flags=("-DDDGRID_LOAD",))
 
 
 @needs_mpi
