@@ -203,11 +203,18 @@ def _refused_text(refused: Sequence[dict[str, Any]]) -> str:
 
 def _warnings(models: Models) -> list[str]:
     out = list(models.logical.notes)
+    from compute_model.crm import ClassMix
     for ph, crm, ipt in zip(models.logical.phases, models.compute.crms, models.compute.ipts):
+        by_class = isinstance(crm.model, ClassMix)
         for pr in ph.problems:
             out.append(f"phase {ph.id}: not extrapolable: {pr}")
         for note in ph.notes:
+            if by_class and note.startswith("work differs"):  # (the CRM per class says whose)
+                continue
             out.append(f"phase {ph.id}: {note}")
+        if by_class:
+            out.append(f"phase {ph.id}: its ranks compute apart by class ({crm.model.members.describe()} and "
+                       "the others): a CRM per class, each rank its class's computation")
         if ph.kind == "loop" and not ipt.constant:
             out.append(f"phase {ph.id}: total work varies {100 * ipt.spread:.0f}% across the signature runs "
                        f"(more than {100 * ipt.tolerance:.0f}%): Eq. 2's constant total does not hold, and "
