@@ -187,9 +187,9 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
     communicator of its size, a row, column or plane layout of a grid
     (:func:`~logical_model.topology.infer_subgrid`), or else lines of a grid over the ranks
     of a class split found before (:func:`class_grid`: GROMACS's particle ranks' domain
-    grid); communicators of one rank at every P left then are each rank's own. Returns ({P: {communicator id: ("sub", family)}},
-    [(layout, colour or None) per family]); raises :class:`StatisticalError` naming a
-    communicator no layout gives at every P."""
+    grid); communicators of one rank at every P left then are each rank's own. Returns
+    ({P: {communicator id: ("sub", family)}}, [(layout, colour or None) per family]);
+    raises :class:`StatisticalError` naming a communicator no layout gives at every P."""
     from .rules import infer_class_comm
     from .topology import DimsRule, SubGrid, infer_subgrid
     Ps = sorted(used)
@@ -309,15 +309,14 @@ def class_grid(m: np.ndarray, c: int, fams: list, left: dict, top: int, others: 
             if not set(m.tolist()) <= mine[top]:
                 continue
             within = {P: {x: v for x, v in left[P].items() if set(v.tolist()) <= mine[P]} for P in [top, *others]}
-            at_top = [x for x in _apart(within[top], len(m), c)[0]]
+            at_top = _apart(within[top], len(m), c)[0]
             # per smaller P: nothing, or a family of its communicators inside the class
             choices = [[[]] + [f for s in sorted({len(v) for v in within[P].values()}) for f in _apart(within[P], s)]
                        for P in others]
             best = None
             for pick in itertools.product(*choices):
                 ids = {top: at_top, **{P: f for P, f in zip(others, pick) if f}}
-                roles = [ClassGrid(r.members, r.grid, r.origin) for r in infer_class_grid(
-                    {P: [left[P][x] for x in xs] for P, xs in ids.items()}, members, known)]
+                roles = infer_class_grid({P: [left[P][x] for x in xs] for P, xs in ids.items()}, members, known)
                 if roles and (best is None or len(ids) > len(best[1])):
                     best = ((roles[0], None), ids)
             if best is not None:
