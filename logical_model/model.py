@@ -3001,10 +3001,14 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                     # set-up exchange along a dimension its particle grid has at P = 4 only):
                     # closed beyond them
                     m = _constant(0.0, max(fit_ps), f"{name} messages per rank")
-                elif mine_law and not _is_exact(m):
+                elif mine_law and (not _is_exact(m) or (have and len(have) < len(fit_ps)
+                                                         and max(set(fit_ps) - set(have)) < min(have))):
                     # a class's messages on a channel it has at the larger P only (a dimension
                     # of the class's own decomposition that opens there): a power law over
-                    # those P, or the count at the one P that shows it
+                    # those P, or the count at the one P that shows it (a curve through the
+                    # zeros before it and the count, exact as it may be, is no law: GROMACS's
+                    # lone halo halves, 0, 0 and 1.75 per particle rank at P = 4, 8, 16, went
+                    # to 0 beyond)
                     m = (_power_law(have, f"{name} messages per rank")
                          or (_constant(have[max(have)], max(have), f"{name} messages per rank")
                              if len(have) == 1 else m))

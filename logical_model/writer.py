@@ -193,12 +193,17 @@ def generate(model: LogicalModel, P: int, ranks: np.ndarray, *, _sizes_cache=Non
     ok = wi >= 0
     pi, wi = pi[ok], wi[ok]
     is_recv = np.isin(ev["op"][pi], [OPS.index("Irecv")])
+    # a deferred phase's Isendrecv: its status names the source and the tag it received,
+    # the call's own (a Sendrecv's receive tag is not traced; the replay takes the send's):
+    # without them the replay matches its receive after the tagged ones, in any phase, and
+    # a lone receive half of the same pair took a Sendrecv's message (GROMACS's halo)
+    both = np.isin(ev["op"][pi], [OPS.index("Isendrecv"), OPS.index("Isendrecv_replace")])
     ev["c_rank"] = rank[wi]
     ev["c_seq"] = ev["seq"][wi]
     ev["c_req"] = ev["req"][pi]
-    ev["c_bytes"] = np.where(is_recv, ev["recv_bytes"][pi], ev["bytes"][pi])
-    ev["c_peer"] = np.where(is_recv, ev["peer"][pi], -1)
-    ev["c_tag"] = np.where(is_recv, ev["tag"][pi], -1)
+    ev["c_bytes"] = np.where(is_recv | both, ev["recv_bytes"][pi], ev["bytes"][pi])
+    ev["c_peer"] = np.where(is_recv, ev["peer"][pi], np.where(both, ev["recv_peer"][pi], -1))
+    ev["c_tag"] = np.where(is_recv | both, ev["tag"][pi], -1)
     return ev
 
 

@@ -93,6 +93,23 @@ def test_a_deferred_phase_posts_every_call_nonblocking_and_waits_once_at_its_end
     assert np.isfinite(_replay(model, P, tmp_path_factory.mktemp("deferred") / "t.h5"))
 
 
+def test_deferred_phases_whose_sendrecv_and_lone_halves_share_a_tag_replay_in_sequence(tmp_path):
+    """GROMACS's halo: a Sendrecv run and lone Send and Recv runs (a pulse whose partner has
+    nothing to send back) on one tag, in two deferred phases one after the other. The
+    Isendrecv's completion names the source and tag it received, so the replay pairs each
+    phase's messages within it; without them its receives were matched after the tagged
+    ones, across phases, and the replay of the two phases deadlocked (each alone finished)."""
+    import dataclasses
+    P = 8
+    runs = [_run("Sendrecv", "both", 1.0, 64, 2), _run("Send", "send", 1.0, 64, 2), _run("Recv", "recv", 1.0, 64, 2)]
+    one = _model(runs, deferred=True)
+    two = dataclasses.replace(one, phases=[one.phases[0], dataclasses.replace(one.phases[0], id=1)])
+    trace = load_trace(two.logical_trace(P, tmp_path / "t.h5"))
+    both = trace.events["op"] == OP_CODE["Isendrecv"]
+    assert both.sum() == 2 * P
+    assert np.isfinite(_replay(two, P, tmp_path / "r.h5"))
+
+
 def test_the_same_runs_realised_in_their_order_deadlock(tmp_path):
     """What deferring is for: a run of blocking receives before the run that sends them,
     every rank in that one order, deadlocks a replay; deferred, it finishes."""
