@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from signature._text import table
-from signature.errors import CampaignError, ExtrapolationError, SigexError, UsageError
+from signature.errors import CampaignError, DeadlockError, ExtrapolationError, SigexError, UsageError
 
 __all__ = ["Models", "Prediction", "Scaling", "load_models", "physical_trace", "predict", "scaling",
            "compare_machines", "parse_p_range"]
@@ -74,6 +74,11 @@ class Models:
                                      + (f"; and {len(self.refused) - 3} more" if len(self.refused) > 3 else ""))
         if not why:
             return self
+        return self._leave_out(keep, why)
+
+    def _leave_out(self, keep: Sequence[int], why: dict[int, list[str]]) -> "Models":
+        """These models with only the phases at indices ``keep``; the others (``why``: their
+        problems) go to :attr:`refused` with the share of the measured runs they held."""
         share = {s.nprocs: {p.id: p.share for p in s.phases} for s in self.compute.signatures}
         refused = [{"phase": ph.id, "kind": ph.kind, "pattern": ph.pattern,
                     "problem": why[k][0], "problems": list(why[k]),
@@ -81,6 +86,28 @@ class Models:
                    for k, ph in enumerate(self.logical.phases) if k in why]
         compute = self.compute.subset(keep, why)
         return dataclasses.replace(self, logical=compute.logical, compute=compute, refused=self.refused + refused)
+
+    def without_stuck(self, P: int, machine, collectives: str = "algorithms") -> "Models":
+        """These models without the phases whose logical trace at P cannot be replayed on its
+        own (a statistical phase realised with a receive before the send it waits for:
+        hpcc's set-up at P = 32), each left out with the replay's reason; the others kept.
+        Unchanged when every phase replays alone (then the phases wait on each other, and
+        the whole replay's error stands)."""
+        from replay import Program, replay
+        from signature import load_trace
+        why: dict[int, list[str]] = {}
+        with tempfile.TemporaryDirectory(prefix="sigex-phase-") as tmp:
+            for k in range(len(self.logical.phases)):
+                one = self.logical.subset([k], {})
+                try:
+                    replay(Program.from_trace(load_trace(one.logical_trace(P, Path(tmp) / f"{k}.h5"))), machine,
+                           collectives=collectives)
+                except DeadlockError as err:
+                    first = str(err).split(": ", 1)[-1].split("; ")[0]
+                    why[k] = [f"its realisation at P={P} cannot be replayed ({first})"]
+        if not why:
+            return self
+        return self._leave_out([k for k in range(len(self.logical.phases)) if k not in why], why)
 
     def refused_share(self) -> float:
         """The largest share of a measured signature run that the refused phases held."""
@@ -252,7 +279,18 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
     if trace is None:
         trace = physical_trace(models, P, progress)
     say(f"P={P:,}: replaying {trace.n_events:,} events on {m.name}")
-    res = replay(Program.from_trace(trace), m, collectives=collectives)
+    try:
+        res = replay(Program.from_trace(trace), m, collectives=collectives)
+    except DeadlockError:
+        # a phase whose realisation cannot finish is left out like one that cannot be
+        # placed (strict: refused), when replaying each phase alone tells which
+        fewer = models.without_stuck(P, m, collectives) if not strict else models
+        if fewer is models:
+            raise
+        say(f"P={P:,}: {len(fewer.refused) - len(models.refused)} phase(s) cannot be replayed there: left out")
+        models = fewer
+        trace = physical_trace(models, P, progress)
+        res = replay(Program.from_trace(trace), m, collectives=collectives)
     w = np.asarray(trace.meta["phase_weights"], float)
     pet = res.pet()
     say(f"P={P:,}: steady-state replay (a few repetitions of each phase)")
