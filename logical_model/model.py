@@ -1082,22 +1082,17 @@ class LogicalModel:
             need: dict[tuple, list[str]] = {}
             for i, s in enumerate(ph.slots):
                 rules = [s.peer, s.recv_peer] + [a for f, a in s.alternatives if f.rstrip("~") in ("peer", "recv_peer")]
-                for r in rules:
-                    g = on_traced_grid(r)
-                    if g is None:
-                        continue
-                    for n in _slot_sizes(s, P):
-                        if _dims_or_none(g.rule, n) is None:
-                            where = f"{i} ({OPS[s.op]})"
-                            lst = need.setdefault((n, g.ndims, g.rule.table), [])
-                            if where not in lst:
-                                lst.append(where)
+                # (size, ndims, dims rule) of every traced grid the slot is on: its peers' and
+                # its communicators' (lines of one class's grid)
+                grids = [(n, g.ndims, g.rule) for g in map(on_traced_grid, rules) if g is not None
+                         for n in _slot_sizes(s, P)]
                 cg = _class_grid(s)
-                if cg is not None and cg.grid.rule.name == "traced":
-                    n = cg.sizes(P)[0]
-                    if n > 1 and _dims_or_none(cg.grid.rule, n) is None:
+                if cg is not None and cg.grid.rule.name == "traced" and cg.class_size(P) > 1:
+                    grids.append((cg.class_size(P), cg.grid.rule.ndims, cg.grid.rule))
+                for n, nd, rule in grids:
+                    if _dims_or_none(rule, n) is None:
                         where = f"{i} ({OPS[s.op]})"
-                        lst = need.setdefault((n, cg.grid.rule.ndims, cg.grid.rule.table), [])
+                        lst = need.setdefault((n, nd, rule.table), [])
                         if where not in lst:
                             lst.append(where)
             for (n, nd, traced), where in need.items():
@@ -1204,8 +1199,8 @@ class LogicalModel:
             sizes = sorted({m for ph in self.phases for s in ph.slots
                             if any(on_traced_grid(r) for r in [s.peer, s.recv_peer] + [a for _, a in s.alternatives])
                             for m in _slot_sizes(s, P)}
-                           | {_class_grid(s).sizes(P)[0] for ph in self.phases for s in ph.slots
-                              if _class_grid(s) is not None and _class_grid(s).grid.rule.name == "traced"})
+                           | {cg.class_size(P) for ph in self.phases for cg in map(_class_grid, ph.slots)
+                              if cg is not None and cg.grid.rule.name == "traced"})
             if n in sizes:
                 return _fix_traced(self, n, dims, P)
             if n != P:
@@ -1496,7 +1491,7 @@ def _fix_traced(model: LogicalModel, n: int, dims: tuple[int, ...], P: int) -> L
         return PeerRule(r.family, {**r.params, "grid": dataclasses.replace(g, rule=given(g.rule))})
 
     def fix_role(role):
-        if not isinstance(role, ClassGrid) or role.grid.rule.name != "traced" or role.sizes(P)[0] != n:
+        if not isinstance(role, ClassGrid) or role.grid.rule.name != "traced" or role.class_size(P) != n:
             return role
         return dataclasses.replace(role, grid=dataclasses.replace(role.grid, rule=given(role.grid.rule)))
 

@@ -663,11 +663,11 @@ class ClassGrid:
         return np.where((local >= 0) & (colour >= 0) & (w >= 0), mine[np.clip(w, 0, len(mine) - 1)], -1)
 
     def n_comms(self, P: int) -> int:
-        return 1 if self.origin else self.grid.n_comms(len(self._mine(P)))
+        return 1 if self.origin else self.grid.n_comms(self.class_size(P))
 
-    def sizes(self, P: int) -> list[int]:
-        """The class's size at P: the size of the grid at P."""
-        return [len(self._mine(P))]
+    def class_size(self, P: int) -> int:
+        """The class's size at P: the size of its grid."""
+        return len(self._mine(P))
 
     def describe(self) -> str:
         what = self.grid.describe()
