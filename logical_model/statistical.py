@@ -29,7 +29,15 @@ receiver and communicator in order, as MPI matches them): a *channel* is a pair 
 that sends, run that receives). Per channel and P: messages per rank (its total over
 the ranks / P, zero at a P where it has none) and bytes per message, each fitted over P
 with the shared model search. A message whose receive lies outside the repetition
-refuses the phase (it would need the next repetition's calls).
+refuses the phase (it would need the next repetition's calls). A receive posted with
+MPI_ANY_SOURCE takes, in order, the messages to its rank on its communicator that no
+receive naming their source takes (the template keeps no completion's source, and
+which sender MPI matched first follows the run's timing anyway); such receives left
+over are tolerated up to the requests the rank cancels in the repetition (hpcc's
+RandomAccess posts one receive more than it gets, and cancels it at the end): they
+move nothing and are not realised. As the model's last resort (``crossing``), messages
+whose other end lies in another phase may be left out of the channels up to a share of
+the repetition's messages, and counted.
 
 **Collectives** of a run are called the same number of times by every rank at each P
 (else the phase is refused: a replay of it would deadlock); their count and mean bytes
@@ -360,7 +368,8 @@ def _moved(rank: int, peer: int, grid) -> tuple:
 
 
 def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozenset, world: int, cart: int,
-         grids: dict | None = None, families: dict | None = None, collectives_by_count: frozenset = frozenset()):
+         grids: dict | None = None, families: dict | None = None, collectives_by_count: frozenset = frozenset(),
+         merge: bool = False):
     """The run slots of one phase at every traced P.
 
     ``per_p[P] = (op, tag, comm, peer, offsets, kinds)``: the template's op, tag,
@@ -376,6 +385,10 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
     before it (the k-th Allreduce on a communicator is the
     same call on every member, whatever point-to-point calls each rank made between: a
     phase whose ranks order those differently, realised deferred).
+    ``merge``: a run is every call of its kind in the segment, however the rank's other
+    calls interleave them (as with split communicators): for a phase whose interleaving
+    follows the data (hpcc's RandomAccess: receives, sends and polls as buckets fill),
+    realised deferred.
     Returns (runs in one order, per P the run index of
     every template event).
     """
@@ -385,7 +398,7 @@ def runs(per_p: dict, post_ops: frozenset, wait_ops: frozenset, p2p_ops: frozens
     # communicator in one segment however the rank's other calls interleave them (ranks
     # order their halo pulses by their place in the decomposition), and a segment ends
     # only where calls on the same communicator turn from point-to-point to collective
-    merged = any(families.values())
+    merged = merge or any(families.values())
     for P, (op, tag, comm, peer, offs, kinds) in per_p.items():
         grid = grids.get(P)
         family = families.get(P)
@@ -513,16 +526,27 @@ def _reaches(succ: list[set], a: int, b: int) -> bool:
     return False
 
 
-def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, both_ops: frozenset):
+def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, both_ops: frozenset,
+          any_source: int | None = None, cancel_ops: frozenset = frozenset(), crossing: float = 0.0,
+          dropped: dict | None = None):
     """Channels: each message matched with its receive, in order per (sender, receiver,
-    communicator). ``per_p[P] = (op, peer, recv_peer, comm, bytes, offsets)``. Raises
-    :class:`StatisticalError` when a message or a receive has no partner in the repetition."""
+    communicator). ``per_p[P] = (op, peer, recv_peer, comm, bytes, offsets)``. Receives
+    (not Sendrecv) whose peer is ``any_source`` take the messages to their rank on their
+    communicator that no receive naming the source takes, in order of source; as many
+    of them may be left over as the rank makes calls of ``cancel_ops``. Raises
+    :class:`StatisticalError` when a message or a receive has no partner in the
+    repetition, unless those are at most a share ``crossing`` of the repetition's
+    messages at that P (messages that cross into the phase before or after it: GROMACS's
+    last step receives a message its final part sends): they are then left out of the
+    channels, and ``dropped[P]`` (where given) counts them."""
     chans: dict[tuple[int, int], dict] = {}
     for P, (op, peer, rpeer, comm, nbytes, offs) in per_p.items():
         rank = np.repeat(np.arange(P), np.diff(offs))
         runs_ = run_idx[P]
         sends: dict[tuple, list] = {}
         recvs: dict[tuple, list] = {}
+        wild: dict[tuple, list] = {}  # (receiver, communicator) -> its ANY_SOURCE receives
+        cancels = np.zeros(P, np.int64)
         for e in range(len(op)):
             o = int(op[e])
             if o in send_ops or o in both_ops:
@@ -533,19 +557,46 @@ def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, 
                 q = int(rpeer[e]) if o in both_ops else int(peer[e])
                 if q >= 0:
                     recvs.setdefault((q, int(rank[e]), int(comm[e])), []).append(e)
-        for key in set(sends) | set(recvs):
+                elif any_source is not None and q == any_source and o not in both_ops:
+                    wild.setdefault((int(rank[e]), int(comm[e])), []).append(e)
+            if o in cancel_ops:
+                cancels[rank[e]] += 1
+        pairs: list[tuple[tuple, int, int]] = []
+        spare: dict[tuple, list] = {}  # (receiver, communicator) -> (sender, send) left for its wildcards
+        unpaired: list[str] = []
+        n_msgs = sum(len(v) for v in sends.values())
+        lost = 0
+        for key in sorted(set(sends) | set(recvs)):
             s, r = sends.get(key, []), recvs.get(key, [])
+            if len(s) > len(r) and (key[1], key[2]) in wild:
+                spare.setdefault((key[1], key[2]), []).extend((key[0], a) for a in s[len(r):])
+                s = s[:len(r)]
             if len(s) != len(r):
+                unpaired.append(f"P={P}: rank {key[0]} sends {len(s)} messages to rank {key[1]} and rank {key[1]} "
+                                f"posts {len(r)} receives from it within one repetition (the others are matched "
+                                "in another repetition or phase)")
+                lost += abs(len(s) - len(r))
+                s, r = s[:min(len(s), len(r))], r[:min(len(s), len(r))]
+            pairs += [(key, a, b) for a, b in zip(s, r)]
+        if unpaired and lost > crossing * max(n_msgs, 1):
+            raise StatisticalError(unpaired[0])
+        if lost and dropped is not None:
+            dropped[P] = lost
+        for (dst, c), w in wild.items():
+            got = spare.get((dst, c), [])
+            if len(got) > len(w) or len(w) - len(got) > cancels[dst]:
                 raise StatisticalError(
-                    f"P={P}: rank {key[0]} sends {len(s)} messages to rank {key[1]} and rank {key[1]} posts "
-                    f"{len(r)} receives from it within one repetition (the others are matched in another "
-                    "repetition or phase)")
-            for a, b in zip(s, r):
-                ch = chans.setdefault((int(runs_[a]), int(runs_[b])), {})
-                n, v, lo, hi, who = ch.get(P, (0, 0, np.inf, -np.inf, (set(), set())))
-                who[0].add(key[0])
-                who[1].add(key[1])
-                ch[P] = (n + 1, v + int(nbytes[a]), min(lo, int(nbytes[a])), max(hi, int(nbytes[a])), who)
+                    f"P={P}: rank {dst} posts {len(w)} receives from any source and {len(got)} messages that no "
+                    f"other receive takes come to it within one repetition"
+                    + (f" (it cancels {int(cancels[dst])})" if cancels[dst] else "")
+                    + " (the others are matched in another repetition or phase)")
+            pairs += [((src, dst, c), a, b) for (src, a), b in zip(got, w)]
+        for key, a, b in pairs:
+            ch = chans.setdefault((int(runs_[a]), int(runs_[b])), {})
+            n, v, lo, hi, who = ch.get(P, (0, 0, np.inf, -np.inf, (set(), set())))
+            who[0].add(key[0])
+            who[1].add(key[1])
+            ch[P] = (n + 1, v + int(nbytes[a]), min(lo, int(nbytes[a])), max(hi, int(nbytes[a])), who)
     return [Channel(send=s, recv=r, messages={P: x[0] for P, x in d.items()},
                     bytes={P: x[1] for P, x in d.items()}, mixed=any(x[2] != x[3] for x in d.values()),
                     senders={P: np.array(sorted(x[4][0]), np.int64) for P, x in d.items()},
