@@ -1190,6 +1190,20 @@ class LogicalModel:
         return dataclasses.replace(self, phases=[self.phases[k] for k in keep],
                                    left_out=self.left_out + out)
 
+    def deferred_phase(self, k: int, why: str) -> "LogicalModel":
+        """This model with phase index ``k``, a statistical phase realised in its runs'
+        order, realised deferred instead (its point-to-point calls nonblocking, one Waitall
+        at the end of each repetition: :func:`_deferred_slots`), with ``why`` in its notes:
+        made-up peers of an ordered realisation may wait on each other in a cycle (a tree
+        of receives before sends, realised round-robin). Raises ValueError for a phase
+        that is not statistical or is deferred already."""
+        ph = self.phases[k]
+        if ph.deferred or not any(s.statistical for s in ph.slots):
+            raise ValueError(f"phase {ph.id} is {'deferred already' if ph.deferred else 'not statistical'}")
+        note = f"realised deferred: {why}; point-to-point calls nonblocking, one Waitall at the end of the repetition"
+        new = dataclasses.replace(ph, slots=_deferred_slots(list(ph.slots)), deferred=True, notes=[*ph.notes, note])
+        return dataclasses.replace(self, phases=[*self.phases[:k], new, *self.phases[k + 1:]])
+
     def with_grid(self, P: int, dims: Sequence[int]) -> "LogicalModel":
         """This model with the process grid fixed to ``dims`` at P (``--grid``): for the
         declared grid and for every grid a slot's rule or communicators were inferred on."""

@@ -89,22 +89,44 @@ class Models:
 
     def without_stuck(self, P: int, machine, collectives: str = "algorithms") -> "Models":
         """These models without the phases whose logical trace at P cannot be replayed on its
-        own (a statistical phase realised with a receive before the send it waits for:
-        hpcc's set-up at P = 32), each left out with the replay's reason; the others kept.
-        Unchanged when every phase replays alone (then the phases wait on each other, and
-        the whole replay's error stands)."""
+        own, each left out with the replay's reason; the others kept. A statistical phase
+        realised in its runs' order that cannot (made-up peers of a tree of receives before
+        sends wait in a cycle: hpcc's set-up at P = 32, its rank 2 receiving from itself) is
+        first realised deferred (:meth:`~logical_model.LogicalModel.deferred_phase`), and
+        kept so where that replays. Unchanged when every phase replays alone (then the
+        phases wait on each other, and the whole replay's error stands)."""
         from replay import Program, replay
         from signature import load_trace
         why: dict[int, list[str]] = {}
+        logical = self.logical
+
+        def stuck(model, k: int, name: str) -> str | None:
+            one = model.subset([k], {})
+            try:
+                replay(Program.from_trace(load_trace(one.logical_trace(P, Path(tmp) / name))), machine,
+                       collectives=collectives)
+            except DeadlockError as err:
+                return str(err).split(": ", 1)[-1].split("; ")[0]
+            except ExtrapolationError as err:  # (realised deferred, its messages pair unevenly)
+                return str(err)
+            return None
+
         with tempfile.TemporaryDirectory(prefix="sigex-phase-") as tmp:
-            for k in range(len(self.logical.phases)):
-                one = self.logical.subset([k], {})
-                try:
-                    replay(Program.from_trace(load_trace(one.logical_trace(P, Path(tmp) / f"{k}.h5"))), machine,
-                           collectives=collectives)
-                except DeadlockError as err:
-                    first = str(err).split(": ", 1)[-1].split("; ")[0]
-                    why[k] = [f"its realisation at P={P} cannot be replayed ({first})"]
+            for k in range(len(logical.phases)):
+                first = stuck(logical, k, f"{k}.h5")
+                if first is None:
+                    continue
+                try:  # a statistical phase in its runs' order: deferred, it cannot wait in a cycle
+                    other = logical.deferred_phase(k, f"its realisation in its runs' order at P={P} "
+                                                      f"could not be replayed ({first})")
+                except ValueError:
+                    other = None
+                if other is not None and stuck(other, k, f"{k}-deferred.h5") is None:
+                    logical = other
+                    continue
+                why[k] = [f"its realisation at P={P} cannot be replayed ({first})"]
+        if logical is not self.logical:
+            self = dataclasses.replace(self, logical=logical, compute=dataclasses.replace(self.compute, logical=logical))
         if not why:
             return self
         return self._leave_out([k for k in range(len(self.logical.phases)) if k not in why], why)

@@ -156,10 +156,14 @@ def test_predict_takes_the_grid_at_the_target(tmp_path):
     assert comm["16x256"] != comm[None] and runs["16x256"]["steady"] != runs[None]["steady"]
 
 
-def test_a_phase_whose_realisation_cannot_replay_is_left_out_with_the_reason():
+def test_a_phase_whose_realisation_cannot_replay_is_realised_deferred_or_left_out_with_the_reason():
     """hpcc's statistical set-up at P = 32 was realised with a receive its own rank sends
     later, and the whole prediction failed with the replay's deadlock. Replaying each phase
-    alone tells which one cannot finish: it is left out and named, the others kept."""
+    alone tells which one cannot finish: a statistical phase realised in its runs' order
+    (round-robin peers, receives before sends: a cycle) is realised deferred instead and
+    kept, saying why; one that cannot be placed deferred either (receives nobody sends: its
+    deferred realisation pairs unevenly) is left out and named with its replay's reason;
+    the others are kept as they were."""
     import sys
     sys.path.insert(0, str(ROOT / "tests" / "logical_model"))
     from test_deferred import _model, _run
@@ -167,15 +171,24 @@ def test_a_phase_whose_realisation_cannot_replay_is_left_out_with_the_reason():
     from compute_model.physical import ComputeModel
     from replay import load
     from sigex.pipeline import Models
-    stuck = _model([_run("Recv", "recv", 1.0, 64, 1), _run("Send", "send", 1.0, 64, 1)], deferred=False)
+    cycle = _model([_run("Recv", "recv", 1.0, 64, 1), _run("Send", "send", 1.0, 64, 1)], deferred=False)
     fine = _model([_run("Send", "send", 1.0, 64, 1), _run("Recv", "recv", 1.0, 64, 1)], deferred=True)
-    logical = dataclasses.replace(stuck, phases=[stuck.phases[0], dataclasses.replace(fine.phases[0], id=1)])
-    models = Models(logical=logical, compute=ComputeModel(logical=logical, crms=[None, None], ipts=[None, None]),
+    lonely = _model([_run("Recv", "recv", 1.0, 64, 1)], deferred=False)
+    logical = dataclasses.replace(cycle, phases=[cycle.phases[0], dataclasses.replace(fine.phases[0], id=1),
+                                                 dataclasses.replace(lonely.phases[0], id=2)])
+    models = Models(logical=logical, compute=ComputeModel(logical=logical, crms=[None] * 3, ipts=[None] * 3),
                     source="synthetic", measured={})
     out = models.without_stuck(8, load("cluster-a"))
-    assert [ph.id for ph in out.logical.phases] == [1]
-    assert [r["phase"] for r in out.refused] == [0]
-    assert "cannot be replayed" in out.refused[0]["problem"] and "waits for the message" in out.refused[0]["problem"]
+    assert [ph.id for ph in out.logical.phases] == [0, 1]
+    assert out.compute.logical is out.logical
+    again = out.logical.phases[0]
+    assert again.deferred and not logical.phases[0].deferred
+    assert any("its realisation in its runs' order at P=8 could not be replayed" in n for n in again.notes)
+    assert out.logical.phases[1] is logical.phases[1]
+    assert [r["phase"] for r in out.refused] == [2]
+    assert "cannot be replayed" in out.refused[0]["problem"] and "never sent" in out.refused[0]["problem"]
+    with pytest.raises(ValueError, match="deferred already"):
+        logical.deferred_phase(1, "why")
     # nothing stuck: the same models
     only = Models(logical=logical.subset([1]), compute=ComputeModel(logical=logical.subset([1]), crms=[None],
                                                                      ipts=[None]), source="synthetic", measured={})
