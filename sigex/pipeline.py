@@ -125,11 +125,11 @@ class Models:
                     logical = other
                     continue
                 why[k] = [f"its realisation at P={P} cannot be replayed ({first})"]
-        if logical is not self.logical:
-            self = dataclasses.replace(self, logical=logical, compute=dataclasses.replace(self.compute, logical=logical))
+        models = self if logical is self.logical else dataclasses.replace(
+            self, logical=logical, compute=dataclasses.replace(self.compute, logical=logical))
         if not why:
-            return self
-        return self._leave_out([k for k in range(len(self.logical.phases)) if k not in why], why)
+            return models
+        return models._leave_out([k for k in range(len(logical.phases)) if k not in why], why)
 
     def refused_share(self) -> float:
         """The largest share of a measured signature run that the refused phases held."""
@@ -309,7 +309,10 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
         fewer = models.without_stuck(P, m, collectives) if not strict else models
         if fewer is models:
             raise
-        say(f"P={P:,}: {len(fewer.refused) - len(models.refused)} phase(s) cannot be replayed there: left out")
+        redone = {ph.id for ph in fewer.logical.phases if ph.deferred} - {ph.id for ph in models.logical.phases
+                                                                          if ph.deferred}
+        say(f"P={P:,}: {len(fewer.refused) - len(models.refused)} phase(s) cannot be replayed there: left out"
+            + (f"; {len(redone)} realised deferred instead of in their runs' order" if redone else ""))
         models = fewer
         trace = physical_trace(models, P, progress)
         res = replay(Program.from_trace(trace), m, collectives=collectives)
