@@ -106,7 +106,8 @@ class Models:
                 replay(Program.from_trace(load_trace(one.logical_trace(P, Path(tmp) / name))), machine,
                        collectives=collectives)
             except DeadlockError as err:
-                return str(err).split(": ", 1)[-1].split("; ")[0]
+                # (the replay's advice on a captured trace, "was the trace cut?", is not this one's)
+                return str(err).split(": ", 1)[-1].split("; ")[0].split(". Check that")[0]
             except ExtrapolationError as err:  # (realised deferred, its messages pair unevenly)
                 return str(err)
             return None
