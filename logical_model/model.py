@@ -230,6 +230,23 @@ class GridCount:
                 "grid": self.grid.to_dict(), "name": self.name, "cv": self.cv}
 
 
+def _key_groups(cols: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The rows of ``cols`` (equal-length integer columns) grouped by equal values: each
+    row's group, and the groups' values column by column, in lexicographic order."""
+    n = len(cols[0])
+    if not n:
+        return np.zeros(0, np.int64), [np.zeros(0, np.int64) for _ in cols]
+    order = np.lexsort(cols[::-1])
+    new = np.zeros(n, bool)
+    new[0] = True
+    for c in cols:
+        cs = c[order]
+        new[1:] |= cs[1:] != cs[:-1]
+    g = np.empty(n, np.int64)
+    g[order] = np.cumsum(new) - 1
+    return g, [c[order][new] for c in cols]
+
+
 def _count_grids(grid: Grid | None) -> list[Grid]:
     """Grids a count may follow: the declared one, then 1-D (every rank) and the 2-D dims
     rules (pencils: an FFT's decomposition). Undeclared 3-D grids are not tried: with
@@ -1289,33 +1306,41 @@ class LogicalModel:
         snd = (np.isin(op, list(SEND_OPS)) | both) & (ev["peer"] >= 0)
         rcv_peer = np.where(both, ev["recv_peer"], ev["peer"])
         rcv = (np.isin(op, list(RECV_OPS)) | both) & (rcv_peer >= 0)
-        key = lambda a, b, m: np.stack([a[m], b[m], ev["comm"][m], ev["tag"][m]], axis=1)  # noqa: E731
-        s_keys, s_n = np.unique(key(ev["rank"], ev["peer"], snd), axis=0, return_counts=True)
-        r_keys, r_n = np.unique(key(rcv_peer, ev["rank"], rcv), axis=0, return_counts=True)
-        if s_keys.shape == r_keys.shape and np.array_equal(s_keys, r_keys) and np.array_equal(s_n, r_n):
-            return None
-        sends = {tuple(x): n for x, n in zip(s_keys.tolist(), s_n.tolist())}
-        recvs = {tuple(x): n for x, n in zip(r_keys.tolist(), r_n.tolist())}
+        cols = lambda a, b, m: [np.asarray(c, np.int64)[m] for c in (a, b, ev["comm"], ev["tag"])]  # noqa: E731
+        s_cols, r_cols = cols(ev["rank"], ev["peer"], snd), cols(rcv_peer, ev["rank"], rcv)
+        # (sender, receiver, communicator, tag) of every message and receive, counted per key;
         # receives of any tag (MPI_ANY_TAG: hpcc's RandomAccess takes its updates and its
         # "finished" messages on one receive) take what the tagged receives leave, as MPI
-        # matches them, per (sender, receiver, communicator)
-        left: dict[tuple, int] = {}
-        for x, n in sends.items():
-            left[x[:3]] = left.get(x[:3], 0) + n - recvs.get(x, 0)
-        for x in [x for x in recvs if x[3] < 0]:
-            n = recvs.pop(x)
-            if left.get(x[:3], 0) == n:  # every message left to them
-                for y in [y for y in sends if y[:3] == x[:3] and sends[y] != recvs.get(y, 0)]:
-                    recvs[y] = sends[y]
-            else:
-                recvs[x] = n
-        bad = sorted(x for x in set(sends) | set(recvs) if sends.get(x, 0) != recvs.get(x, 0))
-        if not bad:
+        # matches them, per (sender, receiver, communicator). Sorted keys, vectorised: a
+        # realisation at a large P has a key for every pair of ranks.
+        wild = r_cols[3] < 0
+        keys = [np.concatenate([a, b[~wild]]) for a, b in zip(s_cols, r_cols)]
+        sign = np.concatenate([np.ones(len(s_cols[0]), np.int64), -np.ones(int((~wild).sum()), np.int64)])
+        g4, u4 = _key_groups(keys)
+        n_send = np.bincount(g4, weights=sign > 0, minlength=len(u4[0])).astype(np.int64)
+        n_recv = np.bincount(g4, weights=sign < 0, minlength=len(u4[0])).astype(np.int64)
+        # per (sender, receiver, communicator): what the tagged receives leave, and the
+        # receives of any tag
+        g3, u3 = _key_groups([np.concatenate([u4[i], r_cols[i][wild]]) for i in range(3)])
+        n4 = len(u4[0])
+        sent = n_send > 0  # (a tagged receive nothing is sent to stays unpaired)
+        left = np.bincount(g3[:n4], weights=np.where(sent, n_send - n_recv, 0),
+                           minlength=len(u3[0])).astype(np.int64)
+        n_wild = np.bincount(g3[n4:], minlength=len(u3[0])).astype(np.int64)
+        took = (n_wild > 0) & (left == n_wild)  # every message left to them
+        n_recv = np.where(took[g3[:n4]] & sent, n_send, n_recv)
+        rest = (n_wild > 0) & ~took  # receives of any tag that do not pair: keys of their own
+        bad_keys = [np.concatenate([u4[i][n_send != n_recv], u3[i][rest]]) for i in range(3)]
+        bad_keys.append(np.concatenate([u4[3][n_send != n_recv], np.full(int(rest.sum()), -1, np.int64)]))
+        bad_s = np.concatenate([n_send[n_send != n_recv], np.zeros(int(rest.sum()), np.int64)])
+        bad_r = np.concatenate([n_recv[n_send != n_recv], n_wild[rest]])
+        if not len(bad_s):
             return None
-        a, b = bad[0][:2]
-        return (f"its deferred realisation at P={P} pairs {len(bad)} (sender, receiver) channels unevenly "
-                f"(rank {a} sends rank {b} {sends.get(bad[0], 0)} messages, rank {b} posts "
-                f"{recvs.get(bad[0], 0)} receives): a replay would wait forever")
+        first = np.lexsort(bad_keys[::-1])[0]
+        a, b = int(bad_keys[0][first]), int(bad_keys[1][first])
+        return (f"its deferred realisation at P={P} pairs {len(bad_s)} (sender, receiver) channels unevenly "
+                f"(rank {a} sends rank {b} {int(bad_s[first])} messages, rank {b} posts "
+                f"{int(bad_r[first])} receives): a replay would wait forever")
 
     def phase_events(self, k: int, P: int, ranks: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """The events of phase index ``k`` alone at P (one repetition, rank-major, the

@@ -100,8 +100,20 @@ def test_a_few_messages_received_in_another_phase_are_left_out_and_counted_where
 
 @pytest.fixture(scope="module")
 def randupdate(tmp_path_factory):
-    root = tmp_path_factory.mktemp("randupdate")
-    return trace_c_program(root, PROGRAMS / "randupdate.c", ["4", "16384", "16"], (4, 8, 16), 12)
+    """The traces of ``randupdate.c`` at P = 4, 8, 16 and 12 (``root/unseen``), and the model
+    of the fit P. The signature of a stream ordered by the data now and then finds a loop
+    in one P's stream and not in the others' (issue #24's data-dependent iterations), and
+    the runs then do not correspond; what this file checks is the logical model, so such
+    runs are traced again, at most twice."""
+    from logical_model.model import ModelError
+    for attempt in range(3):
+        root = tmp_path_factory.mktemp("randupdate")
+        trace_c_program(root, PROGRAMS / "randupdate.c", ["4", "16384", "16"], (4, 8, 16), 12)
+        try:
+            return root, from_traces(root)
+        except ModelError as err:
+            if "do not correspond" not in str(err) or attempt == 2:
+                raise
 
 
 def _sent(ev) -> tuple[int, int]:
@@ -117,19 +129,35 @@ def test_random_updates_are_modelled_and_placed_at_an_unseen_P(randupdate):
     modelled statistically with each kind of call one run, realised deferred, placed at
     P = 12 and replayed; its messages and bytes are those of a real run there within
     10% (they follow the data)."""
-    model = from_traces(randupdate)
+    root, model = randupdate
     (ph,) = [p for p in model.phases if any(s.statistical for s in p.slots)]
     assert ph.deferred
     assert any("each kind of call is one run" in n for n in ph.notes), ph.notes
     assert model.phase_problems(12) == {k: [] for k in range(len(model.phases))}
     got = _sent(model.events(12))
-    real = _sent(load_trace(randupdate / "unseen" / "P12.h5").events)
+    real = _sent(load_trace(root / "unseen" / "P12.h5").events)
     assert abs(got[0] / real[0] - 1) < 0.10, (got, real)
     assert abs(got[1] / real[1] - 1) < 0.10, (got, real)
     # the logical trace replays to the end (every receive has its message)
     from replay import load, replay
     from replay.program import Program
-    path = randupdate / "L12.h5"
+    path = root / "L12.h5"
     model.logical_trace(12, path)
     res = replay(Program.from_trace(load_trace(path)), load("cluster-a"))
     assert res.runtime > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(-1, 3), st.integers(0, 3), st.integers(-1, 2)), max_size=30))
+def test_key_groups_number_equal_rows_as_sorted_unique_rows(rows):
+    """The deferred realisation's check groups its (sender, receiver, communicator, tag)
+    keys by sorting, vectorised: the same groups, in the same order, as np.unique's rows."""
+    from logical_model.model import _key_groups
+    cols = [np.array([r[i] for r in rows], np.int64) for i in range(3)]
+    g, u = _key_groups(cols)
+    if not rows:
+        assert len(g) == 0 and all(len(c) == 0 for c in u)
+        return
+    want, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+    assert np.array_equal(np.stack(u, axis=1), want)
+    assert np.array_equal(g, inverse.reshape(-1))
