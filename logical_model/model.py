@@ -232,7 +232,9 @@ class GridCount:
 
 def _key_groups(cols: list[np.ndarray]) -> tuple[np.ndarray, list[np.ndarray]]:
     """The rows of ``cols`` (equal-length integer columns) grouped by equal values: each
-    row's group, and the groups' values column by column, in lexicographic order."""
+    row's group, and the groups' values column by column, in lexicographic order (what
+    ``np.unique(axis=0, return_inverse=True)`` gives, by a lexsort of the columns: on the
+    1 M keys of hpcc's realisation at P = 1,024, 4.6 s against its 13.6 s)."""
     n = len(cols[0])
     if not n:
         return np.zeros(0, np.int64), [np.zeros(0, np.int64) for _ in cols]
@@ -1314,26 +1316,25 @@ class LogicalModel:
         # matches them, per (sender, receiver, communicator). Sorted keys, vectorised: a
         # realisation at a large P has a key for every pair of ranks.
         wild = r_cols[3] < 0
-        keys = [np.concatenate([a, b[~wild]]) for a, b in zip(s_cols, r_cols)]
-        sign = np.concatenate([np.ones(len(s_cols[0]), np.int64), -np.ones(int((~wild).sum()), np.int64)])
-        g4, u4 = _key_groups(keys)
-        n_send = np.bincount(g4, weights=sign > 0, minlength=len(u4[0])).astype(np.int64)
-        n_recv = np.bincount(g4, weights=sign < 0, minlength=len(u4[0])).astype(np.int64)
+        n_s = len(s_cols[0])
+        g4, u4 = _key_groups([np.concatenate([a, b[~wild]]) for a, b in zip(s_cols, r_cols)])
+        n4 = len(u4[0])
+        n_send = np.bincount(g4[:n_s], minlength=n4)
+        n_recv = np.bincount(g4[n_s:], minlength=n4)
         # per (sender, receiver, communicator): what the tagged receives leave, and the
         # receives of any tag
         g3, u3 = _key_groups([np.concatenate([u4[i], r_cols[i][wild]]) for i in range(3)])
-        n4 = len(u4[0])
         sent = n_send > 0  # (a tagged receive nothing is sent to stays unpaired)
-        left = np.bincount(g3[:n4], weights=np.where(sent, n_send - n_recv, 0),
-                           minlength=len(u3[0])).astype(np.int64)
-        n_wild = np.bincount(g3[n4:], minlength=len(u3[0])).astype(np.int64)
+        left = np.bincount(g3[:n4], weights=np.where(sent, n_send - n_recv, 0), minlength=len(u3[0]))
+        n_wild = np.bincount(g3[n4:], minlength=len(u3[0]))
         took = (n_wild > 0) & (left == n_wild)  # every message left to them
         n_recv = np.where(took[g3[:n4]] & sent, n_send, n_recv)
         rest = (n_wild > 0) & ~took  # receives of any tag that do not pair: keys of their own
-        bad_keys = [np.concatenate([u4[i][n_send != n_recv], u3[i][rest]]) for i in range(3)]
-        bad_keys.append(np.concatenate([u4[3][n_send != n_recv], np.full(int(rest.sum()), -1, np.int64)]))
-        bad_s = np.concatenate([n_send[n_send != n_recv], np.zeros(int(rest.sum()), np.int64)])
-        bad_r = np.concatenate([n_recv[n_send != n_recv], n_wild[rest]])
+        off = n_send != n_recv
+        bad_keys = [np.concatenate([u4[i][off], u3[i][rest] if i < 3 else np.full(int(rest.sum()), -1)])
+                    for i in range(4)]
+        bad_s = np.concatenate([n_send[off], np.zeros(int(rest.sum()), np.int64)])
+        bad_r = np.concatenate([n_recv[off], n_wild[rest]])
         if not len(bad_s):
             return None
         first = np.lexsort(bad_keys[::-1])[0]
@@ -2948,7 +2949,6 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                                "follows the data")
     channels = _match_messages(per_match, run_idx, SEND_OPS, RECV_OPS, SENDRECV_OPS, any_source=PEER_ANY,
                                cancel_ops=frozenset((OP_CODE["Cancel"],)), crossing=crossing, dropped=dropped)
-
     Ps = sorted(per_run)
     by_p = {s.nprocs: s.phases[k] for s in sigs}
     classes = bool(fams)  # split communicators: a class's runs have laws of their own
