@@ -563,7 +563,7 @@ def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, 
                 cancels[rank[e]] += 1
         pairs: list[tuple[tuple, int, int]] = []
         spare: dict[tuple, list] = {}  # (receiver, communicator) -> (sender, send) left for its wildcards
-        unpaired: list[str] = []
+        unpaired = None  # the first (sender, receiver) whose counts part, and how many messages
         n_msgs = sum(len(v) for v in sends.values())
         lost = 0
         for key in sorted(set(sends) | set(recvs)):
@@ -572,14 +572,14 @@ def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, 
                 spare.setdefault((key[1], key[2]), []).extend((key[0], a) for a in s[len(r):])
                 s = s[:len(r)]
             if len(s) != len(r):
-                unpaired.append(f"P={P}: rank {key[0]} sends {len(s)} messages to rank {key[1]} and rank {key[1]} "
-                                f"posts {len(r)} receives from it within one repetition (the others are matched "
-                                "in another repetition or phase)")
+                unpaired = unpaired or (f"P={P}: rank {key[0]} sends {len(s)} messages to rank {key[1]} and rank "
+                                        f"{key[1]} posts {len(r)} receives from it within one repetition (the "
+                                        "others are matched in another repetition or phase)")
                 lost += abs(len(s) - len(r))
                 s, r = s[:min(len(s), len(r))], r[:min(len(s), len(r))]
             pairs += [(key, a, b) for a, b in zip(s, r)]
-        if unpaired and lost > crossing * max(n_msgs, 1):
-            raise StatisticalError(unpaired[0])
+        if lost > crossing * max(n_msgs, 1):
+            raise StatisticalError(unpaired)
         if lost and dropped is not None:
             dropped[P] = lost
         for (dst, c), w in wild.items():
