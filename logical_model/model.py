@@ -87,6 +87,8 @@ from . import onesided
 from .rules import (ClassComm, ClassGrid, Grid, Observation, PeerRule, infer_class_comm, infer_class_grid,
                     infer_members, infer_peer, infer_root, infer_within, on_traced_grid, traced_grid_rules)
 from .overlap import Remap, infer_remap
+from .trees import SIDES as TREE_SIDES
+from .trees import Tree, infer_trees
 from .statistical import Space, StatisticalError, _ranks_text, channel_rows, comm_families, cross_rows, lex_topological
 from .statistical import match as _match_messages
 from .statistical import runs as _runs
@@ -540,8 +542,16 @@ class SlotModel:
     #: its whole space (None: the space): a run every rank makes whose messages to a class
     #: of ranks only some of them send (the particle ranks', not the PME ranks')
     selves: list = dataclasses.field(default_factory=list)
+    #: one side ("parent", "children", "stages") of a binomial tree or butterfly block the
+    #: program writes as point-to-point calls (:class:`~logical_model.trees.Tree`): as many
+    #: calls per rank as the rank has parents, children or stages at P, each exact
+    tree: Any = None
+    tree_side: str | None = None
 
     def describe(self) -> str:
+        if self.tree is not None:
+            return (f"{OPS[self.op]} {'to' if self.op in SEND_OPS else 'with' if self.op in SENDRECV_OPS else 'from'} "
+                    f"{self.tree.describe(self.tree_side)}" + (f", tag {self.tag}" if self.tag >= 0 else ""))
         if self.statistical:
             return self._describe_statistical()
         parts = [OPS[self.op]]
@@ -604,6 +614,8 @@ class SlotModel:
         ``counts``: per slot index already placed, each rank's number of events in it
         (what a wait run follows); ``scale``: factors on the channels' message counts and
         sizes (:meth:`PhaseModel.stat_scale`)."""
+        if self.tree is not None:
+            return self._tree_rows(ranks, P)
         if not self.statistical:
             return [self.place(ranks, P, grid)]
         ranks = np.asarray(ranks, np.int64)
@@ -673,6 +685,22 @@ class SlotModel:
             recv_bytes = np.where(at_root, _volume(self.root_recv_bytes, P), recv_bytes)
         return [row(inside, nbytes=nbytes, recv_bytes=recv_bytes) for _ in range(k)]
 
+    def _tree_rows(self, ranks: np.ndarray, P: int) -> list[dict]:
+        """A tree side's events: one row per stage, present where the rank has that call."""
+        q = self.tree.peers(ranks, P, self.tree_side)
+        n = len(ranks)
+        nbytes, recv_bytes = _volume(self.bytes, P), _volume(self.recv_bytes, P)
+        both = self.op in SENDRECV_OPS
+        out = []
+        for j in range(q.shape[1]):
+            present = q[:, j] >= 0
+            out.append({"present": present, "peer": q[:, j].copy(),
+                        "recv_peer": q[:, j].copy() if both else np.full(n, -1, np.int64),
+                        "root": np.full(n, -1, np.int64), "tag": np.full(n, self.tag, np.int64),
+                        "bytes": np.where(present, nbytes, 0).astype(np.int64),
+                        "recv_bytes": np.where(present, recv_bytes, 0).astype(np.int64)})
+        return out
+
     def senders_at(self, P: int, n: int = 0) -> int:
         """A statistical slot's stream ``n``: how many ranks send its messages at P (per
         communicator of its space), which its messages-per-rank model counts."""
@@ -716,7 +744,8 @@ class SlotModel:
                    if any(x is not None for x in self.selves) else {}),
                 **({"overlap": self.overlap.to_dict(), "overlap_side": self.overlap_side}
                    if self.overlap is not None else {}),
-                **({"onesided": self.onesided.to_dict()} if self.onesided is not None else {})}
+                **({"onesided": self.onesided.to_dict()} if self.onesided is not None else {}),
+                **({"tree": self.tree.to_dict(), "tree_side": self.tree_side} if self.tree is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
@@ -749,7 +778,8 @@ class SlotModel:
                    partners=[_load_space(x) for x in d.get("partners", ())],
                    onesided=(onesided.OneSided.from_dict(d["onesided"], _load_quantity)
                              if d.get("onesided") else None),
-                   selves=[_load_space(x) for x in d.get("selves", ())])
+                   selves=[_load_space(x) for x in d.get("selves", ())],
+                   tree=Tree.from_dict(d["tree"]) if d.get("tree") else None, tree_side=d.get("tree_side"))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -1290,6 +1320,8 @@ class LogicalModel:
                                                      and s.peer.params.get("grid") is None)
                             for s in ph.slots):
                 pr.insert(0, grid)
+            pr += [f"slot {i} ({OPS[s.op]}): {why}" for i, s in enumerate(ph.slots)
+                   if s.tree is not None and (why := s.tree.problem(P))][:1]
             if not pr and ph.deferred:
                 lost = self._unmatched(k, P)
                 if lost:
@@ -2064,7 +2096,8 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
                         "at a new P" + (
                             " (its longest rank has " + ", ".join(f"{n} calls at P={P}" for P, n in longest.items())
                             + ": a tree or butterfly written as point-to-point calls, whose stages grow "
-                            "with P, is not modelled)" if grows and len(longest) > 1 else ""))
+                            "with P, is placed only where it is a binomial tree or recursive doubling "
+                            "of the ranks, see logical_model.trees)" if grows and len(longest) > 1 else ""))
         order = list({key: None for ks in keys_per_p.values() for seq in ks for key in seq})
         if len(order) > MAX_UNORDERED_SLOTS:
             # a phase this large without an order (hpcc's RandomAccess: 4,000 slots of polls
@@ -2115,6 +2148,199 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
     for text, where in by_problem.items():
         problems.append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {text}")
     return order, class_name, positions, problems, slots, notes
+
+
+def _slot_attempts(keys_per_p: dict, key_args: dict, sigs, k: int, local: dict, comms: dict, grid,
+                   cost_col: str) -> tuple:
+    """Phase k's slots (:func:`_phase_slots`) from the keys of its events read in turn
+    more finely until one reading models every slot: (the attempt with the fewest
+    problems, the keys it read)."""
+    # the slots by (operation, tag, communicator) and occurrence, where the peer lies
+    # being the rules' business (every rank calling the same operations in order; ranks
+    # that skip a call at a boundary when tags tell the calls apart), else by where the
+    # peer lies as well; the first that models every slot is kept
+    attempts = []
+    for keys in (_tag_keys(keys_per_p), keys_per_p):
+        _merge_open_keys(keys)
+        attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col), keys))
+        if not attempts[-1][0][3]:
+            break
+    if attempts[-1][0][3] and grid is not None:
+        # MPI_COMM_WORLD peers as displacements on the declared grid, sequences aligned
+        # with the calls a wider grid has, waits paired with their calls
+        keys = {P: [_slot_keys(*args, on_grid=True) for args in key_args[P]] for P in key_args}
+        _merge_open_keys(keys)
+        _align_open_keys(keys)
+        _wait_keys(keys)
+        attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col, on_grid=True), keys))
+    if attempts[-1][0][3]:
+        # waits keyed by the call before them (ranks idle at a coarse level have fewer)
+        keys = {P: [_slot_keys(*args) for args in key_args[P]] for P in key_args}
+        _merge_open_keys(keys)
+        _wait_keys(keys)
+        attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col), keys))
+    if attempts[-1][0][3] and any(np.any(local[P][0] >= _SUB_BASE) for P in local):
+        # communicators whose member pattern changes with P (a class split: the PME
+        # ranks are one rank at P=4, every 4th later) are one kind of slot
+        def collapsed(args):
+            return (*args[:4], np.minimum(args[4], _SUB_BASE), *args[5:])
+        for tagged in (True, False):
+            keys = {P: [_slot_keys(*collapsed(args)) for args in key_args[P]] for P in key_args}
+            keys = _tag_keys(keys) if tagged else keys
+            _merge_open_keys(keys)
+            attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col), keys))
+            if not attempts[-1][0][3]:
+                break
+    return min(attempts, key=lambda a: len(a[0][3]))
+
+
+#: blocking point-to-point calls a phase's trees are read from (:mod:`logical_model.trees`)
+_TREE_SEND = frozenset(OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend"))
+_TREE_RECV = frozenset((OP_CODE["Recv"],))
+_TREE_BOTH = frozenset((OP_CODE["Sendrecv"],))
+
+
+def _without_events(ph, keep: np.ndarray):
+    """A copy of phase ``ph`` whose templates keep only the events ``keep`` marks."""
+    offs = np.asarray(ph.template_offsets, np.int64)
+    kept = np.concatenate([[0], np.cumsum(keep)])[offs]
+    return dataclasses.replace(ph, template={c: np.asarray(v)[keep] for c, v in ph.template.items()},
+                               template_offsets=kept.astype(np.int64),
+                               template_cost={c: np.asarray(v)[keep] for c, v in ph.template_cost.items()})
+
+
+def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, cost_col: str):
+    """Phase k with binomial trees or butterflies written as point-to-point calls (their
+    stages grow with P: :mod:`logical_model.trees`): each side of each block a slot of
+    its own, exact at any P, and the phase's other calls placed by the exact model,
+    every rank in one order. The :func:`_phase_slots` tuple and a note, or None where
+    the phase has no such block or its other calls cannot be placed so."""
+    Ps = [s.nprocs for s in sigs]
+    calls, where = {}, {}
+    for s in sigs:
+        P, ph = s.nprocs, s.phases[k]
+        T, offs = ph.template, np.asarray(ph.template_offsets, np.int64)
+        op = np.asarray(T["op"], np.int64)
+        peer, rpeer = np.asarray(T["peer"], np.int64), np.asarray(T["recv_peer"], np.int64)
+        p2p = (local[P][0] == COMM_WORLD) & np.isin(op, list(_TREE_SEND | _TREE_RECV | _TREE_BOTH)) & (peer >= 0)
+        calls[P], where[P] = [], []
+        for r in range(P):
+            idx = int(offs[r]) + np.flatnonzero(p2p[offs[r]:offs[r + 1]])
+            calls[P].append([("both" if rpeer[i] == peer[i] else "mixed", int(peer[i])) if op[i] in _TREE_BOTH
+                             else ("send" if op[i] in _TREE_SEND else "recv", int(peer[i])) for i in idx])
+            where[P].append(idx)
+    if not any(len(c) for P in Ps for c in calls[P]):
+        return None
+    blocks, _ = infer_trees(calls)
+    if not blocks:
+        return None
+    # each block side's template events per P, and the events left to the exact model
+    keep = {P: np.ones(len(sigs[n].phases[k].template["op"]), bool) for n, P in enumerate(Ps)}
+    sides = []  # (block, side, {P: template event indices}, {P: rank of each})
+    for b, (tree, spans) in enumerate(blocks):
+        for side in TREE_SIDES[tree.kind]:
+            sides.append((b, tree, side, {P: [] for P in Ps}, {P: [] for P in Ps}))
+        for P in Ps:
+            n_side = [(tree.peers(np.arange(P), P, side) >= 0).sum(axis=1) for side in TREE_SIDES[tree.kind]]
+            for r in range(P):
+                a, e = spans[P][r]
+                idx = where[P][r][a:e]
+                if len(idx) and len(idx) != idx[-1] - idx[0] + 1:
+                    return None  # other calls among the block's: no one order places both
+                keep[P][idx] = False
+                at = 0
+                for j, cnt in enumerate(n_side):
+                    got = idx[at:at + int(cnt[r])]
+                    sides[len(sides) - len(n_side) + j][3][P] += list(got)
+                    sides[len(sides) - len(n_side) + j][4][P] += [r] * len(got)
+                    at += int(cnt[r])
+    tree_slots = []
+    for b, tree, side, ev, rk in sides:
+        ops = {int(sigs[n].phases[k].template["op"][i]) for n, P in enumerate(Ps) for i in ev[P]}
+        tags = {int(sigs[n].phases[k].template["tag"][i]) for n, P in enumerate(Ps) for i in ev[P]}
+        if len(ops) != 1 or len(tags) != 1:
+            return None  # the sides of one block mix calls or tags
+        vols = {}
+        for col in ("bytes", "recv_bytes"):
+            pts = {}
+            for n, P in enumerate(Ps):
+                v = np.asarray(sigs[n].phases[k].template[col], np.int64)[ev[P]]
+                if len(v) and np.any(v != v[0]):
+                    return None  # sizes that differ between ranks (a gather's subtrees): not placed exact
+                if len(v):
+                    pts[P] = float(v[0])
+            if len(pts) < 2:
+                return None
+            Pv = np.array(sorted(pts))
+            vols[col] = _fit_volume(Pv, np.array([pts[P] for P in Pv]), grid, f"phase {k} tree {b} {side} {col}")
+        shares = []
+        for n, P in enumerate(Ps):
+            ph = sigs[n].phases[k]
+            cost = ph.template_cost.get(cost_col)
+            if cost is None or not ev[P]:
+                continue
+            tot = _rank_totals(cost, ph.template_offsets, P)
+            r = np.asarray(rk[P], np.int64)
+            ok = tot[r] > 0
+            shares += list(np.asarray(cost, float)[np.asarray(ev[P], np.int64)][ok] / tot[r][ok])
+        tree_slots.append((b, SlotModel(key=f"tree{b}/{side}", op=ops.pop(), tag=tags.pop(), comm=COMM_WORLD,
+                                        everywhere=False, bytes=vols["bytes"], recv_bytes=vols["recv_bytes"],
+                                        work_share=float(np.mean(shares)) if shares else 0.0,
+                                        tree=tree, tree_side=side)))
+    # the other calls, placed by the exact model on templates without the trees' calls
+    rest = [dataclasses.replace(s, phases=[_without_events(ph, keep[s.nprocs]) if j == k else ph
+                                           for j, ph in enumerate(s.phases)]) for s in sigs]
+    local_rest = {P: tuple(np.asarray(a)[keep[P]] for a in local[P]) for P in Ps}
+    args_rest, keys_rest = {}, {}
+    for n, P in enumerate(Ps):
+        offs = np.asarray(sigs[n].phases[k].template_offsets, np.int64)
+        args_rest[P] = []
+        for r, args in enumerate(key_args[P]):
+            m = keep[P][offs[r]:offs[r + 1]]
+            args_rest[P].append(tuple(np.asarray(a)[m] for a in args[:7]) + tuple(args[7:]))
+        keys_rest[P] = [_slot_keys(*args) for args in args_rest[P]]
+    if any(len(seq) for P in Ps for seq in keys_rest[P]):
+        (order, class_name, positions, problems, slots, notes), keys = _slot_attempts(
+            keys_rest, args_rest, rest, k, local_rest, comms, grid, cost_col)
+        if problems or class_name is not None:
+            return None
+    else:
+        order, slots, notes, keys = [], [], [], {P: [[] for _ in range(P)] for P in Ps}
+    # each block between the slots its ranks call before and after it
+    index = {key: i for i, key in enumerate(order)}
+    at, last = [], 0
+    for b, (tree, spans) in enumerate(blocks):
+        lo, hi = last, len(order)
+        for n, P in enumerate(Ps):
+            offs = np.asarray(sigs[n].phases[k].template_offsets, np.int64)
+            for r in range(P):
+                a, e = spans[P][r]
+                if a == e:
+                    continue
+                c = int(keep[P][offs[r]:where[P][r][a]].sum())  # the rank's other calls before it
+                if c:
+                    lo = max(lo, index[keys[P][r][c - 1]] + 1)
+                if c < len(keys[P][r]):
+                    hi = min(hi, index[keys[P][r][c]])
+        if lo > hi:
+            return None
+        at.append(lo)
+        last = lo
+    out, moved = [], {}
+    for i in range(len(slots) + 1):
+        for b, sl in tree_slots:
+            if at[b] == i:
+                out.append(sl)
+        if i < len(slots):
+            moved[i] = len(out)
+            out.append(slots[i])
+    for n, sl in enumerate(out):
+        if sl.tree is None and (sl.follows is not None or sl.wait_of is not None):
+            out[n] = dataclasses.replace(sl, follows=moved.get(sl.follows, sl.follows) if sl.follows is not None else None,
+                                         wait_of=moved.get(sl.wait_of, sl.wait_of) if sl.wait_of is not None else None)
+    note = ("its point-to-point calls are " + "; ".join(
+        dict.fromkeys(t.describe() for t, _ in blocks)) + ": stages that grow with P, placed exact at any P")
+    return (order, None, [], [], out, notes), note
 
 
 def _one_traced_grid(slots: list[SlotModel], obs: dict, local: dict, grid: Grid | None) -> None:
@@ -3563,43 +3789,15 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             keys_per_p[P] = keys_all
             key_args[P] = args_all
             local[P] = (kind, lrank, lsize, lpeer, lrpeer, lroot)
-        # the slots by (operation, tag, communicator) and occurrence, where the peer lies
-        # being the rules' business (every rank calling the same operations in order; ranks
-        # that skip a call at a boundary when tags tell the calls apart), else by where the
-        # peer lies as well; the first that models every slot is kept
-        attempts = []
-        for keys in (_tag_keys(keys_per_p), keys_per_p):
-            _merge_open_keys(keys)
-            attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
-            if not attempts[-1][3]:
-                break
-        if attempts[-1][3] and grid is not None:
-            # MPI_COMM_WORLD peers as displacements on the declared grid, sequences aligned
-            # with the calls a wider grid has, waits paired with their calls
-            keys = {P: [_slot_keys(*args, on_grid=True) for args in key_args[P]] for P in key_args}
-            _merge_open_keys(keys)
-            _align_open_keys(keys)
-            _wait_keys(keys)
-            attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col, on_grid=True))
-        if attempts[-1][3]:
-            # waits keyed by the call before them (ranks idle at a coarse level have fewer)
-            keys = {P: [_slot_keys(*args) for args in key_args[P]] for P in key_args}
-            _merge_open_keys(keys)
-            _wait_keys(keys)
-            attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
-        if attempts[-1][3] and any(np.any(local[P][0] >= _SUB_BASE) for P in local):
-            # communicators whose member pattern changes with P (a class split: the PME
-            # ranks are one rank at P=4, every 4th later) are one kind of slot
-            def collapsed(args):
-                return (*args[:4], np.minimum(args[4], _SUB_BASE), *args[5:])
-            for tagged in (True, False):
-                keys = {P: [_slot_keys(*collapsed(args)) for args in key_args[P]] for P in key_args}
-                keys = _tag_keys(keys) if tagged else keys
-                _merge_open_keys(keys)
-                attempts.append(_phase_slots(keys, sigs, k, local, comms, grid, cost_col))
-                if not attempts[-1][3]:
-                    break
-        order, class_name, positions, slot_problems, slots, slot_notes = min(attempts, key=lambda a: len(a[3]))
+        (order, class_name, positions, slot_problems, slots, slot_notes), _ = _slot_attempts(
+            keys_per_p, key_args, sigs, k, local, comms, grid, cost_col)
+        if slot_problems and not problems:
+            # binomial trees and butterflies written as point-to-point calls: their stages
+            # grow with P, so no traced P has the slots of the target's last stage
+            found = _tree_phase(sigs, k, key_args, local, comms, grid, cost_col)
+            if found is not None:
+                (order, class_name, positions, slot_problems, slots, slot_notes), note = found
+                notes.append(note)
         deferred = False
         if not problems and any(" differ between ranks at P=" not in p for p in slot_problems) \
                 and onesided.statistical_ok(sigs, k, notes):  # RMA targets have no statistical model

@@ -1,0 +1,244 @@
+"""Trees and butterflies written as point-to-point calls: stages that grow with P.
+
+A program that broadcasts or reduces with its own binomial tree (HPL's and hpcc's
+``HPL_broadcast`` and ``HPL_reduce``, the tree reduction of countless teaching codes)
+or exchanges along a hypercube (recursive doubling) makes ceil(log2 P) stages: rank 0
+sends 2 messages at P = 4, 4 at P = 16 and 5 at P = 32, a count no traced P shows for
+the target. The exact model's slots are the calls the traced runs make, so such a
+phase has no slot for the stage P = 32 adds, and its ranks share no order of their
+calls (a leaf receives once, an inner rank receives, then sends to its children). This
+module recognises the tree itself, so that every stage at any P is placed exactly.
+
+**Blocks** (:class:`Tree`). A phase's blocking sends and receives, on MPI_COMM_WORLD
+or a duplicate of it, are read as a sequence of blocks, the same on every rank at
+every traced P. With v = (rank - root) mod P (the root a rule of P: the first or the
+last rank) and a binomial tree of one of two shapes:
+
+``low``   parent v - lowbit(v); children v + 2^s for 2^s < lowbit(v) (v = 0: every
+          2^s < P), as MPICH and HPL build it;
+``high``  parent v - highbit(v); children v + 2^s for 2^s > v (the loop ``for s = 1;
+          s < P; s *= 2: if rank < s send to rank + s, else if rank < 2s receive from
+          rank - s`` of teaching codes);
+
+children that are not below P left out, visited by ascending or descending s, a block
+is one of
+
+``bcast``     receive from the parent, then send to each child;
+``reduce``    receive from each child, then send to the parent;
+``exchange``  a Sendrecv with v XOR 2^s at each stage s (recursive doubling; P a power
+              of two), by ascending or descending s.
+
+**Inference** (:func:`infer_trees`): block by block, the first kind, shape, order and
+root whose calls equal every rank's next calls (operation side and peer) at every traced
+P. Blocks whose calls at the traced P are alike but would differ at another P (two
+readings) are refused: a target must not depend on which one was taken. Sizes must be
+one per side of a block at each P (fitted over P by the caller): a tree whose messages
+differ between ranks (a gather's subtrees) is left to the other models.
+
+Vectorised over ranks: :meth:`Tree.peers` gives each rank's peers of one side of a block
+at any P as an (n ranks, stages) matrix, -1 where the rank has no call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Tree", "infer_trees", "SIDES"]
+
+#: the sides of each kind of block, in the order a rank makes them
+SIDES = {"bcast": ("parent", "children"), "reduce": ("children", "parent"), "exchange": ("stages",)}
+#: what each side does: a receive, a send, or both (a Sendrecv)
+DIRECTION = {("bcast", "parent"): "recv", ("bcast", "children"): "send",
+             ("reduce", "children"): "recv", ("reduce", "parent"): "send",
+             ("exchange", "stages"): "both"}
+#: roots tried, as root = a P + b
+ROOTS = ((0, 0), (1, -1))
+
+
+def _stages(P: int) -> int:
+    """ceil(log2 P): the stages of a tree over P ranks."""
+    return max(0, int(P - 1).bit_length())
+
+
+def _lowbit(v: np.ndarray, P: int) -> np.ndarray:
+    """Lowest set bit of v; 2^stages for v = 0 (the root has every child)."""
+    return np.where(v > 0, v & -v, 1 << _stages(P))
+
+
+def _highbit(v: np.ndarray) -> np.ndarray:
+    """Highest set bit of v (0 for v = 0)."""
+    out = np.zeros_like(v)
+    nz = v > 0
+    out[nz] = 1 << (np.floor(np.log2(v[nz].astype(float))).astype(np.int64))
+    # (floating log2 of an int64 below 2^53 is exact at powers of two; guard the rest)
+    over = out > v
+    out[over] >>= 1
+    under = nz & ((out << 1) <= v)
+    out[under] <<= 1
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Tree:
+    """One block of a phase: a binomial broadcast or reduction, or a recursive-doubling
+    exchange, as a function of P."""
+
+    kind: str  # "bcast", "reduce" or "exchange"
+    shape: str  # "low" or "high" (binomial trees); "xor" (exchange)
+    order: str  # "asc" or "desc": the stages by ascending or descending 2^s
+    root_a: int = 0  # root = root_a * P + root_b
+    root_b: int = 0
+
+    def root(self, P: int) -> int:
+        return int(self.root_a * P + self.root_b)
+
+    def problem(self, P: int) -> str | None:
+        """Why the block cannot be placed at P (None: it can)."""
+        if not 0 <= self.root(P) < P:
+            return f"its root ({self.root_a} P + {self.root_b}) is no rank at P={P}"
+        if self.kind == "exchange" and P & (P - 1):
+            return f"recursive doubling is a butterfly over a power of two ranks; P={P} is none"
+        return None
+
+    def peers(self, ranks: np.ndarray, P: int, side: str) -> np.ndarray:
+        """(len(ranks), J) world peers of one side of the block, in each rank's order of
+        calls, -1 where it has no call."""
+        ranks = np.asarray(ranks, np.int64)
+        root = self.root(P)
+        v = (ranks - root) % P
+        S = _stages(P)
+        if side == "parent":
+            if self.shape == "low":
+                par = v - _lowbit(v, P)
+            else:
+                par = v - _highbit(v)
+            return np.where(v > 0, (par + root) % P, -1)[:, None]
+        s = np.arange(S, dtype=np.int64)
+        if self.order == "desc":
+            s = s[::-1]
+        m = (np.int64(1) << s)[None, :]
+        if side == "stages":
+            q = v[:, None] ^ m
+            return np.where(q < P, (q + root) % P, -1)
+        if self.shape == "low":
+            ok = m < _lowbit(v, P)[:, None]
+        else:
+            ok = m > v[:, None]
+        ok &= (v[:, None] + m) < P
+        return np.where(ok, (v[:, None] + m + root) % P, -1)
+
+    def rank_calls(self, P: int) -> list[list[tuple[str, int]]]:
+        """Each rank's calls of the block at P as (direction, peer), in order."""
+        ranks = np.arange(P)
+        out = [[] for _ in range(P)]
+        for side in SIDES[self.kind]:
+            d = DIRECTION[(self.kind, side)]
+            q = self.peers(ranks, P, side)
+            for r in range(P):
+                out[r] += [(d, int(x)) for x in q[r] if x >= 0]
+        return out
+
+    def describe(self, side: str | None = None) -> str:
+        root = ("rank 0" if (self.root_a, self.root_b) == (0, 0) else "the last rank"
+                if (self.root_a, self.root_b) == (1, -1) else f"rank {self.root_a} P + {self.root_b}")
+        if self.kind == "exchange":
+            what = f"recursive doubling: rank xor 2^s, s {'ascending' if self.order == 'asc' else 'descending'}"
+        else:
+            tree = ("binomial tree (parent v - lowbit(v))" if self.shape == "low"
+                    else "binomial tree (parent v - highbit(v))")
+            what = (f"{'broadcast' if self.kind == 'bcast' else 'reduction'} on a {tree} from {root}, "
+                    f"children by {'ascending' if self.order == 'asc' else 'descending'} 2^s")
+        if side is None or self.kind == "exchange":
+            return what
+        return f"{'the parent' if side == 'parent' else 'each child'} of a {what}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tree": self.kind, "shape": self.shape, "order": self.order,
+                "root_a": self.root_a, "root_b": self.root_b}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Tree":
+        return cls(d["tree"], d["shape"], d["order"], int(d.get("root_a", 0)), int(d.get("root_b", 0)))
+
+
+def _candidates() -> list[Tree]:
+    out = []
+    for kind in ("bcast", "reduce"):
+        for shape in ("low", "high"):
+            for order in ("desc", "asc"):
+                for a, b in ROOTS:
+                    out.append(Tree(kind, shape, order, a, b))
+    for order in ("asc", "desc"):
+        out.append(Tree("exchange", "xor", order))
+    return out
+
+
+#: the P at which two readings of the traced calls are compared (beyond the traced P)
+def _check_points(Ps: list[int]) -> list[int]:
+    top = max(Ps)
+    return sorted({2 * top, 4 * top, 3 * top - 1, 5 * top + 3})
+
+
+def infer_trees(calls: dict[int, list[list[tuple[str, int]]]]) -> tuple[list[tuple[Tree, list]], str | None]:
+    """The blocks of a phase from each rank's point-to-point calls at every traced P
+    (``calls[P][r]``: (direction, peer) in order; direction "send", "recv" or "both").
+    Returns ([(block, per P per rank (start, end) of its calls)], None), or ([], the
+    reason no reading holds)."""
+    Ps = sorted(calls)
+    if len(Ps) < 2:
+        return [], "a tree needs two traced P or more"
+    if not any(calls[P][r] for P in Ps for r in range(P)):
+        return [], "no point-to-point calls"
+    ptr = {P: [0] * P for P in Ps}
+    blocks: list[tuple[Tree, list]] = []
+    cands = _candidates()
+    made = {}  # (tree, P) -> rank_calls
+
+    def made_at(t: Tree, P: int):
+        if (t, P) not in made:
+            made[(t, P)] = t.rank_calls(P) if t.problem(P) is None else None
+        return made[(t, P)]
+
+    while any(ptr[P][r] < len(calls[P][r]) for P in Ps for r in range(P)):
+        fits = []
+        for t in cands:
+            ok, spans, grows = True, {}, False
+            for P in Ps:
+                want = made_at(t, P)
+                if want is None:
+                    ok = False
+                    break
+                spans[P] = []
+                for r in range(P):
+                    a = ptr[P][r]
+                    w = want[r]
+                    if calls[P][r][a:a + len(w)] != w:
+                        ok = False
+                        break
+                    spans[P].append((a, a + len(w)))
+                if not ok:
+                    break
+                grows = grows or max(len(w) for w in want) >= 2
+            if ok and grows:
+                fits.append((t, spans))
+        if not fits:
+            at = min(Ps)
+            r = next(r for r in range(at) if ptr[at][r] < len(calls[at][r])) if any(
+                ptr[at][r] < len(calls[at][r]) for r in range(at)) else 0
+            return [], (f"rank {r}'s calls from its {ptr[at][r] + 1}th point-to-point call at P={at} "
+                        "are no binomial tree or recursive doubling of the ranks")
+        t, spans = fits[0]
+        for other, _ in fits[1:]:
+            for P in _check_points(Ps):
+                if (t.problem(P) is None) != (other.problem(P) is None) or (
+                        t.problem(P) is None and t.rank_calls(P) != other.rank_calls(P)):
+                    return [], (f"the traced P read alike as a {t.describe()} and a {other.describe()}, "
+                                f"which part at P={P}")
+        blocks.append((t, spans))
+        for P in Ps:
+            for r in range(P):
+                ptr[P][r] = spans[P][r][1]
+    return blocks, None

@@ -1,0 +1,59 @@
+/* Trees and butterflies written as point-to-point calls, whose stages grow with P.
+ *   trees ITERS MODE
+ * MODE "tree": each iteration reduces to rank 0 as teaching codes do (for s = ..., 4, 2, 1:
+ * a rank below s receives from rank + s, a rank below 2s sends to rank - s), then
+ * broadcasts from the last rank on MPICH's binomial tree (receive from the parent
+ * v - lowbit(v), send to v + 2^k for the 2^k below lowbit(v), largest first), then an
+ * Allreduce. MODE "butterfly": recursive doubling, a Sendrecv with rank XOR 2^k for
+ * k = 0, 1, ... (P a power of two), then an Allreduce. */
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double work(double *a, int n) {
+  for (int k = 0; k < 500; k++)
+    for (int i = 1; i < n - 1; i++) a[i] = 0.5 * (a[i - 1] + a[i + 1]) + 1e-3;
+  return a[n / 2];
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int r, P, iters = argc > 1 ? atoi(argv[1]) : 10;
+  const char *mode = argc > 2 ? argv[2] : "tree";
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &P);
+  enum { N = 256 };
+  double a[N] = {0}, x[32], y[32], sum;
+  for (int it = 0; it < iters; it++) {
+    x[0] = work(a, N);
+    if (!strcmp(mode, "butterfly")) {
+      for (int m = 1; m < P; m <<= 1) {
+        MPI_Sendrecv(x, 32, MPI_DOUBLE, r ^ m, 7, y, 32, MPI_DOUBLE, r ^ m, 7, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        x[0] += y[0];
+      }
+    } else {
+      int top = 1;
+      while (top < P) top <<= 1;
+      for (int s = top >> 1; s > 0; s >>= 1) { /* reduce to rank 0 */
+        if (r < s) {
+          if (r + s < P) {
+            MPI_Recv(y, 4, MPI_DOUBLE, r + s, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            x[0] += y[0];
+          }
+        } else if (r < 2 * s) {
+          MPI_Send(x, 4, MPI_DOUBLE, r - s, 3, MPI_COMM_WORLD);
+        }
+      }
+      int root = P - 1, v = (r - root + P) % P;
+      int low = v ? (v & -v) : top;
+      if (v) MPI_Recv(x, 16, MPI_DOUBLE, (v - low + root) % P, 4, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      for (int m = low >> 1; m > 0; m >>= 1)
+        if (v + m < P) MPI_Send(x, 16, MPI_DOUBLE, (v + m + root) % P, 4, MPI_COMM_WORLD);
+    }
+    MPI_Allreduce(x, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    a[0] = sum * 1e-9;
+  }
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,189 @@
+"""Trees and butterflies written as point-to-point calls (:mod:`logical_model.trees`):
+the vectorised peers against the loops programs write, the inference on synthetic
+phases (hypothesis), and a real C program (``programs/trees.c``) traced at P = 4, 8, 16
+and placed, event for event, at P it was not traced at."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import needs_mpi, trace_c_program
+from logical_model import from_traces
+from logical_model.trees import SIDES, Tree, infer_trees
+from signature import extract, load_trace
+from signature.trace import OP_CODE
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+trees = st.builds(Tree, st.sampled_from(["bcast", "reduce"]), st.sampled_from(["low", "high"]),
+                  st.sampled_from(["asc", "desc"]), st.just(0), st.just(0)).flatmap(
+    lambda t: st.sampled_from([t, Tree(t.kind, t.shape, t.order, 1, -1)]))
+
+
+def _loops(t: Tree, P: int) -> list[list[tuple[str, int]]]:
+    """Each rank's calls of block ``t`` at P as a program's loops make them, rank by rank."""
+    root = t.root(P)
+    top = 1
+    while top < P:
+        top <<= 1
+    out = []
+    for r in range(P):
+        v = (r - root) % P
+        if t.kind == "exchange":
+            ms = [1 << s for s in range(top.bit_length() - 1)]
+            out.append([("both", v ^ m) for m in (ms if t.order == "asc" else ms[::-1])])
+            continue
+        if t.shape == "low":
+            low = v & -v if v else top
+            parent = v - low if v else None
+            kids = [m for m in (1 << s for s in range(top.bit_length())) if m < low and v + m < P]
+        else:  # the teaching codes' doubling loop: a rank below s talks to rank + s
+            high = 1 << (v.bit_length() - 1) if v else 0
+            parent = v - high if v else None
+            kids = [m for m in (1 << s for s in range(top.bit_length())) if m > v and v + m < P]
+        kids = [(v + m + root) % P for m in (kids if t.order == "asc" else kids[::-1])]
+        up = [] if parent is None else [(parent + root) % P]
+        if t.kind == "bcast":
+            out.append([("recv", q) for q in up] + [("send", q) for q in kids])
+        else:
+            out.append([("recv", q) for q in kids] + [("send", q) for q in up])
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(t=trees, P=st.integers(1, 300))
+def test_vectorised_peers_are_the_loops_programs_write(t, P):
+    """Tree.peers over every rank at once gives, side by side, the calls of the loops
+    (MPICH's lowest-bit tree, the teaching codes' doubling loop) rank by rank."""
+    assert t.rank_calls(P) == _loops(t, P)
+
+
+@settings(max_examples=20, deadline=None)
+@given(order=st.sampled_from(["asc", "desc"]), k=st.integers(0, 11))
+def test_recursive_doubling_peers_are_rank_xor_each_power_of_two(order, k):
+    P = 1 << k
+    t = Tree("exchange", "xor", order)
+    assert t.problem(P) is None
+    assert t.rank_calls(P) == _loops(t, P)
+    assert "power of two" in t.problem(P + 3 if P > 1 else 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(blocks=st.lists(trees, min_size=1, max_size=3),
+       Ps=st.lists(st.integers(4, 24), min_size=3, max_size=3, unique=True))
+def test_blocks_are_recovered_and_agree_at_an_unseen_P(blocks, Ps):
+    """Any sequence of binomial broadcasts and reductions (either tree, either order,
+    rooted at the first or the last rank) seen at three P is read back as blocks that
+    make every rank's calls at an unseen P, or refused as two readings that part there;
+    never a reading that is wrong at the unseen P."""
+    calls = {P: [sum((_loops(t, P)[r] for t in blocks), []) for r in range(P)] for P in Ps}
+    found, why = infer_trees(calls)
+    unseen = 2 * max(Ps) + 1
+    if not found:
+        assert "read alike" in why, why
+        return
+    got = [sum((t.rank_calls(unseen)[r] for t, _ in found), []) for r in range(unseen)]
+    assert got == [sum((_loops(t, unseen)[r] for t in blocks), []) for r in range(unseen)]
+    for P in Ps:  # the spans cover every call, in order
+        for r in range(P):
+            ends = [spans[P][r] for _, spans in found]
+            assert ends[0][0] == 0 and ends[-1][1] == len(calls[P][r])
+            assert all(a[1] == b[0] for a, b in zip(ends, ends[1:]))
+
+
+def test_two_readings_that_part_beyond_the_traced_P_are_refused():
+    """At P = 2 and 3 a broadcast on either tree by ascending children makes the same
+    calls; at P = 4 they part (rank 3's parent is 2 or 1): refused, not guessed."""
+    a = Tree("bcast", "low", "asc")
+    calls = {P: a.rank_calls(P) for P in (2, 3)}
+    found, why = infer_trees(calls)
+    assert found == [] and "read alike" in why and "which part at P=" in why
+
+
+def test_calls_of_no_tree_are_refused_with_the_rank_and_call():
+    calls = {P: [[("send", (r + 1) % P), ("recv", (r - 1) % P)] for r in range(P)] for P in (4, 8)}
+    found, why = infer_trees(calls)
+    assert found == [] and "rank 0" in why and "P=4" in why
+
+
+def test_sides_follow_the_kind():
+    assert SIDES["bcast"] == ("parent", "children") and SIDES["reduce"] == ("children", "parent")
+
+
+# ---- a real program ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """``trees.c`` traced at P = 4, 8, 16 in both modes; the tree at the unseen P = 12, the
+    butterfly at the unseen P = 2 (a power of two it was not traced at)."""
+    out = {}
+    for mode, unseen in (("tree", 12), ("butterfly", 2)):
+        root = tmp_path_factory.mktemp(mode)
+        trace_c_program(root, PROGRAMS / "trees.c", ["20", mode], (4, 8, 16), unseen)
+        out[mode] = (root, unseen, from_traces(root))
+    return out
+
+
+def _by_rank(cols: dict, P: int) -> list[list[tuple]]:
+    rank = np.asarray(cols["rank"])
+    return [list(zip(*(np.asarray(cols[c])[rank == r].tolist() for c in ("op", "peer", "tag", "bytes", "recv_bytes"))))
+            for r in range(P)]
+
+
+def _real_phase(path: Path, k: int) -> tuple[int, list[list[tuple]]]:
+    ph = extract(load_trace(path)).phases[k]
+    offs = ph.template_offsets
+    P = len(offs) - 1
+    cols = {c: np.asarray(ph.template[c]) for c in ("op", "peer", "tag", "bytes", "recv_bytes")}
+    cols["rank"] = np.repeat(np.arange(P), np.diff(offs))
+    return ph.weight, _by_rank(cols, P)
+
+
+@needs_mpi
+@pytest.mark.parametrize("mode", ["tree", "butterfly"])
+def test_a_traced_program_is_placed_event_for_event_at_an_unseen_P(traced, mode):
+    """The loop's trees (a teaching code's reduction to rank 0, MPICH's broadcast from the
+    last rank) or its butterfly are read as such; the phase is exact, not statistical, and
+    its events at the unseen P equal the real run's, call for call (operation, peer, tag,
+    bytes), on every rank."""
+    root, unseen, model = traced[mode]
+    (k,) = [k for k, ph in enumerate(model.phases) if any(s.tree is not None for s in ph.slots)]
+    ph = model.phases[k]
+    assert not ph.statistical and not ph.problems
+    assert any("stages that grow with P" in n for n in ph.notes), ph.notes
+    want = {"tree": {("reduce", "high", "desc", 0, 0), ("bcast", "low", "desc", 1, -1)},
+            "butterfly": {("exchange", "xor", "asc", 0, 0)}}[mode]
+    assert {(s.tree.kind, s.tree.shape, s.tree.order, s.tree.root_a, s.tree.root_b)
+            for s in ph.slots if s.tree is not None} == want
+    weight, real = _real_phase(root / "unseen" / f"P{unseen}.h5", k)
+    assert ph.weight_at(unseen) == weight
+    assert _by_rank(model.phase_events(k, unseen), unseen) == real
+    # and the model survives a save and a load
+    from logical_model import LogicalModel
+    path = root / "model.json"
+    model.save(path, overwrite=True)
+    again = LogicalModel.load(path)
+    assert _by_rank(again.phase_events(k, unseen), unseen) == real
+
+
+@needs_mpi
+def test_a_butterfly_is_refused_where_P_is_no_power_of_two_and_replays_where_it_is(traced):
+    root, _, model = traced["butterfly"]
+    problems = model.phase_problems(12)
+    (k,) = [k for k, pr in problems.items() if pr]
+    assert "power of two" in problems[k][0] and "Sendrecv" in problems[k][0]
+    assert not any(model.phase_problems(64).values())
+    ev = model.phase_events(k, 64)
+    sr = np.asarray(ev["op"]) == OP_CODE["Sendrecv"]
+    rank, peer = np.asarray(ev["rank"])[sr], np.asarray(ev["peer"])[sr]
+    assert len(rank) == 64 * 6 and np.array_equal(np.bincount(rank ^ peer), np.bincount(
+        np.tile(1 << np.arange(6), 64)))
+    from replay import load, replay
+    from replay.program import Program
+    path = root / "L64.h5"
+    model.logical_trace(64, path)
+    assert replay(Program.from_trace(load_trace(path)), load("cluster-a")).runtime > 0
