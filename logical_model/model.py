@@ -402,6 +402,25 @@ def _short(problems: Sequence[str], width: int = 160) -> str:
     return first + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
 
 
+def _slots_text(where: Sequence[tuple[int, int]]) -> str:
+    """Slots named in one line: "slot 3 (Send)", or "slots 2 (Comm_split), 61-80 (Recv,
+    Send)": runs of three or more consecutive slots as a range with their kinds of call
+    (hpcc's HPL loop refused 260 slots by name)."""
+    where = sorted(set(where))
+    parts, i = [], 0
+    while i < len(where):
+        j = i
+        while j + 1 < len(where) and where[j + 1][0] == where[j][0] + 1:
+            j += 1
+        if j - i >= 2:
+            ops = ", ".join(dict.fromkeys(OPS[op] for _, op in where[i:j + 1]))
+            parts.append(f"{where[i][0]}-{where[j][0]} ({ops})")
+        else:
+            parts += [f"{n} ({OPS[op]})" for n, op in where[i:j + 1]]
+        i = j + 1
+    return f"slot{'s' if len(where) > 1 else ''} {', '.join(parts)}"
+
+
 def _load_quantity(d: dict[str, Any] | None):
     if d is None:
         return None
@@ -1115,10 +1134,10 @@ class LogicalModel:
                         text = lambda v: v.describe() if hasattr(v, "describe") and not hasattr(v, "formula") \
                             else v.formula()  # noqa: E731
                         by_text.setdefault(f"{what} {text(have)} or {text(value)} at every traced P, "
-                                           f"which part at P={P}", []).append(f"{i} ({OPS[s.op]})")
+                                           f"which part at P={P}", []).append((i, s.op))
                         break
             for reason, where in by_text.items():
-                out.setdefault(ph.id, []).append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {reason}")
+                out.setdefault(ph.id, []).append(f"{_slots_text(where)}: {reason}")
         return out
 
     def traced_grids(self, P: int) -> dict[int, list[str]]:
@@ -1141,7 +1160,7 @@ class LogicalModel:
                     grids.append((cg.class_size(P), cg.grid.rule.ndims, cg.grid.rule))
                 for n, nd, rule in grids:
                     if _dims_or_none(rule, n) is None:
-                        where = f"{i} ({OPS[s.op]})"
+                        where = (i, s.op)
                         lst = need.setdefault((n, nd, rule.table), [])
                         if where not in lst:
                             lst.append(where)
@@ -1153,8 +1172,7 @@ class LogicalModel:
                     f"{', '.join('x'.join(map(str, d)) + f' at {m} ranks' for m, d in traced)} and "
                     + ("fit " + " and ".join(r.describe() for r in fits) if fits else
                        "no dims rule sigex knows fits (MPI_Dims_create, pencils, powers of two, q x q)")
-                    + f"; slot{'s' if len(where) > 1 else ''} {', '.join(where[:8])}"
-                    + (" ..." if len(where) > 8 else "") + " are neighbours on it or on its communicators")
+                    + f"; {_slots_text(where)} are neighbours on it or on its communicators")
         return out
 
     def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
@@ -1173,13 +1191,12 @@ class LogicalModel:
             return {}
         out: dict[int, list[str]] = {}
         for ph in self.phases:
-            bad = [f"{i} ({OPS[s.op]})" for i, s in enumerate(ph.slots)
+            bad = [(i, s.op) for i, s in enumerate(ph.slots)
                    if (s.on_grid or s.comm == COMM_CART) and s.data_note is None and any(
                        v is not None and not isinstance(v, GridPower) and len(set(v.predict(
                            np.array(self.Ps)).round(6))) > 1 for v in (s.bytes, s.recv_bytes))]
             if bad:
-                out[ph.id] = [f"slot{'s' if len(bad) > 1 else ''} {', '.join(bad[:8])}"
-                              f"{' ...' if len(bad) > 8 else ''}: sizes that follow no product of grid "
+                out[ph.id] = [f"{_slots_text(bad)}: sizes that follow no product of grid "
                               f"dimensions, and grid dimension {', '.join(map(str, stuck))} (always "
                               f"{', '.join(str(int(fit[0, d])) for d in stuck)} wide at the traced P) is "
                               f"{', '.join(str(int(at[d])) for d in stuck)} at P={P}: the traced P cannot "
@@ -2144,9 +2161,9 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
     by_problem: dict[str, list[str]] = {}
     for i, slot in enumerate(slots):
         if slot.problem:
-            by_problem.setdefault(slot.problem, []).append(f"{i} ({OPS[slot.op]})")
+            by_problem.setdefault(slot.problem, []).append((i, slot.op))
     for text, where in by_problem.items():
-        problems.append(f"slot{'s' if len(where) > 1 else ''} {', '.join(where)}: {text}")
+        problems.append(f"{_slots_text(where)}: {text}")
     return order, class_name, positions, problems, slots, notes
 
 
@@ -3888,7 +3905,11 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             wmodel = search.fit(Pw, Ww, name=f"weight of phase {k}")
         work = {s.nprocs: np.asarray(s.phases[k].stats[work_col], float) for s in sigs}
         if any(not np.all(np.isfinite(w)) for w in work.values()):
-            problems.append(f"the traces have no {unit} for this phase")
+            P_bad = min(P for P, w in work.items() if not np.all(np.isfinite(w)))
+            n_bad = int(np.sum(~np.isfinite(work[P_bad])))
+            problems.append(f"{n_bad} of {P_bad} ranks make no call of this phase at P={P_bad}: the traces "
+                            f"hold no work ({'instructions' if unit == 'instructions' else 'CPU time'}) of "
+                            "theirs in it")
             groups = [WorkGroup(None, 0.0, {p: 0.0 for p in work})]
         else:
             groups, note = _groups(work, weights)

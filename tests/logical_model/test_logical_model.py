@@ -253,3 +253,15 @@ def test_calls_the_model_does_not_extrapolate_are_refused_by_name(tmp_path, prog
     loop = [ph for ph in model.phases if ph.kind == "loop"]
     assert loop and all(not ph.extrapolable for ph in loop)
     assert any(refusal in p for ph in loop for p in ph.problems)
+
+
+def test_refused_slots_are_named_in_ranges():
+    """Runs of three or more consecutive slots are one range with their kinds of call;
+    shorter runs are named one by one (a refusal of 260 slots stays one readable line)."""
+    from logical_model.model import _slots_text
+    from signature.trace import OP_CODE
+    S, R, B = OP_CODE["Send"], OP_CODE["Recv"], OP_CODE["Barrier"]
+    assert _slots_text([(3, S)]) == "slot 3 (Send)"
+    assert _slots_text([(3, S), (4, R)]) == "slots 3 (Send), 4 (Recv)"
+    where = [(0, B)] + [(i, S if i % 2 else R) for i in range(61, 81)] + [(90, S), (92, R)]
+    assert _slots_text(where) == "slots 0 (Barrier), 61-80 (Send, Recv), 90 (Send), 92 (Recv)"
