@@ -8,7 +8,8 @@ grid whose dims minimise the sub-domains' surface for a 2:1:1 box, declared with
 MPI_Cart_create; cg_like: a power-of-two row/column split computed by rank
 arithmetic, no declared grid; pme_split: every 4th rank a PME rank, particle and PME
 ranks each with their own traffic; mg_idle: a 3-level multigrid whose coarse levels
-leave every 2nd and every 4th rank idle):
+leave every 2nd and every 4th rank idle; tree_reduce: a 1-D halo and a residual summed
+on hand-written binomial trees, whose stages grow with P):
 
 1. the program is built with ``smpicc`` and run under ``smpirun`` at the
    signature P (4, 8, 16) with ``-trace-ti``; each time-independent trace is
@@ -114,6 +115,10 @@ APPS = {
     "mg_idle": {"n": 1 << 22, "args": ["--halo", "8", "--cycles", "20", "--levels", "3", "--nonblocking", "1"],
                 "grid": None,
                 "p_rule": None, "src": "c/mg_idle.c"},
+    # a 1-D halo and a residual summed on hand-written binomial trees (reduce, broadcast):
+    # ceil(log2 P) stages, one more at every doubling of P
+    "tree_reduce": {"n": 1 << 24, "args": ["--halo", "16", "--iters", "50", "--width", "8"], "grid": None,
+                    "p_rule": None, "src": "c/tree_reduce.c"},
 }
 
 
