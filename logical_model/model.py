@@ -709,12 +709,12 @@ class SlotModel:
         q = self.tree.peers(ranks, P, self.tree_side)
         n = len(ranks)
         nbytes, recv_bytes = _volume(self.bytes, P), _volume(self.recv_bytes, P)
-        both = self.op in SENDRECV_OPS
+        rq = self.tree.peers(ranks, P, self.tree_side, receive=True) if self.op in SENDRECV_OPS else None
         out = []
-        for j in range(q.shape[1]):
+        for j in np.flatnonzero((q >= 0).any(axis=0)):  # (a flat tree's root alone has its P - 1 children)
             present = q[:, j] >= 0
             out.append({"present": present, "peer": q[:, j].copy(),
-                        "recv_peer": q[:, j].copy() if both else np.full(n, -1, np.int64),
+                        "recv_peer": rq[:, j].copy() if rq is not None else np.full(n, -1, np.int64),
                         "root": np.full(n, -1, np.int64), "tag": np.full(n, self.tag, np.int64),
                         "bytes": np.where(present, nbytes, 0).astype(np.int64),
                         "recv_bytes": np.where(present, recv_bytes, 0).astype(np.int64)})
@@ -2243,8 +2243,8 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
         calls[P], where[P] = [], []
         for r in range(P):
             idx = int(offs[r]) + np.flatnonzero(p2p[offs[r]:offs[r + 1]])
-            calls[P].append([("both" if rpeer[i] == peer[i] else "mixed", int(peer[i])) if op[i] in _TREE_BOTH
-                             else ("send" if op[i] in _TREE_SEND else "recv", int(peer[i])) for i in idx])
+            calls[P].append([("both", int(peer[i]), int(rpeer[i])) if op[i] in _TREE_BOTH
+                             else ("send" if op[i] in _TREE_SEND else "recv", int(peer[i]), -1) for i in idx])
             where[P].append(idx)
     if not any(len(c) for P in Ps for c in calls[P]):
         return None

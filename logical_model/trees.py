@@ -20,13 +20,17 @@ last rank) and a binomial tree of one of two shapes:
           s < P; s *= 2: if rank < s send to rank + s, else if rank < 2s receive from
           rank - s`` of teaching codes);
 
-children that are not below P left out, visited by ascending or descending s, a block
-is one of
+children that are not below P left out, visited by ascending or descending s; or a
+flat tree (``flat``: every other rank a child of the root, by ascending or descending
+rank: the master-worker loops of teaching codes). A block is one of
 
 ``bcast``     receive from the parent, then send to each child;
 ``reduce``    receive from each child, then send to the parent;
-``exchange``  a Sendrecv with v XOR 2^s at each stage s (recursive doubling; P a power
-              of two), by ascending or descending s.
+``exchange``  a Sendrecv at each stage s, by ascending or descending s
+              (:data:`EXCHANGES`): with v XOR 2^s (recursive doubling; P a power of
+              two), to v + 2^s from v - 2^s (dissemination), to v + s from v - s for
+              s = 1 .. P - 1 (pairwise exchange, an all-to-all), with v XOR s (the same
+              on a power of two), or P - 1 times to v + 1 from v - 1 (a ring).
 
 **Inference** (:func:`infer_trees`): block by block, the first kind, shape, order and
 root whose calls equal every rank's next calls (operation side and peer) at every traced
@@ -81,14 +85,24 @@ def _highbit(v: np.ndarray) -> np.ndarray:
     return out
 
 
+#: exchanges: per shape, whether it needs P a power of two, and how it is described
+EXCHANGES = {
+    "xor": (True, "recursive doubling: a Sendrecv with rank xor 2^s, s < log2 P"),
+    "dissemination": (False, "dissemination: a Sendrecv to rank + 2^s from rank - 2^s (mod P), s < ceil(log2 P)"),
+    "pairwise": (False, "pairwise exchange: a Sendrecv to rank + s from rank - s (mod P), s = 1 .. P - 1"),
+    "pairxor": (True, "pairwise exchange: a Sendrecv with rank xor s, s = 1 .. P - 1"),
+    "ring": (False, "ring: P - 1 Sendrecv to rank + 1 from rank - 1 (mod P)"),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Tree:
-    """One block of a phase: a binomial broadcast or reduction, or a recursive-doubling
-    exchange, as a function of P."""
+    """One block of a phase: a broadcast or reduction on a binomial or flat tree, or an
+    exchange in stages (:data:`EXCHANGES`), as a function of P."""
 
     kind: str  # "bcast", "reduce" or "exchange"
-    shape: str  # "low" or "high" (binomial trees); "xor" (exchange)
-    order: str  # "asc" or "desc": the stages by ascending or descending 2^s
+    shape: str  # "low", "high" or "flat" (trees); a key of EXCHANGES (exchange)
+    order: str  # "asc" or "desc": the stages (children) by ascending or descending s
     root_a: int = 0  # root = root_a * P + root_b
     root_b: int = 0
 
@@ -99,30 +113,55 @@ class Tree:
         """Why the block cannot be placed at P (None: it can)."""
         if not 0 <= self.root(P) < P:
             return f"its root ({self.root_a} P + {self.root_b}) is no rank at P={P}"
-        if self.kind == "exchange" and P & (P - 1):
-            return f"recursive doubling is a butterfly over a power of two ranks; P={P} is none"
+        if self.kind == "exchange" and EXCHANGES[self.shape][0] and P & (P - 1):
+            return f"its {EXCHANGES[self.shape][1].split(':')[0]} is over a power of two ranks; P={P} is none"
         return None
 
-    def peers(self, ranks: np.ndarray, P: int, side: str) -> np.ndarray:
+    def width(self, P: int, side: str) -> int:
+        """Calls of one side on its busiest rank at P (the columns of :meth:`peers`)."""
+        if side == "parent":
+            return 1
+        if self.shape in ("xor", "dissemination", "low", "high"):
+            return _stages(P)
+        return max(0, P - 1)
+
+    def _stage_index(self, n: int) -> np.ndarray:
+        s = np.arange(n, dtype=np.int64)
+        return s[::-1] if self.order == "desc" else s
+
+    def peers(self, ranks: np.ndarray, P: int, side: str, receive: bool = False) -> np.ndarray:
         """(len(ranks), J) world peers of one side of the block, in each rank's order of
-        calls, -1 where it has no call."""
+        calls, -1 where it has no call; ``receive``: an exchange's sources rather than its
+        destinations."""
         ranks = np.asarray(ranks, np.int64)
         root = self.root(P)
         v = (ranks - root) % P
-        S = _stages(P)
         if side == "parent":
             if self.shape == "low":
                 par = v - _lowbit(v, P)
-            else:
+            elif self.shape == "high":
                 par = v - _highbit(v)
+            else:
+                par = np.zeros_like(v)
             return np.where(v > 0, (par + root) % P, -1)[:, None]
-        s = np.arange(S, dtype=np.int64)
-        if self.order == "desc":
-            s = s[::-1]
-        m = (np.int64(1) << s)[None, :]
-        if side == "stages":
-            q = v[:, None] ^ m
+        if self.kind == "exchange":
+            sign = -1 if receive else 1
+            if self.shape in ("xor", "dissemination"):
+                m = (np.int64(1) << self._stage_index(_stages(P)))[None, :]
+                q = v[:, None] ^ m if self.shape == "xor" else (v[:, None] + sign * m) % P
+            else:
+                m = (1 + self._stage_index(max(0, P - 1)))[None, :]
+                if self.shape == "pairxor":
+                    q = v[:, None] ^ m
+                elif self.shape == "pairwise":
+                    q = (v[:, None] + sign * m) % P
+                else:  # ring
+                    q = np.broadcast_to((v[:, None] + sign) % P, (len(v), m.shape[1]))
             return np.where(q < P, (q + root) % P, -1)
+        if self.shape == "flat":  # the root's children: every other rank
+            m = (1 + self._stage_index(max(0, P - 1)))[None, :]
+            return np.where((v == 0)[:, None], (m + root) % P, -1)
+        m = (np.int64(1) << self._stage_index(_stages(P)))[None, :]
         if self.shape == "low":
             ok = m < _lowbit(v, P)[:, None]
         else:
@@ -130,27 +169,30 @@ class Tree:
         ok &= (v[:, None] + m) < P
         return np.where(ok, (v[:, None] + m + root) % P, -1)
 
-    def rank_calls(self, P: int) -> list[list[tuple[str, int]]]:
-        """Each rank's calls of the block at P as (direction, peer), in order."""
+    def rank_calls(self, P: int) -> list[list[tuple[str, int, int]]]:
+        """Each rank's calls of the block at P as (direction, peer, receive peer: -1 but
+        for an exchange's Sendrecv), in order."""
         ranks = np.arange(P)
         out = [[] for _ in range(P)]
         for side in SIDES[self.kind]:
             d = DIRECTION[(self.kind, side)]
             q = self.peers(ranks, P, side)
+            rq = self.peers(ranks, P, side, receive=True) if d == "both" else np.full(q.shape, -1)
             for r in range(P):
-                out[r] += [(d, int(x)) for x in q[r] if x >= 0]
+                out[r] += [(d, int(x), int(y)) for x, y in zip(q[r], rq[r]) if x >= 0]
         return out
 
     def describe(self, side: str | None = None) -> str:
         root = ("rank 0" if (self.root_a, self.root_b) == (0, 0) else "the last rank"
                 if (self.root_a, self.root_b) == (1, -1) else f"rank {self.root_a} P + {self.root_b}")
         if self.kind == "exchange":
-            what = f"recursive doubling: rank xor 2^s, s {'ascending' if self.order == 'asc' else 'descending'}"
+            what = EXCHANGES[self.shape][1] + (", s descending" if self.order == "desc" else "")
         else:
-            tree = ("binomial tree (parent v - lowbit(v))" if self.shape == "low"
-                    else "binomial tree (parent v - highbit(v))")
+            tree = {"low": "binomial tree (parent v - lowbit(v))", "high": "binomial tree (parent v - highbit(v))",
+                    "flat": "flat tree (every rank a child of the root)"}[self.shape]
             what = (f"{'broadcast' if self.kind == 'bcast' else 'reduction'} on a {tree} from {root}, "
-                    f"children by {'ascending' if self.order == 'asc' else 'descending'} 2^s")
+                    f"children by {'ascending' if self.order == 'asc' else 'descending'} "
+                    f"{'rank' if self.shape == 'flat' else '2^s'}")
         if side is None or self.kind == "exchange":
             return what
         return f"{'the parent' if side == 'parent' else 'each child'} of a {what}"
@@ -167,12 +209,13 @@ class Tree:
 def _candidates() -> list[Tree]:
     out = []
     for kind in ("bcast", "reduce"):
-        for shape in ("low", "high"):
-            for order in ("desc", "asc"):
+        for shape in ("low", "high", "flat"):
+            for order in ("desc", "asc") if shape != "flat" else ("asc", "desc"):
                 for a, b in ROOTS:
                     out.append(Tree(kind, shape, order, a, b))
-    for order in ("asc", "desc"):
-        out.append(Tree("exchange", "xor", order))
+    for shape in EXCHANGES:
+        for order in ("asc", "desc"):
+            out.append(Tree("exchange", shape, order))
     return out
 
 
@@ -182,9 +225,10 @@ def _check_points(Ps: list[int]) -> list[int]:
     return sorted({2 * top, 4 * top, 3 * top - 1, 5 * top + 3})
 
 
-def infer_trees(calls: dict[int, list[list[tuple[str, int]]]]) -> tuple[list[tuple[Tree, list]], str | None]:
+def infer_trees(calls: dict[int, list[list[tuple[str, int, int]]]]) -> tuple[list[tuple[Tree, list]], str | None]:
     """The blocks of a phase from each rank's point-to-point calls at every traced P
-    (``calls[P][r]``: (direction, peer) in order; direction "send", "recv" or "both").
+    (``calls[P][r]``: (direction, peer, receive peer) in order; direction "send", "recv"
+    or "both", a Sendrecv, the only one with a receive peer: -1 for the others).
     Returns ([(block, per P per rank (start, end) of its calls)], None), or ([], the
     reason no reading holds)."""
     Ps = sorted(calls)
@@ -229,7 +273,7 @@ def infer_trees(calls: dict[int, list[list[tuple[str, int]]]]) -> tuple[list[tup
             r = next(r for r in range(at) if ptr[at][r] < len(calls[at][r])) if any(
                 ptr[at][r] < len(calls[at][r]) for r in range(at)) else 0
             return [], (f"rank {r}'s calls from its {ptr[at][r] + 1}th point-to-point call at P={at} "
-                        "are no binomial tree or recursive doubling of the ranks")
+                        "are no tree or exchange of the ranks sigex reads (logical_model.trees)")
         t, spans = fits[0]
         for other, _ in fits[1:]:
             for P in _check_points(Ps):

@@ -64,10 +64,19 @@ def comm_ids(model: LogicalModel, P: int) -> tuple[dict, int]:
     return base, nxt
 
 
+#: most (rows x ranks) cells of a phase's tables built at once: a phase with a tree or an
+#: exchange of P - 1 stages (:mod:`logical_model.trees`) is built over halves of the block
+MAX_TABLE_CELLS = 1 << 22
+
+
 def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases: dict):
     """One phase's events for a block of ranks: dict of (n_events,) arrays, rank-major."""
     ph = model.phases[k]
     nr = len(ranks)
+    wide = sum(s.tree.width(P, s.tree_side) for s in ph.slots if s.tree is not None)
+    if wide and nr > 1 and wide * nr > MAX_TABLE_CELLS:  # rank-major: the halves in turn
+        a, b = (_phase_tables(model, k, P, part, bases) for part in (ranks[:nr // 2], ranks[nr // 2:]))
+        return {c: np.concatenate([a[c], b[c]]) for c in a}
     grid = model.grid
     # each slot's rows: one for an exact slot, one per call of its busiest rank for a
     # statistical one (a run of calls whose number differs by rank)

@@ -5,7 +5,10 @@
  * broadcasts from the last rank on MPICH's binomial tree (receive from the parent
  * v - lowbit(v), send to v + 2^k for the 2^k below lowbit(v), largest first), then an
  * Allreduce. MODE "butterfly": recursive doubling, a Sendrecv with rank XOR 2^k for
- * k = 0, 1, ... (P a power of two), then an Allreduce. */
+ * k = 0, 1, ... (P a power of two), then an Allreduce. MODE "flat": master and workers,
+ * rank 0 sends each worker its share and takes their results back, in rank order.
+ * MODE "pairwise": an all-to-all by hand, a Sendrecv to
+ * rank + s from rank - s (mod P) for s = 1 .. P - 1, then an Allreduce. */
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +29,23 @@ int main(int argc, char **argv) {
   double a[N] = {0}, x[32], y[32], sum;
   for (int it = 0; it < iters; it++) {
     x[0] = work(a, N);
-    if (!strcmp(mode, "butterfly")) {
+    if (!strcmp(mode, "flat")) {
+      if (r == 0) {
+        for (int q = 1; q < P; q++) MPI_Send(x, 8, MPI_DOUBLE, q, 5, MPI_COMM_WORLD);
+        for (int q = 1; q < P; q++) {
+          MPI_Recv(y, 2, MPI_DOUBLE, q, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          x[0] += y[0];
+        }
+      } else {
+        MPI_Recv(x, 8, MPI_DOUBLE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        y[0] = work(a, N / 4);
+        MPI_Send(y, 2, MPI_DOUBLE, 0, 6, MPI_COMM_WORLD);
+      }
+    } else if (!strcmp(mode, "pairwise")) {
+      for (int s = 1; s < P; s++)
+        MPI_Sendrecv(x, 4, MPI_DOUBLE, (r + s) % P, 8, y, 4, MPI_DOUBLE, (r - s + P) % P, 8, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+    } else if (!strcmp(mode, "butterfly")) {
       for (int m = 1; m < P; m <<= 1) {
         MPI_Sendrecv(x, 32, MPI_DOUBLE, r ^ m, 7, y, 32, MPI_DOUBLE, r ^ m, 7, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
