@@ -566,11 +566,16 @@ class SlotModel:
     #: calls per rank as the rank has parents, children or stages at P, each exact
     tree: Any = None
     tree_side: str | None = None
+    #: the side's receives name no source (MPI_ANY_SOURCE: a master that takes its workers'
+    #: results as they come): placed as one receive from each child in the tree's order,
+    #: the source a traced receive from any source records (its status)
+    tree_any: bool = False
 
     def describe(self) -> str:
         if self.tree is not None:
             return (f"{OPS[self.op]} {'to' if self.op in SEND_OPS else 'with' if self.op in SENDRECV_OPS else 'from'} "
-                    f"{self.tree.describe(self.tree_side)}" + (f", tag {self.tag}" if self.tag >= 0 else ""))
+                    + ("any source, as many as " if self.tree_any else "")
+                    + f"{self.tree.describe(self.tree_side)}" + (f", tag {self.tag}" if self.tag >= 0 else ""))
         if self.statistical:
             return self._describe_statistical()
         parts = [OPS[self.op]]
@@ -764,7 +769,8 @@ class SlotModel:
                 **({"overlap": self.overlap.to_dict(), "overlap_side": self.overlap_side}
                    if self.overlap is not None else {}),
                 **({"onesided": self.onesided.to_dict()} if self.onesided is not None else {}),
-                **({"tree": self.tree.to_dict(), "tree_side": self.tree_side} if self.tree is not None else {})}
+                **({"tree": self.tree.to_dict(), "tree_side": self.tree_side, "tree_any": self.tree_any}
+                   if self.tree is not None else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
@@ -798,7 +804,8 @@ class SlotModel:
                    onesided=(onesided.OneSided.from_dict(d["onesided"], _load_quantity)
                              if d.get("onesided") else None),
                    selves=[_load_space(x) for x in d.get("selves", ())],
-                   tree=Tree.from_dict(d["tree"]) if d.get("tree") else None, tree_side=d.get("tree_side"))
+                   tree=Tree.from_dict(d["tree"]) if d.get("tree") else None, tree_side=d.get("tree_side"),
+                   tree_any=bool(d.get("tree_any", False)))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -2239,7 +2246,8 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
         T, offs = ph.template, np.asarray(ph.template_offsets, np.int64)
         op = np.asarray(T["op"], np.int64)
         peer, rpeer = np.asarray(T["peer"], np.int64), np.asarray(T["recv_peer"], np.int64)
-        p2p = (local[P][0] == COMM_WORLD) & np.isin(op, list(_TREE_SEND | _TREE_RECV | _TREE_BOTH)) & (peer >= 0)
+        p2p = (local[P][0] == COMM_WORLD) & np.isin(op, list(_TREE_SEND | _TREE_RECV | _TREE_BOTH)) & (
+            (peer >= 0) | ((peer == PEER_ANY) & np.isin(op, list(_TREE_RECV))))
         calls[P], where[P] = [], []
         for r in range(P):
             idx = int(offs[r]) + np.flatnonzero(p2p[offs[r]:offs[r + 1]])
@@ -2275,8 +2283,9 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
     for b, tree, side, ev, rk in sides:
         ops = {int(sigs[n].phases[k].template["op"][i]) for n, P in enumerate(Ps) for i in ev[P]}
         tags = {int(sigs[n].phases[k].template["tag"][i]) for n, P in enumerate(Ps) for i in ev[P]}
-        if len(ops) != 1 or len(tags) != 1:
-            return None  # the sides of one block mix calls or tags
+        wild = {int(sigs[n].phases[k].template["peer"][i]) == PEER_ANY for n, P in enumerate(Ps) for i in ev[P]}
+        if len(ops) != 1 or len(tags) != 1 or len(wild) != 1:
+            return None  # the sides of one block mix calls, tags, or named and any sources
         vols = {}
         for col in ("bytes", "recv_bytes"):
             pts = {}
@@ -2303,7 +2312,7 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
         tree_slots.append((b, SlotModel(key=f"tree{b}/{side}", op=ops.pop(), tag=tags.pop(), comm=COMM_WORLD,
                                         everywhere=False, bytes=vols["bytes"], recv_bytes=vols["recv_bytes"],
                                         work_share=float(np.mean(shares)) if shares else 0.0,
-                                        tree=tree, tree_side=side)))
+                                        tree=tree, tree_side=side, tree_any=wild.pop())))
     # the other calls, placed by the exact model on templates without the trees' calls
     rest = [dataclasses.replace(s, phases=[_without_events(ph, keep[s.nprocs]) if j == k else ph
                                            for j, ph in enumerate(s.phases)]) for s in sigs]

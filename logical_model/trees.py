@@ -34,7 +34,8 @@ rank: the master-worker loops of teaching codes). A block is one of
 
 **Inference** (:func:`infer_trees`): block by block, the first kind, shape, order and
 root whose calls equal every rank's next calls (operation side and peer) at every traced
-P. Blocks whose calls at the traced P are alike but would differ at another P (two
+P, a receive posted with MPI_ANY_SOURCE standing for any receive (such a side is placed
+so). Blocks whose calls at the traced P are alike but would differ at another P (two
 readings) are refused: a target must not depend on which one was taken. Sizes must be
 one per side of a block at each P (fitted over P by the caller): a tree whose messages
 differ between ranks (a gather's subtrees) is left to the other models.
@@ -219,6 +220,18 @@ def _candidates() -> list[Tree]:
     return out
 
 
+#: a receive posted with MPI_ANY_SOURCE, as the signature's template has it
+#: (signature.trace.PEER_ANY): it stands for any one receive of a block (a master that
+#: takes its workers' results as they come)
+ANY_SOURCE = -2
+
+
+def _same(got: list, want: list) -> bool:
+    """A rank's calls equal a block's, a receive from any source standing for any receive."""
+    return len(got) == len(want) and all(
+        g == w or (g[0] == w[0] == "recv" and g[1] == ANY_SOURCE) for g, w in zip(got, want))
+
+
 #: the P at which two readings of the traced calls are compared (beyond the traced P)
 def _check_points(Ps: list[int]) -> list[int]:
     top = max(Ps)
@@ -259,7 +272,7 @@ def infer_trees(calls: dict[int, list[list[tuple[str, int, int]]]]) -> tuple[lis
                 for r in range(P):
                     a = ptr[P][r]
                     w = want[r]
-                    if calls[P][r][a:a + len(w)] != w:
+                    if not _same(calls[P][r][a:a + len(w)], w):
                         ok = False
                         break
                     spans[P].append((a, a + len(w)))
@@ -275,10 +288,18 @@ def infer_trees(calls: dict[int, list[list[tuple[str, int, int]]]]) -> tuple[lis
             return [], (f"rank {r}'s calls from its {ptr[at][r] + 1}th point-to-point call at P={at} "
                         "are no tree or exchange of the ranks sigex reads (logical_model.trees)")
         t, spans = fits[0]
+        # receives from any source name no peer: readings that part only there are alike
+        recvs = [c for P in Ps for r in range(P) for c in calls[P][r][spans[P][r][0]:spans[P][r][1]]
+                 if c[0] == "recv"]
+        wild = bool(recvs) and all(c[1] == ANY_SOURCE for c in recvs)
+
+        def seen(tree: Tree, P: int):
+            return [[(c[0], ANY_SOURCE, c[2]) if wild and c[0] == "recv" else c for c in cs]
+                    for cs in tree.rank_calls(P)]
         for other, _ in fits[1:]:
             for P in _check_points(Ps):
                 if (t.problem(P) is None) != (other.problem(P) is None) or (
-                        t.problem(P) is None and t.rank_calls(P) != other.rank_calls(P)):
+                        t.problem(P) is None and seen(t, P) != seen(other, P)):
                     return [], (f"the traced P read alike as a {t.describe()} and a {other.describe()}, "
                                 f"which part at P={P}")
         blocks.append((t, spans))

@@ -79,7 +79,8 @@ _SHAPES: dict[str, tuple[str, str, str, str]] = {
       e.tag = *tag;"""),
     "recv": ("B:buf N:count H:dt I:source I:tag H:comm S:status E", "comm", "", """
       fw_status_c(status, {F08}, &cs);
-      status_fill(&e, &cs);"""),
+      status_fill(&e, &cs);
+      e.aux = posted_any(*source, *tag);"""),
     "isend": ("B:buf N:count H:dt I:dest I:tag H:comm H:req E", "comm", "", """
       e.peer = world_of(g.cur, *dest);
       e.bytes = type_bytes(fw_n(count, {L}), PMPI_Type_f2c(*dt));
@@ -97,7 +98,8 @@ _SHAPES: dict[str, tuple[str, str, str, str]] = {
       e.recv_peer = e.peer;
       e.peer = world_of(g.cur, *dest);
       e.bytes = type_bytes(fw_n(scount, {L}), PMPI_Type_f2c(*stype));
-      e.tag = *stag;"""),
+      e.tag = *stag;
+      e.aux = posted_any(*source, *rtag);"""),
     "sendrecv_replace": ("B:buf N:count H:dt I:dest I:stag I:source I:rtag H:comm S:status E",
                          "comm", "", """
       fw_status_c(status, {F08}, &cs);
@@ -105,7 +107,8 @@ _SHAPES: dict[str, tuple[str, str, str, str]] = {
       e.recv_peer = e.peer;
       e.peer = world_of(g.cur, *dest);
       e.bytes = type_bytes(fw_n(count, {L}), PMPI_Type_f2c(*dt));
-      e.tag = *stag;"""),
+      e.tag = *stag;
+      e.aux = posted_any(*source, *rtag);"""),
     "isendrecv": ("B:sbuf N:scount H:stype I:dest I:stag B:rbuf N:rcount H:rtype I:source I:rtag "
                   "H:comm H:req E", "comm", "", """
       e.peer = world_of(g.cur, *dest);

@@ -39,12 +39,14 @@ import dataclasses
 
 import numpy as np
 
-from .trace import Trace
+from .trace import OP_CODE, PEER_ANY, Trace
 
-__all__ = ["structure_tokens", "relative_peers", "find_unit", "segment_rank", "segment_keys", "RankSegments",
+__all__ = ["structure_tokens", "relative_peers", "posted_peers", "find_unit", "segment_rank", "segment_keys", "RankSegments",
            "prefix_hash", "segment_hash", "mix"]
 
 _MUL = np.uint64(0x9E3779B97F4A7C15)
+#: blocking receives whose ``aux`` says they were posted with MPI_ANY_SOURCE (bit 1)
+_WILD_RECV_OPS = [OP_CODE[n] for n in ("Recv", "Sendrecv", "Sendrecv_replace")]
 _BASE = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
 
 #: a piece of a block between two plain iterations is an iteration of its own when it
@@ -72,6 +74,22 @@ def relative_peers(trace: Trace, col: np.ndarray) -> np.ndarray:
     return np.where(col >= 0, (col - rank) % max(trace.nprocs, 1), col)
 
 
+def posted_peers(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The ``peer`` and ``recv_peer`` columns as the program posted its receives: a
+    blocking receive posted with MPI_ANY_SOURCE (``aux`` bit 1: Recv, Sendrecv,
+    Sendrecv_replace) has PEER_ANY where the trace keeps the matched source. A master that
+    takes its workers' results as they come asks for the same thing in every iteration,
+    whatever order they come in (the loop is found, and its template names no source)."""
+    ev = trace.events
+    peer, rpeer = ev["peer"], ev["recv_peer"]
+    op = ev["op"]
+    wild = (ev["aux"].astype(np.int64) & 1).astype(bool) & np.isin(op, _WILD_RECV_OPS)
+    if not wild.any():
+        return peer, rpeer
+    recv = wild & (op == OP_CODE["Recv"])
+    return np.where(recv, PEER_ANY, peer).astype(peer.dtype), np.where(wild & ~recv, PEER_ANY, rpeer).astype(rpeer.dtype)
+
+
 def _canonical_comms(trace: Trace) -> np.ndarray:
     """Per event, its communicator identified by membership (and topology): a
     communicator duplicated in every iteration is the same one each time."""
@@ -92,9 +110,10 @@ def structure_tokens(trace: Trace) -> np.ndarray:
     members), without bytes or tag: equal tokens are the same call of the program,
     whatever the message sizes."""
     ev = trace.events
+    peer, rpeer = posted_peers(trace)
     with np.errstate(over="ignore"):
         h = np.full(len(ev["op"]), np.uint64(0x84222325CBF29CE4))
-        for col in (ev["op"], relative_peers(trace, ev["peer"]), relative_peers(trace, ev["recv_peer"]),
+        for col in (ev["op"], relative_peers(trace, peer), relative_peers(trace, rpeer),
                     ev["root"], _canonical_comms(trace)):
             h = mix(h, col)
     return h

@@ -119,7 +119,8 @@ from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
 from .align import _COLLECTIVE, _collective_keys, _nth, align_ranks, global_sections
 from .iterations import (RankSegments, _canonical_comms, _runs_collapsed, find_unit, mix, prefix_hash,
-                         relative_peers, segment_hash, segment_keys, segment_rank, structure_tokens)
+                         posted_peers, relative_peers, segment_hash, segment_keys, segment_rank,
+                         structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
@@ -136,9 +137,10 @@ def tokenize(trace: Trace) -> np.ndarray:
     """One uint64 token per event: equal tokens are the same communication, relative
     to the rank (op, relative peers, root, bytes, communicator)."""
     ev = trace.events
+    peer, rpeer = posted_peers(trace)
     with np.errstate(over="ignore"):
         h = np.full(len(ev["op"]), np.uint64(0xCBF29CE484222325))
-        for col in (ev["op"], relative_peers(trace, ev["peer"]), relative_peers(trace, ev["recv_peer"]),
+        for col in (ev["op"], relative_peers(trace, peer), relative_peers(trace, rpeer),
                     ev["root"], ev["bytes"], ev["recv_bytes"], ev["comm"]):
             h = mix(h, col)
     return h
@@ -627,6 +629,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     renumber = np.full(n_phase, -1, np.int64)
     # templates: each rank's events of a phase's first repetition, grouped by phase
     local_c = np.clip(local, 0, S - 1)
+    posted = dict(zip(("peer", "recv_peer"), posted_peers(trace)))
     t_idx = np.flatnonzero(valid & (first_seg[seg_phase[local_c]] == local_c))
     t_idx = t_idx[np.argsort(seg_phase[local_c[t_idx]], kind="stable")]
     t_bounds = np.searchsorted(seg_phase[local_c[t_idx]], np.arange(n_phase + 1))
@@ -637,7 +640,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         sel = t_idx[t_bounds[k]:t_bounds[k + 1]]
         tcount = np.bincount(ev["rank"][sel], minlength=P)
         offs = np.concatenate([[0], np.cumsum(tcount)]).astype(np.int64)
-        template = {c: ev[c][sel].astype(np.int64) for c in
+        # (receives posted with MPI_ANY_SOURCE name no source: the one they matched is the run's)
+        template = {c: (posted[c] if c in posted else ev[c])[sel].astype(np.int64) for c in
                     ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "comm", "tag")}
         for c in ("bytes", "recv_bytes"):
             template[c] = np.rint(size_mean[c][slot_key[sel]]).astype(np.int64)
@@ -1131,7 +1135,7 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
         with np.errstate(over="ignore"):
             k_all = mix(mix(np.zeros(len(idx), np.uint64), ev["op"][idx]), canon[idx])
             t_all = mix(k_all, ev["tag"][idx])
-            peer = ev["peer"][idx].astype(np.int64)
+            peer = posted_peers(trace)[0][idx].astype(np.int64)
             f_all = mix(k_all, np.where(peer >= 0, (peer - ev["rank"][idx]) % P, peer))
             ft_all = mix(f_all, ev["tag"][idx])
         at = np.concatenate([[0], np.cumsum(lens)])

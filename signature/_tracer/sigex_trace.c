@@ -1420,6 +1420,13 @@ static inline int64_t type_bytes(MPI_Count count, MPI_Datatype t) {
 }
 
 /* Byte count of a received message from its status. */
+/* aux of a blocking receive (Recv, Sendrecv, Sendrecv_replace): bit 1 where it was
+ * posted with MPI_ANY_SOURCE, bit 2 with MPI_ANY_TAG (its peer and tag are the matched
+ * message's; the signature keys such a receive by what the program asked for). */
+static inline int32_t posted_any(int source, int tag) {
+  return (source == MPI_ANY_SOURCE ? 1 : 0) | (tag == MPI_ANY_TAG ? 2 : 0);
+}
+
 static inline void status_fill(ev_t *e, const MPI_Status *st) {
   /* Probes see the message but move no data: only peer and tag. */
   int probe = e->op == OP_PROBE || e->op == OP_IPROBE || e->op == OP_MPROBE ||
@@ -1790,6 +1797,7 @@ IF_LARGE(WRAP_SEND(Rsend_c, OP_RSEND, MPI_Count))
     int rc = PMPI_##NAME(buf, count, dt, source, tag, comm, status);          \
     if (tr) {                                                                 \
       status_fill(&e, status);                                                \
+      e.aux = posted_any(source, tag);                                        \
       ev_end(&e);                                                             \
     }                                                                         \
     return rc;                                                                \
@@ -1865,6 +1873,7 @@ IF_LARGE(WRAP_IRECV(Recv_init_c, OP_RECV_INIT, MPI_Count, 1))
       e.peer = world_of(g.cur, dest);                                         \
       e.bytes = type_bytes(scount, stype);                                    \
       e.tag = stag;                                                           \
+      e.aux = posted_any(source, rtag);                                       \
       ev_end(&e);                                                             \
     }                                                                         \
     return rc;                                                                \
@@ -1887,6 +1896,7 @@ IF_LARGE(WRAP_SENDRECV(Sendrecv_c, MPI_Count))
       e.peer = world_of(g.cur, dest);                                         \
       e.bytes = type_bytes(count, dt);                                        \
       e.tag = stag;                                                           \
+      e.aux = posted_any(source, rtag);                                       \
       ev_end(&e);                                                             \
     }                                                                         \
     return rc;                                                                \

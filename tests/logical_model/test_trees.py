@@ -16,7 +16,7 @@ from conftest import needs_mpi, trace_c_program
 from logical_model import from_traces
 from logical_model.trees import EXCHANGES, SIDES, Tree, infer_trees
 from signature import extract, load_trace
-from signature.trace import OP_CODE
+from signature.trace import OP_CODE, PEER_ANY
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -137,7 +137,7 @@ def traced(tmp_path_factory):
     """``trees.c`` traced at P = 4, 8, 16 in each mode and at an unseen P: 12, or 2 for the
     butterfly (a power of two it was not traced at)."""
     out = {}
-    for mode, unseen in (("tree", 12), ("butterfly", 2), ("flat", 12), ("pairwise", 12)):
+    for mode, unseen in (("tree", 12), ("butterfly", 2), ("flat", 12), ("master", 12), ("pairwise", 12)):
         root = tmp_path_factory.mktemp(mode)
         trace_c_program(root, PROGRAMS / "trees.c", ["20", mode], (4, 8, 16), unseen)
         out[mode] = (root, unseen, from_traces(root))
@@ -160,10 +160,11 @@ def _real_phase(path: Path, k: int) -> tuple[int, list[list[tuple]]]:
 
 
 @needs_mpi
-@pytest.mark.parametrize("mode", ["tree", "butterfly", "flat", "pairwise"])
+@pytest.mark.parametrize("mode", ["tree", "butterfly", "flat", "master", "pairwise"])
 def test_a_traced_program_is_placed_event_for_event_at_an_unseen_P(traced, mode):
     """The loop's trees (a teaching code's reduction to rank 0 and MPICH's broadcast from
-    the last rank; a master's sends to its workers and their results back), its butterfly
+    the last rank; a master's sends to its workers and their results back, in rank order or
+    from any source as they come), its butterfly
     or its all-to-all by hand are read as such; the phase is exact, not statistical, and
     its events at the unseen P equal the real run's, call for call (operation, peer, tag,
     bytes), on every rank."""
@@ -175,18 +176,33 @@ def test_a_traced_program_is_placed_event_for_event_at_an_unseen_P(traced, mode)
     want = {"tree": {("reduce", "high", "desc", 0, 0), ("bcast", "low", "desc", 1, -1)},
             "butterfly": {("exchange", "xor", "asc", 0, 0)},
             "flat": {("bcast", "flat", "asc", 0, 0), ("reduce", "flat", "asc", 0, 0)},
+            "master": {("bcast", "flat", "asc", 0, 0), ("reduce", "flat", "asc", 0, 0)},
             "pairwise": {("exchange", "pairwise", "asc", 0, 0)}}[mode]
     assert {(s.tree.kind, s.tree.shape, s.tree.order, s.tree.root_a, s.tree.root_b)
             for s in ph.slots if s.tree is not None} == want
     weight, real = _real_phase(root / "unseen" / f"P{unseen}.h5", k)
     assert ph.weight_at(unseen) == weight
-    assert _by_rank(model.phase_events(k, unseen), unseen) == real
+    got = _by_rank(model.phase_events(k, unseen), unseen)
+    if mode == "master":  # the master's receives from any source: one from each worker
+        assert sorted(e[1] for e in got[0] if e[0] == OP_CODE["Recv"]) == list(range(1, unseen))
+        got = [[(e[0], PEER_ANY, *e[2:]) if r == 0 and e[0] == OP_CODE["Recv"] else e for e in es]
+               for r, es in enumerate(got)]
+    assert got == real
     # and the model survives a save and a load
     from logical_model import LogicalModel
     path = root / "model.json"
     model.save(path, overwrite=True)
     again = LogicalModel.load(path)
-    assert _by_rank(again.phase_events(k, unseen), unseen) == real
+    assert _by_rank(again.phase_events(k, unseen), unseen) == _by_rank(model.phase_events(k, unseen), unseen)
+    assert [s.tree_any for s in ph.slots if s.tree is not None] == (
+        [False, False, True, False] if mode == "master" else [False] * len(want) * (1 if mode in (
+            "butterfly", "pairwise") else 2))
+    # the logical trace replays (receives from any source take their workers' messages)
+    from replay import load, replay
+    from replay.program import Program
+    trace = root / f"L{unseen}.h5"
+    model.logical_trace(unseen, trace, overwrite=True)
+    assert replay(Program.from_trace(load_trace(trace)), load("cluster-a")).runtime > 0
 
 
 @needs_mpi

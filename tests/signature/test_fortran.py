@@ -26,6 +26,7 @@ from conftest import EXAMPLES
 
 from signature import _fortran, load_trace, trace_run
 from signature._mpi import mpicc_library
+from signature.trace import OP_CODE
 
 #: The MPIs with Fortran bindings: (Fortran wrapper, C wrapper, apt package).
 MPIS = {
@@ -200,11 +201,11 @@ int main(int argc, char **argv) {
   int right = (rank + 1) % size, left = (rank + size - 1) % size;
   for (i = 0; i < 64; i++) { ib[i] = rank; db[i] = rank; }
   MPI_Sendrecv(ib, 5, MPI_INT, right, 1, ir, 5, MPI_INT, left, 1, MPI_COMM_WORLD, &st);
-  MPI_Sendrecv_replace(db, 3, MPI_DOUBLE, right, 2, left, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Sendrecv_replace(db, 3, MPI_DOUBLE, right, 2, left, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
   if (rank == 1) MPI_Send(ib, 7, MPI_INT, 0, 7, MPI_COMM_WORLD);
   if (rank == 0) {
     MPI_Probe(1, 7, MPI_COMM_WORLD, &st);
-    MPI_Recv(ir, 7, MPI_INT, 1, 7, MPI_COMM_WORLD, &st);
+    MPI_Recv(ir, 7, MPI_INT, MPI_ANY_SOURCE, 7, MPI_COMM_WORLD, &st);
   }
   if (rank == 2) MPI_Ssend(db, 2, MPI_DOUBLE, 3, 8, MPI_COMM_WORLD);
   if (rank == 3) {
@@ -305,12 +306,12 @@ program calls
   db = rank
   call MPI_Sendrecv(ib, 5, MPI_INTEGER, right, 1, ir, 5, MPI_INTEGER, left, 1, &
                     MPI_COMM_WORLD, st, ierr)
-  call MPI_Sendrecv_replace(db, 3, MPI_DOUBLE_PRECISION, right, 2, left, 2, MPI_COMM_WORLD, &
+  call MPI_Sendrecv_replace(db, 3, MPI_DOUBLE_PRECISION, right, 2, left, MPI_ANY_TAG, MPI_COMM_WORLD, &
                             MPI_STATUS_IGNORE, ierr)
   if (rank == 1) call MPI_Send(ib, 7, MPI_INTEGER, 0, 7, MPI_COMM_WORLD, ierr)
   if (rank == 0) then
     call MPI_Probe(1, 7, MPI_COMM_WORLD, st, ierr)
-    call MPI_Recv(ir, 7, MPI_INTEGER, 1, 7, MPI_COMM_WORLD, st, ierr)
+    call MPI_Recv(ir, 7, MPI_INTEGER, MPI_ANY_SOURCE, 7, MPI_COMM_WORLD, st, ierr)
   end if
   if (rank == 2) call MPI_Ssend(db, 2, MPI_DOUBLE_PRECISION, 3, 8, MPI_COMM_WORLD, ierr)
   if (rank == 3) then
@@ -410,6 +411,17 @@ def test_fortran_calls_give_the_c_events(name, tmp_path, clean_env):
         cols = ("rank", "req", "peer", "tag", "bytes")
         return sorted(zip(*(trace.completions[k].tolist() for k in cols)))
 
+    # blocking receives posted with MPI_ANY_SOURCE (aux bit 1) or MPI_ANY_TAG (bit 2) say so,
+    # their peer the matched source
+    ev0 = twin.rank_events(0)
+    (recv,) = np.flatnonzero(ev0["op"] == OP_CODE["Recv"])
+    assert int(ev0["aux"][recv]) == 1 and int(ev0["peer"][recv]) == 1
+    for r in range(4):
+        ev = twin.rank_events(r)
+        (rep,) = np.flatnonzero(ev["op"] == OP_CODE["Sendrecv_replace"])
+        assert int(ev["aux"][rep]) == 2 and int(ev["recv_peer"][rep]) == (r - 1) % 4
+        (sr,) = np.flatnonzero(ev["op"] == OP_CODE["Sendrecv"])
+        assert int(ev["aux"][sr]) == 0
     _assert_like_twin(name, traces, twin, COLUMNS + ("recv_peer",), comms=True)
     for variant, trace in traces.items():
         assert completions(trace) == completions(twin), f"{name} {variant} completions"
