@@ -2222,6 +2222,10 @@ def _slot_attempts(keys_per_p: dict, key_args: dict, sigs, k: int, local: dict, 
 _TREE_SEND = frozenset(OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend"))
 _TREE_RECV = frozenset((OP_CODE["Recv"],))
 _TREE_BOTH = frozenset((OP_CODE["Sendrecv"],))
+#: ... and the nonblocking posts, read where the blocking calls alone are no tree (a root
+#: that posts its children's messages and waits for them all at once)
+_TREE_SEND_NB = _TREE_SEND | frozenset(OP_CODE[n] for n in ("Isend", "Issend"))
+_TREE_RECV_NB = _TREE_RECV | frozenset((OP_CODE["Irecv"],))
 
 
 def _without_events(ph, keep: np.ndarray):
@@ -2233,26 +2237,30 @@ def _without_events(ph, keep: np.ndarray):
                                template_cost={c: np.asarray(v)[keep] for c, v in ph.template_cost.items()})
 
 
-def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, cost_col: str):
+def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, cost_col: str,
+                nonblocking: bool = False):
     """Phase k with binomial trees or butterflies written as point-to-point calls (their
     stages grow with P: :mod:`logical_model.trees`): each side of each block a slot of
     its own, exact at any P, and the phase's other calls placed by the exact model,
     every rank in one order. The :func:`_phase_slots` tuple and a note, or None where
-    the phase has no such block or its other calls cannot be placed so."""
+    the phase has no such block or its other calls cannot be placed so. ``nonblocking``:
+    Isend, Issend and Irecv are read as the trees' calls too (their waits, after the
+    blocks, are the exact model's)."""
     Ps = [s.nprocs for s in sigs]
+    sends, recvs = (_TREE_SEND_NB, _TREE_RECV_NB) if nonblocking else (_TREE_SEND, _TREE_RECV)
     calls, where = {}, {}
     for s in sigs:
         P, ph = s.nprocs, s.phases[k]
         T, offs = ph.template, np.asarray(ph.template_offsets, np.int64)
         op = np.asarray(T["op"], np.int64)
         peer, rpeer = np.asarray(T["peer"], np.int64), np.asarray(T["recv_peer"], np.int64)
-        p2p = (local[P][0] == COMM_WORLD) & np.isin(op, list(_TREE_SEND | _TREE_RECV | _TREE_BOTH)) & (
-            (peer >= 0) | ((peer == PEER_ANY) & np.isin(op, list(_TREE_RECV))))
+        p2p = (local[P][0] == COMM_WORLD) & np.isin(op, list(sends | recvs | _TREE_BOTH)) & (
+            (peer >= 0) | ((peer == PEER_ANY) & np.isin(op, list(recvs))))
         calls[P], where[P] = [], []
         for r in range(P):
             idx = int(offs[r]) + np.flatnonzero(p2p[offs[r]:offs[r + 1]])
             calls[P].append([("both", int(peer[i]), int(rpeer[i])) if op[i] in _TREE_BOTH
-                             else ("send" if op[i] in _TREE_SEND else "recv", int(peer[i]), -1) for i in idx])
+                             else ("send" if op[i] in sends else "recv", int(peer[i]), -1) for i in idx])
             where[P].append(idx)
     if not any(len(c) for P in Ps for c in calls[P]):
         return None
@@ -3820,7 +3828,8 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         if slot_problems and not problems:
             # binomial trees and butterflies written as point-to-point calls: their stages
             # grow with P, so no traced P has the slots of the target's last stage
-            found = _tree_phase(sigs, k, key_args, local, comms, grid, cost_col)
+            found = (_tree_phase(sigs, k, key_args, local, comms, grid, cost_col)
+                     or _tree_phase(sigs, k, key_args, local, comms, grid, cost_col, nonblocking=True))
             if found is not None:
                 (order, class_name, positions, slot_problems, slots, slot_notes), note = found
                 notes.append(note)

@@ -137,7 +137,8 @@ def traced(tmp_path_factory):
     """``trees.c`` traced at P = 4, 8, 16 in each mode and at an unseen P: 12, or 2 for the
     butterfly (a power of two it was not traced at)."""
     out = {}
-    for mode, unseen in (("tree", 12), ("butterfly", 2), ("flat", 12), ("master", 12), ("pairwise", 12)):
+    for mode, unseen in (("tree", 12), ("butterfly", 2), ("flat", 12), ("master", 12), ("isend", 12),
+                         ("pairwise", 12)):
         root = tmp_path_factory.mktemp(mode)
         trace_c_program(root, PROGRAMS / "trees.c", ["20", mode], (4, 8, 16), unseen)
         out[mode] = (root, unseen, from_traces(root))
@@ -160,11 +161,11 @@ def _real_phase(path: Path, k: int) -> tuple[int, list[list[tuple]]]:
 
 
 @needs_mpi
-@pytest.mark.parametrize("mode", ["tree", "butterfly", "flat", "master", "pairwise"])
+@pytest.mark.parametrize("mode", ["tree", "butterfly", "flat", "master", "isend", "pairwise"])
 def test_a_traced_program_is_placed_event_for_event_at_an_unseen_P(traced, mode):
     """The loop's trees (a teaching code's reduction to rank 0 and MPICH's broadcast from
-    the last rank; a master's sends to its workers and their results back, in rank order or
-    from any source as they come), its butterfly
+    the last rank; a master's sends to its workers and their results back, in rank order,
+    from any source as they come, or posted at once and waited for together), its butterfly
     or its all-to-all by hand are read as such; the phase is exact, not statistical, and
     its events at the unseen P equal the real run's, call for call (operation, peer, tag,
     bytes), on every rank."""
@@ -177,6 +178,7 @@ def test_a_traced_program_is_placed_event_for_event_at_an_unseen_P(traced, mode)
             "butterfly": {("exchange", "xor", "asc", 0, 0)},
             "flat": {("bcast", "flat", "asc", 0, 0), ("reduce", "flat", "asc", 0, 0)},
             "master": {("bcast", "flat", "asc", 0, 0), ("reduce", "flat", "asc", 0, 0)},
+            "isend": {("bcast", "flat", "asc", 0, 0), ("reduce", "flat", "asc", 0, 0)},
             "pairwise": {("exchange", "pairwise", "asc", 0, 0)}}[mode]
     assert {(s.tree.kind, s.tree.shape, s.tree.order, s.tree.root_a, s.tree.root_b)
             for s in ph.slots if s.tree is not None} == want

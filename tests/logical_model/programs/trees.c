@@ -7,7 +7,9 @@
  * Allreduce. MODE "butterfly": recursive doubling, a Sendrecv with rank XOR 2^k for
  * k = 0, 1, ... (P a power of two), then an Allreduce. MODE "flat": master and workers,
  * rank 0 sends each worker its share and takes their results back, in rank order; MODE
- * "master" the same, the results taken with MPI_ANY_SOURCE as they come. MODE "pairwise": an all-to-all by hand, a Sendrecv to
+ * "master" the same, the results taken with MPI_ANY_SOURCE as they come; MODE "isend"
+ * the same, rank 0 posting every send (Isend) and every receive (Irecv) and waiting for
+ * each batch with one Waitall. MODE "pairwise": an all-to-all by hand, a Sendrecv to
  * rank + s from rank - s (mod P) for s = 1 .. P - 1, then an Allreduce. */
 #include <mpi.h>
 #include <stdlib.h>
@@ -29,7 +31,19 @@ int main(int argc, char **argv) {
   double a[N] = {0}, x[32], y[32], sum;
   for (int it = 0; it < iters; it++) {
     x[0] = work(a, N);
-    if (!strcmp(mode, "flat") || !strcmp(mode, "master")) {
+    if (!strcmp(mode, "isend")) {
+      if (r == 0) {
+        MPI_Request rq[64];
+        for (int q = 1; q < P; q++) MPI_Isend(x, 8, MPI_DOUBLE, q, 5, MPI_COMM_WORLD, &rq[q - 1]);
+        MPI_Waitall(P - 1, rq, MPI_STATUSES_IGNORE);
+        for (int q = 1; q < P; q++) MPI_Irecv(y + 2 * (q % 8), 2, MPI_DOUBLE, q, 6, MPI_COMM_WORLD, &rq[q - 1]);
+        MPI_Waitall(P - 1, rq, MPI_STATUSES_IGNORE);
+      } else {
+        MPI_Recv(x, 8, MPI_DOUBLE, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        y[0] = work(a, N / 4);
+        MPI_Send(y, 2, MPI_DOUBLE, 0, 6, MPI_COMM_WORLD);
+      }
+    } else if (!strcmp(mode, "flat") || !strcmp(mode, "master")) {
       int any = !strcmp(mode, "master");
       if (r == 0) {
         for (int q = 1; q < P; q++) MPI_Send(x, 8, MPI_DOUBLE, q, 5, MPI_COMM_WORLD);
