@@ -561,8 +561,8 @@ class SlotModel:
     #: its whole space (None: the space): a run every rank makes whose messages to a class
     #: of ranks only some of them send (the particle ranks', not the PME ranks')
     selves: list = dataclasses.field(default_factory=list)
-    #: one side ("parent", "children", "stages") of a binomial tree or butterfly block the
-    #: program writes as point-to-point calls (:class:`~logical_model.trees.Tree`): as many
+    #: one side ("parent", "children", "stages") of a tree or exchange block the program
+    #: writes as point-to-point calls (:class:`~logical_model.trees.Tree`): as many
     #: calls per rank as the rank has parents, children or stages at P, each exact
     tree: Any = None
     tree_side: str | None = None
@@ -2120,8 +2120,8 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
                         "at a new P" + (
                             " (its longest rank has " + ", ".join(f"{n} calls at P={P}" for P, n in longest.items())
                             + ": a tree or butterfly written as point-to-point calls, whose stages grow "
-                            "with P, is placed only where it is a binomial tree or recursive doubling "
-                            "of the ranks, see logical_model.trees)" if grows and len(longest) > 1 else ""))
+                            "with P, is placed only where it is one of the trees and exchanges of "
+                            "logical_model.trees)" if grows and len(longest) > 1 else ""))
         order = list({key: None for ks in keys_per_p.values() for seq in ks for key in seq})
         if len(order) > MAX_UNORDERED_SLOTS:
             # a phase this large without an order (hpcc's RandomAccess: 4,000 slots of polls
@@ -2239,8 +2239,8 @@ def _without_events(ph, keep: np.ndarray):
 
 def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, cost_col: str,
                 nonblocking: bool = False):
-    """Phase k with binomial trees or butterflies written as point-to-point calls (their
-    stages grow with P: :mod:`logical_model.trees`): each side of each block a slot of
+    """Phase k with trees or exchanges written as point-to-point calls (their stages
+    grow with P: :mod:`logical_model.trees`): each side of each block a slot of
     its own, exact at any P, and the phase's other calls placed by the exact model,
     every rank in one order. The :func:`_phase_slots` tuple and a note, or None where
     the phase has no such block or its other calls cannot be placed so. ``nonblocking``:
@@ -2340,7 +2340,10 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
             return None
     else:
         order, slots, notes, keys = [], [], [], {P: [[] for _ in range(P)] for P in Ps}
-    # each block between the slots its ranks call before and after it
+    # each block between the slots its ranks call before and after it (the keys read are
+    # one per call left to the exact model on every rank, or the calls cannot be told apart)
+    if any(len(keys[P][r]) != len(args_rest[P][r][0]) for P in Ps for r in range(P)):
+        return None
     index = {key: i for i, key in enumerate(order)}
     at, last = [], 0
     for b, (tree, spans) in enumerate(blocks):

@@ -9,8 +9,9 @@ phase has no slot for the stage P = 32 adds, and its ranks share no order of the
 calls (a leaf receives once, an inner rank receives, then sends to its children). This
 module recognises the tree itself, so that every stage at any P is placed exactly.
 
-**Blocks** (:class:`Tree`). A phase's blocking sends and receives, on MPI_COMM_WORLD
-or a duplicate of it, are read as a sequence of blocks, the same on every rank at
+**Blocks** (:class:`Tree`). A phase's blocking sends and receives on MPI_COMM_WORLD
+or a duplicate of it (and, where those are no tree, its nonblocking posts with them:
+the caller's choice) are read as a sequence of blocks, the same on every rank at
 every traced P. With v = (rank - root) mod P (the root a rule of P: the first or the
 last rank) and a binomial tree of one of two shapes:
 
@@ -285,7 +286,7 @@ def infer_trees(calls: dict[int, list[list[tuple[str, int, int]]]]) -> tuple[lis
             at = min(Ps)
             r = next(r for r in range(at) if ptr[at][r] < len(calls[at][r])) if any(
                 ptr[at][r] < len(calls[at][r]) for r in range(at)) else 0
-            return [], (f"rank {r}'s calls from its {ptr[at][r] + 1}th point-to-point call at P={at} "
+            return [], (f"rank {r}'s point-to-point calls at P={at}, from call {ptr[at][r] + 1} on, "
                         "are no tree or exchange of the ranks sigex reads (logical_model.trees)")
         t, spans = fits[0]
         # receives from any source name no peer: readings that part only there are alike
