@@ -9,7 +9,8 @@ MPI_Cart_create; cg_like: a power-of-two row/column split computed by rank
 arithmetic, no declared grid; pme_split: every 4th rank a PME rank, particle and PME
 ranks each with their own traffic; mg_idle: a 3-level multigrid whose coarse levels
 leave every 2nd and every 4th rank idle; tree_reduce: a 1-D halo and a residual summed
-on hand-written binomial trees, whose stages grow with P):
+on hand-written binomial trees, whose stages grow with P; cg_npb: cg_like with NPB CG's
+reductions along the rows, recursive doubling in point-to-point calls over the columns):
 
 1. the program is built with ``smpicc`` and run under ``smpirun`` at the
    signature P (4, 8, 16) with ``-trace-ti``; each time-independent trace is
@@ -119,6 +120,10 @@ APPS = {
     # ceil(log2 P) stages, one more at every doubling of P
     "tree_reduce": {"n": 1 << 24, "args": ["--halo", "16", "--iters", "50", "--width", "8"], "grid": None,
                     "p_rule": None, "src": "c/tree_reduce.c"},
+    # NPB CG's reductions along the rows: recursive doubling over the columns of its grid
+    # (Irecv, Send, Wait per stage, tagged with the stage), log2 npcols stages
+    "cg_npb": {"n": 8192, "args": ["--iters", "30"], "grid": None, "p_rule": "powers_of_two",
+               "src": "c/cg_npb.c"},
 }
 
 

@@ -570,8 +570,26 @@ class SlotModel:
     #: results as they come): placed as one receive from each child in the tree's order,
     #: the source a traced receive from any source records (its status)
     tree_any: bool = False
+    #: an exchange's calls of each stage (its ``unit``): per call, its operation, its
+    #: (bytes, receive bytes) models and its tag as c0 + c1 j + c2 L (j the stage's place
+    #: in the loop, L the stages at P: NPB CG tags each stage with its number)
+    tree_ops: tuple = ()
+    tree_sizes: tuple = ()
+    tree_tags: tuple = ()
 
     def describe(self) -> str:
+        if self.tree is not None and self.tree_ops:  # an exchange: its calls at each stage
+            tags = []
+            for c0, c1, c2 in self.tree_tags:  # c2 L + c1 j + c0, its terms in that order
+                terms = [(c, x) for c, x in ((c2, "L"), (c1, "j"), (c0, "")) if c] or [(0, "")]
+                expr = ""
+                for n, (c, x) in enumerate(terms):
+                    mag = x if x and abs(c) == 1 else f"{abs(c)}{x}"
+                    expr += (("-" if c < 0 else "") + mag) if n == 0 else (f" - {mag}" if c < 0 else f" + {mag}")
+                tags.append(expr)
+            return (f"{', '.join(OPS[o] for o in self.tree_ops)} with {self.tree.describe()}; tags "
+                    + ", ".join(tags) + (" (j: the stage's place, L: the stages at P)"
+                                         if any(c1 or c2 for _, c1, c2 in self.tree_tags) else ""))
         if self.tree is not None:
             return (f"{OPS[self.op]} {'to' if self.op in SEND_OPS else 'with' if self.op in SENDRECV_OPS else 'from'} "
                     + ("any source, as many as " if self.tree_any else "")
@@ -710,9 +728,25 @@ class SlotModel:
         return [row(inside, nbytes=nbytes, recv_bytes=recv_bytes) for _ in range(k)]
 
     def _tree_rows(self, ranks: np.ndarray, P: int) -> list[dict]:
-        """A tree side's events: one row per stage, present where the rank has that call."""
-        q = self.tree.peers(ranks, P, self.tree_side)
+        """A tree side's events: one row per stage (per call of each stage's unit for an
+        exchange), present where the rank has that call."""
         n = len(ranks)
+        if self.tree_ops:
+            L = self.tree.width(P, self.tree_side)
+            out = []
+            for j, e, d, q, rq in self.tree.unit_rows(ranks, P):
+                present = q != -1
+                if not present.any():
+                    continue
+                c0, c1, c2 = self.tree_tags[e]
+                nbytes, recv_bytes = (_volume(m, P) for m in self.tree_sizes[e])
+                out.append({"present": present, "op": self.tree_ops[e],
+                            "peer": np.where(q >= 0, q, -1).astype(np.int64), "recv_peer": rq.copy(),
+                            "root": np.full(n, -1, np.int64), "tag": np.full(n, c0 + c1 * j + c2 * L, np.int64),
+                            "bytes": np.where(present, nbytes, 0).astype(np.int64),
+                            "recv_bytes": np.where(present, recv_bytes, 0).astype(np.int64)})
+            return out
+        q = self.tree.peers(ranks, P, self.tree_side)
         nbytes, recv_bytes = _volume(self.bytes, P), _volume(self.recv_bytes, P)
         rq = self.tree.peers(ranks, P, self.tree_side, receive=True) if self.op in SENDRECV_OPS else None
         out = []
@@ -769,7 +803,10 @@ class SlotModel:
                 **({"overlap": self.overlap.to_dict(), "overlap_side": self.overlap_side}
                    if self.overlap is not None else {}),
                 **({"onesided": self.onesided.to_dict()} if self.onesided is not None else {}),
-                **({"tree": self.tree.to_dict(), "tree_side": self.tree_side, "tree_any": self.tree_any}
+                **({"tree": self.tree.to_dict(), "tree_side": self.tree_side, "tree_any": self.tree_any,
+                    "tree_ops": [OPS[o] for o in self.tree_ops],
+                    "tree_sizes": [[m.to_dict(), r.to_dict()] for m, r in self.tree_sizes],
+                    "tree_tags": [list(t) for t in self.tree_tags]}
                    if self.tree is not None else {})}
 
     @classmethod
@@ -805,7 +842,10 @@ class SlotModel:
                              if d.get("onesided") else None),
                    selves=[_load_space(x) for x in d.get("selves", ())],
                    tree=Tree.from_dict(d["tree"]) if d.get("tree") else None, tree_side=d.get("tree_side"),
-                   tree_any=bool(d.get("tree_any", False)))
+                   tree_any=bool(d.get("tree_any", False)),
+                   tree_ops=tuple(OP_CODE[o] for o in d.get("tree_ops", ())),
+                   tree_sizes=tuple((_load_quantity(m), _load_quantity(r)) for m, r in d.get("tree_sizes", ())),
+                   tree_tags=tuple(tuple(int(x) for x in t) for t in d.get("tree_tags", ())))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -2226,6 +2266,8 @@ _TREE_BOTH = frozenset((OP_CODE["Sendrecv"],))
 #: that posts its children's messages and waits for them all at once)
 _TREE_SEND_NB = _TREE_SEND | frozenset(OP_CODE[n] for n in ("Isend", "Issend"))
 _TREE_RECV_NB = _TREE_RECV | frozenset((OP_CODE["Irecv"],))
+#: ... and the waits, read with them where the posts alone are no tree
+_TREE_WAITS = frozenset(OP_CODE[n] for n in ("Wait", "Waitall"))
 
 
 def _without_events(ph, keep: np.ndarray):
@@ -2238,14 +2280,15 @@ def _without_events(ph, keep: np.ndarray):
 
 
 def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, cost_col: str,
-                nonblocking: bool = False):
+                nonblocking: bool = False, waits: bool = False):
     """Phase k with trees or exchanges written as point-to-point calls (their stages
     grow with P: :mod:`logical_model.trees`): each side of each block a slot of
     its own, exact at any P, and the phase's other calls placed by the exact model,
     every rank in one order. The :func:`_phase_slots` tuple and a note, or None where
     the phase has no such block or its other calls cannot be placed so. ``nonblocking``:
     Isend, Issend and Irecv are read as the trees' calls too (their waits, after the
-    blocks, are the exact model's)."""
+    blocks, are the exact model's); ``waits``: so are Wait and Waitall (an exchange whose
+    stages post, send and wait: NPB CG's reductions along its rows)."""
     Ps = [s.nprocs for s in sigs]
     sends, recvs = (_TREE_SEND_NB, _TREE_RECV_NB) if nonblocking else (_TREE_SEND, _TREE_RECV)
     calls, where = {}, {}
@@ -2256,10 +2299,13 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
         peer, rpeer = np.asarray(T["peer"], np.int64), np.asarray(T["recv_peer"], np.int64)
         p2p = (local[P][0] == COMM_WORLD) & np.isin(op, list(sends | recvs | _TREE_BOTH)) & (
             (peer >= 0) | ((peer == PEER_ANY) & np.isin(op, list(recvs))))
+        if waits:
+            p2p |= np.isin(op, list(_TREE_WAITS))
         calls[P], where[P] = [], []
         for r in range(P):
             idx = int(offs[r]) + np.flatnonzero(p2p[offs[r]:offs[r + 1]])
             calls[P].append([("both", int(peer[i]), int(rpeer[i])) if op[i] in _TREE_BOTH
+                             else ("wait", -1, -1) if op[i] in _TREE_WAITS
                              else ("send" if op[i] in sends else "recv", int(peer[i]), -1) for i in idx])
             where[P].append(idx)
     if not any(len(c) for P in Ps for c in calls[P]):
@@ -2267,14 +2313,17 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
     blocks, _ = infer_trees(calls)
     if not blocks:
         return None
-    # each block side's template events per P, and the events left to the exact model
+    # each block side's template events per P (with, per event, its call of the stage's
+    # unit and its stage), and the events left to the exact model
     keep = {P: np.ones(len(sigs[n].phases[k].template["op"]), bool) for n, P in enumerate(Ps)}
-    sides = []  # (block, side, {P: template event indices}, {P: rank of each})
+    sides = []  # (block, tree, side, {P: template event indices}, {P: rank of each}, {P: (unit call, stage)})
     for b, (tree, spans) in enumerate(blocks):
-        for side in TREE_SIDES[tree.kind]:
-            sides.append((b, tree, side, {P: [] for P in Ps}, {P: [] for P in Ps}))
+        U = len(tree.unit) if tree.kind == "exchange" else 1
+        mine = [(b, tree, side, {P: [] for P in Ps}, {P: [] for P in Ps}, {P: [] for P in Ps})
+                for side in TREE_SIDES[tree.kind]]
+        sides += mine
         for P in Ps:
-            n_side = [(tree.peers(np.arange(P), P, side) >= 0).sum(axis=1) for side in TREE_SIDES[tree.kind]]
+            n_side = [U * (tree.peers(np.arange(P), P, side) >= 0).sum(axis=1) for side in TREE_SIDES[tree.kind]]
             for r in range(P):
                 a, e = spans[P][r]
                 idx = where[P][r][a:e]
@@ -2282,23 +2331,22 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
                     return None  # other calls among the block's: no one order places both
                 keep[P][idx] = False
                 at = 0
-                for j, cnt in enumerate(n_side):
+                for (_, _, _, ev, rk, ej), cnt in zip(mine, n_side):
                     got = idx[at:at + int(cnt[r])]
-                    sides[len(sides) - len(n_side) + j][3][P] += list(got)
-                    sides[len(sides) - len(n_side) + j][4][P] += [r] * len(got)
+                    ev[P] += list(got)
+                    rk[P] += [r] * len(got)
+                    ej[P] += [(x % U, x // U) for x in range(len(got))]
                     at += int(cnt[r])
-    tree_slots = []
-    for b, tree, side, ev, rk in sides:
-        ops = {int(sigs[n].phases[k].template["op"][i]) for n, P in enumerate(Ps) for i in ev[P]}
-        tags = {int(sigs[n].phases[k].template["tag"][i]) for n, P in enumerate(Ps) for i in ev[P]}
-        wild = {int(sigs[n].phases[k].template["peer"][i]) == PEER_ANY for n, P in enumerate(Ps) for i in ev[P]}
-        if len(ops) != 1 or len(tags) != 1 or len(wild) != 1:
-            return None  # the sides of one block mix calls, tags, or named and any sources
-        vols = {}
-        for col in ("bytes", "recv_bytes"):
+
+    def col(P, name, idx):
+        return np.asarray(sigs[Ps.index(P)].phases[k].template[name], np.int64)[np.asarray(idx, np.int64)]
+
+    def sizes(ev, what):  # one size per P of these calls (else None), fitted over P
+        out = []
+        for c in ("bytes", "recv_bytes"):
             pts = {}
-            for n, P in enumerate(Ps):
-                v = np.asarray(sigs[n].phases[k].template[col], np.int64)[ev[P]]
+            for P in Ps:
+                v = col(P, c, ev[P])
                 if len(v) and np.any(v != v[0]):
                     return None  # sizes that differ between ranks (a gather's subtrees): not placed exact
                 if len(v):
@@ -2306,7 +2354,11 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
             if len(pts) < 2:
                 return None
             Pv = np.array(sorted(pts))
-            vols[col] = _fit_volume(Pv, np.array([pts[P] for P in Pv]), grid, f"phase {k} tree {b} {side} {col}")
+            out.append(_fit_volume(Pv, np.array([pts[P] for P in Pv]), grid, f"phase {k} {what} {c}"))
+        return tuple(out)
+
+    tree_slots = []
+    for b, tree, side, ev, rk, ej in sides:
         shares = []
         for n, P in enumerate(Ps):
             ph = sigs[n].phases[k]
@@ -2317,9 +2369,41 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
             r = np.asarray(rk[P], np.int64)
             ok = tot[r] > 0
             shares += list(np.asarray(cost, float)[np.asarray(ev[P], np.int64)][ok] / tot[r][ok])
+        share = float(np.mean(shares)) if shares else 0.0
+        if tree.kind == "exchange":  # each call of the stages' unit: its operation, sizes and tags
+            ops_e, sizes_e, tags_e = [], [], []
+            for e in range(len(tree.unit)):
+                sel = {P: [i for i, (ee, _) in zip(ev[P], ej[P]) if ee == e] for P in Ps}
+                stage = {P: np.array([j for ee, j in ej[P] if ee == e], np.int64) for P in Ps}
+                ops = {int(x) for P in Ps for x in col(P, "op", sel[P])}
+                got = sizes(sel, f"exchange {b} call {e}")
+                if len(ops) != 1 or got is None:
+                    return None
+                tags = {P: col(P, "tag", sel[P]) for P in Ps}
+                rule = None  # tag = c0 + c1 j + c2 L: a constant, or the stage's number either way
+                for c1, c2 in ((0, 0), (1, 0), (-1, 0), (-1, 1), (1, -1), (0, 1), (0, -1), (1, 1), (-1, -1)):
+                    c0 = {int(x) for P in Ps for x in tags[P] - c1 * stage[P] - c2 * tree.width(P, side)}
+                    if len(c0) == 1:
+                        rule = (c0.pop(), c1, c2)
+                        break
+                if rule is None:
+                    return None  # tags that follow no stage number
+                ops_e.append(ops.pop())
+                sizes_e.append(got)
+                tags_e.append(rule)
+            tree_slots.append((b, SlotModel(key=f"tree{b}/{side}", op=ops_e[0], tag=tags_e[0][0], comm=COMM_WORLD,
+                                            everywhere=False, bytes=sizes_e[0][0], recv_bytes=sizes_e[0][1],
+                                            work_share=share, tree=tree, tree_side=side, tree_ops=tuple(ops_e),
+                                            tree_sizes=tuple(sizes_e), tree_tags=tuple(tags_e))))
+            continue
+        ops = {int(x) for P in Ps for x in col(P, "op", ev[P])}
+        tags = {int(x) for P in Ps for x in col(P, "tag", ev[P])}
+        wild = {bool(x) for P in Ps for x in col(P, "peer", ev[P]) == PEER_ANY}
+        got = sizes(ev, f"tree {b} {side}")
+        if len(ops) != 1 or len(tags) != 1 or len(wild) != 1 or got is None:
+            return None  # the sides of one block mix calls, tags, or named and any sources
         tree_slots.append((b, SlotModel(key=f"tree{b}/{side}", op=ops.pop(), tag=tags.pop(), comm=COMM_WORLD,
-                                        everywhere=False, bytes=vols["bytes"], recv_bytes=vols["recv_bytes"],
-                                        work_share=float(np.mean(shares)) if shares else 0.0,
+                                        everywhere=False, bytes=got[0], recv_bytes=got[1], work_share=share,
                                         tree=tree, tree_side=side, tree_any=wild.pop())))
     # the other calls, placed by the exact model on templates without the trees' calls
     rest = [dataclasses.replace(s, phases=[_without_events(ph, keep[s.nprocs]) if j == k else ph
@@ -3832,7 +3916,8 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             # binomial trees and butterflies written as point-to-point calls: their stages
             # grow with P, so no traced P has the slots of the target's last stage
             found = (_tree_phase(sigs, k, key_args, local, comms, grid, cost_col)
-                     or _tree_phase(sigs, k, key_args, local, comms, grid, cost_col, nonblocking=True))
+                     or _tree_phase(sigs, k, key_args, local, comms, grid, cost_col, nonblocking=True)
+                     or _tree_phase(sigs, k, key_args, local, comms, grid, cost_col, nonblocking=True, waits=True))
             if found is not None:
                 (order, class_name, positions, slot_problems, slots, slot_notes), note = found
                 notes.append(note)

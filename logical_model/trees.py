@@ -52,7 +52,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Tree", "infer_trees", "SIDES"]
+from .topology import DimsRule
+
+__all__ = ["Tree", "infer_trees", "SIDES", "UNITS"]
 
 #: the sides of each kind of block, in the order a rank makes them
 SIDES = {"bcast": ("parent", "children"), "reduce": ("children", "parent"), "exchange": ("stages",)}
@@ -107,22 +109,48 @@ class Tree:
     order: str  # "asc" or "desc": the stages (children) by ascending or descending s
     root_a: int = 0  # root = root_a * P + root_b
     root_b: int = 0
+    #: an exchange's calls at each stage, in order: ("both",) a Sendrecv; else sends,
+    #: receives and waits (NPB CG: Irecv, Send, Wait with the partner)
+    unit: tuple = ("both",)
+    #: recursive doubling over the first W ranks of each block of W (the columns of a
+    #: row-major grid: rank xor 2^s for 2^s < W), W a dimension of a 2-D dims rule of
+    #: :mod:`~logical_model.topology` as (rule name, dimension); None: W = P
+    span: tuple | None = None
 
     def root(self, P: int) -> int:
         return int(self.root_a * P + self.root_b)
+
+    def _span(self, P: int) -> int:
+        if self.span is None:
+            return P
+        return int(DimsRule(self.span[0], 2).dims(P)[self.span[1]])
 
     def problem(self, P: int) -> str | None:
         """Why the block cannot be placed at P (None: it can)."""
         if not 0 <= self.root(P) < P:
             return f"its root ({self.root_a} P + {self.root_b}) is no rank at P={P}"
-        if self.kind == "exchange" and EXCHANGES[self.shape][0] and P & (P - 1):
+        if self.span is not None:
+            try:
+                W = self._span(P)
+            except ValueError:
+                return f"its {self.describe_span()} has no grid at P={P}"
+            if W & (W - 1) or P % W:
+                return f"its {self.describe_span()} is {W} ranks at P={P}: no power of two that divides P"
+        elif self.kind == "exchange" and EXCHANGES[self.shape][0] and P & (P - 1):
             return f"its {EXCHANGES[self.shape][1].split(':')[0]} is over a power of two ranks; P={P} is none"
         return None
 
+    def describe_span(self) -> str:
+        return (f"recursive doubling over dimension {self.span[1]} of a {DimsRule(self.span[0], 2).describe()} grid"
+                if self.span is not None else "recursive doubling")
+
     def width(self, P: int, side: str) -> int:
-        """Calls of one side on its busiest rank at P (the columns of :meth:`peers`)."""
+        """Calls of one side on its busiest rank at P (the columns of :meth:`peers`; an
+        exchange makes ``len(unit)`` calls in each)."""
         if side == "parent":
             return 1
+        if self.span is not None:
+            return _stages(self._span(P))
         if self.shape in ("xor", "dissemination", "low", "high"):
             return _stages(P)
         return max(0, P - 1)
@@ -149,7 +177,7 @@ class Tree:
         if self.kind == "exchange":
             sign = -1 if receive else 1
             if self.shape in ("xor", "dissemination"):
-                m = (np.int64(1) << self._stage_index(_stages(P)))[None, :]
+                m = (np.int64(1) << self._stage_index(self.width(P, side)))[None, :]
                 q = v[:, None] ^ m if self.shape == "xor" else (v[:, None] + sign * m) % P
             else:
                 m = (1 + self._stage_index(max(0, P - 1)))[None, :]
@@ -171,11 +199,30 @@ class Tree:
         ok &= (v[:, None] + m) < P
         return np.where(ok, (v[:, None] + m + root) % P, -1)
 
+    def unit_rows(self, ranks: np.ndarray, P: int) -> list[tuple[int, int, str, np.ndarray, np.ndarray]]:
+        """An exchange's calls at P, stage by stage and call by call of its unit: (stage
+        column, unit index, direction, peers, receive peers), -1 where a rank has none."""
+        q = self.peers(ranks, P, "stages")
+        rq = self.peers(ranks, P, "stages", receive=True)
+        none = np.full(len(q), -1, np.int64)
+        out = []
+        for j in range(q.shape[1]):
+            has = q[:, j] >= 0
+            for e, d in enumerate(self.unit):
+                peer = q[:, j] if d in ("send", "both") else rq[:, j] if d == "recv" else np.where(has, -2, -1)
+                out.append((j, e, d, peer, rq[:, j] if d == "both" else none))
+        return out
+
     def rank_calls(self, P: int) -> list[list[tuple[str, int, int]]]:
         """Each rank's calls of the block at P as (direction, peer, receive peer: -1 but
-        for an exchange's Sendrecv), in order."""
+        for an exchange's Sendrecv; a wait's peer is -1), in order."""
         ranks = np.arange(P)
         out = [[] for _ in range(P)]
+        if self.kind == "exchange":
+            for _, _, d, q, rq in self.unit_rows(ranks, P):
+                for r in np.flatnonzero(q != -1):
+                    out[r].append((d, int(q[r]) if d != "wait" else -1, int(rq[r])))
+            return out
         for side in SIDES[self.kind]:
             d = DIRECTION[(self.kind, side)]
             q = self.peers(ranks, P, side)
@@ -189,6 +236,12 @@ class Tree:
                 if (self.root_a, self.root_b) == (1, -1) else f"rank {self.root_a} P + {self.root_b}")
         if self.kind == "exchange":
             what = EXCHANGES[self.shape][1] + (", s descending" if self.order == "desc" else "")
+            if self.span is not None:
+                what = (f"recursive doubling over dimension {self.span[1]} of a "
+                        f"{DimsRule(self.span[0], 2).describe()} grid (rank xor 2^s for 2^s below it)"
+                        + (", s descending" if self.order == "desc" else ""))
+            if self.unit != ("both",):
+                what += " (" + ", ".join(UNIT_WORDS[d] for d in self.unit) + " at each stage)"
         else:
             tree = {"low": "binomial tree (parent v - lowbit(v))", "high": "binomial tree (parent v - highbit(v))",
                     "flat": "flat tree (every rank a child of the root)"}[self.shape]
@@ -201,23 +254,41 @@ class Tree:
 
     def to_dict(self) -> dict[str, Any]:
         return {"tree": self.kind, "shape": self.shape, "order": self.order,
-                "root_a": self.root_a, "root_b": self.root_b}
+                "root_a": self.root_a, "root_b": self.root_b, "unit": list(self.unit),
+                "span": list(self.span) if self.span is not None else None}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Tree":
-        return cls(d["tree"], d["shape"], d["order"], int(d.get("root_a", 0)), int(d.get("root_b", 0)))
+        return cls(d["tree"], d["shape"], d["order"], int(d.get("root_a", 0)), int(d.get("root_b", 0)),
+                   tuple(d.get("unit", ("both",))), tuple(d["span"]) if d.get("span") else None)
 
 
-def _candidates() -> list[Tree]:
+#: an exchange's calls at each stage: a Sendrecv, or sends and receives (posted or
+#: blocking) and the waits that complete them
+UNITS = (("both",), ("send", "recv"), ("recv", "send"), ("recv", "send", "wait"), ("send", "recv", "wait"),
+         ("recv", "send", "wait", "wait"), ("send", "recv", "wait", "wait"))
+UNIT_WORDS = {"both": "a Sendrecv", "send": "a send", "recv": "a receive", "wait": "a wait"}
+#: the grid dimensions recursive doubling may span (NPB CG: the columns of its
+#: power-of-two grid), as (2-D dims rule, dimension)
+SPANS = tuple((name, d) for name in ("dims_create", "pencil", "pow2_rows", "pow2_cols", "square") for d in (0, 1))
+
+
+def _candidates(waits: bool = False) -> list[Tree]:
+    """Every block :func:`infer_trees` tries; ``waits``: the calls include waits (the
+    exchanges' units with them, and recursive doubling over a grid dimension)."""
     out = []
     for kind in ("bcast", "reduce"):
         for shape in ("low", "high", "flat"):
             for order in ("desc", "asc") if shape != "flat" else ("asc", "desc"):
                 for a, b in ROOTS:
                     out.append(Tree(kind, shape, order, a, b))
-    for shape in EXCHANGES:
-        for order in ("asc", "desc"):
-            out.append(Tree("exchange", shape, order))
+    for unit in UNITS if waits else UNITS[:3]:
+        for shape in EXCHANGES:
+            for order in ("asc", "desc"):
+                out.append(Tree("exchange", shape, order, unit=unit))
+        for span in SPANS:
+            for order in ("asc", "desc"):
+                out.append(Tree("exchange", "xor", order, unit=unit, span=span))
     return out
 
 
@@ -244,7 +315,8 @@ def infer_trees(calls: dict[int, list[list[tuple[str, int, int]]]]) -> tuple[lis
     (``calls[P][r]``: (direction, peer, receive peer) in order; direction "send", "recv"
     or "both", a Sendrecv, the only one with a receive peer: -1 for the others).
     Returns ([(block, per P per rank (start, end) of its calls)], None), or ([], the
-    reason no reading holds)."""
+    reason no reading holds). Where no block starts but every rank has a call left, that
+    one call on every rank is passed over (the caller's exact model places it)."""
     Ps = sorted(calls)
     if len(Ps) < 2:
         return [], "a tree needs two traced P or more"
@@ -252,7 +324,7 @@ def infer_trees(calls: dict[int, list[list[tuple[str, int, int]]]]) -> tuple[lis
         return [], "no point-to-point calls"
     ptr = {P: [0] * P for P in Ps}
     blocks: list[tuple[Tree, list]] = []
-    cands = _candidates()
+    cands = _candidates(any(c[0] == "wait" for P in Ps for cs in calls[P] for c in cs))
     made = {}  # (tree, P) -> rank_calls
 
     def made_at(t: Tree, P: int):
@@ -282,12 +354,23 @@ def infer_trees(calls: dict[int, list[list[tuple[str, int, int]]]]) -> tuple[lis
                 grows = grows or max(len(w) for w in want) >= 2
             if ok and grows:
                 fits.append((t, spans))
+        if not fits and all(ptr[P][r] < len(calls[P][r]) for P in Ps for r in range(P)):
+            # one call on every rank that no block starts with (a halo between two trees):
+            # the exact model's, as the phase's other calls are
+            for P in Ps:
+                for r in range(P):
+                    ptr[P][r] += 1
+            continue
         if not fits:
             at = min(Ps)
             r = next(r for r in range(at) if ptr[at][r] < len(calls[at][r])) if any(
                 ptr[at][r] < len(calls[at][r]) for r in range(at)) else 0
             return [], (f"rank {r}'s point-to-point calls at P={at}, from call {ptr[at][r] + 1} on, "
                         "are no tree or exchange of the ranks sigex reads (logical_model.trees)")
+        # the readings that take the most calls (recursive doubling over the first W ranks
+        # is a prefix of one over all of them where W < P): fewer blocks, the simplest account
+        most = max(sum(e - a for P in Ps for a, e in sp[P]) for _, sp in fits)
+        fits = [(t, sp) for t, sp in fits if sum(e - a for P in Ps for a, e in sp[P]) == most]
         t, spans = fits[0]
         # receives from any source name no peer: readings that part only there are alike
         recvs = [c for P in Ps for r in range(P) for c in calls[P][r][spans[P][r][0]:spans[P][r][1]]
@@ -307,4 +390,6 @@ def infer_trees(calls: dict[int, list[list[tuple[str, int, int]]]]) -> tuple[lis
         for P in Ps:
             for r in range(P):
                 ptr[P][r] = spans[P][r][1]
+    if not blocks:
+        return [], "its point-to-point calls hold no tree or exchange of the ranks sigex reads (logical_model.trees)"
     return blocks, None

@@ -126,8 +126,9 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases:
             s = ph.slots[i]
             j, f = first_row[i], first_row[s.follows]
             present[j] = present[f] & ((last != f) if s.follows_unless_last else True)
-    op = np.array([DEFERRED_OP.get(ph.slots[i].op, ph.slots[i].op) if ph.deferred else ph.slots[i].op
-                   for i in row_slot], np.int64)
+    # (a row may name its own call: an exchange's stage is a send, a receive and a wait)
+    op = np.array([DEFERRED_OP.get(o, o) if ph.deferred else o
+                   for o in (int(r.get("op", ph.slots[i].op)) for r, i in zip(rows, row_slot))], np.int64)
     share = np.array([ph.slots[i].work_share for i in row_slot], float)
     # work after each slot: the rank's work split by the slots' shares (renormalised
     # over the slots the rank has)

@@ -9,7 +9,11 @@
  * rank 0 sends each worker its share and takes their results back, in rank order; MODE
  * "master" the same, the results taken with MPI_ANY_SOURCE as they come; MODE "isend"
  * the same, rank 0 posting every send (Isend) and every receive (Irecv) and waiting for
- * each batch with one Waitall. MODE "pairwise": an all-to-all by hand, a Sendrecv to
+ * each batch with one Waitall. MODE "cg": NPB CG's reductions along the rows of its
+ * power-of-two grid (npcols = nprows or 2 nprows, row-major): for i = L .. 1 an Irecv,
+ * Send and Wait with rank xor npcols / 2^i tagged i (L = log2 npcols), a Sendrecv down
+ * the column, then for i = 1 .. L the same with one double (a dot product).
+ * MODE "pairwise": an all-to-all by hand, a Sendrecv to
  * rank + s from rank - s (mod P) for s = 1 .. P - 1, then an Allreduce. */
 #include <mpi.h>
 #include <stdlib.h>
@@ -31,7 +35,28 @@ int main(int argc, char **argv) {
   double a[N] = {0}, x[32], y[32], sum;
   for (int it = 0; it < iters; it++) {
     x[0] = work(a, N);
-    if (!strcmp(mode, "isend")) {
+    if (!strcmp(mode, "cg")) {
+      int k = 0;
+      while ((1 << k) < P) k++;
+      int nprows = 1 << (k / 2), npcols = P / nprows, L = 0, row = r / npcols, col = r % npcols;
+      while ((1 << L) < npcols) L++;
+      for (int i = L; i >= 1; i--) {
+        MPI_Request rq;
+        MPI_Irecv(y, 8, MPI_DOUBLE, r ^ (npcols >> i), i, MPI_COMM_WORLD, &rq);
+        MPI_Send(x, 8, MPI_DOUBLE, r ^ (npcols >> i), i, MPI_COMM_WORLD);
+        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        x[1] += y[1];
+      }
+      MPI_Sendrecv(x, 4, MPI_DOUBLE, ((row + 1) % nprows) * npcols + col, 9, y, 4, MPI_DOUBLE,
+                   ((row + nprows - 1) % nprows) * npcols + col, 9, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      for (int i = 1; i <= L; i++) {
+        MPI_Request rq;
+        MPI_Irecv(y, 1, MPI_DOUBLE, r ^ (npcols >> i), i, MPI_COMM_WORLD, &rq);
+        MPI_Send(x, 1, MPI_DOUBLE, r ^ (npcols >> i), i, MPI_COMM_WORLD);
+        MPI_Wait(&rq, MPI_STATUS_IGNORE);
+        x[0] += y[0];
+      }
+    } else if (!strcmp(mode, "isend")) {
       if (r == 0) {
         MPI_Request rq[64];
         for (int q = 1; q < P; q++) MPI_Isend(x, 8, MPI_DOUBLE, q, 5, MPI_COMM_WORLD, &rq[q - 1]);
