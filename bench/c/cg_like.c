@@ -19,11 +19,8 @@ int main(int argc, char **argv) {
   int P, r;
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  int k = 0;
-  while ((1 << k) < P) k++;
-  if ((1 << k) != P) refuse(MPI_COMM_WORLD, "cg_like: P must be a power of two");
-  int nprows = 1 << (k / 2), npcols = P / nprows;
-  if (n % npcols || n % nprows) refuse(MPI_COMM_WORLD, "cg_like: n must divide by the grid");
+  int nprows, npcols;
+  pow2_grid(MPI_COMM_WORLD, "cg_like", n, P, &nprows, &npcols);
   int row = r / npcols, col = r % npcols;
   int east = row * npcols + (col + 1) % npcols, west = row * npcols + (col + npcols - 1) % npcols;
   int south = ((row + 1) % nprows) * npcols + col, north = ((row + nprows - 1) % nprows) * npcols + col;
@@ -33,12 +30,7 @@ int main(int argc, char **argv) {
   for (long i = 0; i < mc; i++) x[i] = scrambled(col * mc + i);
   double check = 0;
   for (long it = 0; it < iters; it++) {
-    for (long i = 0; i < mr; i++) {
-      double s = 0;
-      for (long j = 0; j < mc; j += 64) s += x[j] * scrambled((row * mr + i) * 131 + j);
-      y[i] = s;
-    }
-    CHARGE(2.0 * mr * mc);
+    block_matvec(x, y, mr, mc, row);
     MPI_Sendrecv(y, mr, MPI_DOUBLE, east, 1, yr, mr, MPI_DOUBLE, west, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     MPI_Sendrecv(x, mc, MPI_DOUBLE, south, 2, xr, mc, MPI_DOUBLE, north, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     double loc[2] = {yr[0], xr[0]}, glob[2];

@@ -32,12 +32,9 @@ int main(int argc, char **argv) {
   int P, r;
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  int k = 0;
-  while ((1 << k) < P) k++;
-  if ((1 << k) != P) refuse(MPI_COMM_WORLD, "cg_npb: P must be a power of two");
-  int nprows = 1 << (k / 2), npcols = P / nprows, L = 0;
+  int nprows, npcols, L = 0;
+  pow2_grid(MPI_COMM_WORLD, "cg_npb", n, P, &nprows, &npcols);
   while ((1 << L) < npcols) L++;
-  if (n % npcols || n % nprows) refuse(MPI_COMM_WORLD, "cg_npb: n must divide by the grid");
   int row = r / npcols, col = r % npcols;
   int south = ((row + 1) % nprows) * npcols + col, north = ((row + nprows - 1) % nprows) * npcols + col;
   long mr = n / nprows, mc = n / npcols;
@@ -46,12 +43,7 @@ int main(int argc, char **argv) {
   for (long i = 0; i < mc; i++) x[i] = scrambled(col * mc + i);
   double check = 0, d[1], dt[1];
   for (long it = 0; it < iters; it++) {
-    for (long i = 0; i < mr; i++) {
-      double s = 0;
-      for (long j = 0; j < mc; j += 64) s += x[j] * scrambled((row * mr + i) * 131 + j);
-      y[i] = s;
-    }
-    CHARGE(2.0 * mr * mc);
+    block_matvec(x, y, mr, mc, row);
     row_sum(y, t, mr, r, npcols, L, 1);
     MPI_Sendrecv(x, mc, MPI_DOUBLE, south, 20, xr, mc, MPI_DOUBLE, north, 20, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     d[0] = y[0] * xr[0];

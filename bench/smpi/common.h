@@ -50,6 +50,38 @@ static inline long opt(int argc, char **argv, const char *name, long def) {
   return def;
 }
 
+/* NPB CG's power-of-two process grid by rank arithmetic: nprows x npcols, npcols = nprows
+ * for an even log2 P and 2 nprows for an odd one (the larger factor in columns); every
+ * rank refuses (naming the program) a P that is no power of two or a grid that does not
+ * divide n. */
+static inline void pow2_grid(MPI_Comm comm, const char *prog, long n, int P, int *nprows, int *npcols) {
+  int k = 0;
+  while ((1 << k) < P) k++;
+  if ((1 << k) != P) {
+    char why[128];
+    snprintf(why, sizeof why, "%s: P must be a power of two", prog);
+    refuse(comm, why);
+  }
+  *nprows = 1 << (k / 2);
+  *npcols = P / *nprows;
+  if (n % *npcols || n % *nprows) {
+    char why[128];
+    snprintf(why, sizeof why, "%s: n must divide by the grid", prog);
+    refuse(comm, why);
+  }
+}
+
+/* The CG twins' matrix-vector product on a block: y (mr rows) from x (mc columns) of a
+ * dense pseudo-random matrix sampled every 64th column, charged as 2 flops an element. */
+static inline void block_matvec(const double *x, double *y, long mr, long mc, long row) {
+  for (long i = 0; i < mr; i++) {
+    double s = 0;
+    for (long j = 0; j < mc; j += 64) s += x[j] * scrambled((row * mr + i) * 131 + j);
+    y[i] = s;
+  }
+  CHARGE(2.0 * mr * mc);
+}
+
 static inline void *xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   if (!p) { fprintf(stderr, "out of memory (%zu bytes)\n", n); MPI_Abort(MPI_COMM_WORLD, 3); }
