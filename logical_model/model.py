@@ -2455,10 +2455,10 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
         if i < len(slots):
             moved[i] = len(out)
             out.append(slots[i])
-    for n, sl in enumerate(out):
+    for n, sl in enumerate(out):  # the slots that name another by its index
         if sl.tree is None and (sl.follows is not None or sl.wait_of is not None):
-            out[n] = dataclasses.replace(sl, follows=moved.get(sl.follows, sl.follows) if sl.follows is not None else None,
-                                         wait_of=moved.get(sl.wait_of, sl.wait_of) if sl.wait_of is not None else None)
+            out[n] = dataclasses.replace(sl, follows=moved.get(sl.follows, sl.follows),
+                                         wait_of=moved.get(sl.wait_of, sl.wait_of))
     note = ("its point-to-point calls are " + "; ".join(
         dict.fromkeys(t.describe() for t, _ in blocks)) + ": stages that grow with P, placed exact at any P")
     return (order, None, [], [], out, notes), note

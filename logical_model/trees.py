@@ -241,7 +241,8 @@ class Tree:
                         f"{DimsRule(self.span[0], 2).describe()} grid (rank xor 2^s for 2^s below it)"
                         + (", s descending" if self.order == "desc" else ""))
             if self.unit != ("both",):
-                what += " (" + ", ".join(UNIT_WORDS[d] for d in self.unit) + " at each stage)"
+                what = (what.replace("a Sendrecv", "an exchange").replace("P - 1 Sendrecv", "P - 1 exchanges")
+                        + " (" + ", ".join(UNIT_WORDS[d] for d in self.unit) + " at each stage)")
         else:
             tree = {"low": "binomial tree (parent v - lowbit(v))", "high": "binomial tree (parent v - highbit(v))",
                     "flat": "flat tree (every rank a child of the root)"}[self.shape]

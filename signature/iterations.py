@@ -41,13 +41,13 @@ import numpy as np
 
 from .trace import OP_CODE, PEER_ANY, Trace
 
-__all__ = ["structure_tokens", "relative_peers", "posted_peers", "find_unit", "segment_rank", "segment_keys", "RankSegments",
-           "prefix_hash", "segment_hash", "mix"]
+__all__ = ["structure_tokens", "relative_peers", "posted_peers", "find_unit", "segment_rank", "segment_keys",
+           "RankSegments", "prefix_hash", "segment_hash", "mix"]
 
 _MUL = np.uint64(0x9E3779B97F4A7C15)
+_BASE = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
 #: blocking receives whose ``aux`` says they were posted with MPI_ANY_SOURCE (bit 1)
 _WILD_RECV_OPS = [OP_CODE[n] for n in ("Recv", "Sendrecv", "Sendrecv_replace")]
-_BASE = np.uint64(0x100000001B3)  # odd: invertible modulo 2**64
 
 #: a piece of a block between two plain iterations is an iteration of its own when it
 #: holds more than this share of the plain iteration's calls (as multisets)
@@ -87,7 +87,8 @@ def posted_peers(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     if not wild.any():
         return peer, rpeer
     recv = wild & (op == OP_CODE["Recv"])
-    return np.where(recv, PEER_ANY, peer).astype(peer.dtype), np.where(wild & ~recv, PEER_ANY, rpeer).astype(rpeer.dtype)
+    return (np.where(recv, PEER_ANY, peer).astype(peer.dtype),
+            np.where(wild & ~recv, PEER_ANY, rpeer).astype(rpeer.dtype))
 
 
 def _canonical_comms(trace: Trace) -> np.ndarray:

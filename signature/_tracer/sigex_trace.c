@@ -1419,7 +1419,6 @@ static inline int64_t type_bytes(MPI_Count count, MPI_Datatype t) {
   return (int64_t)count * (int64_t)type_size(t);
 }
 
-/* Byte count of a received message from its status. */
 /* aux of a blocking receive (Recv, Sendrecv, Sendrecv_replace): bit 1 where it was
  * posted with MPI_ANY_SOURCE, bit 2 with MPI_ANY_TAG (its peer and tag are the matched
  * message's; the signature keys such a receive by what the program asked for). */
@@ -1427,6 +1426,7 @@ static inline int32_t posted_any(int source, int tag) {
   return (source == MPI_ANY_SOURCE ? 1 : 0) | (tag == MPI_ANY_TAG ? 2 : 0);
 }
 
+/* Byte count of a received message from its status. */
 static inline void status_fill(ev_t *e, const MPI_Status *st) {
   /* Probes see the message but move no data: only peer and tag. */
   int probe = e->op == OP_PROBE || e->op == OP_IPROBE || e->op == OP_MPROBE ||
