@@ -2258,6 +2258,10 @@ def _slot_attempts(keys_per_p: dict, key_args: dict, sigs, k: int, local: dict, 
     return min(attempts, key=lambda a: len(a[0][3]))
 
 
+#: a phase whose busiest rank makes more point-to-point calls than this at a traced P is
+#: not read for trees (hpcc's RandomAccess: thousands of posts in the data's order; the
+#: reading passes over one call on every rank at a time, each against every block)
+MAX_TREE_CALLS = 4096
 #: blocking point-to-point calls a phase's trees are read from (:mod:`logical_model.trees`)
 _TREE_SEND = frozenset(OP_CODE[n] for n in ("Send", "Ssend", "Bsend", "Rsend"))
 _TREE_RECV = frozenset((OP_CODE["Recv"],))
@@ -2308,7 +2312,8 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
                              else ("wait", -1, -1) if op[i] in _TREE_WAITS
                              else ("send" if op[i] in sends else "recv", int(peer[i]), -1) for i in idx])
             where[P].append(idx)
-    if not any(len(c) for P in Ps for c in calls[P]):
+    longest = max((len(c) for P in Ps for c in calls[P]), default=0)
+    if not longest or longest > MAX_TREE_CALLS:
         return None
     blocks, _ = infer_trees(calls)
     if not blocks:
@@ -2318,7 +2323,7 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
     keep = {P: np.ones(len(sigs[n].phases[k].template["op"]), bool) for n, P in enumerate(Ps)}
     sides = []  # (block, tree, side, {P: template event indices}, {P: rank of each}, {P: (unit call, stage)})
     for b, (tree, spans) in enumerate(blocks):
-        U = len(tree.unit) if tree.kind == "exchange" else 1
+        U = len(tree.elements) if tree.kind == "exchange" else 1
         mine = [(b, tree, side, {P: [] for P in Ps}, {P: [] for P in Ps}, {P: [] for P in Ps})
                 for side in TREE_SIDES[tree.kind]]
         sides += mine
@@ -2335,7 +2340,8 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
                     got = idx[at:at + int(cnt[r])]
                     ev[P] += list(got)
                     rk[P] += [r] * len(got)
-                    ej[P] += [(x % U, x // U) for x in range(len(got))]
+                    ej[P] += [(("send", "recv").index(calls[P][r][a + at + x][0]) if tree.unit == ("ordered",)
+                               else x % U, x // U) for x in range(len(got))]
                     at += int(cnt[r])
 
     def col(P, name, idx):
@@ -2372,7 +2378,7 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
         share = float(np.mean(shares)) if shares else 0.0
         if tree.kind == "exchange":  # each call of the stages' unit: its operation, sizes and tags
             ops_e, sizes_e, tags_e = [], [], []
-            for e in range(len(tree.unit)):
+            for e in range(len(tree.elements)):
                 sel = {P: [i for i, (ee, _) in zip(ev[P], ej[P]) if ee == e] for P in Ps}
                 stage = {P: np.array([j for ee, j in ej[P] if ee == e], np.int64) for P in Ps}
                 ops = {int(x) for P in Ps for x in col(P, "op", sel[P])}

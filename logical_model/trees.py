@@ -199,6 +199,12 @@ class Tree:
         ok &= (v[:, None] + m) < P
         return np.where(ok, (v[:, None] + m + root) % P, -1)
 
+    @property
+    def elements(self) -> tuple:
+        """An exchange's calls of one stage, by kind: its unit, or a send and a receive for
+        the ordered pairs (whose order differs between the pair's two ranks)."""
+        return ("send", "recv") if self.unit == ("ordered",) else self.unit
+
     def unit_rows(self, ranks: np.ndarray, P: int) -> list[tuple[int, int, str, np.ndarray, np.ndarray]]:
         """An exchange's calls at P, stage by stage and call by call of its unit: (stage
         column, unit index, direction, peers, receive peers), -1 where a rank has none."""
@@ -208,6 +214,11 @@ class Tree:
         out = []
         for j in range(q.shape[1]):
             has = q[:, j] >= 0
+            if self.unit == ("ordered",):  # the lower rank of each pair sends first, the other receives
+                lower = has & (np.asarray(ranks, np.int64) < q[:, j])
+                out += [(j, 0, "send", np.where(lower, q[:, j], -1), none), (j, 1, "recv", rq[:, j], none),
+                        (j, 0, "send", np.where(has & ~lower, q[:, j], -1), none)]
+                continue
             for e, d in enumerate(self.unit):
                 peer = q[:, j] if d in ("send", "both") else rq[:, j] if d == "recv" else np.where(has, -2, -1)
                 out.append((j, e, d, peer, rq[:, j] if d == "both" else none))
@@ -266,9 +277,10 @@ class Tree:
 
 #: an exchange's calls at each stage: a Sendrecv, or sends and receives (posted or
 #: blocking) and the waits that complete them
-UNITS = (("both",), ("send", "recv"), ("recv", "send"), ("recv", "send", "wait"), ("send", "recv", "wait"),
-         ("recv", "send", "wait", "wait"), ("send", "recv", "wait", "wait"))
-UNIT_WORDS = {"both": "a Sendrecv", "send": "a send", "recv": "a receive", "wait": "a wait"}
+UNITS = (("both",), ("send", "recv"), ("recv", "send"), ("ordered",), ("recv", "send", "wait"),
+         ("send", "recv", "wait"), ("recv", "send", "wait", "wait"), ("send", "recv", "wait", "wait"))
+UNIT_WORDS = {"both": "a Sendrecv", "send": "a send", "recv": "a receive", "wait": "a wait",
+              "ordered": "a send and a receive, the lower rank of the pair sending first"}
 #: the grid dimensions recursive doubling may span (NPB CG: the columns of its
 #: power-of-two grid), as (2-D dims rule, dimension)
 SPANS = tuple((name, d) for name in ("dims_create", "pencil", "pow2_rows", "pow2_cols", "square") for d in (0, 1))
@@ -283,8 +295,10 @@ def _candidates(waits: bool = False) -> list[Tree]:
             for order in ("desc", "asc") if shape != "flat" else ("asc", "desc"):
                 for a, b in ROOTS:
                     out.append(Tree(kind, shape, order, a, b))
-    for unit in UNITS if waits else UNITS[:3]:
+    for unit in UNITS if waits else UNITS[:4]:
         for shape in EXCHANGES:
+            if unit == ("ordered",) and shape not in ("xor", "pairxor"):
+                continue  # (pairs: each rank's partner's partner is the rank)
             for order in ("asc", "desc"):
                 out.append(Tree("exchange", shape, order, unit=unit))
         for span in SPANS:

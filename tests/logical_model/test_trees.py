@@ -26,7 +26,7 @@ trees = st.builds(Tree, st.sampled_from(["bcast", "reduce"]), st.sampled_from(["
     lambda t: st.sampled_from([t, Tree(t.kind, t.shape, t.order, 1, -1)]))
 exchanges = st.one_of(
     st.builds(Tree, st.just("exchange"), st.sampled_from(sorted(EXCHANGES)), st.sampled_from(["asc", "desc"]),
-              unit=st.sampled_from(UNITS)),
+              unit=st.sampled_from(UNITS)).filter(lambda t: t.unit != ("ordered",) or t.shape in ("xor", "pairxor")),
     st.builds(Tree, st.just("exchange"), st.just("xor"), st.sampled_from(["asc", "desc"]),
               unit=st.sampled_from(UNITS), span=st.sampled_from(SPANS)))
 
@@ -55,6 +55,10 @@ def _loops(t: Tree, P: int) -> list[list[tuple[str, int, int]]]:
                      "ring": lambda m: ((v + 1) % P, (v - 1) % P)}[t.shape]
             calls = []
             for a, b in map(pairs, steps):
+                if t.unit == ("ordered",):  # the lower rank of the pair sends first
+                    pair = [("send", (a + root) % P, -1), ("recv", (b + root) % P, -1)]
+                    calls += pair if v < a else pair[::-1]
+                    continue
                 for d in t.unit:
                     calls.append({"both": ("both", (a + root) % P, (b + root) % P), "send": ("send", (a + root) % P, -1),
                                   "recv": ("recv", (b + root) % P, -1), "wait": ("wait", -1, -1)}[d])
@@ -171,11 +175,12 @@ def test_sides_follow_the_kind():
 # ---- a real program ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    """``trees.c`` traced at P = 4, 8, 16 in each mode and at an unseen P: 12, or 2 for the
-    butterfly (a power of two it was not traced at)."""
+    """``trees.c`` traced at P = 4, 8, 16 in each mode and at an unseen P: 12; a power of
+    two for the exchanges that need one (2 for the butterfly, 32 for NPB CG's reductions
+    and the ordered pairs, a stage more than any traced P has)."""
     out = {}
     for mode, unseen in (("tree", 12), ("butterfly", 2), ("flat", 12), ("master", 12), ("isend", 12),
-                         ("pairwise", 12), ("cg", 32)):
+                         ("pairwise", 12), ("cg", 32), ("ordered", 32)):
         root = tmp_path_factory.mktemp(mode)
         trace_c_program(root, PROGRAMS / "trees.c", ["20", mode], (4, 8, 16), unseen)
         out[mode] = (root, unseen, from_traces(root))
@@ -198,7 +203,7 @@ def _real_phase(path: Path, k: int) -> tuple[int, list[list[tuple]]]:
 
 
 @needs_mpi
-@pytest.mark.parametrize("mode", ["tree", "butterfly", "flat", "master", "isend", "pairwise", "cg"])
+@pytest.mark.parametrize("mode", ["tree", "butterfly", "flat", "master", "isend", "pairwise", "cg", "ordered"])
 def test_a_traced_program_is_placed_event_for_event_at_an_unseen_P(traced, mode):
     """The loop's trees (a teaching code's reduction to rank 0 and MPICH's broadcast from
     the last rank; a master's sends to its workers and their results back, in rank order,
@@ -219,7 +224,8 @@ def test_a_traced_program_is_placed_event_for_event_at_an_unseen_P(traced, mode)
             "master": {("bcast", "flat", "asc", 0, 0), ("reduce", "flat", "asc", 0, 0)},
             "isend": {("bcast", "flat", "asc", 0, 0), ("reduce", "flat", "asc", 0, 0)},
             "pairwise": {("exchange", "pairwise", "asc", 0, 0)},
-            "cg": {("exchange", "xor", "asc", 0, 0), ("exchange", "xor", "desc", 0, 0)}}[mode]
+            "cg": {("exchange", "xor", "asc", 0, 0), ("exchange", "xor", "desc", 0, 0)},
+            "ordered": {("exchange", "xor", "asc", 0, 0)}}[mode]
     assert {(s.tree.kind, s.tree.shape, s.tree.order, s.tree.root_a, s.tree.root_b)
             for s in ph.slots if s.tree is not None} == want
     weight, real = _real_phase(root / "unseen" / f"P{unseen}.h5", k)

@@ -12,7 +12,9 @@
  * each batch with one Waitall. MODE "cg": NPB CG's reductions along the rows of its
  * power-of-two grid (npcols = nprows or 2 nprows, row-major): for i = L .. 1 an Irecv,
  * Send and Wait with rank xor npcols / 2^i tagged i (L = log2 npcols), a Sendrecv down
- * the column, then for i = 1 .. L the same with one double (a dot product).
+ * the column, then for i = 1 .. L the same with one double (a dot product). MODE
+ * "ordered": recursive doubling in blocking calls, the lower rank of each pair sending
+ * first (Send then Recv), the other receiving first, as teaching codes avoid a deadlock.
  * MODE "pairwise": an all-to-all by hand, a Sendrecv to
  * rank + s from rank - s (mod P) for s = 1 .. P - 1, then an Allreduce. */
 #include <mpi.h>
@@ -35,7 +37,19 @@ int main(int argc, char **argv) {
   double a[N] = {0}, x[32], y[32], sum;
   for (int it = 0; it < iters; it++) {
     x[0] = work(a, N);
-    if (!strcmp(mode, "cg")) {
+    if (!strcmp(mode, "ordered")) {
+      for (int m = 1; m < P; m <<= 1) {
+        int q = r ^ m;
+        if (r < q) {
+          MPI_Send(x, 6, MPI_DOUBLE, q, 3, MPI_COMM_WORLD);
+          MPI_Recv(y, 6, MPI_DOUBLE, q, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+          MPI_Recv(y, 6, MPI_DOUBLE, q, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          MPI_Send(x, 6, MPI_DOUBLE, q, 3, MPI_COMM_WORLD);
+        }
+        x[0] += y[0];
+      }
+    } else if (!strcmp(mode, "cg")) {
       int k = 0;
       while ((1 << k) < P) k++;
       int nprows = 1 << (k / 2), npcols = P / nprows, L = 0, row = r / npcols, col = r % npcols;
