@@ -110,7 +110,8 @@ class Tree:
     root_a: int = 0  # root = root_a * P + root_b
     root_b: int = 0
     #: an exchange's calls at each stage, in order: ("both",) a Sendrecv; else sends,
-    #: receives and waits (NPB CG: Irecv, Send, Wait with the partner)
+    #: receives and waits (NPB CG: Irecv, Send, Wait with the partner); ("ordered",) a
+    #: send and a receive, the lower rank of each pair sending first
     unit: tuple = ("both",)
     #: recursive doubling over the first W ranks of each block of W (the columns of a
     #: row-major grid: rank xor 2^s for 2^s < W), W a dimension of a 2-D dims rule of
