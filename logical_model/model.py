@@ -731,30 +731,20 @@ class SlotModel:
         """A tree side's events: one row per stage (per call of each stage's unit for an
         exchange), present where the rank has that call."""
         n = len(ranks)
-        if self.tree_ops:
-            L = self.tree.width(P, self.tree_side)
-            out = []
-            for j, e, d, q, rq in self.tree.unit_rows(ranks, P):
-                present = q != -1
-                if not present.any():
-                    continue
-                c0, c1, c2 = self.tree_tags[e]
-                nbytes, recv_bytes = (_volume(m, P) for m in self.tree_sizes[e])
-                out.append({"present": present, "op": self.tree_ops[e],
-                            "peer": np.where(q >= 0, q, -1).astype(np.int64), "recv_peer": rq.copy(),
-                            "root": np.full(n, -1, np.int64), "tag": np.full(n, c0 + c1 * j + c2 * L, np.int64),
-                            "bytes": np.where(present, nbytes, 0).astype(np.int64),
-                            "recv_bytes": np.where(present, recv_bytes, 0).astype(np.int64)})
-            return out
-        q = self.tree.peers(ranks, P, self.tree_side)
-        nbytes, recv_bytes = _volume(self.bytes, P), _volume(self.recv_bytes, P)
-        rq = self.tree.peers(ranks, P, self.tree_side, receive=True) if self.op in SENDRECV_OPS else None
+        L = self.tree.width(P, self.tree_side)
         out = []
-        for j in np.flatnonzero((q >= 0).any(axis=0)):  # (a flat tree's root alone has its P - 1 children)
-            present = q[:, j] >= 0
-            out.append({"present": present, "peer": q[:, j].copy(),
-                        "recv_peer": rq[:, j].copy() if rq is not None else np.full(n, -1, np.int64),
-                        "root": np.full(n, -1, np.int64), "tag": np.full(n, self.tag, np.int64),
+        for j, e, _, q, rq in self.tree.rows(ranks, P, self.tree_side):
+            present = q != -1
+            if not present.any():  # (a flat tree's root alone has its P - 1 children)
+                continue
+            if self.tree_ops:  # an exchange: the unit's call e
+                op, sizes, (c0, c1, c2) = self.tree_ops[e], self.tree_sizes[e], self.tree_tags[e]
+            else:
+                op, sizes, (c0, c1, c2) = self.op, (self.bytes, self.recv_bytes), (self.tag, 0, 0)
+            nbytes, recv_bytes = (_volume(m, P) for m in sizes)
+            out.append({"present": present, "op": op, "peer": np.where(q >= 0, q, -1).astype(np.int64),
+                        "recv_peer": rq.copy(), "root": np.full(n, -1, np.int64),
+                        "tag": np.full(n, c0 + c1 * j + c2 * L, np.int64),
                         "bytes": np.where(present, nbytes, 0).astype(np.int64),
                         "recv_bytes": np.where(present, recv_bytes, 0).astype(np.int64)})
         return out
@@ -2272,6 +2262,9 @@ _TREE_SEND_NB = _TREE_SEND | frozenset(OP_CODE[n] for n in ("Isend", "Issend"))
 _TREE_RECV_NB = _TREE_RECV | frozenset((OP_CODE["Irecv"],))
 #: ... and the waits, read with them where the posts alone are no tree
 _TREE_WAITS = frozenset(OP_CODE[n] for n in ("Wait", "Waitall"))
+#: an exchange's tags as c0 + c1 j + c2 L (j the stage's place in the loop, L the stages):
+#: (c1, c2) tried in turn, a constant first, then the stage's number either way
+_TAG_RULES = ((0, 0), (1, 0), (-1, 0), (-1, 1), (1, -1), (0, 1), (0, -1), (1, 1), (-1, -1))
 
 
 def _without_events(ph, keep: np.ndarray):
@@ -2363,52 +2356,46 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
             out.append(_fit_volume(Pv, np.array([pts[P] for P in Pv]), grid, f"phase {k} {what} {c}"))
         return tuple(out)
 
+    def calls_fit(sel: dict, stage: dict, n_stages: dict, what: str, numbered: bool):
+        """One kind of call of a block (``sel[P]``: template events, ``stage[P]`` their
+        stages' places j, ``n_stages[P]`` = L): its operation, sizes and tag as (c0, c1, c2),
+        c0 + c1 j + c2 L (the stage's number either way where ``numbered``, else a
+        constant), or None where the calls mix operations or sizes, or their tags follow no
+        such rule."""
+        ops = {int(x) for P in Ps for x in col(P, "op", sel[P])}
+        got = sizes(sel, what)
+        if len(ops) != 1 or got is None:
+            return None
+        tags = {P: col(P, "tag", sel[P]) for P in Ps}
+        for c1, c2 in _TAG_RULES if numbered else _TAG_RULES[:1]:
+            c0 = {int(x) for P in Ps for x in tags[P] - c1 * stage[P] - c2 * n_stages[P]}
+            if len(c0) == 1:
+                return ops.pop(), got, (c0.pop(), c1, c2)
+        return None
+
+    by_p = {P: sigs[n].phases[k] for n, P in enumerate(Ps)}
     tree_slots = []
     for b, tree, side, ev, rk, ej in sides:
-        shares = []
-        for n, P in enumerate(Ps):
-            ph = sigs[n].phases[k]
-            cost = ph.template_cost.get(cost_col)
-            if cost is None or not ev[P]:
-                continue
-            tot = _rank_totals(cost, ph.template_offsets, P)
-            r = np.asarray(rk[P], np.int64)
-            ok = tot[r] > 0
-            shares += list(np.asarray(cost, float)[np.asarray(ev[P], np.int64)][ok] / tot[r][ok])
-        share = float(np.mean(shares)) if shares else 0.0
+        share = _work_share(by_p, {P: (rk[P], ev[P]) for P in Ps}, cost_col)
+        n_stages = {P: tree.width(P, side) for P in Ps}
         if tree.kind == "exchange":  # each call of the stages' unit: its operation, sizes and tags
-            ops_e, sizes_e, tags_e = [], [], []
-            for e in range(len(tree.elements)):
-                sel = {P: [i for i, (ee, _) in zip(ev[P], ej[P]) if ee == e] for P in Ps}
-                stage = {P: np.array([j for ee, j in ej[P] if ee == e], np.int64) for P in Ps}
-                ops = {int(x) for P in Ps for x in col(P, "op", sel[P])}
-                got = sizes(sel, f"exchange {b} call {e}")
-                if len(ops) != 1 or got is None:
-                    return None
-                tags = {P: col(P, "tag", sel[P]) for P in Ps}
-                rule = None  # tag = c0 + c1 j + c2 L: a constant, or the stage's number either way
-                for c1, c2 in ((0, 0), (1, 0), (-1, 0), (-1, 1), (1, -1), (0, 1), (0, -1), (1, 1), (-1, -1)):
-                    c0 = {int(x) for P in Ps for x in tags[P] - c1 * stage[P] - c2 * tree.width(P, side)}
-                    if len(c0) == 1:
-                        rule = (c0.pop(), c1, c2)
-                        break
-                if rule is None:
-                    return None  # tags that follow no stage number
-                ops_e.append(ops.pop())
-                sizes_e.append(got)
-                tags_e.append(rule)
+            fits = [calls_fit({P: [i for i, (ee, _) in zip(ev[P], ej[P]) if ee == e] for P in Ps},
+                              {P: np.array([j for ee, j in ej[P] if ee == e], np.int64) for P in Ps},
+                              n_stages, f"exchange {b} call {e}", True) for e in range(len(tree.elements))]
+            if any(f is None for f in fits):
+                return None
+            ops_e, sizes_e, tags_e = zip(*fits)
             tree_slots.append((b, SlotModel(key=f"tree{b}/{side}", op=ops_e[0], tag=tags_e[0][0], comm=COMM_WORLD,
                                             everywhere=False, bytes=sizes_e[0][0], recv_bytes=sizes_e[0][1],
-                                            work_share=share, tree=tree, tree_side=side, tree_ops=tuple(ops_e),
-                                            tree_sizes=tuple(sizes_e), tree_tags=tuple(tags_e))))
+                                            work_share=share, tree=tree, tree_side=side, tree_ops=ops_e,
+                                            tree_sizes=sizes_e, tree_tags=tags_e)))
             continue
-        ops = {int(x) for P in Ps for x in col(P, "op", ev[P])}
-        tags = {int(x) for P in Ps for x in col(P, "tag", ev[P])}
+        fit = calls_fit(ev, {P: np.zeros(len(ev[P]), np.int64) for P in Ps}, n_stages, f"tree {b} {side}", False)
         wild = {bool(x) for P in Ps for x in col(P, "peer", ev[P]) == PEER_ANY}
-        got = sizes(ev, f"tree {b} {side}")
-        if len(ops) != 1 or len(tags) != 1 or len(wild) != 1 or got is None:
+        if fit is None or len(wild) != 1:
             return None  # the sides of one block mix calls, tags, or named and any sources
-        tree_slots.append((b, SlotModel(key=f"tree{b}/{side}", op=ops.pop(), tag=tags.pop(), comm=COMM_WORLD,
+        op, got, (tag, _, _) = fit
+        tree_slots.append((b, SlotModel(key=f"tree{b}/{side}", op=op, tag=tag, comm=COMM_WORLD,
                                         everywhere=False, bytes=got[0], recv_bytes=got[1], work_share=share,
                                         tree=tree, tree_side=side, tree_any=wild.pop())))
     # the other calls, placed by the exact model on templates without the trees' calls
@@ -3266,6 +3253,22 @@ def _rank_totals(cost, offs: np.ndarray, P: int) -> np.ndarray:
     return np.bincount(np.repeat(np.arange(P), np.diff(offs)), weights=np.asarray(cost, float), minlength=P)
 
 
+def _work_share(by_p: dict, events: dict, cost_col: str) -> float:
+    """The work after some calls of a phase as a share of their rank's work in it, mean
+    over the calls at every P (``by_p[P]``: the phase; ``events[P]``: (ranks, template
+    event indices) of the calls); 0 where the traces have no such cost."""
+    shares = []
+    for P, (r, e) in events.items():
+        cost = by_p[P].template_cost.get(cost_col)
+        if cost is None or not len(e):
+            continue
+        tot = _rank_totals(cost, by_p[P].template_offsets, P)
+        r, e = np.asarray(r, np.int64), np.asarray(e, np.int64)
+        ok = tot[r] > 0
+        shares += list(np.asarray(cost, float)[e][ok] / tot[r][ok])
+    return float(np.mean(shares)) if shares else 0.0
+
+
 def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                        grid: Grid | None = None, deferred: bool = False, merge: bool = False,
                        max_runs: int | None = None, crossing: float = 0.0,
@@ -3353,16 +3356,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
         name = f"phase {k} run {i} ({OPS[run.op]})"
         counts = {P: np.bincount(run.events[P][0], minlength=P) for P in Ps}
         # the work after each call: its share of the rank's work, mean over the run's calls
-        shares = []
-        for P in Ps:
-            cost = by_p[P].template_cost.get(cost_col)
-            if cost is None:
-                continue
-            offs = by_p[P].template_offsets
-            tot = _rank_totals(cost, offs, P)
-            r, e = run.events[P]
-            ok = tot[r] > 0
-            shares += list(np.asarray(cost, float)[e][ok] / tot[r][ok])
+        share = _work_share(by_p, {P: run.events[P] for P in Ps}, cost_col)
         space = spaces[i]
         inside = {P: (space or _EVERY_RANK).layout(np.arange(P), P)[0] for P in Ps}
         # on split communicators, a grid of every rank says nothing of a run a class of them
@@ -3383,7 +3377,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
         slot = SlotModel(key=f"run/{_key_text_run(run.key)}", op=run.op, tag=run.tag,
                          comm=COMM_CART if run.comm == ("cart",) else COMM_NONE if run.comm[0] == "after"
                          else COMM_SUB if run.comm[0] == "sub" else COMM_WORLD, everywhere=False,
-                         work_share=float(np.mean(shares)) if shares else 0.0, statistical=True,
+                         work_share=share, statistical=True,
                          space=space, comm_role=space.role if run.comm[0] == "sub" else None, skip_single=skip)
         if run.op in WAIT_OPS:
             if run.after is not None:

@@ -206,12 +206,16 @@ class Tree:
         the ordered pairs (whose order differs between the pair's two ranks)."""
         return ("send", "recv") if self.unit == ("ordered",) else self.unit
 
-    def unit_rows(self, ranks: np.ndarray, P: int) -> list[tuple[int, int, str, np.ndarray, np.ndarray]]:
-        """An exchange's calls at P, stage by stage and call by call of its unit: (stage
-        column, unit index, direction, peers, receive peers), -1 where a rank has none."""
-        q = self.peers(ranks, P, "stages")
-        rq = self.peers(ranks, P, "stages", receive=True)
+    def rows(self, ranks: np.ndarray, P: int, side: str) -> list[tuple[int, int, str, np.ndarray, np.ndarray]]:
+        """One side's calls at P, stage by stage (an exchange: call by call of its unit):
+        (stage column, call of the unit, direction, peers, receive peers), the peers -1
+        where a rank has no such call (-2 for a wait it makes: it has no peer)."""
+        q = self.peers(ranks, P, side)
         none = np.full(len(q), -1, np.int64)
+        if self.kind != "exchange":
+            d = DIRECTION[(self.kind, side)]
+            return [(j, 0, d, q[:, j], none) for j in range(q.shape[1])]
+        rq = self.peers(ranks, P, side, receive=True)
         out = []
         for j in range(q.shape[1]):
             has = q[:, j] >= 0
@@ -228,19 +232,11 @@ class Tree:
     def rank_calls(self, P: int) -> list[list[tuple[str, int, int]]]:
         """Each rank's calls of the block at P as (direction, peer, receive peer: -1 but
         for an exchange's Sendrecv; a wait's peer is -1), in order."""
-        ranks = np.arange(P)
         out = [[] for _ in range(P)]
-        if self.kind == "exchange":
-            for _, _, d, q, rq in self.unit_rows(ranks, P):
+        for side in SIDES[self.kind]:
+            for _, _, d, q, rq in self.rows(np.arange(P), P, side):
                 for r in np.flatnonzero(q != -1):
                     out[r].append((d, int(q[r]) if d != "wait" else -1, int(rq[r])))
-            return out
-        for side in SIDES[self.kind]:
-            d = DIRECTION[(self.kind, side)]
-            q = self.peers(ranks, P, side)
-            rq = self.peers(ranks, P, side, receive=True) if d == "both" else np.full(q.shape, -1)
-            for r in range(P):
-                out[r] += [(d, int(x), int(y)) for x, y in zip(q[r], rq[r]) if x >= 0]
         return out
 
     def describe(self, side: str | None = None) -> str:
