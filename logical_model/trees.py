@@ -156,6 +156,12 @@ class Tree:
             return _stages(P)
         return max(0, P - 1)
 
+    def row_count(self, P: int, side: str) -> int:
+        """The rows :meth:`rows` gives at P: each stage's calls (an ordered pair's send is a
+        row for the lower ranks and another for the upper ones)."""
+        per = 1 if self.kind != "exchange" else 3 if self.unit == ("ordered",) else len(self.unit)
+        return per * self.width(P, side)
+
     def _stage_index(self, n: int) -> np.ndarray:
         s = np.arange(n, dtype=np.int64)
         return s[::-1] if self.order == "desc" else s

@@ -73,7 +73,7 @@ def _phase_tables(model: LogicalModel, k: int, P: int, ranks: np.ndarray, bases:
     """One phase's events for a block of ranks: dict of (n_events,) arrays, rank-major."""
     ph = model.phases[k]
     nr = len(ranks)
-    wide = sum(s.tree.width(P, s.tree_side) for s in ph.slots if s.tree is not None)
+    wide = sum(s.tree.row_count(P, s.tree_side) for s in ph.slots if s.tree is not None)
     if wide and nr > 1 and wide * nr > MAX_TABLE_CELLS:  # rank-major: the halves in turn
         a, b = (_phase_tables(model, k, P, part, bases) for part in (ranks[:nr // 2], ranks[nr // 2:]))
         return {c: np.concatenate([a[c], b[c]]) for c in a}
