@@ -2316,12 +2316,11 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
     keep = {P: np.ones(len(sigs[n].phases[k].template["op"]), bool) for n, P in enumerate(Ps)}
     sides = []  # (block, tree, side, {P: template event indices}, {P: rank of each}, {P: (unit call, stage)})
     for b, (tree, spans) in enumerate(blocks):
-        U = len(tree.elements) if tree.kind == "exchange" else 1
         mine = [(b, tree, side, {P: [] for P in Ps}, {P: [] for P in Ps}, {P: [] for P in Ps})
                 for side in TREE_SIDES[tree.kind]]
         sides += mine
         for P in Ps:
-            n_side = [U * (tree.peers(np.arange(P), P, side) >= 0).sum(axis=1) for side in TREE_SIDES[tree.kind]]
+            per_side = [tree.stage_calls(P, side) for side in TREE_SIDES[tree.kind]]
             for r in range(P):
                 a, e = spans[P][r]
                 idx = where[P][r][a:e]
@@ -2329,13 +2328,12 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
                     return None  # other calls among the block's: no one order places both
                 keep[P][idx] = False
                 at = 0
-                for (_, _, _, ev, rk, ej), cnt in zip(mine, n_side):
-                    got = idx[at:at + int(cnt[r])]
+                for (_, _, _, ev, rk, ej), made in zip(mine, per_side):
+                    got = idx[at:at + len(made[r])]
                     ev[P] += list(got)
                     rk[P] += [r] * len(got)
-                    ej[P] += [(("send", "recv").index(calls[P][r][a + at + x][0]) if tree.unit == ("ordered",)
-                               else x % U, x // U) for x in range(len(got))]
-                    at += int(cnt[r])
+                    ej[P] += made[r]
+                    at += len(made[r])
 
     def col(P, name, idx):
         return np.asarray(sigs[Ps.index(P)].phases[k].template[name], np.int64)[np.asarray(idx, np.int64)]
@@ -2378,10 +2376,13 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
     for b, tree, side, ev, rk, ej in sides:
         share = _work_share(by_p, {P: (rk[P], ev[P]) for P in Ps}, cost_col)
         n_stages = {P: tree.width(P, side) for P in Ps}
-        if tree.kind == "exchange":  # each call of the stages' unit: its operation, sizes and tags
+        if tree.kind in ("exchange", "fold") or tree.copies > 1:
+            # each call of a stage (of the exchange's unit, a fold's send and receive, each
+            # copy of a message): its operation, sizes and tags
             fits = [calls_fit({P: [i for i, (ee, _) in zip(ev[P], ej[P]) if ee == e] for P in Ps},
                               {P: np.array([j for ee, j in ej[P] if ee == e], np.int64) for P in Ps},
-                              n_stages, f"exchange {b} call {e}", True) for e in range(len(tree.elements))]
+                              n_stages, f"block {b} call {e}", True)
+                    for e in range(len(tree.elements) * tree.copies)]
             if any(f is None for f in fits):
                 return None
             ops_e, sizes_e, tags_e = zip(*fits)

@@ -31,7 +31,16 @@ rank: the master-worker loops of teaching codes). A block is one of
               (:data:`EXCHANGES`): with v XOR 2^s (recursive doubling; P a power of
               two), to v + 2^s from v - 2^s (dissemination), to v + s from v - s for
               s = 1 .. P - 1 (pairwise exchange, an all-to-all), with v XOR s (the same
-              on a power of two), or P - 1 times to v + 1 from v - 1 (a ring).
+              on a power of two), or P - 1 times to v + 1 from v - 1 (a ring);
+``fold``      at each stage s (ceil(log2 P) of them, ascending or descending), a rank
+              whose v has bit s sends to v - 2^s, one without it receives from
+              v + 2^s where that is below P: a reduction to rank 0 in which a rank
+              goes on sending after its first send (mpi4py's ``reduce`` and
+              ``allreduce`` of Python objects, 3.1 and 4.1 alike).
+
+Any block may send each message as ``copies`` calls in a row to the same peer (2: its
+size, then its payload, as mpi4py's reductions of Python objects and Boost.MPI's
+serialised types do); each call of a stage has its own size and tag.
 
 **Inference** (:func:`infer_trees`): block by block, the first kind, shape, order and
 root whose calls equal every rank's next calls (operation side and peer) at every traced
@@ -57,7 +66,8 @@ from .topology import DimsRule
 __all__ = ["Tree", "infer_trees", "SIDES", "UNITS"]
 
 #: the sides of each kind of block, in the order a rank makes them
-SIDES = {"bcast": ("parent", "children"), "reduce": ("children", "parent"), "exchange": ("stages",)}
+SIDES = {"bcast": ("parent", "children"), "reduce": ("children", "parent"), "exchange": ("stages",),
+         "fold": ("stages",)}
 #: what each side does: a receive, a send, or both (a Sendrecv)
 DIRECTION = {("bcast", "parent"): "recv", ("bcast", "children"): "send",
              ("reduce", "children"): "recv", ("reduce", "parent"): "send",
@@ -117,6 +127,10 @@ class Tree:
     #: row-major grid: rank xor 2^s for 2^s < W), W a dimension of a 2-D dims rule of
     #: :mod:`~logical_model.topology` as (rule name, dimension); None: W = P
     span: tuple | None = None
+    #: each message sent as this many calls in a row, to the same peer (2: its size, then
+    #: its payload, as mpi4py's reductions of Python objects and Boost.MPI's serialised
+    #: types send it)
+    copies: int = 1
 
     def root(self, P: int) -> int:
         return int(self.root_a * P + self.root_b)
@@ -152,15 +166,16 @@ class Tree:
             return 1
         if self.span is not None:
             return _stages(self._span(P))
-        if self.shape in ("xor", "dissemination", "low", "high"):
+        if self.kind == "fold" or self.shape in ("xor", "dissemination", "low", "high"):
             return _stages(P)
         return max(0, P - 1)
 
     def row_count(self, P: int, side: str) -> int:
         """The rows :meth:`rows` gives at P: each stage's calls (an ordered pair's send is a
         row for the lower ranks and another for the upper ones)."""
-        per = 1 if self.kind != "exchange" else 3 if self.unit == ("ordered",) else len(self.unit)
-        return per * self.width(P, side)
+        per = (1 if self.kind in ("bcast", "reduce") else 2 if self.kind == "fold"
+               else 3 if self.unit == ("ordered",) else len(self.unit))
+        return per * self.copies * self.width(P, side)
 
     def _stage_index(self, n: int) -> np.ndarray:
         s = np.arange(n, dtype=np.int64)
@@ -181,6 +196,11 @@ class Tree:
             else:
                 par = np.zeros_like(v)
             return np.where(v > 0, (par + root) % P, -1)[:, None]
+        if self.kind == "fold":  # stage s: a rank with bit s sends to v - 2^s, one without receives from v + 2^s
+            m = (np.int64(1) << self._stage_index(self.width(P, side)))[None, :]
+            up = (v[:, None] & m) != 0
+            q = np.where(up, -1, v[:, None] + m) if receive else np.where(up, v[:, None] - m, -1)
+            return np.where((q >= 0) & (q < P), (q + root) % P, -1)
         if self.kind == "exchange":
             sign = -1 if receive else 1
             if self.shape in ("xor", "dissemination"):
@@ -208,9 +228,12 @@ class Tree:
 
     @property
     def elements(self) -> tuple:
-        """An exchange's calls of one stage, by kind: its unit, or a send and a receive for
-        the ordered pairs (whose order differs between the pair's two ranks)."""
-        return ("send", "recv") if self.unit == ("ordered",) else self.unit
+        """The kinds of call of one stage (each made :attr:`copies` times in a row): an
+        exchange's unit, or a send and a receive for the ordered pairs and a fold (which of
+        them a rank makes first, or at all, depends on the rank); a tree side's one call."""
+        if self.kind in ("bcast", "reduce"):
+            return ("call",)
+        return ("send", "recv") if self.kind == "fold" or self.unit == ("ordered",) else self.unit
 
     def rows(self, ranks: np.ndarray, P: int, side: str) -> list[tuple[int, int, str, np.ndarray, np.ndarray]]:
         """One side's calls at P, stage by stage (an exchange: call by call of its unit):
@@ -218,10 +241,13 @@ class Tree:
         where a rank has no such call (-2 for a wait it makes: it has no peer)."""
         q = self.peers(ranks, P, side)
         none = np.full(len(q), -1, np.int64)
-        if self.kind != "exchange":
+        if self.kind in ("bcast", "reduce"):
             d = DIRECTION[(self.kind, side)]
-            return [(j, 0, d, q[:, j], none) for j in range(q.shape[1])]
+            return self._copied([(j, 0, d, q[:, j], none) for j in range(q.shape[1])])
         rq = self.peers(ranks, P, side, receive=True)
+        if self.kind == "fold":
+            return self._copied([row for j in range(q.shape[1])
+                                 for row in ((j, 0, "send", q[:, j], none), (j, 1, "recv", rq[:, j], none))])
         out = []
         for j in range(q.shape[1]):
             has = q[:, j] >= 0
@@ -233,6 +259,22 @@ class Tree:
             for e, d in enumerate(self.unit):
                 peer = q[:, j] if d in ("send", "both") else rq[:, j] if d == "recv" else np.where(has, -2, -1)
                 out.append((j, e, d, peer, rq[:, j] if d == "both" else none))
+        return self._copied(out)
+
+    def _copied(self, rows: list) -> list:
+        """Each row made :attr:`copies` times in a row, its call of the stage e becoming
+        e * copies + c."""
+        if self.copies == 1:
+            return rows
+        return [(j, e * self.copies + c, d, q, rq) for j, e, d, q, rq in rows for c in range(self.copies)]
+
+    def stage_calls(self, P: int, side: str) -> list[list[tuple[int, int]]]:
+        """Each rank's calls of one side at P, in order, as (call of the stage, stage
+        column): which of :meth:`rows` each one is."""
+        out = [[] for _ in range(P)]
+        for j, e, _, q, _ in self.rows(np.arange(P), P, side):
+            for r in np.flatnonzero(q != -1):
+                out[r].append((e, j))
         return out
 
     def rank_calls(self, P: int) -> list[list[tuple[str, int, int]]]:
@@ -257,25 +299,32 @@ class Tree:
             if self.unit != ("both",):
                 what = (what.replace("a Sendrecv", "an exchange").replace("P - 1 Sendrecv", "P - 1 exchanges")
                         + " (" + ", ".join(UNIT_WORDS[d] for d in self.unit) + " at each stage)")
+        elif self.kind == "fold":
+            what = (f"reduction to {root} in which each rank sends at every set bit s of its distance v from "
+                    "the root: to v - 2^s where bit s is set, from v + 2^s where it is not, by "
+                    f"{'ascending' if self.order == 'asc' else 'descending'} s (mpi4py's reduction of Python objects)")
         else:
             tree = {"low": "binomial tree (parent v - lowbit(v))", "high": "binomial tree (parent v - highbit(v))",
                     "flat": "flat tree (every rank a child of the root)"}[self.shape]
             what = (f"{'broadcast' if self.kind == 'bcast' else 'reduction'} on a {tree} from {root}, "
                     f"children by {'ascending' if self.order == 'asc' else 'descending'} "
                     f"{'rank' if self.shape == 'flat' else '2^s'}")
-        if side is None or self.kind == "exchange":
+        if self.copies > 1:
+            what += f", each message sent as {self.copies} calls in a row (its size, then its payload)"
+        if side is None or self.kind in ("exchange", "fold"):
             return what
         return f"{'the parent' if side == 'parent' else 'each child'} of a {what}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"tree": self.kind, "shape": self.shape, "order": self.order,
                 "root_a": self.root_a, "root_b": self.root_b, "unit": list(self.unit),
-                "span": list(self.span) if self.span is not None else None}
+                "span": list(self.span) if self.span is not None else None, "copies": self.copies}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Tree":
         return cls(d["tree"], d["shape"], d["order"], int(d.get("root_a", 0)), int(d.get("root_b", 0)),
-                   tuple(d.get("unit", ("both",))), tuple(d["span"]) if d.get("span") else None)
+                   tuple(d.get("unit", ("both",))), tuple(d["span"]) if d.get("span") else None,
+                   int(d.get("copies", 1)))
 
 
 #: an exchange's calls at each stage: a Sendrecv, or sends and receives (posted or
@@ -298,6 +347,10 @@ def _candidates(waits: bool = False) -> list[Tree]:
             for order in ("desc", "asc") if shape != "flat" else ("asc", "desc"):
                 for a, b in ROOTS:
                     out.append(Tree(kind, shape, order, a, b))
+    for order in ("asc", "desc"):
+        out.append(Tree("fold", "bits", order))
+    # each message as its size, then its payload (mpi4py's reductions of Python objects)
+    out += [dataclasses.replace(t, copies=2) for t in list(out)]
     for unit in UNITS if waits else UNITS[:4]:
         for shape in EXCHANGES:
             if unit == ("ordered",) and shape not in ("xor", "pairxor"):

@@ -5,6 +5,8 @@ and placed, event for event, at P it was not traced at."""
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +23,12 @@ from signature.trace import OP_CODE, PEER_ANY
 
 PROGRAMS = Path(__file__).parent / "programs"
 
-trees = st.builds(Tree, st.sampled_from(["bcast", "reduce"]), st.sampled_from(["low", "high", "flat"]),
-                  st.sampled_from(["asc", "desc"]), st.just(0), st.just(0)).flatmap(
-    lambda t: st.sampled_from([t, Tree(t.kind, t.shape, t.order, 1, -1)]))
+trees = st.one_of(
+    st.builds(Tree, st.sampled_from(["bcast", "reduce"]), st.sampled_from(["low", "high", "flat"]),
+              st.sampled_from(["asc", "desc"]), st.just(0), st.just(0)).flatmap(
+        lambda t: st.sampled_from([t, Tree(t.kind, t.shape, t.order, 1, -1)])),
+    st.builds(Tree, st.just("fold"), st.just("bits"), st.sampled_from(["asc", "desc"]))).flatmap(
+    lambda t: st.sampled_from([t, dataclasses.replace(t, copies=2)]))
 exchanges = st.one_of(
     st.builds(Tree, st.just("exchange"), st.sampled_from(sorted(EXCHANGES)), st.sampled_from(["asc", "desc"]),
               unit=st.sampled_from(UNITS)).filter(lambda t: t.unit != ("ordered",) or t.shape in ("xor", "pairxor")),
@@ -37,9 +42,21 @@ def _loops(t: Tree, P: int) -> list[list[tuple[str, int, int]]]:
     top = 1
     while top < P:
         top <<= 1
+    if t.copies > 1:  # each message as that many calls in a row (its size, then its payload)
+        once = _loops(dataclasses.replace(t, copies=1), P)
+        return [[c for c in calls for _ in range(t.copies)] for calls in once]
     out = []
     for r in range(P):
         v = (r - root) % P
+        if t.kind == "fold":  # mpi4py's reduce_p2p: no break after a rank's first send
+            calls, masks = [], [1 << s for s in range(top.bit_length() - 1)]
+            for m in masks if t.order == "asc" else masks[::-1]:
+                if v & m:
+                    calls.append(("send", ((v & ~m) + root) % P, -1))
+                elif (v | m) < P:
+                    calls.append(("recv", ((v | m) + root) % P, -1))
+            out.append(calls)
+            continue
         if t.kind == "exchange":
             if t.span is not None:  # the first W ranks of each block of W: a row of a grid
                 W = DimsRule(t.span[0], 2).dims(P)[t.span[1]]
@@ -257,6 +274,38 @@ def test_a_traced_program_is_placed_event_for_event_at_an_unseen_P(traced, mode)
     trace = root / f"L{unseen}.h5"
     model.logical_trace(unseen, trace, overwrite=True)
     assert replay(Program.from_trace(load_trace(trace)), load("cluster-a")).runtime > 0
+
+
+@needs_mpi
+def test_mpi4py_reductions_of_python_objects_are_placed_exact_at_unseen_P(tmp_path):
+    """mpi4py's ``allreduce`` and ``reduce`` of Python objects (a float, a pair of floats)
+    in a time loop, traced with the interpreter's mpi4py at P = 4, 8, 16: each is read as
+    a fold to rank 0 whose messages are two calls each (the size, then the pickle), the
+    phase is exact, and its events at P = 12 and 32 (a stage more than any traced P) equal
+    the real runs', call for call, on every rank."""
+    from signature import trace_run
+    script = PROGRAMS / "objreduce.py"
+    for P in (4, 8, 16, 12, 32):
+        out = tmp_path / (f"P{P}.h5" if P in (4, 8, 16) else f"unseen/P{P}.h5")
+        res = trace_run([sys.executable, str(script), "12"], P, out, timeout=600)
+        assert res.ok, f"objreduce at P={P}: {res.trace.meta.get('incomplete_reason')}"
+    model = from_traces(tmp_path)
+    loop = max(range(len(model.phases)), key=lambda k: model.phases[k].weight_at(32))
+    assert model.phases[loop].weight_at(32) >= 10
+    for k, ph in enumerate(model.phases):  # the loop's step and the last one (the final phase)
+        assert not ph.statistical and not ph.problems
+        folds = [s.tree for s in ph.slots if s.tree is not None]
+        if k == loop:
+            assert [(t.kind, t.copies, t.order) for t in folds] == [("fold", 2, "asc")] * 2
+            assert any("stages that grow with P" in n for n in ph.notes), ph.notes
+        for unseen in (12, 32):
+            weight, real = _real_phase(tmp_path / "unseen" / f"P{unseen}.h5", k)
+            assert ph.weight_at(unseen) == weight
+            assert _by_rank(model.phase_events(k, unseen), unseen) == real, (k, unseen)
+    from replay import load, replay
+    from replay.program import Program
+    model.logical_trace(32, tmp_path / "L32.h5")
+    assert replay(Program.from_trace(load_trace(tmp_path / "L32.h5")), load("cluster-a")).runtime > 0
 
 
 @needs_mpi
