@@ -570,15 +570,17 @@ class SlotModel:
     #: results as they come): placed as one receive from each child in the tree's order,
     #: the source a traced receive from any source records (its status)
     tree_any: bool = False
-    #: an exchange's calls of each stage (its ``unit``): per call, its operation, its
-    #: (bytes, receive bytes) models and its tag as c0 + c1 j + c2 L (j the stage's place
-    #: in the loop, L the stages at P: NPB CG tags each stage with its number)
+    #: the calls of each stage of a block with more than one (an exchange's ``unit``, a
+    #: fold's send and receive, each copy of a message: ``Tree.elements`` x ``copies``):
+    #: per call, its operation, its (bytes, receive bytes) models and its tag as
+    #: c0 + c1 j + c2 L (j the stage's place in the loop, L the stages at P: NPB CG tags
+    #: each stage of its exchanges with its number; other blocks' tags are constants)
     tree_ops: tuple = ()
     tree_sizes: tuple = ()
     tree_tags: tuple = ()
 
     def describe(self) -> str:
-        if self.tree is not None and self.tree_ops:  # an exchange: its calls at each stage
+        if self.tree is not None and self.tree_ops:  # its calls at each stage
             tags = []
             for c0, c1, c2 in self.tree_tags:  # c2 L + c1 j + c0, its terms in that order
                 terms = [(c, x) for c, x in ((c2, "L"), (c1, "j"), (c0, "")) if c] or [(0, "")]
@@ -587,7 +589,8 @@ class SlotModel:
                     mag = x if x and abs(c) == 1 else f"{abs(c)}{x}"
                     expr += (("-" if c < 0 else "") + mag) if n == 0 else (f" - {mag}" if c < 0 else f" + {mag}")
                 tags.append(expr)
-            return (f"{', '.join(OPS[o] for o in self.tree_ops)} with {self.tree.describe()}; tags "
+            return (f"{', '.join(OPS[o] for o in self.tree_ops)} with "
+                    + ("any source, as many as " if self.tree_any else "") + f"{self.tree.describe()}; tags "
                     + ", ".join(tags) + (" (j: the stage's place, L: the stages at P)"
                                          if any(c1 or c2 for _, c1, c2 in self.tree_tags) else ""))
         if self.tree is not None:
@@ -737,7 +740,7 @@ class SlotModel:
             present = q != -1
             if not present.any():  # (a flat tree's root alone has its P - 1 children)
                 continue
-            if self.tree_ops:  # an exchange: the unit's call e
+            if self.tree_ops:  # the stage's call e
                 op, sizes, (c0, c1, c2) = self.tree_ops[e], self.tree_sizes[e], self.tree_tags[e]
             else:
                 op, sizes, (c0, c1, c2) = self.op, (self.bytes, self.recv_bytes), (self.tag, 0, 0)
@@ -2376,29 +2379,34 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
     for b, tree, side, ev, rk, ej in sides:
         share = _work_share(by_p, {P: (rk[P], ev[P]) for P in Ps}, cost_col)
         n_stages = {P: tree.width(P, side) for P in Ps}
+        # a tree side's receives: all from any source or all named (an exchange's sends and
+        # receives differ by nature)
+        wild = {bool(x) for P in Ps for x in col(P, "peer", ev[P]) == PEER_ANY}
+        if tree.kind in ("bcast", "reduce") and len(wild) != 1:
+            return None  # named and any sources in one side of a tree
+        tree_any = tree.kind in ("bcast", "reduce") and wild == {True}
         if tree.kind in ("exchange", "fold") or tree.copies > 1:
             # each call of a stage (of the exchange's unit, a fold's send and receive, each
             # copy of a message): its operation, sizes and tags
             fits = [calls_fit({P: [i for i, (ee, _) in zip(ev[P], ej[P]) if ee == e] for P in Ps},
                               {P: np.array([j for ee, j in ej[P] if ee == e], np.int64) for P in Ps},
-                              n_stages, f"block {b} call {e}", True)
+                              n_stages, f"block {b} call {e}", tree.kind == "exchange")
                     for e in range(len(tree.elements) * tree.copies)]
             if any(f is None for f in fits):
                 return None
             ops_e, sizes_e, tags_e = zip(*fits)
             tree_slots.append((b, SlotModel(key=f"tree{b}/{side}", op=ops_e[0], tag=tags_e[0][0], comm=COMM_WORLD,
                                             everywhere=False, bytes=sizes_e[0][0], recv_bytes=sizes_e[0][1],
-                                            work_share=share, tree=tree, tree_side=side, tree_ops=ops_e,
-                                            tree_sizes=sizes_e, tree_tags=tags_e)))
+                                            work_share=share, tree=tree, tree_side=side, tree_any=tree_any,
+                                            tree_ops=ops_e, tree_sizes=sizes_e, tree_tags=tags_e)))
             continue
         fit = calls_fit(ev, {P: np.zeros(len(ev[P]), np.int64) for P in Ps}, n_stages, f"tree {b} {side}", False)
-        wild = {bool(x) for P in Ps for x in col(P, "peer", ev[P]) == PEER_ANY}
-        if fit is None or len(wild) != 1:
-            return None  # the sides of one block mix calls, tags, or named and any sources
+        if fit is None:
+            return None  # the side mixes calls or tags
         op, got, (tag, _, _) = fit
         tree_slots.append((b, SlotModel(key=f"tree{b}/{side}", op=op, tag=tag, comm=COMM_WORLD,
                                         everywhere=False, bytes=got[0], recv_bytes=got[1], work_share=share,
-                                        tree=tree, tree_side=side, tree_any=wild.pop())))
+                                        tree=tree, tree_side=side, tree_any=tree_any)))
     # the other calls, placed by the exact model on templates without the trees' calls
     rest = [dataclasses.replace(s, phases=[_without_events(ph, keep[s.nprocs]) if j == k else ph
                                            for j, ph in enumerate(s.phases)]) for s in sigs]

@@ -268,23 +268,27 @@ class Tree:
             return rows
         return [(j, e * self.copies + c, d, q, rq) for j, e, d, q, rq in rows for c in range(self.copies)]
 
+    def _per_rank(self, P: int, side: str, call) -> list[list]:
+        """Each rank's calls of one side at P, in order, as ``call(stage column, call of the
+        stage, direction, peer, receive peer)`` of its row of :meth:`rows`."""
+        out = [[] for _ in range(P)]
+        for j, e, d, q, rq in self.rows(np.arange(P), P, side):
+            for r in np.flatnonzero(q != -1):
+                out[r].append(call(j, e, d, int(q[r]), int(rq[r])))
+        return out
+
     def stage_calls(self, P: int, side: str) -> list[list[tuple[int, int]]]:
         """Each rank's calls of one side at P, in order, as (call of the stage, stage
         column): which of :meth:`rows` each one is."""
-        out = [[] for _ in range(P)]
-        for j, e, _, q, _ in self.rows(np.arange(P), P, side):
-            for r in np.flatnonzero(q != -1):
-                out[r].append((e, j))
-        return out
+        return self._per_rank(P, side, lambda j, e, d, q, rq: (e, j))
 
     def rank_calls(self, P: int) -> list[list[tuple[str, int, int]]]:
         """Each rank's calls of the block at P as (direction, peer, receive peer: -1 but
         for an exchange's Sendrecv; a wait's peer is -1), in order."""
         out = [[] for _ in range(P)]
         for side in SIDES[self.kind]:
-            for _, _, d, q, rq in self.rows(np.arange(P), P, side):
-                for r in np.flatnonzero(q != -1):
-                    out[r].append((d, int(q[r]) if d != "wait" else -1, int(rq[r])))
+            for r, calls in enumerate(self._per_rank(P, side, lambda j, e, d, q, rq: (d, q if d != "wait" else -1, rq))):
+                out[r] += calls
         return out
 
     def describe(self, side: str | None = None) -> str:
