@@ -53,7 +53,8 @@ The predict part (``--part predict``) makes the whole prediction at P = 32 from 
 models of P = 4, 8, 16 (the phases that cannot be placed there left out, with their
 share of the real run) and sets each placed phase's computation per process beside the
 real run's (thread CPU time: the real run is oversubscribed, its wall time is not a
-32-core runtime; both are shown).
+32-core runtime; both are shown). Where the real run's phases differ, each placed phase
+is set beside the real phase related to it by position, as in the logical part.
 
 The logical part (``--part logical``) fits each application's logical model at P = 4, 8,
 16 and holds out P = 32: per phase, extrapolated or refused (the reason, one line); an
@@ -792,17 +793,7 @@ def logical_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
     real_trace = load_trace(out / app / f"P{held}" / f"P{held}.h5")
     real = extract(real_trace)
     problems = model.phase_problems(held)
-    # the same phases: kinds and operations (in whichever order a rank first calls them:
-    # GROMACS's particle ranks meet their halo's lone Send or Recv first by their place)
-    kinds = [(p.kind, tuple(sorted(p.ops))) for p in sigs[-1].phases]
-    real_kinds = [(p.kind, tuple(sorted(p.ops))) for p in real.phases]
-    same = real_kinds == kinds
-    # where they are not (one of hpcc's 46 kernels' phases a loop at the fit P and not at
-    # P = 32), the phases are related by position: the longest runs of alike phases in
-    # order (difflib), each compared with its own; the others are named, not compared
-    at_real = {}
-    for a, b, n in difflib.SequenceMatcher(None, kinds, real_kinds, autojunk=False).get_matching_blocks():
-        at_real.update({a + i: b + i for i in range(n)})
+    same, at_real = _related_phases(sigs[-1], real)
     phases = []
     for k, pm in enumerate(model.phases):
         if problems[k]:
@@ -924,6 +915,21 @@ def logical_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
     }
 
 
+def _related_phases(fit_sig, real_sig) -> tuple[bool, dict[int, int]]:
+    """Whether a fit run and the real run have the same phases (kinds and operations, in
+    whichever order a rank first calls them: GROMACS's particle ranks meet their halo's lone
+    Send or Recv first by their place), and the index of each fit phase's real phase. Where
+    they are not the same (one of hpcc's 46 kernels' phases a loop at the fit P and not at
+    P = 32), phases are related by position: the longest runs of alike phases in order
+    (difflib); a phase with none at its place is left out of the map."""
+    kinds = [(p.kind, tuple(sorted(p.ops))) for p in fit_sig.phases]
+    real_kinds = [(p.kind, tuple(sorted(p.ops))) for p in real_sig.phases]
+    at_real = {}
+    for a, b, n in difflib.SequenceMatcher(None, kinds, real_kinds, autojunk=False).get_matching_blocks():
+        at_real.update({a + i: b + i for i in range(n)})
+    return real_kinds == kinds, at_real
+
+
 def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dict:
     """The whole prediction of one application from its runs at ``fit``, at ``held``,
     beside the real run there: the phases that can be placed (the others left out and
@@ -949,8 +955,11 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
                 "model_cpu_s": time.process_time() - t0}
     took = time.process_time() - t0
     real = extract(load_trace(out / app / f"P{held}" / f"P{held}.h5"))
-    same = [(p.kind, sorted(p.ops)) for p in real.phases] == [(p.kind, sorted(p.ops)) for p in compute.signatures[-1].phases]
-    by_id = {p.id: p for p in real.phases}
+    # each placed phase beside its real phase: the same index where the phases are the
+    # same, else related by position as the logical part relates them
+    same, at_real = _related_phases(compute.signatures[-1], real)
+    index = {p.id: i for i, p in enumerate(compute.signatures[-1].phases)}
+    by_id = {k: real.phases[at_real[i]] for k, i in index.items() if i in at_real}
     # computation per process and repetition: the CRM's mean over the ranks against the real
     # run's mean (a phase with a CRM per rank class has ranks apart: its slowest rank, the
     # replay's, is shown beside the real slowest)
@@ -960,15 +969,18 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
         k = ph["phase"]
         row = {"phase": k, "kind": ph["kind"], "weight": ph["weight"], "te": ph["te"],
                "computation": float(mean_of[k]), "computation_max": ph["computation"]}
-        if same:
+        if k in by_id:
             rp = by_id[k]
+            if rp.id != k:
+                row["real_phase"] = rp.id
             row["weight_real"] = rp.weight
             row["computation_real"] = float(np.nanmean(rp.stats["cpu_mean"]))
             row["computation_max_real"] = float(np.nanmax(rp.stats["cpu_mean"]))
             row["computation_error"] = row["computation"] / row["computation_real"] - 1 \
                 if row["computation_real"] > 0 else None
         phases.append(row)
-    left = sum(by_id[r["phase"]].share for r in pred.refused) if same else None
+    left = (sum(by_id[r["phase"]].share for r in pred.refused)
+            if all(r["phase"] in by_id for r in pred.refused) else None)
     placed = [p for p in phases if "computation_real" in p]
     comp_pred = sum(p["computation"] * p["weight"] for p in placed)
     comp_real = sum(p["computation_real"] * p["weight_real"] for p in placed)
@@ -980,6 +992,7 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
             "runtime_predicted": pred.runtime, "runtime_real_wall": real.runtime,
             "oversubscription": held / (os.cpu_count() or 1),
             "computation_predicted": comp_pred, "computation_real": comp_real,
+            "phases_compared": len(placed),
             "computation_error": comp_pred / comp_real - 1 if comp_real > 0 else None}
 
 
@@ -1009,7 +1022,9 @@ def predict_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
                      else f" (up to {100 * max(r['left_out_share_fit'].values()):.1f}% of a fit run)")
         err = r["computation_error"]
         table.append((r["app"], ", ".join(str(p["phase"]) for p in r["phases"]), left,
-                      f"{r['computation_predicted']:.3f}/{r['computation_real']:.3f}",
+                      f"{r['computation_predicted']:.3f}/{r['computation_real']:.3f}"
+                      + (f" ({r['phases_compared']} of {len(r['phases'])} placed phases)"
+                         if r.get("phases_compared", len(r["phases"])) < len(r["phases"]) else ""),
                       f"{100 * err:+.1f}%" if err is not None else "-",
                       f"{r['runtime_predicted']:.3f} s", f"{r['runtime_real_wall']:.3f} s"))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]

@@ -10,7 +10,11 @@ i in {0, 1/4, 1/3, 1/2, 2/3, 3/4, 1, 5/4, 4/3, 3/2, 2, 5/2, 3} and j in
 split) take the negated exponents i in {-3 .. -1/4}; the trend of the data
 decides which signs are searched (falling: negative exponents only; rising:
 positive only; neither: both), so a falling quantity is never extrapolated by
-a growing term with a negative coefficient that would cross zero.
+a growing term with a negative coefficient that would cross zero. A term whose
+own shape turns beyond the largest P measured (P^i log2(P)^j with i < 0 < j
+peaks at P = e^(j/|i|)) is not searched: it would extrapolate a turn no point
+measured. Sums of terms may still turn (work/P plus a growing overhead), where
+the data choose them.
 
 **Choice.** Coefficients by least squares on *relative* residuals (rows
 divided by |y|), since the values of a shrinking quantity span orders of
@@ -393,6 +397,11 @@ def fit(P: Sequence[float], y: Sequence[float], *, name: str = "y", positive: bo
     if n <= 4:
         # 3 or 4 points cannot tell P^3 log2(P)^2 from P: only |i| <= 1, j <= 1
         cands = [(i, j) for i, j in cands if abs(i) <= 1 and j <= 1]
+    # a term whose own shape turns beyond the largest P measured (P^i log2(P)^j with
+    # i < 0 < j peaks at P = e^(j/|i|)) extrapolates a turn no point saw: P^(-1/3) log2(P)
+    # fits 1/P-like work at P = 4, 8, 16 and has it rise again after P = 20. A sum of terms
+    # may still turn (W/P + c log2(P): work and a growing overhead), as measured data say
+    cands = [(i, j) for i, j in cands if not (i < 0 < j and j / -float(i) > math.log(P.max()))]
     B = np.stack([_basis(P, i, j) for i, j in cands], axis=1)  # (n, T)
     Bn = B / np.abs(B).max(axis=0)  # scaled columns: better conditioned
     check_P = np.geomspace(P.min(), 2.0 ** 24, 64)
