@@ -297,8 +297,7 @@ class Tree:
         if self.kind == "exchange":
             what = EXCHANGES[self.shape][1] + (", s descending" if self.order == "desc" else "")
             if self.span is not None:
-                what = (f"recursive doubling over dimension {self.span[1]} of a "
-                        f"{DimsRule(self.span[0], 2).describe()} grid (rank xor 2^s for 2^s below it)"
+                what = (self.describe_span() + " (rank xor 2^s for 2^s below it)"
                         + (", s descending" if self.order == "desc" else ""))
             if self.unit != ("both",):
                 what = (what.replace("a Sendrecv", "an exchange").replace("P - 1 Sendrecv", "P - 1 exchanges")
