@@ -13,8 +13,10 @@ positive only; neither: both), so a falling quantity is never extrapolated by
 a growing term with a negative coefficient that would cross zero. A term whose
 own shape turns beyond the largest P measured (P^i log2(P)^j with i < 0 < j
 peaks at P = e^(j/|i|)) is not searched: it would extrapolate a turn no point
-measured. Sums of terms may still turn (work/P plus a growing overhead), where
-the data choose them.
+measured; nor is one term whose shape turned inside the fit P and whose
+coefficient would carry the prediction against the data's trend beyond them.
+Sums of terms may still turn (work/P plus a growing overhead), where the data
+choose them.
 
 **Choice.** Coefficients by least squares on *relative* residuals (rows
 divided by |y|), since the values of a shrinking quantity span orders of
@@ -392,7 +394,8 @@ def fit(P: Sequence[float], y: Sequence[float], *, name: str = "y", positive: bo
                            "hypotheses": 1})
     # relative weights; zeros (a byte count of 0 at some P) weigh by the largest value
     w = 1.0 / np.maximum(np.abs(y), 1e-9 * scale)
-    signs = opts.signs if opts.signs != "auto" else _trend(P, y)
+    trend = _trend(P, y)
+    signs = opts.signs if opts.signs != "auto" else trend
     cands = _terms(signs)
     if n <= 4:
         # 3 or 4 points cannot tell P^3 log2(P)^2 from P: only |i| <= 1, j <= 1
@@ -455,10 +458,17 @@ def fit(P: Sequence[float], y: Sequence[float], *, name: str = "y", positive: bo
         for h in order[:200]:
             if not np.isfinite(cv[h]):
                 break
-            if positive:
+            one_term = m == 1 and trend != "both"
+            if positive or one_term:
                 coef = beta[h, 1:] / np.abs(B[:, combos[h]]).max(axis=0)
                 yp = beta[h, 0] + sum(c * _basis(check_P, *cands[t]) for c, t in zip(coef, combos[h]))
-                if np.any(yp < 0):
+                if positive and np.any(yp < 0):
+                    continue
+                # one term whose shape turned inside the fit P: its coefficient's sign must
+                # carry the data's trend on beyond them (184 - 17 P^(-1/3) log2(P) fits 163,
+                # 159, 158, 157 at P = 4 .. 32 and rises after P = 20)
+                d = np.diff(yp[check_P >= P.max()])
+                if one_term and np.any(d > 1e-9 * scale if trend == "negative" else d < -1e-9 * scale):
                     continue
             chosen = h
             break
