@@ -540,9 +540,10 @@ def signature_row(app: str, P: int, out: Path = OUT) -> dict:
         found["rebuilds"] = _rebuild_weight(sig)
     if app == "gromacs":
         # GROMACS counts steps 0 to nsteps; its first step (the first partitioning of the
-        # system) is sigex's initial part and its last (which writes the final frame) the
-        # final part: the loop holds the others
-        check = {k: (v - 2 if v else None) for k, v in _gromacs_counts(folder).items()}
+        # system) is sigex's initial part, and the loop holds the nsteps others: the last
+        # (a neighbour-search and energy step like any other) included, the final frame's
+        # collection and the run's statistics after it being the final part
+        check = {k: (v - 1 if v else None) for k, v in _gromacs_counts(folder).items()}
         found = _gromacs_kinds(sig)
     match = all(v is not None and found[k] == v for k, v in check.items()) if check["steps"] else None
     # LAMMPS and the FFT loop time their own run loop ("Loop time"), GROMACS its run

@@ -393,6 +393,10 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
             it_cols = np.flatnonzero(is_it)
             shape, exact = contents(bounds)
         whole = _last_step_whole(bounds, seg_loop, struct, exact, ro)
+        # a collective call that a rank makes at the edge of its iteration while the other
+        # members make it in the iteration beside: moved over to them
+        coll = cache["links"][2:] if cache.get("links") is not None else _collective_keys(trace)
+        whole = _collectives_whole(whole, seg_loop, ro, ev["rank"], *coll)
         if not np.array_equal(whole, bounds):
             bounds = whole
             shape, exact = contents(bounds)
@@ -905,6 +909,66 @@ def _last_step_whole(bounds: np.ndarray, seg_loop: np.ndarray, struct: np.ndarra
             c = int(np.argmax(held))  # (the fewest calls that reach the most)
             if held[c] > held[0]:
                 out[r, g] += c
+    return out
+
+
+def _collectives_whole(bounds: np.ndarray, seg_loop: np.ndarray, ro: np.ndarray, rank: np.ndarray,
+                       coll_ev: np.ndarray, coll_key: np.ndarray) -> np.ndarray:
+    """After the common cut: every call of one collective instance in the same iteration.
+
+    A rank whose bound the cut placed one call off (a variant step that begins otherwise on
+    that rank: the GROMACS particle rank whose halo changed at the last repartition begins
+    its energy steps' next iteration with their energy reduction) holds an instance in the
+    iteration after (or before) the one where more than half of its members hold it. Where
+    the call is that rank's first call of its iteration (last), the bound moves over it, so
+    that it joins the others, unless that empties the iteration; repeated while calls move
+    (a run of collective calls moves one by one). Moving one collective call changes no
+    message's iteration and puts one instance whole: the cut can only cross less.
+    ``coll_ev``, ``coll_key``: :func:`signature.align._collective_keys`; ``rank``: the
+    events' rank column; positions as in ``bounds`` (each rank's stream without Init)."""
+    out = bounds.copy()
+    P, G = bounds.shape[0], bounds.shape[1] - 1
+    if not len(coll_ev) or G < 2:
+        return out
+    r = rank[coll_ev].astype(np.int64)
+    pos = coll_ev - (ro[:-1][r] + 1)
+    order = np.argsort(coll_key, kind="stable")
+    key, r, pos = coll_key[order], r[order], pos[order]
+    starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+    inst = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(key))))
+    for _ in range(ROTATE_MAX):
+        # each call's iteration: the last bound at or before it (rank blocks side by side)
+        flat = (out + np.arange(P, dtype=np.int64)[:, None] * (int(out.max()) + 1)).reshape(-1)
+        col = np.searchsorted(flat, pos + r * (int(out.max()) + 1), side="right") - 1 - r * (G + 1)
+        inside = (col >= 0) & (col < G)
+        loop = np.where(inside, seg_loop[np.clip(col, 0, G - 1)], -1)
+        # the column most members hold each instance in, where more than half do
+        code = inst * (G + 1) + np.clip(col, 0, G)
+        u, n = np.unique(code, return_counts=True)
+        best = np.full(len(starts), -1, np.int64)
+        most = np.zeros(len(starts), np.int64)
+        ui = u // (G + 1)
+        for_max = np.lexsort((n, ui))  # per instance, its commonest column last
+        last = np.concatenate([ui[for_max][1:] != ui[for_max][:-1], [True]])
+        best[ui[for_max][last]] = (u % (G + 1))[for_max][last]
+        most[ui[for_max][last]] = n[for_max][last]
+        size = np.bincount(inst, minlength=len(starts))
+        major = np.where(2 * most > size, best, -1)[inst]
+        ok = inside & (loop >= 0) & (major >= 0) & (major < G)
+        ok &= np.where(ok, seg_loop[np.clip(major, 0, G - 1)] == loop, False)
+        after = ok & (col == major + 1) & (pos == out[r, np.clip(col, 0, G)])
+        before = ok & (col == major - 1) & (pos == out[r, np.clip(col + 1, 0, G)] - 1)
+        moved = False
+        for i in np.flatnonzero(after | before).tolist():
+            ri, b = int(r[i]), int(col[i]) if after[i] else int(col[i]) + 1
+            step = 1 if after[i] else -1
+            if out[ri, b] != (pos[i] if after[i] else pos[i] + 1):
+                continue  # this bound moved already in this pass
+            if out[ri, b - 1] < out[ri, b] + step < out[ri, b + 1]:
+                out[ri, b] += step
+                moved = True
+        if not moved:
+            break
     return out
 
 

@@ -162,3 +162,38 @@ def test_a_traced_particle_and_server_run_is_cut_at_one_call_per_class(run_trace
     templates = _relative_templates(sig, loop)
     assert templates[0] == templates[3] and templates[1] == templates[4] and templates[2] == templates[5]
     assert not [n for n in sig.notes if "begin at another call" in n]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(P=st.integers(3, 9), iters=st.integers(3, 12),
+       cycle=st.lists(st.booleans(), min_size=2, max_size=7).filter(any), data=st.data())
+def test_a_collective_cut_off_from_its_instance_on_a_few_ranks_joins_the_others(P, iters, cycle, data):
+    """GROMACS at P = 32: the one particle rank whose halo changed at the last repartition
+    began its energy steps' next iteration with their energy reduction, so that a phase held
+    an Allreduce on that rank alone and the energy steps merged with the plain ones.
+    ``_collectives_whole`` moves such a bound over the collective call (only a collective
+    call at the edge of its iteration, on fewer than half the members): here every rank runs
+    the same cycle (True: a collective call), bounds are moved off by one call on a few
+    ranks where a collective call sits at the edge, and the pass puts back every one."""
+    from signature.phases import _collectives_whole
+    n = len(cycle)
+    length = 1 + iters * n + 1  # a set-up call, the loop, a last call (Init and Finalize apart)
+    ro = np.arange(P + 1, dtype=np.int64) * (length + 2)
+    rank = np.repeat(np.arange(P), length + 2)
+    coll = np.array([False] + cycle * iters + [False])
+    coll_ev = np.concatenate([ro[r] + 1 + np.flatnonzero(coll) for r in range(P)])
+    nth = np.tile(np.arange(int(coll.sum())), P)
+    true = np.tile(np.concatenate([[0], 1 + n * np.arange(iters + 1), [length]]), (P, 1))
+    seg_loop = np.array([-1] + [0] * iters + [-1])
+    moved = true.copy()
+    for b in range(2, iters + 1):  # the bounds between two of the loop's iterations
+        ranks = data.draw(st.lists(st.integers(0, P - 1), max_size=(P - 1) // 2, unique=True))
+        for r in ranks:
+            at = int(true[r, b])
+            if cycle[-1] and data.draw(st.booleans()):
+                moved[r, b] = at - 1  # the last iteration's closing collective falls in the next
+            elif cycle[0]:
+                moved[r, b] = at + 1  # the next iteration's opening collective falls in the last
+    got = _collectives_whole(moved, seg_loop, ro, rank, coll_ev, nth)
+    np.testing.assert_array_equal(got, true)
+    assert np.array_equal(_collectives_whole(true, seg_loop, ro, rank, coll_ev, nth), true)
