@@ -188,11 +188,30 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     # forward and backward transform do)
     s = s0
     whole = m % p == 0 and s0 + m + p < n
+    if s0 + m + p >= n and len(tokens) > n:
+        # the repeat runs past the window: whole or not is told where it ends in the stream
+        # (a 4,000-step FFT loop was cut one transpose into its step: weight 3,999)
+        full = _repeat_length(tokens, s0, p)
+        whole = full % p == 0 and s0 + full + p < len(tokens)
     while not whole and p > 1 and s < s0 + p - 1 and s + p < n and t[s] == t[s + p - 1]:
         s += 1
     if anchor is not None:
         s = _past_collectives(anchor, s, p, s0, m)
     return s, p, int(np.sum(t[s:s + p] == t[s]))
+
+
+def _repeat_length(tokens: np.ndarray, s0: int, p: int, chunk: int = 1 << 16) -> int:
+    """How many positions i from s0 on have ``tokens[i] == tokens[i + p]`` in a row (the
+    tandem repeat of period p that starts at s0, over the whole stream), read in chunks."""
+    n = len(tokens)
+    i = s0
+    while i + p < n:
+        j = min(i + chunk, n - p)
+        eq = tokens[i:j] == tokens[i + p:j + p]
+        if not eq.all():
+            return i + int(np.argmin(eq)) - s0
+        i = j
+    return i - s0
 
 
 #: anchor level of a collective on a communicator of every rank at every P (as far as

@@ -4,7 +4,7 @@ Forward and backward transforms of an N^3 complex field on 2-D pencils (the
 library's default decomposition), ``--steps`` times, checking the round trip.
 Run with Debian's interpreter, which has Debian's mpi4py on Open MPI:
 
-    mpirun.openmpi -n 4 /usr/bin/python3 bench/apps/fft3d_loop.py --n 64 --steps 40
+    mpirun.openmpi -n 4 /usr/bin/python3 bench/apps/fft3d_loop.py --n 64 --steps 4000
 """
 
 import argparse

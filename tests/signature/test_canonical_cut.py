@@ -9,12 +9,13 @@ window whose periods divide a common multiple: the first loop's own period)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from signature import OP_CODE, extract
 from signature.iterations import find_unit
-from synthetic import build_trace
+from synthetic import build_trace, comm_table
 
 
 def _solver_step(P: int, smooth: list[int], solve: list[int], lead: int):
@@ -105,3 +106,25 @@ def test_a_loop_of_global_collectives_alone_keeps_its_period():
     s0, p = 2, 6
     m = int(np.flatnonzero(t[s0 + p:] != t[s0:len(t) - p])[0])
     assert _primitive(t, p, s0, m, anchor) == (p, m)
+
+
+@pytest.mark.parametrize("steps", [40, 1100])
+def test_a_transform_loop_longer_than_the_window_is_cut_at_its_step(steps):
+    """A forward and backward 3-D FFT on 2-D pencils transposes over the rows, the columns,
+    the columns and the rows (an iteration that begins and ends with the same call). The
+    period is found in the first 4,096 calls; where the loop runs past them (python3-mpi4py-fft
+    at 4,000 steps) whether its repeats fill whole iterations was judged on the window, and
+    the cut moved one transpose into the step: weight 3,999, a transpose in the set-up and
+    three in the final part. 1,100 steps are 4,400 calls."""
+    P = 4
+    rows, cols = [[0, 1], [2, 3]], [[0, 2], [1, 3]]
+    comms = comm_table(P, rows + cols)  # ids 1, 2 (rows), 3, 4 (columns)
+
+    def step(r, s):
+        row, col = 1 + r // 2, 3 + r % 2
+        return [("Alltoall", -1, 512, -1, 512, c) for c in (row, col, col, row)]
+    sig = extract(build_trace(P, steps, step, comms=comms))
+    loops = [p for p in sig.phases if p.kind == "loop"]
+    assert [p.weight for p in loops] == [steps]
+    t = loops[0].rank_template(0)
+    assert t["comm"].tolist() == [1, 3, 3, 1]
