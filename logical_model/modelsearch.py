@@ -455,10 +455,10 @@ def fit(P: Sequence[float], y: Sequence[float], *, name: str = "y", positive: bo
         cvr = np.where(cv < 1e-10, 0.0, cv)
         order = np.lexsort((complexity, cvr))
         chosen = None
+        one_term = m == 1 and trend != "both"
         for h in order[:200]:
             if not np.isfinite(cv[h]):
                 break
-            one_term = m == 1 and trend != "both"
             if positive or one_term:
                 coef = beta[h, 1:] / np.abs(B[:, combos[h]]).max(axis=0)
                 yp = beta[h, 0] + sum(c * _basis(check_P, *cands[t]) for c, t in zip(coef, combos[h]))

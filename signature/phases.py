@@ -395,8 +395,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         whole = _last_step_whole(bounds, seg_loop, struct, exact, ro)
         # a collective call that a rank makes at the edge of its iteration while the other
         # members make it in the iteration beside: moved over to them
-        coll = cache["links"][2:] if cache.get("links") is not None else _collective_keys(trace)
-        whole = _collectives_whole(whole, seg_loop, ro, ev["rank"], *coll)
+        whole = _collectives_whole(whole, seg_loop, ro, ev["rank"], *_collective_calls(trace, cache))
         if not np.array_equal(whole, bounds):
             bounds = whole
             shape, exact = contents(bounds)
@@ -846,6 +845,16 @@ def _tagged_links(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     return s_idx[si], r_idx[ri]
 
 
+def _collective_calls(trace: Trace, cache: dict) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`signature.align._collective_keys` of the trace, from ``cache`` (align_ranks's,
+    which holds them with the message links where it found those), found once otherwise."""
+    if cache.get("links") is not None:
+        return cache["links"][2:]
+    if "collectives" not in cache:
+        cache["collectives"] = _collective_keys(trace)
+    return cache["collectives"]
+
+
 def _pair_links(trace: Trace, coll_ev: np.ndarray, coll_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(a, b)`` event pairs that a lock-step loop runs in the same iteration: both ends of
     every point-to-point message (each way, matched with their tags), and each collective
@@ -1221,8 +1230,7 @@ def _common_cut(trace: Trace, bounds: np.ndarray, seg_loop: np.ndarray, struct: 
         if H is None:
             H, ipw = prefix_hash(struct)
         if a_ev is None:
-            coll = cache["links"][2:] if cache.get("links") is not None else _collective_keys(trace)
-            a_ev, b_ev = _pair_links(trace, *coll)
+            a_ev, b_ev = _pair_links(trace, *_collective_calls(trace, cache))
             order = np.argsort(ev["rank"][a_ev], kind="stable")
             a_ev, b_ev = a_ev[order], b_ev[order]
             per = np.searchsorted(ev["rank"][a_ev], np.arange(P + 1))
