@@ -3301,7 +3301,7 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
         for c in np.unique(np.asarray(T["comm"], np.int64)):
             kinds.setdefault(int(c), _NOT_MODELLED)
         per_run[P] = (T["op"], T["tag"], T["comm"], T["peer"], offs, kinds)
-        per_match[P] = (T["op"], T["peer"], T["recv_peer"], T["comm"], T["bytes"], offs)
+        per_match[P] = (T["op"], T["peer"], T["recv_peer"], T["comm"], T["bytes"], offs, T["tag"])
         # the sub-communicators (Comm_split: a class and the others, rows, columns) it uses
         used[P] = {int(c): np.asarray(comms[P].members_of(int(c)), np.int64)
                    for c in np.unique(np.asarray(T["comm"], np.int64)) if kinds.get(int(c), -1) >= _SUB_BASE}

@@ -530,7 +530,12 @@ def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, 
           any_source: int | None = None, cancel_ops: frozenset = frozenset(), crossing: float = 0.0,
           dropped: dict | None = None):
     """Channels: each message matched with its receive, in order per (sender, receiver,
-    communicator). ``per_p[P] = (op, peer, recv_peer, comm, bytes, offsets)``. Receives
+    communicator), and per tag where ``per_p[P]`` holds the tags and every receive of
+    that (sender, receiver, communicator) names its tag (not MPI_ANY_TAG, not a
+    Sendrecv's, whose tag the trace does not hold), as MPI matches them: GROMACS's
+    particle ranks send the PME rank a flag (tag 9) and then coordinates (tag 7), which
+    it receives in the other order. ``per_p[P] = (op, peer, recv_peer, comm, bytes,
+    offsets[, tag])``. Receives
     (not Sendrecv) whose peer is ``any_source`` take the messages to their rank on their
     communicator that no receive naming the source takes, in order of source; as many
     of them may be left over as the rank makes calls of ``cancel_ops``. Raises
@@ -540,7 +545,8 @@ def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, 
     last step receives a message its final part sends): they are then left out of the
     channels, and ``dropped[P]`` (where given) counts them."""
     chans: dict[tuple[int, int], dict] = {}
-    for P, (op, peer, rpeer, comm, nbytes, offs) in per_p.items():
+    for P, (op, peer, rpeer, comm, nbytes, offs, *tags) in per_p.items():
+        tag = np.asarray(tags[0], np.int64) if tags else None
         rank = np.repeat(np.arange(P), np.diff(offs))
         runs_ = run_idx[P]
         sends: dict[tuple, list] = {}
@@ -568,16 +574,21 @@ def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, 
         lost = 0
         for key in sorted(set(sends) | set(recvs)):
             s, r = sends.get(key, []), recvs.get(key, [])
-            if len(s) > len(r) and (key[1], key[2]) in wild:
-                spare.setdefault((key[1], key[2]), []).extend((key[0], a) for a in s[len(r):])
-                s = s[:len(r)]
-            if len(s) != len(r):
+            if tag is not None and r and all(int(op[b]) not in both_ops and tag[b] >= 0 for b in r):
+                got, left_s, left_r = _pair_by_tag(s, r, tag)
+            else:
+                m = min(len(s), len(r))
+                got, left_s, left_r = list(zip(s[:m], r[:m])), s[m:], r[m:]
+            if left_s and (key[1], key[2]) in wild:
+                spare.setdefault((key[1], key[2]), []).extend((key[0], a) for a in left_s)
+                left_s = []
+            if left_s or left_r:
                 unpaired = unpaired or (f"P={P}: rank {key[0]} sends {len(s)} messages to rank {key[1]} and rank "
-                                        f"{key[1]} posts {len(r)} receives from it within one repetition (the "
-                                        "others are matched in another repetition or phase)")
-                lost += abs(len(s) - len(r))
-                s, r = s[:min(len(s), len(r))], r[:min(len(s), len(r))]
-            pairs += [(key, a, b) for a, b in zip(s, r)]
+                                        f"{key[1]} posts {len(r)} receives from it within one repetition"
+                                        + (" that pair by tag" if len(s) == len(r) else "")
+                                        + " (the others are matched in another repetition or phase)")
+                lost += len(left_s) + len(left_r)
+            pairs += [(key, a, b) for a, b in got]
         if lost > crossing * max(n_msgs, 1):
             raise StatisticalError(unpaired)
         if lost and dropped is not None:
@@ -602,6 +613,27 @@ def match(per_p: dict, run_idx: dict, send_ops: frozenset, recv_ops: frozenset, 
                     senders={P: np.array(sorted(x[4][0]), np.int64) for P, x in d.items()},
                     receivers={P: np.array(sorted(x[4][1]), np.int64) for P, x in d.items()})
             for (s, r), d in sorted(chans.items())]
+
+
+def _pair_by_tag(sends: list, recvs: list, tag: np.ndarray) -> tuple[list, list, list]:
+    """Sends and receives of one (sender, receiver, communicator), each in its rank's
+    order, paired in order per tag: (pairs, sends left, receives left), the pairs in the
+    order of their sends."""
+    by_tag: dict[int, list] = {}
+    for b in recvs:
+        by_tag.setdefault(int(tag[b]), []).append(b)
+    taken = {t: 0 for t in by_tag}
+    got, left_s = [], []
+    for a in sends:
+        t = int(tag[a])
+        n = taken.get(t, 0)
+        if n < len(by_tag.get(t, ())):
+            got.append((a, by_tag[t][n]))
+            taken[t] = n + 1
+        else:
+            left_s.append(a)
+    left_r = [b for t, bs in by_tag.items() for b in bs[taken[t]:]]
+    return got, left_s, sorted(left_r)
 
 
 def spread_counts(total: int, P: int, ranks: np.ndarray) -> np.ndarray:
