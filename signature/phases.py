@@ -1566,6 +1566,25 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
         last_only = np.array([len(x) == 1 and int(x[0]) == len(mine) - 1 for x in pos])
         i, j = np.nonzero(np.triu(dist < max(VARIANT_DISTANCE, RARE_VARIANT_DISTANCE), 1))
         pairs = sorted((float(dist[a, b]), int(a), int(b)) for a, b in zip(i, j) if not (first_only[a] or first_only[b]))
+        commonest = int(np.argmax([len(x) for x in pos]))
+
+        def combined(a: int, b: int, steps: list[np.ndarray]) -> bool:
+            """Whether the calls one of kinds a, b makes beyond the other's are those that
+            a recurring kind off their period adds to the loop's commonest kind: a step of
+            theirs that is also a step of that other kind (LAMMPS's thermo output every
+            50 steps falling on a step that rebuilds its neighbour lists, as the atoms
+            move), not a variant."""
+            for u, v in ((a, b), (b, a)):
+                extra = np.setdiff1d(sets[u][0], sets[v][0])
+                if not extra.size:
+                    continue
+                for z in range(n):
+                    if z in (a, b, commonest) or not recurs[z] or _one_period(steps + [pos[z]]):
+                        continue
+                    if np.isin(extra, np.setdiff1d(sets[z][0], sets[commonest][0])).all():
+                        return True
+            return False
+
         # the kinds each group stands for: a kind merged as a variant no longer is one of
         # them (where a variant occurs says nothing of where the program's steps occur)
         core = {k: [k] for k in range(n)}
@@ -1593,6 +1612,9 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
                 kept = core[ra] + core[rb]
             elif d < 0.5 * min(near[a], near[b]) and _rare_on_a_period(pa, pb):
                 kept = core[ra] + core[rb]
+            elif (d < VARIANT_DISTANCE and np.array_equal(collectives[a], collectives[b]) and _one_period(pa + pb)
+                  and not combined(a, b, pa + pb)):
+                kept = core[ra] + core[rb]
             else:
                 continue
             lo, hi = min(ra, rb), max(ra, rb)
@@ -1619,6 +1641,15 @@ def _rare_on_a_period(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
         return False
     gaps = np.diff(np.unique(np.concatenate(a + b)))
     return bool(gaps.size and gaps.min() > 1 and np.gcd.reduce(gaps) > 1)
+
+
+def _one_period(groups: list[np.ndarray]) -> bool:
+    """Whether kinds (the loop iterations each occurs at) together recur on one period
+    above one iteration: steps the program takes every so many iterations, whose calls
+    the data vary from one to the next (GROMACS's neighbour search every 40 steps: at
+    P = 4 some balance the load, and on some one rank's halo is a Send and a Recv)."""
+    at = np.unique(np.concatenate(groups))
+    return bool(len(at) >= RARE_KIND and np.gcd.reduce(np.diff(at)) > 1)
 
 
 def _call_sets(trace: Trace, bounds: np.ndarray, cols: np.ndarray) -> np.ndarray:

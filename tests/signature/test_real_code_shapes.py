@@ -165,3 +165,36 @@ def test_main_loop_missing_names_an_aperiodic_kernel_not_a_setup():
         return setup + [("Sendrecv", (r + 1) % P, 800, (r - 1) % P, 800), ("Allreduce", -1, 8)]
     sig = extract(build_trace(P, 31, setup_then_loop, burst=1e-3))
     assert sig.main_loop_missing is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(P=st.integers(4, 8), k=st.integers(5, 10), n_search=st.integers(6, 14), data=st.data())
+def test_a_periodic_step_whose_calls_the_data_vary_is_one_phase(P, k, n_search, data):
+    """A plain step (halo swaps, a message each way, a reduction) with a search step every
+    k-th step that exchanges more (GROMACS's neighbour search). On some search steps the
+    data add calls: a load-balancing broadcast on every rank, or rank 0's wide halo sent
+    as a Send and a Recv where the others Sendrecv. However few or many search steps
+    vary, and however they are spread, the search steps are one phase of weight
+    ``n_search``, the plain steps another. (From P = 4: at P = 3 one rank's Send and
+    Recv for its Sendrecv move a fifth of the search step's calls, the most a variant
+    may; a rebuild step that is also a thermo step, two more calls on every rank, is
+    a kind of its own, as the test above wants.)"""
+    steps = k * n_search + 1
+    search = list(range(k - 1, steps - 1, k))
+    kind = data.draw(st.lists(st.sampled_from(["same", "balance", "split"]), min_size=n_search,
+                              max_size=n_search))
+    assume(kind.count("same") >= 3)
+
+    def step(r, s):
+        right, left = (r + 1) % P, (r - 1) % P
+        calls = [("Sendrecv", right, 800, left, 800), ("Sendrecv", left, 800, right, 800),
+                 ("Send", right, 1600), ("Recv", left, 1600), ("Allreduce", -1, 8)]
+        if s in search:
+            v = kind[search.index(s)]
+            calls += [("Bcast", -1, 64)] * (2 if v == "balance" else 1)
+            calls += ([("Send", right, 2048), ("Recv", left, 2048)] if v == "split" and r == 0
+                      else [("Sendrecv", right, 2048, left, 2048)])
+            calls += [("Sendrecv", left, 2048, right, 2048), ("Gather", -1, 32)]
+        return calls
+    sig = extract(build_trace(P, steps, step))
+    assert sorted(p.weight for p in sig.loop_phases) == [n_search, steps - n_search]
