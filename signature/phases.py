@@ -733,7 +733,13 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
 #:   same collective calls (on some rank): the plain step before and after a
 #:   repartition changed its halo (two kinds that recur side by side, a plain step and
 #:   the step that reduces every 10, are the program's; so is a reduction, wherever
-#:   it falls).
+#:   it falls); or
+#: * they make the same collective calls and their repetitions together fall on one
+#:   period above one step (``_one_period``: GROMACS's neighbour search every 40 steps,
+#:   which at P = 4 balances the load on some and sends one rank's halo as a Send and a
+#:   Recv on others), unless the calls one makes beyond the other's are what a recurring
+#:   kind off that period adds to the commonest step (a thermo output on a step that
+#:   rebuilds: a step of both kinds, not a variant).
 #:
 #: Rare kinds (fewer than ``RARE_KIND`` repetitions each) that never occur twice in a row
 #: and fall on a common period (the steps that rebuild every 40th) are one kind when they
