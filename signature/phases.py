@@ -1643,19 +1643,17 @@ def _follow(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 def _rare_on_a_period(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
     """Whether two groups of rare kinds never occur twice in a row and fall on a common
     period (greatest common divisor of their distances above 1)."""
-    if max(len(x) for x in a + b) >= RARE_KIND:
-        return False
-    gaps = np.diff(np.unique(np.concatenate(a + b)))
-    return bool(gaps.size and gaps.min() > 1 and np.gcd.reduce(gaps) > 1)
+    return max(len(x) for x in a + b) < RARE_KIND and _one_period(a + b, least=2)
 
 
-def _one_period(groups: list[np.ndarray]) -> bool:
-    """Whether kinds (the loop iterations each occurs at) together recur on one period
-    above one iteration: steps the program takes every so many iterations, whose calls
-    the data vary from one to the next (GROMACS's neighbour search every 40 steps: at
-    P = 4 some balance the load, and on some one rank's halo is a Send and a Recv)."""
+def _one_period(groups: list[np.ndarray], least: int = RARE_KIND) -> bool:
+    """Whether kinds (the loop iterations each occurs at) together recur, ``least`` times
+    or more, on one period above one iteration: steps the program takes every so many
+    iterations, whose calls the data vary from one to the next (GROMACS's neighbour
+    search every 40 steps: at P = 4 some balance the load, and on some one rank's halo
+    is a Send and a Recv)."""
     at = np.unique(np.concatenate(groups))
-    return bool(len(at) >= RARE_KIND and np.gcd.reduce(np.diff(at)) > 1)
+    return bool(len(at) >= least and np.gcd.reduce(np.diff(at)) > 1)
 
 
 def _call_sets(trace: Trace, bounds: np.ndarray, cols: np.ndarray) -> np.ndarray:
