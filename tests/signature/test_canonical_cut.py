@@ -75,13 +75,16 @@ def test_two_inner_loops_of_data_dependent_length_give_the_same_phase_kinds_at_t
 
 
 @pytest.mark.xfail(strict=True, reason="known bug: after a step of 12 sweeps the run's last PCG iteration, "
-                   "with the step's closing Allreduce, is cut into the final part (40 PCG iterations of 41); "
-                   "each rank's own cut keeps it, the global cut moves it out")
+                   "with the step's closing Allreduce, is cut into the final part (40 PCG iterations of 41): "
+                   "each rank's own cut (segment_rank, with the anchor levels extract gives) ends its loop there")
 def test_the_last_pcg_iteration_after_a_long_smoothing_stays_in_the_loop():
     """The case Hypothesis found for the test above (smooth 6, 6, 6, 7, 12; solve 8, 8, 8,
     8, 9; lead 0): the same kinds at P = 4 and 6, but the last PCG iteration is in the
     final part at both. With a last smoothing of 6 sweeps every one of the 41 is a loop
-    iteration."""
+    iteration. (With a boolean anchor, every global collective alike, segment_rank ends
+    rank 0's loop after it, at event 416 of 418; with extract's levels, 2 for the
+    collectives of every rank at every P, at 411: _loop ends its last sub-loop at 416 and
+    a later step of _cut takes the iteration back out.)"""
     smooth, solve = [6, 6, 6, 7, 12], [8, 8, 8, 8, 9]
     pcg = tuple(OP_CODE[o] for o in ("Sendrecv",) * 2 + ("Allreduce",) * 3)
     good = _kinds(extract(build_trace(4, 5, _solver_step(4, [6] * 5, solve, 0))))
