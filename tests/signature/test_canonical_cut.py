@@ -73,7 +73,6 @@ def test_two_inner_loops_of_data_dependent_length_give_the_same_phase_kinds_at_t
     assert sum(smooth) - steps <= kinds[0].get(sweep, 0) <= sum(smooth), kinds[0]
 
 
-
 @pytest.mark.xfail(strict=True, reason="known bug: after a step of 12 sweeps the run's last PCG iteration, "
                    "with the step's closing Allreduce, is cut into the final part (40 PCG iterations of 41): "
                    "each rank's own cut (segment_rank, with the anchor levels extract gives) ends its loop there")
@@ -91,6 +90,7 @@ def test_the_last_pcg_iteration_after_a_long_smoothing_stays_in_the_loop():
     assert good.get(pcg) == sum(solve)
     kinds = _kinds(extract(build_trace(4, 5, _solver_step(4, smooth, solve, 0))))
     assert kinds.get(pcg) == sum(solve), kinds
+
 
 def test_a_cycle_first_seen_on_its_collectives_begins_right_after_them():
     """The same tandem repeat first seen on either of its two Allreduces: one cut, right
