@@ -565,18 +565,19 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
             cache[key] = _cut_gap(gap, full[ga:gb], p, vocab, unit_counts,
                                   None if anchor is None else anchor[ga:gb], coll)
         extra += [ga + c for c in cache[key]]
-    # after the last plain iteration: the longest block seen between two plain
-    # iterations that the rest of the run begins with still belongs to the loop (the
-    # last step prints the thermo output, or rebuilds)
+    # after the last plain iteration: the longest start of the rest that a block seen
+    # between two plain iterations explains still belongs to the loop (the last step
+    # prints the thermo output, or rebuilds; its inner loop of a data-dependent count,
+    # PCG iterations, may run more or fewer times than in any step before)
     end = int(ends[-1])
-    best = b""
-    for key in cache:
-        m = len(key) // 8
-        if len(key) > len(best) and end + m <= len(struct) and struct[end:end + m].tobytes() == key:
-            best = key
+    best: list[int] = []
+    for key, cuts in cache.items():
+        took = _tail_pieces(struct, end, np.frombuffer(key, struct.dtype), cuts)
+        if took and took[-1] > (best[-1] if best else 0):
+            best = took
     if best:
-        extra += [end + c for c in cache[best]]
-        end += len(best) // 8
+        extra += [end + c for c in best[:-1]]
+        end += best[-1]
     # ... and so does a last step of a kind not seen before (the run's last step rebuilds
     # and prints at once): the shortest start of the rest that holds as many of the plain
     # calls as the rest's next two plain lengths do, if that is nearly all of them (a
@@ -590,6 +591,40 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
             end += c
     starts = np.unique(np.concatenate([occ, np.asarray(extra, np.int64)]))
     return starts, end
+
+
+def _tail_pieces(struct: np.ndarray, end: int, gap: np.ndarray, cuts: list[int]) -> list[int]:
+    """How the rest of the run after ``end`` follows a block seen between two plain
+    iterations, ``gap``, cut at ``cuts`` (its iterations' starts; what lies before the
+    first belongs to the iteration before): the starts of the iterations it holds, then
+    where the last one ends (empty: it does not follow the block). The block's pieces
+    are matched in order, each run of equal pieces (an inner loop) as many times as the
+    rest repeats it, one at least; the rest follows the block if it holds the whole
+    block so, or the part before the first cut and at least one piece."""
+    n = len(struct)
+    lead = cuts[0] if cuts else len(gap)
+    if end + lead > n or not np.array_equal(struct[end:end + lead], gap[:lead]):
+        return []
+    bounds = list(cuts) + [len(gap)]
+    pieces = [gap[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    out, at, i = [], end + lead, 0
+    while i < len(pieces):
+        piece = pieces[i]
+        j = i
+        while j + 1 < len(pieces) and np.array_equal(pieces[j + 1], piece):
+            j += 1  # (a run of equal pieces: an inner loop)
+        m = len(piece)
+        k = 0
+        while at + m <= n and np.array_equal(struct[at:at + m], piece):
+            out.append(at - end)
+            at += m
+            k += 1
+        if not k:
+            break
+        i = j + 1
+    if i < len(pieces) and not out:
+        return []
+    return out + [at - end]
 
 
 def _aligned(occ: np.ndarray, anchor: np.ndarray | None, a: int, p: int) -> np.ndarray:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from signature import OP_CODE, extract
-from signature.iterations import find_unit
+from signature.iterations import _tail_pieces, find_unit
 from synthetic import build_trace, comm_table
 
 
@@ -73,23 +73,38 @@ def test_two_inner_loops_of_data_dependent_length_give_the_same_phase_kinds_at_t
     assert sum(smooth) - steps <= kinds[0].get(sweep, 0) <= sum(smooth), kinds[0]
 
 
-@pytest.mark.xfail(strict=True, reason="known bug: after a step of 12 sweeps the run's last PCG iteration, "
-                   "with the step's closing Allreduce, is cut into the final part (40 PCG iterations of 41): "
-                   "each rank's own cut (segment_rank, with the anchor levels extract gives) ends its loop there")
 def test_the_last_pcg_iteration_after_a_long_smoothing_stays_in_the_loop():
     """The case Hypothesis found for the test above (smooth 6, 6, 6, 7, 12; solve 8, 8, 8,
-    8, 9; lead 0): the same kinds at P = 4 and 6, but the last PCG iteration is in the
-    final part at both. With a last smoothing of 6 sweeps every one of the 41 is a loop
-    iteration. (With a boolean anchor, every global collective alike, segment_rank ends
-    rank 0's loop after it, at event 416 of 418; with extract's levels, 2 for the
-    collectives of every rank at every P, at 411: _loop ends its last sub-loop at 416 and
-    a later step of _cut takes the iteration back out.)"""
+    8, 9; lead 0): the cut with runs of one Allreduce collapsed is taken, and there the
+    last step after the loop's last plain iteration (a sweep) runs its PCG loop once more
+    than any step before. It is the blocks seen between plain iterations with their
+    inner loops' counts free (``_tail_pieces``): all 41 PCG iterations are in the loop,
+    at both P, as with a last smoothing of 6 sweeps."""
     smooth, solve = [6, 6, 6, 7, 12], [8, 8, 8, 8, 9]
     pcg = tuple(OP_CODE[o] for o in ("Sendrecv",) * 2 + ("Allreduce",) * 3)
     good = _kinds(extract(build_trace(4, 5, _solver_step(4, [6] * 5, solve, 0))))
     assert good.get(pcg) == sum(solve)
-    kinds = _kinds(extract(build_trace(4, 5, _solver_step(4, smooth, solve, 0))))
-    assert kinds.get(pcg) == sum(solve), kinds
+    for P in (4, 6):
+        kinds = _kinds(extract(build_trace(P, 5, _solver_step(P, smooth, solve, 0))))
+        assert kinds.get(pcg) == sum(solve), (P, kinds)
+
+
+def test_the_rest_after_the_loop_follows_a_block_with_its_inner_loop_run_more_or_fewer_times():
+    """``_tail_pieces``: a block 'E E' then three 'B C A' pieces (an inner loop) then 'F'
+    explains a rest that runs the inner loop once, or five times, and stops where the
+    rest leaves the block; a rest that holds only the part before the first piece is not
+    the block's (a teardown that begins like a step)."""
+    E, B, C, A, F, D = 5, 1, 2, 3, 6, 9
+    gap = np.array([E, E] + [B, C, A] * 3 + [F], np.uint64)
+    cuts = [2, 5, 8, 11]  # (F is a piece of its own: it holds enough of the plain calls)
+    for inner in (1, 3, 5):
+        rest = np.array([7] * 4 + [E, E] + [B, C, A] * inner + [F, D, D], np.uint64)
+        took = _tail_pieces(rest, 4, gap, cuts)
+        assert took == [2 + 3 * i for i in range(inner)] + [2 + 3 * inner, 3 + 3 * inner], inner
+    rest = np.array([E, E, B, C, A, B, C, D], np.uint64)  # leaves the block inside a piece
+    assert _tail_pieces(rest, 0, gap, cuts) == [2, 5]
+    assert _tail_pieces(np.array([E, E, D, B, C, A], np.uint64), 0, gap, cuts) == []
+    assert _tail_pieces(np.array([E, D], np.uint64), 0, np.array([E, D], np.uint64), []) == [2]
 
 
 def test_a_cycle_first_seen_on_its_collectives_begins_right_after_them():
