@@ -20,7 +20,9 @@ than half of the unit's calls (a rebuild step that exchanges atoms instead of gh
 positions: it is an iteration of its own). The steps right before the first plain
 iteration that are the unit with runs of one call collapsed (the first steps of a short
 run, whose data-dependent counts differ from the first repeats') are iterations of the
-loop too. After the loop's last plain iteration the
+loop too. What follows the loop's last plain iteration still belongs to it as far as it
+follows a block seen between two plain iterations, piece by piece, an inner loop of a
+data-dependent count (a PCG solve) run as often as the rest repeats it. Then the
 search starts again, so that loops that follow each other (the kernels of a benchmark
 suite) are each found; what lies between loops is a weight-1 part. A loop found within
 a few iterations' length of another one continues it if their plain iterations share
