@@ -3,8 +3,10 @@ a cycle first seen on a global collective is cut right after the run of them, so
 same loop gives the same kinds of phase (op order) and weights at every P.
 
 ``signature.iterations._past_collectives`` (the rotation), ``_aligned`` (a match of the
-plain iteration inside another cycle is none) and ``_primitive`` (two loops in one
-window whose periods divide a common multiple: the first loop's own period)."""
+plain iteration inside another cycle is none), ``_primitive`` (two loops in one
+window whose periods divide a common multiple: the first loop's own period) and
+``_tail_pieces`` (the last step after the loop's last plain iteration, its inner loop run
+more or fewer times than before)."""
 
 from __future__ import annotations
 
