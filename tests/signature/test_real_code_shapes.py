@@ -6,6 +6,7 @@ exactly."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -40,7 +41,9 @@ def test_variant_iterations_every_k_steps(P, steps, k, sizes):
     assert abs(sig.pet - sig.runtime) < 0.05 * sig.runtime
 
 
-@settings(max_examples=40, deadline=None)
+# (derandomized: drawn at random, the case below showed now and then, not on the change
+# that made it)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(P=st.integers(2, 6), steps=st.integers(12, 50), kmax=st.integers(2, 5),
        seed=st.integers(0, 2**16))
 def test_data_dependent_message_counts(P, steps, kmax, seed):
@@ -59,6 +62,13 @@ def test_data_dependent_message_counts(P, steps, kmax, seed):
     per_rank = 2 + count + count[:, (np.arange(P) - 1) % P]  # Sendrecv, Allreduce, sends, receives
     assert np.allclose(loop.stats["events"], per_rank.mean(axis=0))
     assert np.array_equal(loop.stats["events_max"], per_rank.max(axis=0))
+
+
+@pytest.mark.xfail(strict=True, reason="known bug, found drawn at random: the last two of 12 steps are in the "
+                   "final part (the loop's weight is 10)")
+def test_data_dependent_message_counts_of_a_short_run():
+    """A case of the test above: P = 6, 12 steps, 1 or 2 messages, seed 15."""
+    test_data_dependent_message_counts.hypothesis.inner_test(P=6, steps=12, kmax=2, seed=15)
 
 
 @settings(max_examples=30, deadline=None)
@@ -179,11 +189,29 @@ def test_a_periodic_step_whose_calls_the_data_vary_is_one_phase(P, k, n_search, 
     Recv for its Sendrecv move a fifth of the search step's calls, the most a variant
     may; a rebuild step that is also a thermo step, two more calls on every rank, is
     a kind of its own, as the test above wants.)"""
-    steps = k * n_search + 1
-    search = list(range(k - 1, steps - 1, k))
     kind = data.draw(st.lists(st.sampled_from(["same", "balance", "split"]), min_size=n_search,
                               max_size=n_search))
     assume(kind.count("same") >= 3)
+    steps = k * n_search + 1
+    sig = extract(build_trace(P, steps, _search_steps(P, k, kind)))
+    assert sorted(p.weight for p in sig.loop_phases) == [n_search, steps - n_search]
+
+
+@pytest.mark.xfail(strict=True, reason="known bug, found with 600 random examples: the loop is found with "
+                   "four plain steps and a search step as its iteration, one phase of weight 8 (the set-up and "
+                   "the final part hold the rest), where the first and the seventh search steps broadcast twice")
+def test_search_steps_that_balance_first_and_seventh_are_one_phase():
+    """A case of the test above: P = 4, a search step every 5th of 46 steps, the first
+    and the seventh of its 9 search steps with the load-balancing broadcast."""
+    kind = ["balance", "same", "same", "same", "same", "same", "balance", "same", "same"]
+    sig = extract(build_trace(4, 46, _search_steps(4, 5, kind)))
+    assert sorted(p.weight for p in sig.loop_phases) == [9, 37]
+
+
+def _search_steps(P: int, k: int, kind: list[str]):
+    """The step of the two tests above: a search step every k-th, ``kind`` saying how
+    each search step varies ("same", "balance" or "split")."""
+    search = list(range(k - 1, k * len(kind), k))
 
     def step(r, s):
         right, left = (r + 1) % P, (r - 1) % P
@@ -196,5 +224,4 @@ def test_a_periodic_step_whose_calls_the_data_vary_is_one_phase(P, k, n_search, 
                       else [("Sendrecv", right, 2048, left, 2048)])
             calls += [("Sendrecv", left, 2048, right, 2048), ("Gather", -1, 32)]
         return calls
-    sig = extract(build_trace(P, steps, step))
-    assert sorted(p.weight for p in sig.loop_phases) == [n_search, steps - n_search]
+    return step
