@@ -20,8 +20,8 @@ than half of the unit's calls (a rebuild step that exchanges atoms instead of gh
 positions: it is an iteration of its own). The steps right before the first plain
 iteration that are the unit with runs of one call collapsed (the first steps of a short
 run, whose data-dependent counts differ from the first repeats') are iterations of the
-loop too. What follows the loop's last plain iteration still belongs to it as far as it
-follows a block seen between two plain iterations, piece by piece, an inner loop of a
+loop too. What follows the loop's last plain iteration still belongs to it where it is
+a whole block seen between two plain iterations, piece by piece, an inner loop of a
 data-dependent count (a PCG solve) run as often as the rest repeats it. Then the
 search starts again, so that loops that follow each other (the kernels of a benchmark
 suite) are each found; what lies between loops is a weight-1 part. A loop found within
@@ -567,8 +567,9 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
             cache[key] = _cut_gap(gap, full[ga:gb], p, vocab, unit_counts,
                                   None if anchor is None else anchor[ga:gb], coll)
         extra += [ga + c for c in cache[key]]
-    # after the last plain iteration: the longest start of the rest that a block seen
-    # between two plain iterations explains still belongs to the loop (the last step
+    # after the last plain iteration: the longest start of the rest that is a block seen
+    # between two plain iterations, with its inner loops run as often as the rest repeats
+    # them, still belongs to the loop (the last step
     # prints the thermo output, or rebuilds; its inner loop of a data-dependent count,
     # PCG iterations, may run more or fewer times than in any step before)
     end = int(ends[-1])
@@ -601,8 +602,9 @@ def _tail_pieces(struct: np.ndarray, end: int, gap: np.ndarray, cuts: list[int])
     first belongs to the iteration before): the starts of the iterations it holds, then
     where the last one ends (empty: it does not follow the block). The block's pieces
     are matched in order, each run of equal pieces (an inner loop) as many times as the
-    rest repeats it, one at least; the rest follows the block if it holds the whole
-    block so, or the part before the first cut and at least one piece."""
+    rest repeats it, one at least; the rest follows the block only if it holds the whole
+    block so (a rest that left it part-way, OpenFOAM's last time step, made a kind of
+    its own at some P and not at others)."""
     n = len(struct)
     lead = cuts[0] if cuts else len(gap)
     if end + lead > n or not np.array_equal(struct[end:end + lead], gap[:lead]):
@@ -624,7 +626,7 @@ def _tail_pieces(struct: np.ndarray, end: int, gap: np.ndarray, cuts: list[int])
         if not k:
             break
         i = j + 1
-    if i < len(pieces) and not out:
+    if i < len(pieces):
         return []
     return out + [at - end]
 
