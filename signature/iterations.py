@@ -569,9 +569,9 @@ def _loop(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: in
         extra += [ga + c for c in cache[key]]
     # after the last plain iteration: the longest start of the rest that is a block seen
     # between two plain iterations, with its inner loops run as often as the rest repeats
-    # them, still belongs to the loop (the last step
-    # prints the thermo output, or rebuilds; its inner loop of a data-dependent count,
-    # PCG iterations, may run more or fewer times than in any step before)
+    # them, still belongs to the loop (the last step prints the thermo output, or
+    # rebuilds; its inner loop of a data-dependent count, PCG iterations, may run more or
+    # fewer times than in any step before)
     end = int(ends[-1])
     best: list[int] = []
     for key, cuts in cache.items():
@@ -613,21 +613,16 @@ def _tail_pieces(struct: np.ndarray, end: int, gap: np.ndarray, cuts: list[int])
     pieces = [gap[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     out, at, i = [], end + lead, 0
     while i < len(pieces):
-        piece = pieces[i]
-        j = i
-        while j + 1 < len(pieces) and np.array_equal(pieces[j + 1], piece):
-            j += 1  # (a run of equal pieces: an inner loop)
-        m = len(piece)
-        k = 0
+        piece, m = pieces[i], len(pieces[i])
+        while i + 1 < len(pieces) and np.array_equal(pieces[i + 1], piece):
+            i += 1  # (a run of equal pieces: an inner loop)
+        took = len(out)
         while at + m <= n and np.array_equal(struct[at:at + m], piece):
             out.append(at - end)
             at += m
-            k += 1
-        if not k:
-            break
-        i = j + 1
-    if i < len(pieces):
-        return []
+        if len(out) == took:
+            return []
+        i += 1
     return out + [at - end]
 
 
