@@ -230,6 +230,11 @@ def _every_p(anchor: np.ndarray) -> np.ndarray:
     return anchor if anchor.dtype == bool else anchor >= EVERY_P
 
 
+#: a shorter period whose repeats fill this share of a longer period's repeats is the
+#: longer one's inner loop (:func:`_incidental`)
+INNER_LOOP_SHARE = 0.5
+
+
 def _incidental(t: np.ndarray, runs: dict, best: list, min_k: int, p: int, s0: int, m: int
                 ) -> tuple[int, int, int]:
     """:func:`find_unit`'s choice ``(period, first repeat's start, its run of matches)``,
@@ -240,7 +245,11 @@ def _incidental(t: np.ndarray, runs: dict, best: list, min_k: int, p: int, s0: i
     there; p's first repeat lies outside q's own repeats (cycles of q calls, not runs of
     one call, which repeat with every period), and p's repeats inside them cover less
     than 75% of what the top period covers (p is not an inner loop of q's). q's first
-    repeat is then the loop the search meets first (the earliest such q).
+    repeat is then the loop the search meets first (the earliest such q). Nor is p
+    incidental where its repeats fill :data:`INNER_LOOP_SHARE` of q's own: p is then q's
+    inner loop, and q an outer loop that variants of the data break off part-way (four
+    plain steps and a search step repeat from the second search step to the sixth, when
+    the first and the seventh broadcast twice: the plain step is the loop).
 
     (Issue 24: ABINIT's ranks 1-3 at P = 5 took a run of three Bcast(4) of the set-up as
     their loop, as the runs of Barriers of their output part made period 1 cover 75% of
@@ -270,7 +279,8 @@ def _incidental(t: np.ndarray, runs: dict, best: list, min_k: int, p: int, s0: i
         np.add.at(region, starts[own], 1)
         np.add.at(region, np.minimum(starts[own] + (lengths[own] + q) // q * q, n), -1)
         inside = np.concatenate([[0], np.cumsum(np.cumsum(region)[:n] > 0)])  # q's events before i
-        if inside[s0 + m + p] - inside[s0] == 0 and np.sum(inside[ends] - inside[sp]) < 0.75 * top:
+        held = np.sum(inside[ends] - inside[sp])  # p's repeats inside q's
+        if inside[s0 + m + p] - inside[s0] == 0 and held < 0.75 * top and held < INNER_LOOP_SHARE * inside[n]:
             return q, sq, mq
     return p, s0, m
 
@@ -804,7 +814,7 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
     # to one call; runs of a constant length (a ring's P-1 shifts) stay
     head = np.ones(n, bool)
     head[1:] = struct[1:] != struct[:-1]
-    head[_crossed_bounds(struct, b, loop)] = True  # (a step's last and next step's first calls: issue 24)
+    head[_crossed_bounds(struct, b, loop, anchor)] = True  # (a step's last and next step's first calls: issue 24)
     starts = np.flatnonzero(head)
     lengths = np.diff(np.concatenate([starts, [n]]))
     tok = struct[starts]
@@ -838,7 +848,8 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
     return RankSegments(bounds=b, loop=loop, shape=shape, exact=exact)
 
 
-def _crossed_bounds(struct: np.ndarray, bounds: np.ndarray, loop: np.ndarray) -> np.ndarray:
+def _crossed_bounds(struct: np.ndarray, bounds: np.ndarray, loop: np.ndarray,
+                    anchor: np.ndarray | None = None) -> np.ndarray:
     """The bounds between two iterations of a loop whose step ends with the call it
     begins with: a run of that call crosses every such bound of the loop (whose steps
     are more than that call: a loop of one call is its run). Such a run is
@@ -846,7 +857,15 @@ def _crossed_bounds(struct: np.ndarray, bounds: np.ndarray, loop: np.ndarray) ->
     depends on the data (a count's runs cross a bound only where the count is high enough).
     (Issue 24: ABINIT's SCF step ends with an Allreduce and begins with two, a run of
     three, but of two at the loop's entry and one at its exit; collapsed as a count, the
-    step began at its Bcast instead, and the SCF initialisation became a step at some P.)"""
+    step began at its Bcast instead, and the SCF initialisation became a step at some P.)
+
+    With ``anchor``, a loop whose iterations hold a global collective counts only if
+    its bounds fall right after one (the canonical cut). A bound elsewhere is a cut that
+    found a multi-step period, beginning part-way into a step. It can split a run whose
+    length follows the data (``Send x2`` of one step as the last call of one iteration
+    and the first of the next). Kept, such a split stops the collapsed cut from finding
+    the one-step loop. (A rank of a short run whose counts repeated with a period of
+    two steps lost its first and last steps to the set-up and the final part.)"""
     n = len(struct)
     at = bounds[1:-1]  # (the bound before the first segment and after the last are none)
     nxt = loop[1:]  # the loop of the segment each bound begins
@@ -854,8 +873,16 @@ def _crossed_bounds(struct: np.ndarray, bounds: np.ndarray, loop: np.ndarray) ->
     crossed = inner.copy()
     crossed[inner] = struct[at[inner]] == struct[at[inner] - 1]
     length = np.diff(bounds)
+    canonical = np.ones(len(at), bool)
+    if anchor is not None:
+        held = np.zeros(len(loop), bool)  # loops whose iterations hold a global collective
+        coll = np.concatenate([[0], np.cumsum(_every_p(anchor))])
+        held[loop >= 0] = coll[bounds[1:]][loop >= 0] > coll[bounds[:-1]][loop >= 0]
+        with_coll = np.unique(loop[held])
+        canonical = ~np.isin(nxt, with_coll) | (anchor[np.maximum(at - 1, 0)] > 0)
     out = [at[inner & (nxt == L)] for L in np.unique(nxt[inner]).tolist()
-           if crossed[inner & (nxt == L)].all() and np.median(length[loop == L]) > 1]
+           if crossed[inner & (nxt == L)].all() and canonical[inner & (nxt == L)].all()
+           and np.median(length[loop == L]) > 1]
     return np.concatenate(out) if out else np.zeros(0, np.int64)
 
 
