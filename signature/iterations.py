@@ -636,6 +636,38 @@ def _tail_pieces(struct: np.ndarray, end: int, gap: np.ndarray, cuts: list[int])
     return out + [at - end]
 
 
+def _lead_moved(full: np.ndarray, struct: np.ndarray, h_win: np.ndarray, a: int, p: int, lo: int,
+                anchor: np.ndarray | None, starts: np.ndarray, end: int) -> tuple[int, np.ndarray, int]:
+    """The loop ``_loop`` found from ``a`` (``starts``, ``end``), or, where the plain
+    iteration was cut right after its global collectives and the calls that follow
+    them (its *lead*) are only some of the step's (a flag rank 0 sends rank 1 for the
+    next step), the loop cut after the first j of them instead: ``(a, starts, end)``.
+
+    Cut before the lead, the rank's first step, which has no lead before it (no flag
+    was sent before the first step), differs from the iterations and joins the set-up;
+    another rank, without a lead, is cut at the step's first call and keeps it. The cut
+    moves only where the part before the loop ends with the plain iteration's calls
+    after its first j (runs collapsed), and the loop it gives holds more of the stream.
+    """
+    if anchor is None or len(starts) < 2:
+        return a, starts, end
+    coll = _every_p(anchor[a:a + p])
+    if coll[0] or not coll[-1] or coll.all():
+        return a, starts, end
+    lead = int(np.argmax(coll))  # calls before the first global collective
+    unit_c, unit_at = _runs_collapsed(struct[a:a + p])
+    head_c = _runs_collapsed(struct[max(lo, int(starts[0]) - 8 * p):int(starts[0])])[0]  # (its end will do)
+    best = (a, starts, end)
+    for j in unit_at[1:][unit_at[1:] < lead].tolist():  # after a whole run of the lead
+        tail = unit_c[int(np.searchsorted(unit_at, j)):]
+        if len(head_c) < len(tail) or not np.array_equal(head_c[len(head_c) - len(tail):], tail):
+            continue
+        got_starts, got_end = _loop(full, struct, h_win, a + j, p, lo, anchor)
+        if len(got_starts) >= 2 and got_end - got_starts[0] > best[2] - best[1][0]:
+            best = (a + j, got_starts, got_end)
+    return best
+
+
 def _aligned(occ: np.ndarray, anchor: np.ndarray | None, a: int, p: int) -> np.ndarray:
     """The occurrences of a plain iteration that ends with a global collective (it was cut
     right after its last one: :func:`_past_collectives`) that begin right after one too:
@@ -725,6 +757,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
         h_win = np.zeros(n - p + 1, np.uint64)
         h_win[pos:] = segment_hash(H, ipw, idx, idx + p)
         starts, end = _loop(full, struct, h_win, a, p, pos, anchor)
+        a, starts, end = _lead_moved(full, struct, h_win, a, p, pos, anchor, starts, end)
         if len(starts) < 2 or (n_loops and (len(starts) < 3 or end - starts[0] < LATER_LOOP_SHARE * n)):
             break
         if n_loops and starts[0] - pos <= NEXT_LOOP_GAP * max(p, prev_p) and _continues(struct, prev_a, prev_p, a, p):
