@@ -13,6 +13,12 @@ on two token streams of the rank:
   their members: the loop's plain iteration (its *unit*) is then found wherever it
   occurs in the rest of the run, whatever its message sizes are there.
 
+A unit that holds a global collective is cut right after its last one, the same call
+at every P and on every rank, unless the calls that follow them are only some of a
+step's (a flag rank 0 sends for the next step) and the part before the loop ends with
+the rest of the step: then right after those calls. A shorter period whose repeats
+fill half of a longer one's is its inner loop, not a stray run before it.
+
 Between two occurrences of the unit lies either nothing (consecutive plain iterations),
 a block that shares little with the unit (a reduction printed every 50 steps: it is
 appended to the iteration before it, which becomes a variant), or a block that holds more
