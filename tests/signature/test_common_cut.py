@@ -130,6 +130,14 @@ def test_a_rank_entering_the_cycle_where_most_do_is_cut_where_they_are():
     _cut_at_one_call(8, 12, [1, 2, 3], 2, {0: 1, 1: 0, 2: 0, 3: 0, 4: 0, 5: 0, 6: 0, 7: 2})
 
 
+def test_ranks_entering_a_cycle_at_its_last_call_before_the_allreduce_are_cut_where_the_others_are():
+    """A case the test above drew with 300 random examples (P = 7, 21 steps, cycle to
+    rank + 2, + 1, + 3 with the Allreduce before the third; ranks 1 and 6 enter at its
+    third call, ranks 0, 3, 5 at its second): two templates of the loop on the code before
+    ``iterations._lead_moved``."""
+    _cut_at_one_call(7, 21, [2, 1, 3], 2, {0: 1, 1: 2, 2: 0, 3: 1, 4: 0, 5: 1, 6: 2})
+
+
 def _cut_at_one_call(P, steps, cycle, coll_at, offset):
     sig = extract(_shifted_ring(P, steps, cycle, coll_at, offset))
     loops = sig.loop_phases
