@@ -79,3 +79,12 @@ def bundled(tmp_path):
         return dst
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def tracer_cache(tmp_path_factory) -> Path:
+    """A tracer build cache of the test session's own (``SIGEX_CACHE_DIR``), shared by the
+    tests that build the tracer for one MPI after another: each MPI's library is built
+    once per session, not once per test (a build with the Fortran wrappers takes 15-20 s).
+    Tests of the build itself use a cache of their own."""
+    return tmp_path_factory.mktemp("tracer-cache")

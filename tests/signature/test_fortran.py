@@ -49,11 +49,12 @@ def _expected_ops():
 
 
 @pytest.fixture
-def clean_env(monkeypatch, tmp_path):
-    """No overrides: sigex finds the program's MPI itself; the tracer is built fresh."""
+def clean_env(monkeypatch, tracer_cache):
+    """No overrides: sigex finds the program's MPI itself; the tracer is built in the
+    session's own cache (once per MPI), not the user's."""
     for var in ("SIGEX_MPICC", "SIGEX_MPIEXEC"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("SIGEX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SIGEX_CACHE_DIR", str(tracer_cache))
 
 
 def _tools(name):

@@ -48,11 +48,12 @@ def _mpi(name):
 
 
 @pytest.fixture
-def clean_env(monkeypatch, tmp_path):
-    """No overrides: sigex must find the program's MPI itself; builds are fresh."""
+def clean_env(monkeypatch, tracer_cache):
+    """No overrides: sigex must find the program's MPI itself; the tracer is built in the
+    session's own cache (once per MPI: the cache is keyed by the mpicc), not the user's."""
     for var in ("SIGEX_MPICC", "SIGEX_MPIEXEC"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("SIGEX_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SIGEX_CACHE_DIR", str(tracer_cache))
 
 
 def _build(mpicc, src, exe):
