@@ -914,10 +914,9 @@ def _crossed_bounds(struct: np.ndarray, bounds: np.ndarray, loop: np.ndarray,
     length = np.diff(bounds)
     canonical = np.ones(len(at), bool)
     if anchor is not None:
-        held = np.zeros(len(loop), bool)  # loops whose iterations hold a global collective
-        coll = np.concatenate([[0], np.cumsum(_every_p(anchor))])
-        held[loop >= 0] = coll[bounds[1:]][loop >= 0] > coll[bounds[:-1]][loop >= 0]
-        with_coll = np.unique(loop[held])
+        coll = np.concatenate([[0], np.cumsum(_every_p(anchor))])  # global collectives before i
+        holds = coll[bounds[1:]] > coll[bounds[:-1]]  # segments that hold one
+        with_coll = np.unique(loop[(loop >= 0) & holds])  # loops whose iterations do
         canonical = ~np.isin(nxt, with_coll) | (anchor[np.maximum(at - 1, 0)] > 0)
     out = [at[inner & (nxt == L)] for L in np.unique(nxt[inner]).tolist()
            if crossed[inner & (nxt == L)].all() and canonical[inner & (nxt == L)].all()
