@@ -3548,13 +3548,17 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
         msgs = {P: sum(c.messages.get(P, 0) for c in free) / P for P in Ps}
         vol = {P: sum(c.bytes.get(P, 0) for c in free) / P for P in Ps}
         # where the counts are (a tree's messages shift between channels with P: their sum is
-        # smooth), the bytes too when their total is exact or cross-validates within 1%
+        # smooth); the bytes where the sizes are, whatever the counts, when their total is
+        # exact or cross-validates within 1% (a halo's messages per swap follow the grid
+        # while its atoms per message do not: LAMMPS peptide's channels open and close with
+        # the grid's shape, their sum grows smoothly)
         scaled = exact_m < 0.5 * all_m
-        vol_model = _fit_size(vol, grid, f"phase {k} bytes per rank") if scaled and any(vol.values()) else None
+        vol_model = (_fit_size(vol, grid, f"phase {k} bytes per rank")
+                     if exact_b < 0.5 * all_b and any(vol.values()) else None)
         good = vol_model is not None and (_is_exact(vol_model) or (
             len(getattr(vol_model, "terms", ())) <= 1 and vol_model.stats.get("cv_error", 1.0) <= 0.01))
         totals = (_fit_count(msgs, grid, f"phase {k} messages per rank") if scaled else None,
-                  vol_model if good and exact_b < 0.5 * all_b else None)
+                  vol_model if good else None)
     out = []
     for i, slot in slots:
         if slot.wait_of is not None:
