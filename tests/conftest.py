@@ -22,15 +22,16 @@ HAVE_MPI = bool(shutil.which("mpiexec") and (os.environ.get("SIGEX_MPICC") or sh
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="no mpiexec/mpicc on PATH (pip install mpich)")
 
 
-def trace_c_program(root: Path, source: Path, args: list[str], fit, unseen: int, flags=()) -> Path:
-    """Build the C program ``source`` with ``$SIGEX_MPICC`` (else ``mpicc``) and ``flags``
-    in ``root`` and trace it with ``args`` at every fit P (``root/P<P>.h5``) and at the
-    unseen P (``root/unseen/P<P>.h5``); returns ``root``."""
+def trace_c_program(root: Path, source: Path, args: list[str], fit, unseen: int, flags=(), libs=()) -> Path:
+    """Build the C program ``source`` with ``$SIGEX_MPICC`` (else ``mpicc``), ``flags`` and
+    ``libs`` (after the source, as the linker wants them: ``-lm``) in ``root`` and trace it
+    with ``args`` at every fit P (``root/P<P>.h5``) and at the unseen P
+    (``root/unseen/P<P>.h5``); returns ``root``."""
     import subprocess
 
     from signature import trace_run
     exe = root / source.stem
-    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", *flags, "-o", str(exe), str(source)],
+    subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", *flags, "-o", str(exe), str(source), *libs],
                    check=True)
     for P in (*fit, unseen):
         res = trace_run([str(exe), *args], P, root / (f"P{P}.h5" if P in fit else f"unseen/P{P}.h5"))

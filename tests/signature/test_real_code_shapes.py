@@ -6,6 +6,7 @@ exactly."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -226,3 +227,34 @@ def _search_steps(P: int, k: int, kind: list[str]):
             calls += [("Sendrecv", left, 2048, right, 2048), ("Gather", -1, 32)]
         return calls
     return step
+
+
+@pytest.mark.xfail(strict=True, reason="issue 24: a run of one structure token of constant length is taken as "
+                                       "an inner loop even where its calls are a count and its data, alternately")
+@pytest.mark.parametrize("P", [4, 8])
+def test_a_count_then_its_data_to_one_neighbour_both_ways_is_one_step(P):
+    """A ghost exchange (tests/logical_model/programs/ghost3d.c with ``sendrecv``): along
+    each dimension, both ways, a Sendrecv of the atom count, then a Sendrecv of the
+    atoms. On a dimension two ranks wide both ways go to the same neighbour, so each step
+    begins with four Sendrecvs to one peer: count, atoms, count, atoms. Their sizes are
+    the data's, so the full tokens never repeat, and on the structure tokens (no size,
+    no tag) the four calls are a run of one call: period 1 covers most of the stream and
+    is taken as the innermost loop (a ring's shifts are cut so on purpose). The step then
+    splits into a phase of one Sendrecv, weight 3 per step, whose template averages 4-byte
+    counts with 60 KB messages, and the rest. Putting the tag in the structure tokens
+    fixes this case, but it changes ABINIT's, Quantum ESPRESSO's and NWChem's
+    signatures (QE's loop is lost), so it is not the fix."""
+    steps = 20
+
+    def size(r, s, k):
+        return int(np.random.default_rng([r, s, k]).integers(20000, 60000)) // 24 * 24
+
+    def step(r, s):
+        calls = []
+        for d, nb in enumerate((r ^ 1, r ^ 2)):
+            for k in range(2):
+                calls.append(("Sendrecv", nb, 4, nb, 4))
+                calls.append(("Sendrecv", nb, size(r, s, 2 * d + k), nb, size(nb, s, 2 * d + k)))
+        return calls + [("Allreduce", -1, 8)]
+    sig = extract(build_trace(P, steps, step))
+    assert [(p.weight, p.ops) for p in sig.loop_phases] == [(steps, ("Sendrecv", "Allreduce"))]
