@@ -37,6 +37,21 @@ def trace_c_program(root: Path, source: Path, args: list[str], fit, unseen: int,
         res = trace_run([str(exe), *args], P, root / (f"P{P}.h5" if P in fit else f"unseen/P{P}.h5"))
         assert res.ok, f"{source.name} at P={P}: {res.trace.meta.get('incomplete_reason')}"
     return root
+def one_phase_signature(P: int, template: dict, counts, ops: tuple, app: str, workload=(None, None)):
+    """A signature of one loop phase (weight 10) whose template is ``template`` (columns of
+    every rank's events in rank order, ``counts[r]`` of them on rank r), for the logical
+    model's tests on synthetic phases."""
+    import numpy as np
+
+    from signature.model import Phase, Signature
+    stats = {"cpu_mean": np.full(P, 1e-3), "comp_mean": np.full(P, 1e-3), "comm_mean": np.full(P, 1e-4)}
+    ph = Phase(id=0, kind="loop", weight=10, ops=ops, pattern=app, te=1e-3, share=1.0, stats=stats,
+               template_offsets=np.concatenate([[0], np.cumsum(counts)]), template=template)
+    return Signature(source=f"synthetic P={P}", app=app, nprocs=P, workload_label=workload[0],
+                     workload_value=workload[1], work_mode="cpu-time", runtime=1.0, pet=1.0, coverage=1.0,
+                     phases=(ph,), sequence=np.zeros(10, np.int64))
+
+
 needs_simgrid = pytest.mark.skipif(shutil.which("smpirun") is None or shutil.which("smpicc") is None,
                                    reason="SimGrid not installed: apt-get install libsimgrid-dev")
 

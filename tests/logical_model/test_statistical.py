@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import signature
-from conftest import needs_mpi, trace_c_program
+from conftest import needs_mpi, one_phase_signature, trace_c_program
 from logical_model import from_traces
 from logical_model.model import (GridCount, LogicalModel, _count_grids, _exact_count, _exact_size, _fit_count,
                                  _regressed_count)
@@ -252,7 +252,6 @@ def _spread_signature(P: int, volume: float, exponent: float, seed: int):
     messages differ in size from rank to rank (the data's), their sum over the ranks is
     the channel's share."""
     from signature import OP_CODE
-    from signature.model import Phase, Signature
     K = int(np.log2(P)) - 1
     rng = np.random.default_rng([seed, P])
     perms = [rng.permutation(P) for _ in range(K)]
@@ -269,12 +268,7 @@ def _spread_signature(P: int, volume: float, exponent: float, seed: int):
                 cols[c].append(v)
         counts[r] = len(evs)
     T = {c: np.asarray(v, np.int64) for c, v in cols.items()}
-    stats = {"cpu_mean": np.full(P, 1e-3), "comp_mean": np.full(P, 1e-3), "comm_mean": np.full(P, 1e-4)}
-    ph = Phase(id=0, kind="loop", weight=10, ops=("Irecv", "Isend", "Waitall"), pattern="spread", te=1e-3,
-               share=1.0, stats=stats, template_offsets=np.concatenate([[0], np.cumsum(counts)]), template=T)
-    return Signature(source=f"synthetic P={P}", app="spread", nprocs=P, workload_label=None, workload_value=None,
-                     work_mode="cpu-time", runtime=1.0, pet=1.0, coverage=1.0, phases=(ph,),
-                     sequence=np.zeros(10, np.int64))
+    return one_phase_signature(P, T, counts, ("Irecv", "Isend", "Waitall"), "spread")
 
 
 @settings(max_examples=12, deadline=None, derandomize=True)

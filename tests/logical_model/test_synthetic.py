@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from conftest import one_phase_signature
 from logical_model import build
 from logical_model.topology import DimsRule, neighbour
 from signature import OP_CODE
 from signature.errors import ExtrapolationError
-from signature.model import Phase, Signature
 from signature.trace import CommTable
 
 FACE = 8 * 5040  # bytes of a full grid row: n = 5040 doubles split over a dimension
@@ -61,12 +61,7 @@ def halo_events(P, rule, order, periods, null_ends, comm):
 
 def signature_at(P, rule, order, periods, null_ends, declared):
     T, offs = halo_events(P, rule, order, periods, null_ends, 1 if declared else 0)
-    stats = {"cpu_mean": np.full(P, 1e-3), "comp_mean": np.full(P, 1e-3), "comm_mean": np.full(P, 1e-4)}
-    ph = Phase(id=0, kind="loop", weight=10, ops=("Irecv", "Isend", "Waitall"), pattern="halo", te=1e-3,
-               share=1.0, stats=stats, template_offsets=offs, template=T)
-    return Signature(source=f"synthetic P={P}", app="halo", nprocs=P, workload_label="n", workload_value="5040",
-                     work_mode="cpu-time", runtime=1.0, pet=1.0, coverage=1.0, phases=(ph,),
-                     sequence=np.zeros(10, np.int64))
+    return one_phase_signature(P, T, np.diff(offs), ("Irecv", "Isend", "Waitall"), "halo", ("n", "5040"))
 
 
 def comm_table(P, dims, periods):
@@ -146,12 +141,7 @@ def chain_signature(P):
             rows["tag"].append(tag)
         counts[r] = len(evs)
     T = {c: np.asarray(v, np.int64) for c, v in rows.items()}
-    stats = {"cpu_mean": np.full(P, 1e-3), "comp_mean": np.full(P, 1e-3), "comm_mean": np.full(P, 1e-4)}
-    ph = Phase(id=0, kind="loop", weight=10, ops=("Isend", "Wait", "Allreduce"), pattern="chain", te=1e-3,
-               share=1.0, stats=stats, template_offsets=np.concatenate([[0], np.cumsum(counts)]), template=T)
-    return Signature(source=f"synthetic P={P}", app="chain", nprocs=P, workload_label=None, workload_value=None,
-                     work_mode="cpu-time", runtime=1.0, pet=1.0, coverage=1.0, phases=(ph,),
-                     sequence=np.zeros(10, np.int64))
+    return one_phase_signature(P, T, counts, ("Isend", "Wait", "Allreduce"), "chain")
 
 
 def test_a_wait_only_some_ranks_call_is_a_rank_class():
