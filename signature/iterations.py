@@ -11,7 +11,10 @@ on two token streams of the rank:
   grid two ranks wide);
 * **structure tokens**, the same without bytes and with communicators identified by
   their members: the loop's plain iteration (its *unit*) is then found wherever it
-  occurs in the rest of the run, whatever its message sizes are there.
+  occurs in the rest of the run, whatever its message sizes are there. A run of one
+  structure token is a loop of one call (a ring's shifts) unless its full tokens
+  alternate: an atom count, then the atoms, both ways to the one neighbour of a grid
+  dimension two ranks wide are four calls of a step, not four iterations.
 
 A unit that holds a global collective is cut right after its last one, the same call
 at every P and on every rank, unless the calls that follow them are only some of a
@@ -137,7 +140,8 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
-              near: int | None = None, anchor: np.ndarray | None = None) -> tuple[int, int, int] | None:
+              near: int | None = None, anchor: np.ndarray | None = None,
+              full: np.ndarray | None = None) -> tuple[int, int, int] | None:
     """``(index, period, per_unit)`` of the innermost dominant loop in the first
     ``window`` tokens: where its first iteration starts, its length in events, and how
     often the iteration's first token occurs in one iteration; None if nothing repeats.
@@ -151,7 +155,9 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     try the periods within 10% of it (a variant of a known iteration). ``anchor``: per
     token, whether it is a global collective (every rank makes it); a unit that holds
     one is not cut on one (:func:`_past_collectives`). Given as levels (:data:`EVERY_P`),
-    only the collectives of every rank at every P count here.
+    only the collectives of every rank at every P count here. ``full``: the full tokens
+    of ``tokens`` (structure tokens): runs of one call whose full tokens alternate are
+    no loop of one call (:func:`_alternating`).
     """
     t = tokens[:window]
     n = len(t)
@@ -176,7 +182,7 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
         for p, (starts, lengths) in runs.items():
             ok = lengths >= (min_k - 1) * p  # run of m matches: (m + p) // p repetitions
             cover = int(np.sum(((lengths[ok] + p) // p) * p))
-            if cover:
+            if cover and not (p == 1 and full is not None and _alternating(full[:n], starts[ok], lengths[ok])):
                 best.append((p, cover, int(starts[ok][0]), int(lengths[ok][0])))
         if best:
             break
@@ -206,6 +212,29 @@ def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
     if anchor is not None:
         s = _past_collectives(anchor, s, p, s0, m)
     return s, p, int(np.sum(t[s:s + p] == t[s]))
+
+
+def _alternating(full: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> bool:
+    """Whether runs of one call (structure tokens ``t[i] == t[i+1]`` from each start, for
+    its length) hold calls that alternate: their full tokens repeat two or three calls on
+    (at a quarter of the places at least) more than twice as often as from one call to
+    the next. Such a run is a sequence of different calls to one peer (an atom count,
+    then the atoms, both ways along a grid dimension two ranks wide), whose sizes the
+    structure tokens drop, not a loop of one call (a ring's shifts, the same call each
+    time: their full tokens are equal, or vary with the data at random)."""
+    inside = np.zeros(len(full) + 1, np.int64)
+    np.add.at(inside, starts, 1)
+    np.add.at(inside, np.minimum(starts + lengths, len(full)), -1)
+    pair = np.cumsum(inside)[:len(full) - 1] > 0  # t[i] == t[i+1] within a run
+    if not pair.any():
+        return False
+    same = [np.mean(full[:len(full) - 1][pair] == full[1:][pair])]
+    for lag in (2, 3):
+        within = pair[:len(pair) - lag + 1].copy()
+        for d in range(1, lag):
+            within &= pair[d:len(pair) - lag + 1 + d]
+        same.append(np.mean(full[:len(full) - lag][within] == full[lag:][within]) if within.any() else 0.0)
+    return max(same[1:]) >= 0.25 and max(same[1:]) > 2 * same[0]
 
 
 def _repeat_length(tokens: np.ndarray, s0: int, p: int, chunk: int = 1 << 16) -> int:
@@ -749,7 +778,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
     while pos < n - 1:
         an = None if anchor is None else anchor[look:]
         found = (find_unit(full[look:], SEARCH_WINDOW, anchor=an)
-                 or find_unit(struct[look:], SEARCH_WINDOW, anchor=an))
+                 or find_unit(struct[look:], SEARCH_WINDOW, anchor=an, full=full[look:]))
         if found is None:
             if look + SEARCH_WINDOW >= n:
                 break

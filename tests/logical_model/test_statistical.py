@@ -290,12 +290,14 @@ def test_bytes_that_move_between_channels_follow_the_phase_total(volume, exponen
     assert sent == pytest.approx(truth, rel=0.01)
 
 
-@pytest.fixture(scope="module")
-def ghosts(tmp_path_factory):
-    """ghost3d.c (LAMMPS's ghost exchange: 50,000 atoms, cutoff 0.3 of the box, 20 steps)
-    traced at the fit P and at the unseen P."""
-    return trace_c_program(tmp_path_factory.mktemp("ghost3d"), PROGRAMS / "ghost3d.c", ["50000", "0.3", "20"],
-                           FIT, UNSEEN, libs=("-lm",))
+@pytest.fixture(scope="module", params=["", "sendrecv"])
+def ghosts(request, tmp_path_factory):
+    """ghost3d.c (LAMMPS's ghost exchange: 50,000 atoms, cutoff 0.3 of the box, 20 steps;
+    the atoms by Irecv/Send/Wait as LAMMPS sends them, or by Sendrecv) traced at the fit P
+    and at the unseen P."""
+    return trace_c_program(tmp_path_factory.mktemp("ghost3d"), PROGRAMS / "ghost3d.c",
+                           ["50000", "0.3", "20"] + ([request.param] if request.param else []), FIT, UNSEEN,
+                           libs=("-lm",))
 
 
 @needs_mpi
@@ -304,12 +306,14 @@ def test_a_ghost_exchange_whose_swaps_follow_the_grid_is_placed_within_5_percent
     second swap (dims (4, 2, 2) at P = 16: dimension 0 only; (4, 4, 2) at P = 32:
     dimensions 0 and 1), and the atoms per message are the data's. From P = 4, 8, 16 the
     step is placed at P = 32 with its weight exact, its messages exact (the second swap
-    opens along dimension 1 as it did along dimension 0) and its bytes within 5%."""
+    opens along dimension 1 as it did along dimension 0) and its bytes within 5%. (With
+    the atoms by Sendrecv, the signature took the four calls to one neighbour that begin
+    a step at P = 4 and 8 as an inner loop: messages were 14% and bytes 31% over.)"""
     model = from_traces(ghosts)
     real = signature.extract(load_trace(ghosts / "unseen" / f"P{UNSEEN}.h5"))
     assert model.weights(UNSEEN) == [p.weight for p in real.phases]
     loop = next(k for k, ph in enumerate(model.phases) if ph.kind == "loop")
-    assert model.phases[loop].extrapolable
+    assert model.phases[loop].extrapolable and [ph.kind for ph in model.phases].count("loop") == 1
     (mm, mb), (rm, rb) = _sent(model.phase_events(loop, UNSEEN), slice(None)), _sent(real.phases[loop].template,
                                                                                         slice(None))
     assert mm == rm and abs(mb - rb) / rb <= 0.05, (mm, rm, mb, rb)

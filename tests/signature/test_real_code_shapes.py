@@ -229,8 +229,6 @@ def _search_steps(P: int, k: int, kind: list[str]):
     return step
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24: a run of one structure token of constant length is taken as "
-                                       "an inner loop even where its calls are a count and its data, alternately")
 @pytest.mark.parametrize("P", [4, 8])
 def test_a_count_then_its_data_to_one_neighbour_both_ways_is_one_step(P):
     """A ghost exchange (tests/logical_model/programs/ghost3d.c with ``sendrecv``): along
@@ -238,12 +236,13 @@ def test_a_count_then_its_data_to_one_neighbour_both_ways_is_one_step(P):
     atoms. On a dimension two ranks wide both ways go to the same neighbour, so each step
     begins with four Sendrecvs to one peer: count, atoms, count, atoms. Their sizes are
     the data's, so the full tokens never repeat, and on the structure tokens (no size,
-    no tag) the four calls are a run of one call: period 1 covers most of the stream and
-    is taken as the innermost loop (a ring's shifts are cut so on purpose). The step then
-    splits into a phase of one Sendrecv, weight 3 per step, whose template averages 4-byte
-    counts with 60 KB messages, and the rest. Putting the tag in the structure tokens
-    fixes this case, but it changes ABINIT's, Quantum ESPRESSO's and NWChem's
-    signatures (QE's loop is lost), so it is not the fix."""
+    no tag) the four calls are a run of one call: period 1 covered most of the stream and
+    was taken as the innermost loop, the step split into a phase of one Sendrecv, weight
+    3 per step, whose template averaged 4-byte counts with 60 KB messages, and the rest.
+    The run's full tokens alternate (the count's recurs two calls on), so it is no loop
+    of one call (``iterations._alternating``). Putting the tag in the structure tokens
+    fixed this case too, but changed ABINIT's, Quantum ESPRESSO's and NWChem's
+    signatures (QE's loop was lost)."""
     steps = 20
 
     def size(r, s, k):
@@ -258,3 +257,24 @@ def test_a_count_then_its_data_to_one_neighbour_both_ways_is_one_step(P):
         return calls + [("Allreduce", -1, 8)]
     sig = extract(build_trace(P, steps, step))
     assert [(p.weight, p.ops) for p in sig.loop_phases] == [(steps, ("Sendrecv", "Allreduce"))]
+
+
+@settings(max_examples=60, deadline=None)
+@given(k=st.integers(2, 12), runs=st.integers(1, 30), data=st.data())
+def test_runs_whose_calls_alternate_are_told_from_a_rings_shifts(k, runs, data):
+    """Runs of one structure token: a ring's 2k shifts (full tokens all equal, or sizes
+    all different) are a loop of one call; k pairs of a count and its data (the count's
+    full token every other call) are not."""
+    from signature.iterations import _alternating
+    n = runs * (2 * k + 1)
+    starts = np.arange(runs) * (2 * k + 1)
+    lengths = np.full(runs, 2 * k - 1)  # t[i] == t[i+1] for the run's 2k calls
+    sizes = data.draw(st.lists(st.integers(100, 10**6), min_size=n, max_size=n, unique=True))
+    ring = np.asarray(sizes, np.uint64)
+    ring[starts + 2 * k] = 7  # (the call after each run: another one)
+    assert not _alternating(ring, starts, lengths)
+    assert not _alternating(np.full(n, 5, np.uint64), starts, lengths)
+    pairs = ring.copy()
+    for s in starts:
+        pairs[s:s + 2 * k:2] = 4  # the count's token
+    assert _alternating(pairs, starts, lengths)
