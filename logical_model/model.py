@@ -2194,7 +2194,7 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
         _face_volumes(slots)
     _mirror_volumes(slots, obs, grid)
     _follow_posts(slots, obs, order, index)
-    if on_grid and class_name is None and grid is not None:
+    if (on_grid or any(s.comm == COMM_CART for s in slots)) and class_name is None and grid is not None:
         slots, order, note = _dimension_analogy(slots, order, grid, sorted(s.nprocs for s in sigs))
         if note:
             notes.append(note)
@@ -2542,7 +2542,8 @@ def _moved(rule: PeerRule | None, src: int, dst: int, like: PeerRule | None = No
 
 def _dimension_analogy(slots: list[SlotModel], order: list, grid: Grid, Ps: list[int]):
     """The same calls along every dimension (a program that loops over the grid's
-    dimensions with one code: LAMMPS's exchange, borders and forward communication).
+    dimensions with one code: LAMMPS's exchange, borders and forward communication), on
+    MPI_COMM_WORLD with the declared grid's neighbours or on the Cartesian communicator.
     Along a periodic dimension 2 wide at every traced P, a neighbour's direction is
     open (+1 and -1 are one rank), and calls made only where a dimension is over 2 wide
     (the second direction of an exchange) never showed. Where the calls along such a

@@ -6,7 +6,9 @@ of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, rooted
 collectives whose root sends or receives what the others do not, and LAMMPS's brick
 communication on a declared 3-D grid (calls that exist only where a dimension is over 1
 or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
-split (every 4th rank of another class, each class on its own communicator)."""
+split (every 4th rank of another class, each class on its own communicator); and a
+ghost exchange on the Cartesian communicator whose calls along a dimension 2 wide at
+every fit P take the direction a wider dimension showed."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 import pytest
 
 import signature
-from conftest import needs_mpi
+from conftest import needs_mpi, trace_c_program
 from logical_model import from_traces
 from signature import load_trace, trace_run
 from sigex.cli import main
@@ -284,3 +286,34 @@ def test_models_with_communicators_classes_and_alternatives_round_trip(traced, l
         a, b = model.events(P), back.events(P)
         for c in a:
             np.testing.assert_array_equal(a[c], b[c], err_msg=f"{name} {c}")
+
+
+@pytest.fixture(scope="module")
+def ghosts_on_cart(tmp_path_factory):
+    """ghost3d.c with the atoms by Sendrecv, the cutoff under every brick's width (one swap
+    per dimension), traffic on the Cartesian communicator, at the fit P and at P = 24."""
+    return trace_c_program(tmp_path_factory.mktemp("ghost3d-cart"), PROGRAMS / "ghost3d.c",
+                           ["50000", "0.1", "20", "sendrecv"], FIT, UNSEEN, libs=("-lm",))
+
+
+@needs_mpi
+def test_calls_along_a_dimension_two_wide_take_the_direction_a_wider_one_showed(ghosts_on_cart):
+    """On the Cartesian communicator, dimension 1 is 2 wide at every fit P ((2, 2, 1),
+    (2, 2, 2), (4, 2, 2)): +1 and -1 are one rank, the fit P cannot tell which way each
+    call goes, and P = 24 ((4, 3, 2)) was refused as undecided. The calls along it are,
+    call by call, those along dimension 0, which was 4 wide at P = 16: each takes the
+    direction its twin did, as on MPI_COMM_WORLD (``_dimension_analogy``), and the phase
+    is placed event for event (sizes aside: they are the data's)."""
+    model = from_traces(ghosts_on_cart)
+    assert any("are those along dimension 0" in n for ph in model.phases for n in ph.notes), model.describe()
+    real = signature.extract(load_trace(ghosts_on_cart / "unseen" / f"P{UNSEEN}.h5"))
+    model.check_target(UNSEEN)
+    assert model.weights(UNSEEN) == [ph.weight for ph in real.phases]
+    ev = model.events(UNSEEN)
+    for k, ph in enumerate(real.phases):
+        sel = ev["phase"] == k
+        assert np.array_equal(np.searchsorted(ev["rank"][sel], np.arange(UNSEEN + 1)), ph.template_offsets)
+        for c in ("op", "peer", "recv_peer", "root", "tag"):
+            assert np.array_equal(np.asarray(ph.template[c], np.int64), np.asarray(ev[c][sel], np.int64)), (k, c)
+        real_bytes, model_bytes = np.sum(ph.template["bytes"]), np.sum(ev["bytes"][sel])
+        assert abs(model_bytes - real_bytes) <= 0.05 * max(real_bytes, 1), (k, model_bytes, real_bytes)
