@@ -1142,15 +1142,41 @@ class LogicalModel:
         """Per phase id, what the traced P leave open at P besides the grid
         (:meth:`grid_problem`): a communicator layout, a grid neighbour or a volume
         that fit every traced P as well as the one chosen but give other communicators,
-        peers or bytes at P. ``weaker=True``: the less likely readings (3-D grids where a
-        2-D one fits) that part at P instead, which do not refuse it."""
+        peers or bytes at P, and the P of one more traced run that would decide them
+        (:meth:`deciding_run`). ``weaker=True``: the less likely readings (3-D grids where
+        a 2-D one fits) that part at P instead, which do not refuse it."""
         out: dict[int, list[str]] = {}
-        ranks = np.arange(P)
         if not weaker:
             for pid, texts in self._stuck_dimensions(P).items():
                 out.setdefault(pid, []).extend(texts)
+        by_phase: dict[int, dict[str, list]] = {}  # one line per reason, naming its slots
+        for ph, i, s, field, value in self._parting(P, weaker):
+            what = {"comm_role": "its communicators are", "bytes": "its bytes are",
+                    "recv_bytes": "its received bytes are", "peer": "its peers are",
+                    "recv_peer": "its receive peers are"}.get(field, field)
+            text = lambda v: v.describe() if hasattr(v, "describe") and not hasattr(v, "formula") \
+                else v.formula()  # noqa: E731
+            by_phase.setdefault(ph.id, {}).setdefault(
+                f"{what} {text(getattr(s, field))} or {text(value)} at every traced P, which part at P={P}",
+                []).append((i, s.op))
+        for pid, by_text in by_phase.items():
+            for reason, where in by_text.items():
+                out.setdefault(pid, []).append(f"{_slots_text(sorted(set(where)))}: {reason}")
+        if out and not weaker:
+            more = self.deciding_run(P)
+            if more is not None:
+                dims = f" (grid {'x'.join(map(str, self.grid.dims(more)))})" if self.grid is not None else ""
+                for texts in out.values():
+                    texts.append(f"a run traced at P={more}{dims} as well would decide what the traced P "
+                                 f"leave open here")
+        return out
+
+    def _parting(self, P: int, weaker: bool = False) -> list[tuple]:
+        """(phase, slot index, slot, field, value): each slot's first reading that fits
+        every traced P as well as its own and gives other events at P."""
+        ranks = np.arange(P)
+        out = []
         for ph in self.phases:
-            by_text: dict[str, list[str]] = {}  # one line per reason, naming its slots
             for i, s in enumerate(ph.slots):
                 if not s.alternatives:
                     continue
@@ -1162,23 +1188,40 @@ class LogicalModel:
                     if field.endswith("~") != weaker:
                         continue
                     field = field.rstrip("~")
-                    try:
-                        other = dataclasses.replace(s, **{field: value}).place(ranks, P, self.grid)
-                    except ValueError:
-                        continue  # the alternative has no grid at P: it does not apply there
-                    if not all(np.array_equal(mine[c], other[c]) for c in mine):
-                        what = {"comm_role": "its communicators are", "bytes": "its bytes are",
-                                "recv_bytes": "its received bytes are", "peer": "its peers are",
-                                "recv_peer": "its receive peers are"}.get(field, field)
-                        have = getattr(s, field)
-                        text = lambda v: v.describe() if hasattr(v, "describe") and not hasattr(v, "formula") \
-                            else v.formula()  # noqa: E731
-                        by_text.setdefault(f"{what} {text(have)} or {text(value)} at every traced P, "
-                                           f"which part at P={P}", []).append((i, s.op))
+                    if _parts(s, field, value, P, self.grid, mine):
+                        out.append((ph, i, s, field, value))
                         break
-            for reason, where in by_text.items():
-                out.setdefault(ph.id, []).append(f"{_slots_text(where)}: {reason}")
         return out
+
+    def deciding_run(self, P: int) -> int | None:
+        """The smallest P below the target P, besides the traced ones, at which every
+        reading the traced P leave open at the target (:meth:`undecided`) parts from the
+        one chosen (each slot's every alternative that parts at the target), and every
+        grid dimension that kept one width at every traced P but changes at the target
+        has its width there: a run traced there as well decides them (a 27-point stencil
+        traced at P = 4, 8, 16, its grid 2 wide or less along two dimensions, is decided for
+        P = 24 and 32 by a run at P = 9, 3x3x1). None where no such P is smaller than the
+        target, or where nothing is open."""
+        pairs = [(s, f.rstrip("~"), v) for _, _, s0, _, _ in self._parting(P) for s in [s0]
+                 for f, v in s.alternatives if not f.endswith("~")]
+        pairs = [(s, f, v) for s, f, v in pairs if _parts(s, f, v, P, self.grid)]
+        stuck: list[int] = []
+        if self.grid is not None and self._stuck_dimensions(P):
+            fit = np.array([self.grid.dims(p) for p in self.Ps])
+            at = np.array(self.grid.dims(P))
+            stuck = [d for d in range(self.grid.ndims) if len(set(fit[:, d])) == 1 and at[d] != fit[0, d]]
+        if not pairs and not stuck:
+            return None
+        for Q in range(2, P):
+            if Q in self.Ps:
+                continue
+            if self.grid is not None:
+                dims = _dims_or_none(self.grid, Q)
+                if dims is None or any(dims[d] != at[d] for d in stuck):
+                    continue
+            if all(_parts(s, f, v, Q, self.grid) for s, f, v in pairs):
+                return Q
+        return None
 
     def traced_grids(self, P: int) -> dict[int, list[str]]:
         """Per phase id, the slots whose peers are, or may be (an alternative reading that fits
@@ -1214,6 +1257,7 @@ class LogicalModel:
                        "no dims rule sigex knows fits (MPI_Dims_create, pencils, powers of two, q x q)")
                     + f"; {_slots_text(where)} are neighbours on it or on its communicators")
         return out
+
 
     def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
         """Exact sizes of grid traffic that follow no product of grid dimensions (a
@@ -2538,6 +2582,19 @@ def _moved(rule: PeerRule | None, src: int, dst: int, like: PeerRule | None = No
         if params["skip"] is None:
             params.pop("skip")
     return PeerRule("cart", params)
+
+
+def _parts(slot: SlotModel, field: str, value, P: int, grid: Grid | None, mine: dict | None = None) -> bool:
+    """Whether the slot with ``value`` as its ``field`` gives other events at P than its own
+    reading (``mine``: its own placement there, when known); False where either has no
+    grid at P."""
+    ranks = np.arange(P)
+    try:
+        mine = slot.place(ranks, P, grid) if mine is None else mine
+        other = dataclasses.replace(slot, **{field: value}).place(ranks, P, grid)
+    except ValueError:
+        return False
+    return not all(np.array_equal(mine[c], other[c]) for c in mine)
 
 
 def _dimension_analogy(slots: list[SlotModel], order: list, grid: Grid, Ps: list[int]):

@@ -317,3 +317,31 @@ def test_calls_along_a_dimension_two_wide_take_the_direction_a_wider_one_showed(
             assert np.array_equal(np.asarray(ph.template[c], np.int64), np.asarray(ev[c][sel], np.int64)), (k, c)
         real_bytes, model_bytes = np.sum(ph.template["bytes"]), np.sum(ev["bytes"][sel])
         assert abs(model_bytes - real_bytes) <= 0.05 * max(real_bytes, 1), (k, model_bytes, real_bytes)
+
+
+@pytest.fixture(scope="module")
+def stencil27(tmp_path_factory):
+    """stencil27.c (48^3 box, 20 steps) traced at P = 4, 8, 16 and 9, and at P = 32."""
+    return trace_c_program(tmp_path_factory.mktemp("stencil27"), PROGRAMS / "stencil27.c", ["48", "20"],
+                           (4, 8, 9, 16), 32)
+
+
+@needs_mpi
+def test_a_refusal_names_the_run_that_would_decide_it(stencil27):
+    """Fitted at P = 4, 8, 16 the grid is 2 wide or less along dimensions 1 and 2: an edge
+    or corner neighbour's direction along them, and a face's extent across dimension 1,
+    fit every traced P either way, and P = 32 is refused as undecided. The refusal names
+    the smallest P below the target at which every such reading parts (P = 9, 3x3x1), and
+    with that run traced as well the phase is placed at P = 32 event for event."""
+    from logical_model import build, read_signatures
+    from signature.errors import ExtrapolationError
+    sigs, grids = read_signatures([stencil27 / f"P{P}.h5" for P in (4, 8, 16)])
+    model = build(sigs, grids=grids)
+    assert model.deciding_run(32) == 9
+    with pytest.raises(ExtrapolationError) as err:
+        model.check_target(32)
+    assert "a run traced at P=9 (grid 3x3x1) as well would decide" in err.value.detail
+    sigs, grids = read_signatures([stencil27 / f"P{P}.h5" for P in (4, 8, 9, 16)])
+    model = build(sigs, grids=grids)
+    assert model.deciding_run(32) is None
+    assert_same_events(model, stencil27 / "unseen" / "P32.h5")
