@@ -396,10 +396,19 @@ def _load_space(d: dict | None) -> Space | None:
 _EVERY_RANK = Space()
 
 
+#: how the line naming the run that would decide a refusal begins (:meth:`LogicalModel.deciding_run`)
+_DECIDING = "a run traced at P="
+
+
 def _short(problems: Sequence[str], width: int = 160) -> str:
-    """The first of a phase's problems, cut to ``width`` characters, and how many more there are."""
+    """The first of a phase's problems, cut to ``width`` characters, how many more there
+    are, and the run that would decide what the traced P leave open, where one would
+    (:meth:`LogicalModel.deciding_run`)."""
+    hint = [p for p in problems if p.startswith(_DECIDING)]
+    problems = [p for p in problems if not p.startswith(_DECIDING)] or list(problems)
     first = problems[0] if len(problems[0]) <= width else problems[0][:width - 3] + "..."
-    return first + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
+    return (first + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else "")
+            + (f"; {hint[0]}" if hint and hint[0] not in problems else ""))
 
 
 def _slots_text(where: Sequence[tuple[int, int]]) -> str:
@@ -1167,8 +1176,7 @@ class LogicalModel:
             if more is not None:
                 dims = f" (grid {'x'.join(map(str, self.grid.dims(more)))})" if self.grid is not None else ""
                 for texts in out.values():
-                    texts.append(f"a run traced at P={more}{dims} as well would decide what the traced P "
-                                 f"leave open here")
+                    texts.append(f"{_DECIDING}{more}{dims} as well would decide what the traced P leave open")
         return out
 
     def _parting(self, P: int, weaker: bool = False) -> list[tuple]:

@@ -191,6 +191,7 @@ def strict_arg(a: argparse.ArgumentParser) -> None:
 def placeable_only(model, P: int, *, strict: bool, say):
     """``model`` (a logical or compute model) with only the phases that can be placed at P,
     naming each phase it leaves out on one line through ``say`` (``strict``: refuse)."""
+    from logical_model.model import _short
     logical = getattr(model, "logical", model)
     keep, why = logical.placeable([P])
     apart = [d for d in logical.left_out if "measured_share" in d]  # phases the runs do not share
@@ -209,7 +210,6 @@ def placeable_only(model, P: int, *, strict: bool, say):
     for k, problems in why.items():
         ph = logical.phases[k]
         pattern = ph.pattern if len(ph.pattern) <= 48 else ph.pattern[:45].rstrip(" ,") + "..."
-        first = problems[0] if len(problems[0]) <= 200 else problems[0][:197] + "..."
-        say(f"phase {ph.id} ({ph.kind}; {pattern}) cannot be placed at P={P} and is left out: {first}"
-            + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""))
+        say(f"phase {ph.id} ({ph.kind}; {pattern}) cannot be placed at P={P} and is left out: "
+            + _short(problems, 200))
     return model.subset(keep, why)

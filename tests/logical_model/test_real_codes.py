@@ -188,14 +188,16 @@ def test_sizes_that_depend_on_the_data_are_modelled_by_their_mean(traced):
 @pytest.fixture(scope="module")
 def lammps_like(tmp_path_factory):
     """bench/c/lammps_like.c (a 2:1:1 periodic box on LAMMPS's least-surface grid, declared
-    with MPI_Cart_create) traced at P = 4, 6, 8, 16, 27, 32, 36 and 48, in folders of fit
-    sets: small (4, 8, 16), fit (8, 27, 32), fit2 (4, 6, 27), unseen (36, 48)."""
+    with MPI_Cart_create) traced at P = 2, 4, 6, 8, 16, 27, 32, 36 and 48, in folders of fit
+    sets: small (4, 8, 16), hinted (2, 4, 8, 16), fit (8, 27, 32), fit2 (4, 6, 27), unseen
+    (36, 48)."""
     root = tmp_path_factory.mktemp("lammps_like")
     bench = Path(__file__).parents[2] / "bench"
     exe = root / "lammps_like"
     subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-I", str(bench / "smpi"), "-o", str(exe),
                     str(bench / "c" / "lammps_like.c")], check=True)
-    sets = {"small": (4, 8, 16), "fit": (8, 27, 32), "fit2": (4, 6, 27), "unseen": (36, 48)}
+    sets = {"small": (4, 8, 16), "hinted": (2, 4, 8, 16), "fit": (8, 27, 32), "fit2": (4, 6, 27),
+            "unseen": (36, 48)}
     for P in sorted({P for ps in sets.values() for P in ps}):
         res = trace_run([str(exe), "--n", "48", "--steps", "3", "--thermo", "3"], P, root / "all" / f"P{P}.h5")
         assert res.ok, f"lammps_like at P={P}: {res.trace.meta.get('incomplete_reason')}"
@@ -233,14 +235,20 @@ def test_a_hand_chosen_grid_is_modelled_and_the_user_decides_what_the_fit_p_cann
 @needs_mpi
 def test_what_the_fit_p_cannot_tell_is_refused_at_the_target(lammps_like):
     """From P = 4, 8, 16 the y and z dimensions are 1 or 2 wide in every run, where the +1 and
-    -1 neighbours are one rank, and x's faces may or may not shrink with dims_0 (dims_2 is 2
-    at every run): the model keeps both readings, and at P = 48 (4x3x4), where they part,
-    refuses the target naming them instead of picking one."""
+    -1 neighbours are one rank, and x's faces may or may not shrink with dims_2 (2 at every
+    run). The calls along y and z are those along x, which was 4 wide at P = 16: they take
+    its directions (``_dimension_analogy``). The faces' two readings part at P = 48 (4x3x4):
+    the target is refused naming both, instead of picking one, and naming the run that
+    would decide them (P = 2, 2x1x1, where dims_2 is 1); with it traced as well, the logical
+    trace at P = 48 equals the real run event for event."""
     model = from_traces(lammps_like / "small")
     with pytest.raises(signature.errors.ExtrapolationError) as err:
         model.check_target(48)
-    assert "grid neighbour (+0,+1,+0) or grid neighbour (+0,-1,+0)" in err.value.detail
+    assert "grid neighbour (+0,+1,+0) or grid neighbour (+0,-1,+0)" not in err.value.detail
+    assert any("are those along dimension 0" in n for ph in model.phases for n in ph.notes)
     assert "dims1(P)^-1 * dims2(P)^-1" in err.value.detail
+    assert "; a run traced at P=2 (grid 2x1x1) as well would decide" in str(err.value)
+    assert_same_events(from_traces(lammps_like / "hinted"), lammps_like / "unseen" / "P48.h5")
 
 
 @needs_mpi
@@ -340,7 +348,7 @@ def test_a_refusal_names_the_run_that_would_decide_it(stencil27):
     assert model.deciding_run(32) == 9
     with pytest.raises(ExtrapolationError) as err:
         model.check_target(32)
-    assert "a run traced at P=9 (grid 3x3x1) as well would decide" in err.value.detail
+    assert "; a run traced at P=9 (grid 3x3x1) as well would decide" in str(err.value)
     sigs, grids = read_signatures([stencil27 / f"P{P}.h5" for P in (4, 8, 9, 16)])
     model = build(sigs, grids=grids)
     assert model.deciding_run(32) is None
