@@ -398,6 +398,9 @@ _EVERY_RANK = Space()
 
 #: how the line naming the run that would decide a refusal begins (:meth:`LogicalModel.deciding_run`)
 _DECIDING = "a run traced at P="
+#: the largest P :meth:`LogicalModel.deciding_run` proposes, unless four times the largest
+#: traced P is larger (a run much larger than the traced ones is no cheap way to decide)
+DECIDING_RUN_MAX = 64
 
 
 def _short(problems: Sequence[str], width: int = 160) -> str:
@@ -1159,7 +1162,8 @@ class LogicalModel:
             for pid, texts in self._stuck_dimensions(P).items():
                 out.setdefault(pid, []).extend(texts)
         by_phase: dict[int, dict[str, list]] = {}  # one line per reason, naming its slots
-        for ph, i, s, field, value in self._parting(P, weaker):
+        parting = self._parting(P, weaker)
+        for ph, i, s, field, value in parting:
             what = {"comm_role": "its communicators are", "bytes": "its bytes are",
                     "recv_bytes": "its received bytes are", "peer": "its peers are",
                     "recv_peer": "its receive peers are"}.get(field, field)
@@ -1172,7 +1176,7 @@ class LogicalModel:
             for reason, where in by_text.items():
                 out.setdefault(pid, []).append(f"{_slots_text(sorted(set(where)))}: {reason}")
         if out and not weaker:
-            more = self.deciding_run(P)
+            more = self.deciding_run(P, parting)
             if more is not None:
                 dims = f" (grid {'x'.join(map(str, self.grid.dims(more)))})" if self.grid is not None else ""
                 for texts in out.values():
@@ -1201,18 +1205,19 @@ class LogicalModel:
                         break
         return out
 
-    def deciding_run(self, P: int) -> int | None:
-        """The smallest P below the target P, besides the traced ones, at which every
+    def deciding_run(self, P: int, parting: list | None = None) -> int | None:
+        """The smallest P below the target P (and at most :data:`DECIDING_RUN_MAX` or four
+        times the largest traced P), besides the traced ones, at which every
         reading the traced P leave open at the target (:meth:`undecided`) parts from the
         one chosen (each slot's every alternative that parts at the target), and every
         grid dimension that kept one width at every traced P but changes at the target
         has its width there: a run traced there as well decides them (a 27-point stencil
         traced at P = 4, 8, 16, its grid 2 wide or less along two dimensions, is decided for
         P = 24 and 32 by a run at P = 9, 3x3x1). None where no such P is smaller than the
-        target, or where nothing is open."""
-        pairs = [(s, f.rstrip("~"), v) for _, _, s0, _, _ in self._parting(P) for s in [s0]
-                 for f, v in s.alternatives if not f.endswith("~")]
-        pairs = [(s, f, v) for s, f, v in pairs if _parts(s, f, v, P, self.grid)]
+        target, or where nothing is open. ``parting``: :meth:`_parting` at P, when known."""
+        slots = [s for _, _, s, _, _ in (self._parting(P) if parting is None else parting)]
+        pairs = [(s, f, v) for s in slots for f, v in s.alternatives
+                 if not f.endswith("~") and _parts(s, f, v, P, self.grid)]
         stuck: list[int] = []
         if self.grid is not None and self._stuck_dimensions(P):
             fit = np.array([self.grid.dims(p) for p in self.Ps])
@@ -1220,7 +1225,7 @@ class LogicalModel:
             stuck = [d for d in range(self.grid.ndims) if len(set(fit[:, d])) == 1 and at[d] != fit[0, d]]
         if not pairs and not stuck:
             return None
-        for Q in range(2, P):
+        for Q in range(2, min(P, max(DECIDING_RUN_MAX, 4 * max(self.Ps)) + 1)):
             if Q in self.Ps:
                 continue
             if self.grid is not None:
