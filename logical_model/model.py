@@ -1271,7 +1271,6 @@ class LogicalModel:
                     + f"; {_slots_text(where)} are neighbours on it or on its communicators")
         return out
 
-
     def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
         """Exact sizes of grid traffic that follow no product of grid dimensions (a
         model in P) are open at a target where a grid dimension that kept one width at
