@@ -6,7 +6,8 @@ the mechanisms are general: each is traced at a few P (oversubscribed on a small
 its signatures are extracted at every P, the logical model is fitted at the smaller P and
 placed at a held-out P never fitted, and the whole prediction is made there. Install with
 ``apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples
-nwchem-openmpi`` (all built on Open MPI 4.1; ABINIT and Quantum ESPRESSO are Fortran):
+nwchem-openmpi meep-openmpi`` (all built on Open MPI 4.1; ABINIT and Quantum ESPRESSO are
+Fortran):
 
 * ``abinit``   ABINIT 9.6, the package's lead crystal example (``tbasepar_1``: k-point
                parallelism, 60 k-points on an 8x8x8 grid), 6 SCF steps; fit 2, 3, 4, held 6;
@@ -18,7 +19,9 @@ nwchem-openmpi`` (all built on Open MPI 4.1; ABINIT and Quantum ESPRESSO are For
                time steps (PCG pressure solver), ``simple`` decomposition; fit 4, 8, 16,
                held 12;
 * ``nwchem``   NWChem (Global Arrays on MPI-3 one-sided), B3LYP/6-31G* benzene; fit 4, 8,
-               16, held 12 (not in the default set: its model takes minutes).
+               16, held 12 (not in the default set: its model takes minutes);
+* ``meep``     Meep 1.25 (``meep-openmpi``, C++ FDTD, its cell cut into chunks), a 2-D
+               dielectric waveguide with PML, 2,000 time steps; fit 4, 8, 16, held 12.
 
 Per code and P: the trace (complete, events, calls sigex does not model); its signature
 (phases, coverage: the share of the run's time inside phases that repeat, goal >= 90%;
@@ -61,7 +64,7 @@ import validate_apps  # noqa: E402  (its logical and predict rows take any cache
 
 OUT = ROOT / "bench" / "_unseen"
 APT = ("apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples "
-       "nwchem-openmpi")
+       "nwchem-openmpi meep-openmpi")
 GOAL_COVERAGE = 0.90
 ABINIT_EX = Path("/usr/share/doc/abinit/examples")
 CP2K_EX = Path("/usr/share/doc/cp2k/examples")
@@ -96,6 +99,16 @@ def _count(pattern: str, *files: str) -> Callable[[Path], int | None]:
             if p.exists():
                 return len(re.findall(pattern, p.read_text(errors="replace"), flags=re.M))
         return None
+    return steps
+
+
+def _stated(pattern: str, file: str) -> Callable[[Path], int | None]:
+    """The code's own count, as it states it: the number ``pattern``'s group captures in
+    ``file`` (in the run folder), at its last match."""
+    def steps(run: Path) -> int | None:
+        p = run / file
+        found = re.findall(pattern, p.read_text(errors="replace"), flags=re.M) if p.exists() else []
+        return int(found[-1]) if found else None
     return steps
 
 
@@ -220,6 +233,22 @@ def _nw_setup(folder: Path) -> None:
     (folder / "benz.nw").write_text(_NW_INPUT)
 
 
+# ---- Meep: FDTD of a dielectric waveguide --------------------------------------------------
+_MEEP_INPUT = """(set! geometry-lattice (make lattice (size 32 16 no-size)))
+(set! geometry (list (make block (center 0 0) (size infinity 1 infinity)
+                           (material (make dielectric (epsilon 12))))))
+(set! sources (list (make source (src (make continuous-src (frequency 0.15)))
+                          (component Ez) (center -7 0))))
+(set! pml-layers (list (make pml (thickness 1.0))))
+(set! resolution 10)
+(run-until 100)
+"""
+
+
+def _meep_setup(folder: Path) -> None:
+    (folder / "wg.ctl").write_text(_MEEP_INPUT)
+
+
 CODES = {
     "abinit": Code("abinit", ("abinit", str(ABINIT_EX / "tbasepar_1.abi")), _abinit_setup,
                    lambda run, P: ["abinit", "pb.abi"], (2, 3, 4), 6,
@@ -238,8 +267,10 @@ CODES = {
     "nwchem": Code("nwchem", ("nwchem.openmpi",), _nw_setup,
                    lambda run, P: ["nwchem.openmpi", "benz.nw"], (4, 8, 16), 12,
                    _count(r"^ d= \d+,ls=", "stdout.txt"), "SCF iterations"),
+    "meep": Code("meep", ("meep",), _meep_setup, lambda run, P: ["meep", "wg.ctl"], (4, 8, 16), 12,
+                 _stated(r"\((\d+) timesteps\)", "stdout.txt"), "time steps"),
 }
-DEFAULT = ("abinit", "cp2k", "qe", "openfoam")
+DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep")
 
 
 def capture(code: Code, P: int, force: bool, out: Path) -> dict:
