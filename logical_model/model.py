@@ -1146,9 +1146,34 @@ class LogicalModel:
             return None
         if not grids:
             return f"no dims rule that fits the traced P has a grid for P={P}: give one (--grid AxBxC)"
+        more = self._deciding_grid_run(P)
         return (f"the traced P cannot decide the process grid at P={P} ("
                 + "; ".join(f"{'x'.join(map(str, d))} by {how}" for d, how in grids.items())
-                + f"): give it (--grid {'x'.join(map(str, next(iter(grids))))} or another)")
+                + f"): give it (--grid {'x'.join(map(str, next(iter(grids))))} or another)"
+                + (f", or trace a run at P={more[0]} as well (where they give {' or '.join(more[1])})"
+                   if more else ""))
+
+    def _deciding_grid_run(self, P: int) -> tuple[int, list[str]] | None:
+        """(Q, its grids): the smallest P below ``P`` (as in :meth:`deciding_run`), not
+        traced, at which the dims rules that fit every traced P but give different grids
+        at P give different grids too: a run traced there shows which grid the program
+        chooses (lammps_like fitted at P = 4, 6, 27 gives 4x3x3 or 6x2x3 at P = 36)."""
+        groups: dict[tuple, list] = {}
+        for r in [self.grid] + list(self.grid_rules):
+            d = _dims_or_none(r, P)
+            if d is not None:
+                groups.setdefault(d, []).append(r)
+        if len(groups) < 2:
+            return None
+        for Q in range(2, min(P, max(DECIDING_RUN_MAX, 4 * max(self.Ps)) + 1)):
+            if Q in self.Ps:
+                continue
+            at = [{_dims_or_none(r, Q) for r in rs} for rs in groups.values()]
+            if any(None in a for a in at):
+                continue
+            if all(not (a & b) for i, a in enumerate(at) for b in at[i + 1:]):
+                return Q, sorted({"x".join(map(str, d)) for a in at for d in a})
+        return None
 
     def undecided(self, P: int, *, weaker: bool = False) -> dict[int, list[str]]:
         """Per phase id, what the traced P leave open at P besides the grid

@@ -189,15 +189,15 @@ def test_sizes_that_depend_on_the_data_are_modelled_by_their_mean(traced):
 def lammps_like(tmp_path_factory):
     """bench/c/lammps_like.c (a 2:1:1 periodic box on LAMMPS's least-surface grid, declared
     with MPI_Cart_create) traced at P = 2, 4, 6, 8, 16, 27, 32, 36 and 48, in folders of fit
-    sets: small (4, 8, 16), hinted (2, 4, 8, 16), fit (8, 27, 32), fit2 (4, 6, 27), unseen
-    (36, 48)."""
+    sets: small (4, 8, 16), hinted (2, 4, 8, 16), fit (8, 27, 32), fit2 (4, 6, 27),
+    fit2_hinted (4, 6, 8, 27), unseen (36, 48)."""
     root = tmp_path_factory.mktemp("lammps_like")
     bench = Path(__file__).parents[2] / "bench"
     exe = root / "lammps_like"
     subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-I", str(bench / "smpi"), "-o", str(exe),
                     str(bench / "c" / "lammps_like.c")], check=True)
     sets = {"small": (4, 8, 16), "hinted": (2, 4, 8, 16), "fit": (8, 27, 32), "fit2": (4, 6, 27),
-            "unseen": (36, 48)}
+            "fit2_hinted": (4, 6, 8, 27), "unseen": (36, 48)}
     for P in sorted({P for ps in sets.values() for P in ps}):
         res = trace_run([str(exe), "--n", "48", "--steps", "3", "--thermo", "3"], P, root / "all" / f"P{P}.h5")
         assert res.ok, f"lammps_like at P={P}: {res.trace.meta.get('incomplete_reason')}"
@@ -214,15 +214,18 @@ def test_a_hand_chosen_grid_is_modelled_and_the_user_decides_what_the_fit_p_cann
     """LAMMPS's grid (4x2x4 at P=32, not MPI_Dims_create's 4x4x2) is no longer refused: from
     P = 8, 27, 32 the least-surface rule explains it and the logical trace at P = 48 equals
     the real run event for event. From P = 4, 6, 27 several box shapes explain the runs and
-    part at P = 36 (6x2x3 or 4x3x3): that target is refused naming --grid; with --grid 4x3x3
-    the logical trace equals the real P = 36 run."""
+    part at P = 36 (6x2x3 or 4x3x3): that target is refused naming --grid and the run that
+    would decide it (P = 8, where those shapes give 2x2x2 or 4x1x2); with --grid 4x3x3, or
+    with that run traced as well, the logical trace equals the real P = 36 run."""
     model = from_traces(lammps_like / "fit")
     assert model.grid.rule.name == "surface" and model.grid.periods == (True, True, True)
     assert_same_events(model, lammps_like / "unseen" / "P48.h5")
     model = from_traces(lammps_like / "fit2")
-    with pytest.raises(signature.errors.ExtrapolationError, match=r"cannot decide the process grid at P=36.*--grid"):
+    with pytest.raises(signature.errors.ExtrapolationError, match=r"cannot decide the process grid at P=36.*--grid"
+                       r".*or trace a run at P=8 as well \(where they give 2x2x2 or 4x1x2\)"):
         model.check_target(36)
     assert_same_events(model.with_grid(36, (4, 3, 3)), lammps_like / "unseen" / "P36.h5")
+    assert_same_events(from_traces(lammps_like / "fit2_hinted"), lammps_like / "unseen" / "P36.h5")
     out = tmp_path / "l36.h5"
     assert main(["extrapolate", str(lammps_like / "fit2"), "--target", "36", "--grid", "4x3x3", "-o", str(out),
                  "-q"]) == 0
