@@ -221,7 +221,9 @@ def _alternating(full: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> b
     the next. Such a run is a sequence of different calls to one peer (an atom count,
     then the atoms, both ways along a grid dimension two ranks wide), whose sizes the
     structure tokens drop, not a loop of one call (a ring's shifts, the same call each
-    time: their full tokens are equal, or vary with the data at random)."""
+    time: their full tokens are equal, or vary with the data at random). A ring whose
+    blocks alternate in size (even ranks' twice the odd ranks') reads as alternating too:
+    its shifts then stay in the step (with P - 1 calls) rather than an inner loop."""
     inside = np.zeros(len(full) + 1, np.int64)
     np.add.at(inside, starts, 1)
     np.add.at(inside, np.minimum(starts + lengths, len(full)), -1)
