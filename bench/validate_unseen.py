@@ -6,8 +6,8 @@ the mechanisms are general: each is traced at a few P (oversubscribed on a small
 its signatures are extracted at every P, the logical model is fitted at the smaller P and
 placed at a held-out P never fitted, and the whole prediction is made there. Install with
 ``apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples
-nwchem-openmpi meep-openmpi`` (all built on Open MPI 4.1; ABINIT and Quantum ESPRESSO are
-Fortran):
+nwchem-openmpi meep-openmpi elk-lapw`` (all built on Open MPI 4.1; ABINIT, Quantum
+ESPRESSO and Elk are Fortran):
 
 * ``abinit``   ABINIT 9.6, the package's lead crystal example (``tbasepar_1``: k-point
                parallelism, 60 k-points on an 8x8x8 grid), 6 SCF steps; fit 2, 3, 4, held 6;
@@ -21,7 +21,10 @@ Fortran):
 * ``nwchem``   NWChem (Global Arrays on MPI-3 one-sided), B3LYP/6-31G* benzene; fit 4, 8,
                16, held 12 (not in the default set: its model takes minutes);
 * ``meep``     Meep 1.25 (``meep-openmpi``, C++ FDTD, its cell cut into chunks), a 2-D
-               dielectric waveguide with PML, 2,000 time steps; fit 4, 8, 16, held 12.
+               dielectric waveguide with PML, 2,000 time steps; fit 4, 8, 16, held 12;
+* ``elk``      Elk 8.4 (``elk-lapw``, Fortran through Open MPI's ``mpif.h`` bindings,
+               k-points over the ranks), the package's aluminium ground state on an 8x8x8
+               k-point grid; fit 4, 8, 16, held 12.
 
 Per code and P: the trace (complete, events, calls sigex does not model); its signature
 (phases, coverage: the share of the run's time inside phases that repeat, goal >= 90%;
@@ -64,7 +67,7 @@ import validate_apps  # noqa: E402  (its logical and predict rows take any cache
 
 OUT = ROOT / "bench" / "_unseen"
 APT = ("apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples "
-       "nwchem-openmpi meep-openmpi")
+       "nwchem-openmpi meep-openmpi elk-lapw")
 GOAL_COVERAGE = 0.90
 ABINIT_EX = Path("/usr/share/doc/abinit/examples")
 CP2K_EX = Path("/usr/share/doc/cp2k/examples")
@@ -249,6 +252,18 @@ def _meep_setup(folder: Path) -> None:
     (folder / "wg.ctl").write_text(_MEEP_INPUT)
 
 
+# ---- Elk: all-electron FP-LAPW ground state of aluminium ---------------------------------
+ELK_EX = Path("/usr/share/doc/elk-lapw/examples/basic/Al/elk.in")
+ELK_SPECIES = Path("/usr/share/elk-lapw/species")
+
+
+def _elk_setup(folder: Path) -> None:
+    """The package's aluminium example, its species from the package, on an 8x8x8 k-point
+    grid (its k-points are what Elk spreads over the ranks)."""
+    text = ELK_EX.read_text().replace("'../../../species/'", f"'{ELK_SPECIES}/'")
+    (folder / "elk.in").write_text(re.sub(r"(ngridk\n)\s*4\s+4\s+4", r"\1  8  8  8", text))
+
+
 CODES = {
     "abinit": Code("abinit", ("abinit", str(ABINIT_EX / "tbasepar_1.abi")), _abinit_setup,
                    lambda run, P: ["abinit", "pb.abi"], (2, 3, 4), 6,
@@ -269,8 +284,10 @@ CODES = {
                    _count(r"^ d= \d+,ls=", "stdout.txt"), "SCF iterations"),
     "meep": Code("meep", ("meep",), _meep_setup, lambda run, P: ["meep", "wg.ctl"], (4, 8, 16), 12,
                  _stated(r"\((\d+) timesteps\)", "stdout.txt"), "time steps"),
+    "elk": Code("elk", ("elk-lapw", str(ELK_EX)), _elk_setup, lambda run, P: ["elk-lapw"], (4, 8, 16), 12,
+                _count(r"Loop number", "INFO.OUT"), "SCF loops"),
 }
-DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep")
+DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk")
 
 
 def capture(code: Code, P: int, force: bool, out: Path) -> dict:
