@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .iterations import RankSegments, _canonical_comms, _runs
+from .iterations import RankSegments, _canonical_comms, _covered, _runs
 from .trace import OP_CODE, OPS, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["align_ranks", "message_links", "global_sections"]
@@ -478,13 +478,12 @@ def _covered_by_repeats(tok: np.ndarray, max_period: int) -> np.ndarray:
     """Positions of ``tok`` inside a tandem repeat (two copies or more) of a period up to
     ``max_period``."""
     n = len(tok)
-    delta = np.zeros(n + 1, np.int64)
+    out = np.zeros(n, bool)
     for p in range(1, min(max_period, n // 2) + 1):
         starts, lengths = _runs(tok[p:] == tok[:-p])
         ok = lengths >= p  # a run of m >= p matches from s: copies over s .. s + m + p - 1
-        np.add.at(delta, starts[ok], 1)
-        np.add.at(delta, starts[ok] + lengths[ok] + p, -1)
-    return np.cumsum(delta[:-1]) > 0
+        out |= _covered(n, starts[ok], starts[ok] + lengths[ok] + p)
+    return out
 
 
 def _run_from(eq: np.ndarray) -> np.ndarray:

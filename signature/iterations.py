@@ -139,6 +139,15 @@ def _runs(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return edges[0::2], edges[1::2] - edges[0::2]
 
 
+def _covered(n: int, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Whether each of n positions lies in one of the intervals ``[starts[k], ends[k])``
+    (ends past n are cut there)."""
+    delta = np.zeros(n + 1, np.int64)
+    np.add.at(delta, np.minimum(starts, n), 1)
+    np.add.at(delta, np.minimum(ends, n), -1)
+    return np.cumsum(delta[:-1]) > 0
+
+
 def find_unit(tokens: np.ndarray, window: int = 4096, max_candidates: int = 12,
               near: int | None = None, anchor: np.ndarray | None = None,
               full: np.ndarray | None = None) -> tuple[int, int, int] | None:
@@ -224,10 +233,7 @@ def _alternating(full: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> b
     time: their full tokens are equal, or vary with the data at random). A ring whose
     blocks alternate in size (even ranks' twice the odd ranks') reads as alternating too:
     its shifts then stay in the step (with P - 1 calls) rather than an inner loop."""
-    inside = np.zeros(len(full) + 1, np.int64)
-    np.add.at(inside, starts, 1)
-    np.add.at(inside, np.minimum(starts + lengths, len(full)), -1)
-    pair = np.cumsum(inside)[:len(full) - 1] > 0  # t[i] == t[i+1] within a run
+    pair = _covered(len(full) - 1, starts, starts + lengths)  # t[i] == t[i+1] within a run
     if not pair.any():
         return False
     same = [np.mean(full[:len(full) - 1][pair] == full[1:][pair])]
@@ -312,10 +318,8 @@ def _incidental(t: np.ndarray, runs: dict, best: list, min_k: int, p: int, s0: i
                 own &= ~np.all(t[at] == t[at + d], axis=1)
         if not own[0]:
             continue  # (a run of one call: period 1's repeat, not q's)
-        region = np.zeros(n + 1, np.int64)  # +1 where a repeat of q begins, -1 where it ends
-        np.add.at(region, starts[own], 1)
-        np.add.at(region, np.minimum(starts[own] + (lengths[own] + q) // q * q, n), -1)
-        inside = np.concatenate([[0], np.cumsum(np.cumsum(region)[:n] > 0)])  # q's events before i
+        in_q = _covered(n, starts[own], starts[own] + (lengths[own] + q) // q * q)  # q's own repeats
+        inside = np.concatenate([[0], np.cumsum(in_q)])  # q's events before i
         held = np.sum(inside[ends] - inside[sp])  # p's repeats inside q's
         if inside[s0 + m + p] - inside[s0] == 0 and held < 0.75 * top and held < INNER_LOOP_SHARE * inside[n]:
             return q, sq, mq

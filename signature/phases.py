@@ -118,7 +118,7 @@ from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
 from .align import _COLLECTIVE, _collective_keys, _nth, align_ranks, global_sections
-from .iterations import (RankSegments, _canonical_comms, _runs_collapsed, find_unit, mix, prefix_hash,
+from .iterations import (RankSegments, _canonical_comms, _covered, _runs_collapsed, find_unit, mix, prefix_hash,
                          posted_peers, relative_peers, segment_hash, segment_keys, segment_rank,
                          structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
@@ -1726,10 +1726,7 @@ def _polling(seg: RankSegments, inner: np.ndarray) -> RankSegments:
     count is timing, not the program (``inner``: the rank's ops the bounds count)."""
     its = np.flatnonzero(seg.loop >= 0)
     if its.size:
-        in_loop = np.zeros(len(inner) + 1, np.int64)
-        np.add.at(in_loop, seg.bounds[its], 1)
-        np.add.at(in_loop, seg.bounds[its + 1], -1)
-        events = np.cumsum(in_loop[:-1]) > 0
+        events = _covered(len(inner), seg.bounds[its], seg.bounds[its + 1])
         seg.polling = bool(np.isin(inner[events], _POLL_OPS).mean() >= POLL_LOOP_SHARE)
     return seg
 
