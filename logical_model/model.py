@@ -1165,9 +1165,7 @@ class LogicalModel:
                 groups.setdefault(d, []).append(r)
         if len(groups) < 2:
             return None
-        for Q in range(2, min(P, max(DECIDING_RUN_MAX, 4 * max(self.Ps)) + 1)):
-            if Q in self.Ps:
-                continue
+        for Q in self._smaller_runs(P):
             at = [{_dims_or_none(r, Q) for r in rs} for rs in groups.values()]
             if any(None in a for a in at):
                 continue
@@ -1240,26 +1238,32 @@ class LogicalModel:
         traced at P = 4, 8, 16, its grid 2 wide or less along two dimensions, is decided for
         P = 24 and 32 by a run at P = 9, 3x3x1). None where no such P is smaller than the
         target, or where nothing is open. ``parting``: :meth:`_parting` at P, when known."""
-        slots = [s for _, _, s, _, _ in (self._parting(P) if parting is None else parting)]
-        pairs = [(s, f, v) for s in slots for f, v in s.alternatives
-                 if not f.endswith("~") and _parts(s, f, v, P, self.grid)]
-        stuck: list[int] = []
-        if self.grid is not None and self._stuck_dimensions(P):
-            fit = np.array([self.grid.dims(p) for p in self.Ps])
-            at = np.array(self.grid.dims(P))
-            stuck = [d for d in range(self.grid.ndims) if len(set(fit[:, d])) == 1 and at[d] != fit[0, d]]
-        if not pairs and not stuck:
+        def parting_at(s: SlotModel, alts: list, Q: int) -> list:  # (its own reading placed once)
+            try:
+                mine = s.place(np.arange(Q), Q, self.grid)
+            except ValueError:
+                return []
+            return [(f, v) for f, v in alts if _parts(s, f, v, Q, self.grid, mine)]
+
+        open_ = [(s, alts) for _, _, s, _, _ in (self._parting(P) if parting is None else parting)
+                 if (alts := parting_at(s, [(f, v) for f, v in s.alternatives if not f.endswith("~")], P))]
+        stuck, _, at = self._stuck_axes(P) if self._stuck_dimensions(P) else ([], None, None)
+        if not open_ and not stuck:
             return None
-        for Q in range(2, min(P, max(DECIDING_RUN_MAX, 4 * max(self.Ps)) + 1)):
-            if Q in self.Ps:
-                continue
+        for Q in self._smaller_runs(P):
             if self.grid is not None:
                 dims = _dims_or_none(self.grid, Q)
                 if dims is None or any(dims[d] != at[d] for d in stuck):
                     continue
-            if all(_parts(s, f, v, Q, self.grid) for s, f, v in pairs):
+            if all(len(parting_at(s, alts, Q)) == len(alts) for s, alts in open_):
                 return Q
         return None
+
+    def _smaller_runs(self, P: int) -> list[int]:
+        """The P :meth:`deciding_run` and :meth:`_deciding_grid_run` try, smallest first: up
+        to the target (and :data:`DECIDING_RUN_MAX` or four times the largest traced P),
+        besides the traced ones."""
+        return [Q for Q in range(2, min(P, max(DECIDING_RUN_MAX, 4 * max(self.Ps)) + 1)) if Q not in self.Ps]
 
     def traced_grids(self, P: int) -> dict[int, list[str]]:
         """Per phase id, the slots whose peers are, or may be (an alternative reading that fits
@@ -1296,18 +1300,24 @@ class LogicalModel:
                     + f"; {_slots_text(where)} are neighbours on it or on its communicators")
         return out
 
-    def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
-        """Exact sizes of grid traffic that follow no product of grid dimensions (a
-        model in P) are open at a target where a grid dimension that kept one width at
-        every traced P changes: the traced P cannot tell how the sizes follow it."""
+    def _stuck_axes(self, P: int) -> tuple[list[int], np.ndarray | None, np.ndarray | None]:
+        """(the grid dimensions that kept one width at every traced P and have another at P,
+        the traced dims (one row per traced P), the dims at P); ([], None, None) without a
+        grid at every one of them."""
         if self.grid is None:
-            return {}
+            return [], None, None
         try:
             fit = np.array([self.grid.dims(p) for p in self.Ps])
             at = np.array(self.grid.dims(P))
         except ValueError:
-            return {}
-        stuck = [d for d in range(self.grid.ndims) if len(set(fit[:, d])) == 1 and at[d] != fit[0, d]]
+            return [], None, None
+        return [d for d in range(self.grid.ndims) if len(set(fit[:, d])) == 1 and at[d] != fit[0, d]], fit, at
+
+    def _stuck_dimensions(self, P: int) -> dict[int, list[str]]:
+        """Exact sizes of grid traffic that follow no product of grid dimensions (a
+        model in P) are open at a target where a grid dimension that kept one width at
+        every traced P changes: the traced P cannot tell how the sizes follow it."""
+        stuck, fit, at = self._stuck_axes(P)
         if not stuck:
             return {}
         out: dict[int, list[str]] = {}
