@@ -5,7 +5,8 @@ neighbour-list rebuild, a thermo output, a residual check) and message sizes tha
 whenever the data moves (an atom exchange after every rebuild). The cut therefore works
 on two token streams of the rank:
 
-* **full tokens** (op, relative peers, root, bytes, communicator): the innermost loop's
+* **full tokens** (op, relative peers, root, bytes, communicator; the calls of a rotation,
+  whose root takes each member in turn, share one root: :func:`rotating_roots`): the innermost loop's
   period and its first iteration are found on them, on a bounded window, where bytes
   tell apart calls that only differ in size (the forward and reverse halo swaps of a
   grid two ranks wide);
@@ -52,7 +53,7 @@ import numpy as np
 
 from .trace import OP_CODE, PEER_ANY, Trace
 
-__all__ = ["structure_tokens", "relative_peers", "posted_peers", "find_unit", "segment_rank", "segment_keys",
+__all__ = ["structure_tokens", "rotating_roots", "ROOT_ROTATING", "relative_peers", "posted_peers", "find_unit", "segment_rank", "segment_keys",
            "RankSegments", "prefix_hash", "segment_hash", "mix"]
 
 _MUL = np.uint64(0x9E3779B97F4A7C15)
@@ -117,6 +118,55 @@ def _canonical_comms(trace: Trace) -> np.ndarray:
     return np.where(comm >= 0, canon[np.clip(comm, 0, len(comms) - 1)], comm)
 
 
+#: the ``root`` of a rooted collective in a run whose root moves on by one member each
+#: call (:func:`rotating_roots`)
+ROOT_ROTATING = -4
+#: a run of calls whose root moves on by one member each time is a rotation from this
+#: many calls
+ROTATION_MIN = 3
+
+
+def rotating_roots(trace: Trace) -> np.ndarray:
+    """The ``root`` column with :data:`ROOT_ROTATING` for the calls of a *rotation*: at
+    least :data:`ROTATION_MIN` consecutive calls of a rank to one rooted collective on one
+    communicator whose root is the next member each time (member i + 1 after member i,
+    the first after the last), as a loop over k-points, bands or matrix panels broadcasts
+    item k from its owner k mod n. One call of such a loop, whose root follows the
+    repetition, is then one token, not a cycle of n calls (Elk's k-point loop: 60
+    Bcasts per SCF iteration were cut in cycles of P, with 60 mod P left over)."""
+    ev = trace.events
+    root = ev["root"]
+    at = np.flatnonzero(root >= 0)  # the rooted calls (few: the scan is over them only)
+    if len(at) < ROTATION_MIN:
+        return root
+    comms = trace.comms
+    comm = ev["comm"][at].astype(np.int64)
+    r_at = root[at].astype(np.int64)
+    local = np.full(len(at), -1, np.int64)
+    size = np.zeros(len(at), np.int64)
+    for c in np.unique(comm):
+        if not 0 <= c < len(comms):
+            continue
+        sel = np.flatnonzero(comm == c)
+        members = comms.members_of(int(c)).astype(np.int64)
+        order = np.argsort(members, kind="stable")
+        pos = np.minimum(np.searchsorted(members[order], r_at[sel]), len(members) - 1)
+        hit = members[order][pos] == r_at[sel]
+        local[sel[hit]] = order[pos[hit]]
+        size[sel] = len(members)
+    nxt = ((at[1:] == at[:-1] + 1) & (local[:-1] >= 0) & (local[1:] >= 0) & (size[:-1] > 1)
+           & (ev["rank"][at[1:]] == ev["rank"][at[:-1]]) & (ev["op"][at[1:]] == ev["op"][at[:-1]])
+           & (comm[1:] == comm[:-1]) & (local[1:] == (local[:-1] + 1) % np.maximum(size[:-1], 1)))
+    starts, lengths = _runs(nxt)  # k steps in a row are k + 1 calls
+    keep = lengths + 1 >= ROTATION_MIN
+    if not keep.any():
+        return root
+    mark = _covered(len(at), starts[keep], starts[keep] + lengths[keep] + 1)
+    out = root.copy()
+    out[at[mark]] = ROOT_ROTATING
+    return out
+
+
 def structure_tokens(trace: Trace) -> np.ndarray:
     """One uint64 token per event: op, relative peers, root and communicator (by its
     members), without bytes or tag: equal tokens are the same call of the program,
@@ -126,7 +176,7 @@ def structure_tokens(trace: Trace) -> np.ndarray:
     with np.errstate(over="ignore"):
         h = np.full(len(ev["op"]), np.uint64(0x84222325CBF29CE4))
         for col in (ev["op"], relative_peers(trace, peer), relative_peers(trace, rpeer),
-                    ev["root"], _canonical_comms(trace)):
+                    rotating_roots(trace), _canonical_comms(trace)):
             h = mix(h, col)
     return h
 

@@ -120,7 +120,7 @@ from .model import Phase, Signature
 from .align import _COLLECTIVE, _collective_keys, _nth, align_ranks, global_sections
 from .iterations import (RankSegments, _canonical_comms, _covered, _runs_collapsed, find_unit, mix, prefix_hash,
                          posted_peers, relative_peers, segment_hash, segment_keys, segment_rank,
-                         structure_tokens)
+                         ROOT_ROTATING, rotating_roots, structure_tokens)
 from .trace import OP_CODE, OPS, PEER_ANY, RECV_OPS, SEND_OPS, SENDRECV_OPS, Trace
 
 __all__ = ["extract", "tokenize", "find_anchor", "cut_rank", "check_messages"]
@@ -135,13 +135,15 @@ POLL_LOOP_SHARE = 0.5
 
 def tokenize(trace: Trace) -> np.ndarray:
     """One uint64 token per event: equal tokens are the same communication, relative
-    to the rank (op, relative peers, root, bytes, communicator)."""
+    to the rank (op, relative peers, root, bytes, communicator). The calls of a
+    rotation, whose root moves on by one member each time, share one root
+    (:func:`signature.iterations.rotating_roots`)."""
     ev = trace.events
     peer, rpeer = posted_peers(trace)
     with np.errstate(over="ignore"):
         h = np.full(len(ev["op"]), np.uint64(0xCBF29CE484222325))
         for col in (ev["op"], relative_peers(trace, peer), relative_peers(trace, rpeer),
-                    ev["root"], ev["bytes"], ev["recv_bytes"], ev["comm"]):
+                    rotating_roots(trace), ev["bytes"], ev["recv_bytes"], ev["comm"]):
             h = mix(h, col)
     return h
 
@@ -630,6 +632,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     runtime = trace.runtime
     phases = []
     renumber = np.full(n_phase, -1, np.int64)
+    rotation = rotating_roots(trace)
+    rotated: list[tuple] = []  # phases with calls of a rotation: (phase, calls, of calls, ops)
     # templates: each rank's events of a phase's first repetition, grouped by phase
     local_c = np.clip(local, 0, S - 1)
     posted = dict(zip(("peer", "recv_peer"), posted_peers(trace)))
@@ -646,6 +650,12 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         # (receives posted with MPI_ANY_SOURCE name no source: the one they matched is the run's)
         template = {c: (posted[c] if c in posted else ev[c])[sel].astype(np.int64) for c in
                     ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "comm", "tag")}
+        spin = np.flatnonzero(rotation[sel] == ROOT_ROTATING)
+        if spin.size:  # a rotation's call is placed at its communicator's first member
+            template["root"][spin] = [int(trace.comms.members_of(int(c))[0]) for c in template["comm"][spin]]
+            r0 = int(ev["rank"][sel[spin[0]]])  # the calls of one rank's repetition
+            mine = spin[(spin >= offs[r0]) & (spin < offs[r0 + 1])]
+            rotated.append((k, len(mine), offs[r0 + 1] - offs[r0], sorted({OPS[o] for o in template["op"][mine]})))
         for c in ("bytes", "recv_bytes"):
             template[c] = np.rint(size_mean[c][slot_key[sel]]).astype(np.int64)
         template_aux = ev["aux"][sel]
@@ -708,6 +718,13 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
             k = int(np.bincount(ph).argmax())
             notes.append(f"rank {r}: its iterations of phase {k} begin at another call of the step than "
                          f"those of the ranks like it; left as it cut them ({why})")
+    for k, n_rot, n_calls, ops in rotated:
+        which = (f"its {'/'.join(ops)} calls take their" if n_rot == n_calls else
+                 f"{n_rot} of its {n_calls} calls ({'/'.join(ops)}) take their" if n_rot > 1 else
+                 f"1 of its {n_calls} calls ({'/'.join(ops)}) takes its")
+        notes.append(f"phase {renumber[k]}: {which} root in turn from each member of the communicator, "
+                     "one per call (a loop over items owned round-robin); the template names the first "
+                     "member, and each rank's times are its mean over the turns")
     return Signature(source=str(trace.path) if trace.path else None, app=trace.meta.get("app"),
                      nprocs=P, workload_label=trace.meta.get("workload_label"),
                      workload_value=trace.meta.get("workload_value"), work_mode=trace.work_mode,

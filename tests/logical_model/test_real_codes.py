@@ -6,7 +6,9 @@ of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, rooted
 collectives whose root sends or receives what the others do not, and LAMMPS's brick
 communication on a declared 3-D grid (calls that exist only where a dimension is over 1
 or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
-split (every 4th rank of another class, each class on its own communicator); and a
+split (every 4th rank of another class, each class on its own communicator), a k-point
+loop whose Bcasts take their root from each rank in turn (and on each half's
+communicator from each member); and a
 ghost exchange on the Cartesian communicator whose calls along a dimension 2 wide at
 every fit P take the direction a wider dimension showed."""
 
@@ -46,6 +48,9 @@ CASES = {
     # ... its SMPI twin's form: Irecv/Isend with MPI_PROC_NULL at the ends, one Waitall per level
     "multigrid_nb": (str(BENCH_C / "mg_idle.c"), ["--n", "9600", "--halo", "8", "--cycles", "6",
                                                    "--nonblocking", "1"]),
+    # a k-point loop: item k broadcast from its owner k mod P, bands of each half of the ranks
+    # from the half's members in turn (20 k-points: the last turn is partial at 8 and 16)
+    "kpoints": ("kpoints.c", ["20", "6"]),
     # GROMACS's shape: every 4th rank a PME rank, each class on its own communicator
     "pme_split": (str(BENCH_C / "pme_split.c"), ["--n", "7200", "--grid", "24", "--halo", "50", "--steps", "10",
                                                   "--energy", "5"]),
