@@ -3882,11 +3882,17 @@ def _groups(per_p: dict[int, np.ndarray], weights: dict[int, int]) -> tuple[list
             ok = False
             break
         med = np.median(w)
-        odd = np.flatnonzero(np.abs(w - med) > 0.05 * max(med, 1e-300))
-        if len(odd) != 1:
+        dev = np.abs(w - med)
+        top = int(np.argmax(dev))
+        # one rank apart: over 5% off the median, the others within 5% of the median or,
+        # where they do next to nothing (an owner that computes each item while the others
+        # wait for it), within 5% of the lone rank's own excess
+        others = np.delete(dev, top)
+        if dev[top] <= 0.05 * max(med, 1e-300) or (
+                others.size and others.max() > 0.05 * max(med, dev[top] if med < 0.05 * dev[top] else 0.0)):
             ok = False
             break
-        split_rules.append((P, int(odd[0])))
+        split_rules.append((P, top))
     if ok and split_rules:
         rule = infer_root(dict(split_rules))
         if rule is not None:

@@ -156,6 +156,56 @@ def find_anchor(tokens: np.ndarray, window: int = 4096) -> tuple[int, int] | Non
     return None if found is None else (found[0], found[2])
 
 
+def _rotation_frame(trace: Trace, rotation: np.ndarray, seg_id: np.ndarray, seg_phase_all: np.ndarray,
+                    n_phase: int, P: int, S: int) -> tuple[np.ndarray, set[int]]:
+    """Per global segment (``rank * S + segment``), the rank whose figures it gives, and the
+    phases read in a rotation's frame.
+
+    A loop over items owned round-robin whose owner computes item k before broadcasting
+    it keeps one rank busy per repetition and the others waiting, a different rank each
+    time: a mean over each rank's own repetitions would give every rank 1/n of the work
+    and the replay 1/n of the time. So where every repetition of a loop phase holds one
+    call of a rotation (``rotation``: :func:`signature.iterations.rotating_roots`), whose
+    root moves between repetitions, and the phase has no point-to-point call nor any other
+    rooted one, a repetition's figures on rank r are those of the member as far (in the
+    communicator's order) from the first member as r is from that repetition's root: the
+    root's own on the first member, which the template names as the root. Elsewhere a
+    segment gives its own rank's figures."""
+    frame = np.repeat(np.arange(P, dtype=np.int64), S)
+    n_seg = P * S
+    at = np.flatnonzero((rotation == ROOT_ROTATING) & (seg_id < n_seg))
+    if not at.size:
+        return frame, set()
+    ev = trace.events
+    sid = seg_id[at]
+    ph = seg_phase_all[sid]
+    per_seg = np.bincount(sid, minlength=n_seg)
+    present = np.bincount(seg_id, minlength=n_seg + 1)[:-1] > 0
+    ev_phase = np.append(seg_phase_all, n_phase)[seg_id]
+    other = ((ev["peer"] != -1) | (ev["recv_peer"] != -1)
+             | ((ev["root"] >= 0) & (rotation != ROOT_ROTATING)))
+    mixed = np.bincount(ev_phase[other], minlength=n_phase + 1)[:n_phase] > 0
+    vr = np.full(len(at), -1, np.int64)  # each call's rank in the frame
+    lroot = np.full(len(at), -1, np.int64)  # and its root's place among the members
+    comm = ev["comm"][at]
+    for c in np.unique(comm):
+        sel = np.flatnonzero(comm == c)
+        members = trace.comms.members_of(int(c)).astype(np.int64)
+        where = np.full(P, -1, np.int64)
+        where[members] = np.arange(len(members))
+        lroot[sel] = where[ev["root"][at[sel]]]
+        vr[sel] = members[(where[ev["rank"][at[sel]]] - lroot[sel]) % len(members)]
+    phases: set[int] = set()
+    for k in np.unique(ph):
+        mine = ph == k
+        if (mixed[k] or not np.all(per_seg[(seg_phase_all == k) & present] == 1)
+                or len(np.unique(lroot[mine])) < 2):
+            continue
+        frame[sid[mine]] = vr[mine]
+        phases.add(int(k))
+    return frame, phases
+
+
 def check_messages(trace: Trace) -> list[str]:
     """Every point-to-point receive has its send: raise naming the first rank and event
     whose message has no partner. Sends that nobody receives are a program's own doing
@@ -535,6 +585,9 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     seg_id[invalid] = P * S
     seg_phase_all = np.tile(seg_phase, P)
     seg_rank = np.repeat(np.arange(P), S)
+    # a loop over items owned round-robin, in its rotation's frame (_rotation_frame)
+    rotation = rotating_roots(trace)
+    seg_frame, frame_phases = _rotation_frame(trace, rotation, seg_id, seg_phase_all, n_phase, P, S)
     # the repetitions whose exact structure is that of the phase's first one, per rank:
     # their message sizes are averaged into the template
     first_seg = np.array([int(np.flatnonzero(seg_phase == k)[0]) for k in range(n_phase)])
@@ -562,7 +615,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     dur, cm, cpu, nb = seg_sum(span), seg_sum(comm), seg_sum(cpu_next), seg_sum(ev["bytes"])
     nev = np.bincount(seg_id, minlength=P * S + 1)[:-1].astype(float)
     present = nev > 0
-    pr = seg_phase_all * P + seg_rank
+    pr = seg_phase_all * P + seg_frame
     npr = np.bincount(pr[present], minlength=n_phase * P).astype(float)
 
     def mean_std(x):
@@ -599,7 +652,13 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     # (phase, rank, position); events outside the run on phase n_phase
     slot_key = np.append(seg_phase_all, n_phase)[seg_id]
     slot_key *= P
-    slot_key += ev_rank64
+    ev_frame = None  # per event, the rank whose figures it gives (in a rotation's frame)
+    if frame_phases:
+        ev_frame = np.append(seg_frame, 0)[seg_id]
+        ev_frame[seg_id == P * S] = ev_rank64[seg_id == P * S]
+        slot_key += ev_frame
+    else:
+        slot_key += ev_rank64
     slot_key *= max_pos
     slot_key += pos
     del pos, ev_rank64
@@ -632,7 +691,6 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     runtime = trace.runtime
     phases = []
     renumber = np.full(n_phase, -1, np.int64)
-    rotation = rotating_roots(trace)
     rotated: list[tuple] = []  # phases with calls of a rotation: (phase, calls, of calls, ops)
     # templates: each rank's events of a phase's first repetition, grouped by phase
     local_c = np.clip(local, 0, S - 1)
@@ -645,7 +703,11 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
             continue  # an empty part
         renumber[k] = len(phases)
         sel = t_idx[t_bounds[k]:t_bounds[k + 1]]
-        tcount = np.bincount(ev["rank"][sel], minlength=P)
+        rank_of = ev["rank"]
+        if k in frame_phases:  # rank r's template: the calls whose figures are rank r's
+            rank_of = ev_frame
+            sel = sel[np.argsort(rank_of[sel], kind="stable")]
+        tcount = np.bincount(rank_of[sel], minlength=P)
         offs = np.concatenate([[0], np.cumsum(tcount)]).astype(np.int64)
         # (receives posted with MPI_ANY_SOURCE name no source: the one they matched is the run's)
         template = {c: (posted[c] if c in posted else ev[c])[sel].astype(np.int64) for c in
@@ -653,7 +715,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         spin = np.flatnonzero(rotation[sel] == ROOT_ROTATING)
         if spin.size:  # a rotation's call is placed at its communicator's first member
             template["root"][spin] = [int(trace.comms.members_of(int(c))[0]) for c in template["comm"][spin]]
-            r0 = int(ev["rank"][sel[spin[0]]])  # the calls of one rank's repetition
+            r0 = int(rank_of[sel[spin[0]]])  # the calls of one rank's repetition
             mine = spin[(spin >= offs[r0]) & (spin < offs[r0 + 1])]
             rotated.append((k, len(mine), offs[r0 + 1] - offs[r0], sorted({OPS[o] for o in template["op"][mine]})))
         for c in ("bytes", "recv_bytes"):
@@ -722,9 +784,12 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         which = (f"its {'/'.join(ops)} calls take their" if n_rot == n_calls else
                  f"{n_rot} of its {n_calls} calls ({'/'.join(ops)}) take their" if n_rot > 1 else
                  f"1 of its {n_calls} calls ({'/'.join(ops)}) takes its")
+        how = ("each rank's figures are those of the member as far from each repetition's root as "
+               "the rank is from the first member" if k in frame_phases else
+               "each rank's times are its mean over the turns")
         notes.append(f"phase {renumber[k]}: {which} root in turn from each member of the communicator, "
-                     "one per call (a loop over items owned round-robin); the template names the first "
-                     "member, and each rank's times are its mean over the turns")
+                     f"one per call (a loop over items owned round-robin); the template names the first "
+                     f"member, and {how}")
     return Signature(source=str(trace.path) if trace.path else None, app=trace.meta.get("app"),
                      nprocs=P, workload_label=trace.meta.get("workload_label"),
                      workload_value=trace.meta.get("workload_value"), work_mode=trace.work_mode,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from logical_model.model import _groups
 from logical_model.rules import (ClassComm, Observation, PeerRule, infer_class_comm, infer_members, infer_peer,
@@ -83,5 +85,33 @@ def test_work_groups_by_class(noise):
 def test_work_that_follows_no_class_is_one_group():
     """Work levels that no class of ranks gives at every P stay one group, with a note."""
     per_p = {P: np.where(np.arange(P) < (3 if P == 4 else 5), 2.0, 1.0) for P in FIT}
+    groups, note = _groups(per_p, {P: 1 for P in FIT})
+    assert len(groups) == 1 and "no rule" in note
+
+
+@settings(max_examples=40, deadline=None)
+@given(lone=st.sampled_from(["first", "second", "last"]), seed=st.integers(0, 2**16),
+       idle=st.floats(1e-6, 1e-4))
+def test_a_lone_rank_that_works_while_the_others_wait(lone, seed, idle):
+    """One rank computes (an owner, then broadcasting) while the others do next to nothing:
+    their own figures differ by far more than 5% of their tiny median, which must not hide
+    that one rank works apart. It is a group of its own, by a rule of P; the rest another."""
+    rng = np.random.default_rng(seed)
+    where = {"first": lambda P: 0, "second": lambda P: 1, "last": lambda P: P - 1}[lone]
+    per_p = {}
+    for P in FIT:
+        w = idle * (0.5 + rng.random(P))
+        w[where(P)] = 1e-2 * (1 + 0.02 * rng.random())
+        per_p[P] = w
+    groups, note = _groups(per_p, {P: 10 for P in FIT})
+    assert note is None and len(groups) == 2, note
+    assert [int(groups[0].members._k(P)) for P in FIT] == [where(P) for P in FIT]
+    assert groups[1].members is None
+
+
+def test_ranks_that_all_work_but_differ_are_not_a_lone_rank():
+    """Every rank works, unevenly (no rule): not a lone rank apart, one group with a note."""
+    rng = np.random.default_rng(7)
+    per_p = {P: 1.0 + rng.random(P) for P in FIT}
     groups, note = _groups(per_p, {P: 1 for P in FIT})
     assert len(groups) == 1 and "no rule" in note

@@ -8,7 +8,8 @@ communication on a declared 3-D grid (calls that exist only where a dimension is
 or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
 split (every 4th rank of another class, each class on its own communicator), a k-point
 loop whose Bcasts take their root from each rank in turn (and on each half's
-communicator from each member); and a
+communicator from each member), also with each k-point computed by its owner right
+before its Bcast; and a
 ghost exchange on the Cartesian communicator whose calls along a dimension 2 wide at
 every fit P take the direction a wider dimension showed."""
 
@@ -51,6 +52,8 @@ CASES = {
     # a k-point loop: item k broadcast from its owner k mod P, bands of each half of the ranks
     # from the half's members in turn (20 k-points: the last turn is partial at 8 and 16)
     "kpoints": ("kpoints.c", ["20", "6"]),
+    # ... each k-point computed by its owner right before its Bcast
+    "kpoints_owner": ("kpoints.c", ["20", "6", "owner"]),
     # GROMACS's shape: every 4th rank a PME rank, each class on its own communicator
     "pme_split": (str(BENCH_C / "pme_split.c"), ["--n", "7200", "--grid", "24", "--halo", "50", "--steps", "10",
                                                   "--energy", "5"]),
@@ -128,6 +131,24 @@ def test_what_the_models_say(traced):
     scatter = [s for ph in from_traces(traced["rooted"]).phases for s in ph.slots
                if s.op == signature.OP_CODE["Scatter"]][0]
     assert scatter.bytes is None and scatter.root_bytes.predict([64])[0] == pytest.approx(4 * 80640 / 64)
+
+
+@needs_mpi
+def test_an_owner_that_computes_each_item_keeps_its_work(traced):
+    """Each k-point is computed by its owner right before its Bcast: one rank busy per
+    item, a different one each time. Read in the rotation's frame, the loop's work is one
+    rank's (a lone rank, rank 1 at every P), and the logical trace at P = 24 gives that
+    rank the owner's work per item as the real run there measures it, where a mean over
+    each rank's turns gave every rank 1/P of it (and the replay 1/P of the time)."""
+    model = from_traces(traced["kpoints_owner"])
+    real = signature.extract(load_trace(traced["kpoints_owner"] / "unseen" / f"P{UNSEEN}.h5"))
+    k = [ph.id for ph in real.phases if ph.ops == ("Bcast",)][0]
+    cpu = real.phases[k].stats["cpu_mean"]
+    ev = model.events(UNSEEN)
+    work = ev["work"][ev["phase"] == k]
+    for w in (cpu, work):  # one rank works, the others next to nothing
+        assert int(np.argmax(w)) == 1 and w[1] >= 20 * np.median(np.delete(w, 1)), (cpu, work)
+    assert work[1] == pytest.approx(cpu[1], rel=0.25)
 
 
 @needs_mpi

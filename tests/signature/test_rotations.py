@@ -6,6 +6,7 @@ left in the step around it."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,3 +81,56 @@ def test_a_rotation_on_a_sub_communicator_goes_by_its_members():
     assert roots == {1}, sig.phases
     ev["comm"][bcast] = 0  # the same roots on the world skip the even ranks
     assert not (rotating_roots(t) == ROOT_ROTATING).any()
+
+
+@settings(max_examples=25, deadline=None)
+@given(P=st.integers(3, 9), items=st.integers(3, 15), steps=st.integers(3, 6))
+def test_an_owner_that_computes_each_item_is_one_rank_of_the_frame(P, items, steps):
+    """Each item is computed by its owner right before its Bcast (one rank busy per
+    repetition, a different one each time). In the rotation's frame the loop's work is one
+    rank's, the owner's per item (the burst before a call is the previous call's repetition's:
+    the member after the root), not 1/P of it on every rank; with a fixed owner it is that
+    rank's, the same figure."""
+    work, idle = 1e-2, 1e-5
+
+    def owner_computes(t, bcast, root_of):
+        ev = t.events
+        k = np.concatenate([np.arange(b - a) for a, b in zip(*np.searchsorted(
+            bcast, [t.rank_offsets[:-1], t.rank_offsets[1:]]))]) % items
+        owner = np.array([root_of(int(i)) for i in k])
+        ev["t_cpu"][bcast] = np.where(ev["rank"][bcast] == owner, work, idle)
+        return t
+    rot, bcast = _kpoint_trace(P, items, steps, lambda k: k % P)
+    got = extract(owner_computes(rot, bcast, lambda k: k % P))
+    loop = [p for p in got.phases if p.ops == ("Bcast",)][0]
+    cpu = loop.stats["cpu_mean"]
+    assert int(np.argmax(cpu)) == 1 and cpu[1] == pytest.approx(work), cpu
+    assert np.all(np.delete(cpu, 1) < 10 * idle), cpu
+    assert any("as far from each repetition's root" in n for n in got.notes), got.notes
+    fixed, bcast = _kpoint_trace(P, items, steps, lambda k: 0)
+    ref = extract(owner_computes(fixed, bcast, lambda k: 0))
+    loop = [p for p in ref.phases if p.ops == ("Bcast",)][0]
+    assert loop.stats["cpu_mean"][0] == pytest.approx(work)
+
+
+def test_a_phase_with_point_to_point_calls_keeps_each_ranks_own_figures():
+    """Items numbered across steps (item k of the run from member k mod P): the step keeps
+    one call of the rotation, whose root moves from step to step, beside a ring shift.
+    The shift's peers are each rank's own, so the step is not read in the rotation's frame
+    (its figures are each rank's mean over the turns); the inner loop of Bcasts is."""
+    P, items, steps = 5, 7, 6
+
+    def step(r, s):
+        return [("Bcast", -1, 144)] * items + [("Sendrecv", (r + 1) % P, 8, (r - 1) % P, 8),
+                                                ("Allreduce", -1, 64)]
+    t = build_trace(P, steps, step)
+    ev = t.events
+    bcast = np.flatnonzero(ev["op"] == OP_CODE["Bcast"])
+    ev["root"][bcast] = np.tile(np.arange(items * steps) % P, P)
+    sig = extract(t)
+    ring = [p for p in sig.phases if "Sendrecv" in p.ops]
+    assert ring and ring[0].weight >= 2, sig.phases
+    frame = {n.split(":")[0] for n in sig.notes if "as far from each repetition's root" in n}
+    means = {n.split(":")[0] for n in sig.notes if "mean over the turns" in n}
+    assert f"phase {ring[0].id}" in means and f"phase {ring[0].id}" not in frame, sig.notes
+    assert frame, sig.notes
