@@ -6,8 +6,8 @@ the mechanisms are general: each is traced at a few P (oversubscribed on a small
 its signatures are extracted at every P, the logical model is fitted at the smaller P and
 placed at a held-out P never fitted, and the whole prediction is made there. Install with
 ``apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples
-nwchem-openmpi meep-openmpi elk-lapw`` (all built on Open MPI 4.1; ABINIT, Quantum
-ESPRESSO and Elk are Fortran):
+nwchem-openmpi meep-openmpi elk-lapw gpaw`` (all built on Open MPI 4.1; ABINIT, Quantum
+ESPRESSO and Elk are Fortran, GPAW is Python over its own C layer):
 
 * ``abinit``   ABINIT 9.6, the package's lead crystal example (``tbasepar_1``: k-point
                parallelism, 60 k-points on an 8x8x8 grid), 6 SCF steps; fit 2, 3, 4, held 6;
@@ -24,7 +24,12 @@ ESPRESSO and Elk are Fortran):
                dielectric waveguide with PML, 2,000 time steps; fit 4, 8, 16, held 12;
 * ``elk``      Elk 8.4 (``elk-lapw``, Fortran through Open MPI's ``mpif.h`` bindings,
                k-points over the ranks), the package's aluminium ground state on an 8x8x8
-               k-point grid; fit 4, 8, 16, held 12.
+               k-point grid; fit 4, 8, 16, held 12;
+* ``gpaw``     GPAW 22.8 (``gpaw``: Python, MPI through its own C extension, k-points,
+               domains and ScaLAPACK over the ranks), bulk silicon (8 atoms, plane waves
+               350 eV, 3x3x3 k-points) to SCF convergence; fit 8, 12, 16, held 24 (at P = 4
+               it parallelises over k-points only, with none of the domain decomposition's
+               calls).
 
 Per code and P: the trace (complete, events, calls sigex does not model); its signature
 (phases, coverage: the share of the run's time inside phases that repeat, goal >= 90%;
@@ -67,7 +72,7 @@ import validate_apps  # noqa: E402  (its logical and predict rows take any cache
 
 OUT = ROOT / "bench" / "_unseen"
 APT = ("apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples "
-       "nwchem-openmpi meep-openmpi elk-lapw")
+       "nwchem-openmpi meep-openmpi elk-lapw gpaw")
 GOAL_COVERAGE = 0.90
 ABINIT_EX = Path("/usr/share/doc/abinit/examples")
 CP2K_EX = Path("/usr/share/doc/cp2k/examples")
@@ -264,6 +269,19 @@ def _elk_setup(folder: Path) -> None:
     (folder / "elk.in").write_text(re.sub(r"(ngridk\n)\s*4\s+4\s+4", r"\1  8  8  8", text))
 
 
+# ---- GPAW: plane-wave DFT of bulk silicon -----------------------------------------------
+_GPAW_INPUT = """from ase.build import bulk
+from gpaw import GPAW, PW
+atoms = bulk("Si", "diamond", a=5.43, cubic=True)
+atoms.calc = GPAW(mode=PW(350), kpts=(3, 3, 3), txt="si.txt", convergence={"energy": 1e-7})
+atoms.get_potential_energy()
+"""
+
+
+def _gpaw_setup(folder: Path) -> None:
+    (folder / "si.py").write_text(_GPAW_INPUT)
+
+
 CODES = {
     "abinit": Code("abinit", ("abinit", str(ABINIT_EX / "tbasepar_1.abi")), _abinit_setup,
                    lambda run, P: ["abinit", "pb.abi"], (2, 3, 4), 6,
@@ -286,8 +304,11 @@ CODES = {
                  _stated(r"\((\d+) timesteps\)", "stdout.txt"), "time steps"),
     "elk": Code("elk", ("elk-lapw", str(ELK_EX)), _elk_setup, lambda run, P: ["elk-lapw"], (4, 8, 16), 12,
                 _count(r"Loop number", "INFO.OUT"), "SCF loops"),
+    # (Debian's python3, whose GPAW extension links Open MPI)
+    "gpaw": Code("gpaw", ("gpaw", "/usr/bin/python3"), _gpaw_setup, lambda run, P: ["/usr/bin/python3", "si.py"],
+                 (8, 12, 16), 24, _stated(r"Converged after (\d+) iterations", "si.txt"), "SCF iterations"),
 }
-DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk")
+DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw")
 
 
 def capture(code: Code, P: int, force: bool, out: Path) -> dict:
