@@ -145,7 +145,7 @@ def rotating_roots(trace: Trace) -> np.ndarray:
     local = np.full(len(at), -1, np.int64)
     size = np.zeros(len(at), np.int64)
     for c in np.unique(comm):
-        if not 0 <= c < len(comms):
+        if not 0 <= c < len(comms) or comms.inter[c]:  # (an intercommunicator's root is the other group's)
             continue
         sel = np.flatnonzero(comm == c)
         members = comms.members_of(int(c)).astype(np.int64)
