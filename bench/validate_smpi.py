@@ -10,7 +10,9 @@ arithmetic, no declared grid; pme_split: every 4th rank a PME rank, particle and
 ranks each with their own traffic; mg_idle: a 3-level multigrid whose coarse levels
 leave every 2nd and every 4th rank idle; tree_reduce: a 1-D halo and a residual summed
 on hand-written binomial trees, whose stages grow with P; cg_npb: cg_like with NPB CG's
-reductions along the rows, recursive doubling in point-to-point calls over the columns):
+reductions along the rows, recursive doubling in point-to-point calls over the columns;
+kpoint_owner: items owned round-robin, each computed by its owner right before its Bcast,
+whose root takes each rank in turn):
 
 1. the program is built with ``smpicc`` and run under ``smpirun`` at the
    signature P (4, 8, 16) with ``-trace-ti``; each time-independent trace is
@@ -124,6 +126,10 @@ APPS = {
     # (Irecv, Send, Wait per stage, tagged with the stage), log2 npcols stages
     "cg_npb": {"n": 8192, "args": ["--iters", "30"], "grid": None, "p_rule": "powers_of_two",
                "src": "c/cg_npb.c"},
+    # items owned round-robin, each computed by its owner right before its Bcast (the root
+    # takes each rank in turn): one rank busy at a time, a loop that does not scale
+    "kpoint_owner": {"n": 512, "args": ["--work", "400000", "--eig", "64", "--iters", "3"], "grid": None,
+                     "p_rule": None, "src": "c/kpoint_owner.c"},
 }
 
 

@@ -79,3 +79,30 @@ def test_pme_split_world_twin_is_what_its_trace_records(tmp_path, P):
     args = ["--n", "3072", "--grid", "16", "--halo", "20", "--steps", "4", "--energy", "2", "--world", "1"]
     sim, ours = smpi_and_replay(exe, args, P, tmp_path)
     assert ours == pytest.approx(sim, rel=0.005)
+
+
+@needs_simgrid
+def test_a_loop_of_owners_that_compute_in_turn_is_predicted_from_small_runs(tmp_path):
+    """kpoint_owner: item k is computed by rank k mod P right before it broadcasts it (the
+    root takes each rank in turn), one rank busy at a time: a loop that does not scale.
+    From SMPI runs at P = 4, 8, 16 sigex predicts P = 64, where there are more ranks than
+    items per turn, within 5% of SMPI's own time (each rank's mean over its turns spread
+    the owner's work and predicted a small fraction of it; before rotations were read the
+    loop was refused)."""
+    from sigex.pipeline import load_models, predict
+    exe = tmp_path / "kpoint_owner"
+    subprocess.run(["smpicc", "-O2", "-o", str(exe), str(ROOT / "bench" / "c" / "kpoint_owner.c"), "-lm"],
+                   check=True, capture_output=True, text=True)
+    args = ["--n", "96", "--work", "400000", "--eig", "64", "--iters", "2"]
+    sig = tmp_path / "signature"
+    sig.mkdir()
+    for P in (4, 8, 16):
+        _, out = run_program(exe, args, CLUSTER, P, trace_ti=tmp_path / f"ti{P}")
+        assert "OK" in out, out
+        import_ti(tmp_path / f"ti{P}" / "ti.txt", clock=CLUSTER, app="kpoint_owner",
+                  workload=("n", "96")).to_hdf5(sig / f"P{P}.h5")
+    truth, out = run_program(exe, args, CLUSTER, 64)
+    assert "OK" in out, out
+    pred = predict(load_models(sig), 64, CLUSTER, full=True)
+    assert not pred.refused, pred.refused
+    assert pred.runtime == pytest.approx(truth, rel=0.05), (pred.runtime, truth)
