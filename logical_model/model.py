@@ -4005,6 +4005,16 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
     for k, ref in enumerate(sigs[0].phases):
         problems: list[str] = []
         notes: list[str] = []
+        turns = [s.phases[k] for s in sigs if np.any(s.phases[k].template.get("rotating", 0))]
+        if turns:  # (signature.iterations.rotating_roots)
+            t = turns[-1].rank_template(int(np.flatnonzero(np.diff(turns[-1].template_offsets))[0]))
+            spin = t["rotating"] > 0
+            ops = "/".join(sorted({OPS[o] for o in t["op"][spin]}))
+            one = int(spin.sum()) == 1 and not spin.all()
+            which = f"its {ops} calls" if spin.all() else f"{int(spin.sum())} of its {len(spin)} calls ({ops})"
+            notes.append(f"{which} {'takes its' if one else 'take their'} root from each member of the "
+                         "communicator in turn, one per call (a rotation): every repetition places "
+                         f"{'it' if one else 'them'} at the first member")
         # ---- slots of every rank at every P, merged into one order ------------------
         keys_per_p, local, key_args = {}, {}, {}
         for s in sigs:

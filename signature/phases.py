@@ -715,6 +715,8 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         spin = np.flatnonzero(rotation[sel] == ROOT_ROTATING)
         if spin.size:  # a rotation's call is placed at its communicator's first member
             template["root"][spin] = [int(trace.comms.members_of(int(c))[0]) for c in template["comm"][spin]]
+            template["rotating"] = np.zeros(len(sel), np.int64)  # 1: a call of a rotation
+            template["rotating"][spin] = 1
             r0 = int(rank_of[sel[spin[0]]])  # the calls of one rank's repetition
             mine = spin[(spin >= offs[r0]) & (spin < offs[r0 + 1])]
             rotated.append((k, len(mine), offs[r0 + 1] - offs[r0], sorted({OPS[o] for o in template["op"][mine]})))

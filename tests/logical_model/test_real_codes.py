@@ -141,6 +141,8 @@ def test_an_owner_that_computes_each_item_keeps_its_work(traced):
     rank the owner's work per item as the real run there measures it, where a mean over
     each rank's turns gave every rank 1/P of it (and the replay 1/P of the time)."""
     model = from_traces(traced["kpoints_owner"])
+    loop = [ph for ph in model.phases if ph.pattern == "Bcast"]
+    assert loop and any("in turn, one per call (a rotation)" in n for n in loop[0].notes), model.describe()
     real = signature.extract(load_trace(traced["kpoints_owner"] / "unseen" / f"P{UNSEEN}.h5"))
     k = [ph.id for ph in real.phases if ph.ops == ("Bcast",)][0]
     cpu = real.phases[k].stats["cpu_mean"]
