@@ -15,14 +15,14 @@ from signature.iterations import ROOT_ROTATING, rotating_roots
 from synthetic import build_trace, comm_table
 
 
-def _kpoint_trace(P: int, items: int, steps: int, root_of, *, comm: int = 0, comms=None):
-    """Each step: ``items`` Bcasts on ``comm`` (item k's root: ``root_of(k)``, a world rank),
-    then an Allreduce on the world."""
+def _kpoint_trace(P: int, items: int, steps: int, root_of, *, comm: int = 0, comms=None, op: str = "Bcast"):
+    """Each step: ``items`` calls of ``op`` (a rooted collective) on ``comm`` (item k's root:
+    ``root_of(k)``, a world rank), then an Allreduce on the world."""
     def step(r, s):
-        return [("Bcast", -1, 144, -1, 0, comm)] * items + [("Allreduce", -1, 4096)]
+        return [(op, -1, 144, -1, 0, comm)] * items + [("Allreduce", -1, 4096)]
     t = build_trace(P, steps, step, comms=comms)
     ev = t.events
-    bcast = np.flatnonzero(ev["op"] == OP_CODE["Bcast"])
+    bcast = np.flatnonzero(ev["op"] == OP_CODE[op])
     k = np.concatenate([np.arange(b - a) for a, b in zip(*np.searchsorted(
         bcast, [t.rank_offsets[:-1], t.rank_offsets[1:]]))]) % items
     ev["root"][bcast] = [root_of(int(i)) for i in k]
@@ -30,18 +30,20 @@ def _kpoint_trace(P: int, items: int, steps: int, root_of, *, comm: int = 0, com
 
 
 @settings(max_examples=30, deadline=None)
-@given(P=st.integers(3, 9), items=st.integers(3, 23), steps=st.integers(3, 7))
-def test_a_rotation_is_one_call_of_a_loop_at_every_p(P, items, steps):
+@given(P=st.integers(3, 9), items=st.integers(3, 23), steps=st.integers(3, 7),
+       op=st.sampled_from(["Bcast", "Reduce", "Gather", "Scatter"]))
+def test_a_rotation_is_one_call_of_a_loop_at_every_p(P, items, steps, op):
     """Whatever items mod P is, the signature is that of the same program with one fixed
     root: the same phases, weights and calls, the template naming member 0, and a note
-    saying the root rotates."""
-    t, bcast = _kpoint_trace(P, items, steps, lambda k: k % P)
+    saying the root rotates (a broadcast from each owner, or a reduction, gather or
+    scatter to or from it)."""
+    t, bcast = _kpoint_trace(P, items, steps, lambda k: k % P, op=op)
     assert np.array_equal(np.flatnonzero(rotating_roots(t) == ROOT_ROTATING), bcast)
-    fixed, _ = _kpoint_trace(P, items, steps, lambda k: 0)
+    fixed, _ = _kpoint_trace(P, items, steps, lambda k: 0, op=op)
     assert not (rotating_roots(fixed) == ROOT_ROTATING).any()
     got, want = extract(t), extract(fixed)
     assert [(p.kind, p.weight, p.ops) for p in got.phases] == [(p.kind, p.weight, p.ops) for p in want.phases]
-    assert [p.weight for p in got.phases if p.ops == ("Bcast",)] == [steps * (items - 1)], got.phases
+    assert [p.weight for p in got.phases if p.ops == (op,)] == [steps * (items - 1)], got.phases
     for a, b in zip(got.phases, want.phases):
         for c in ("op", "root", "bytes"):
             assert np.array_equal(a.template[c], b.template[c]), (a.id, c)
