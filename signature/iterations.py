@@ -148,12 +148,8 @@ def rotating_roots(trace: Trace) -> np.ndarray:
         if not 0 <= c < len(comms) or comms.inter[c]:  # (an intercommunicator's root is the other group's)
             continue
         sel = np.flatnonzero(comm == c)
-        members = comms.members_of(int(c)).astype(np.int64)
-        order = np.argsort(members, kind="stable")
-        pos = np.minimum(np.searchsorted(members[order], r_at[sel]), len(members) - 1)
-        hit = members[order][pos] == r_at[sel]
-        local[sel[hit]] = order[pos[hit]]
-        size[sel] = len(members)
+        local[sel] = comms.local_ranks(int(c), r_at[sel])
+        size[sel] = comms.size[c]
     nxt = ((at[1:] == at[:-1] + 1) & (local[:-1] >= 0) & (local[1:] >= 0) & (size[:-1] > 1)
            & (ev["rank"][at[1:]] == ev["rank"][at[:-1]]) & (ev["op"][at[1:]] == ev["op"][at[:-1]])
            & (comm[1:] == comm[:-1]) & (local[1:] == (local[:-1] + 1) % np.maximum(size[:-1], 1)))
@@ -167,16 +163,17 @@ def rotating_roots(trace: Trace) -> np.ndarray:
     return out
 
 
-def structure_tokens(trace: Trace) -> np.ndarray:
+def structure_tokens(trace: Trace, roots: np.ndarray | None = None) -> np.ndarray:
     """One uint64 token per event: op, relative peers, root and communicator (by its
     members), without bytes or tag: equal tokens are the same call of the program,
-    whatever the message sizes."""
+    whatever the message sizes (``roots``: :func:`rotating_roots`, computed when not
+    given)."""
     ev = trace.events
     peer, rpeer = posted_peers(trace)
     with np.errstate(over="ignore"):
         h = np.full(len(ev["op"]), np.uint64(0x84222325CBF29CE4))
         for col in (ev["op"], relative_peers(trace, peer), relative_peers(trace, rpeer),
-                    rotating_roots(trace), _canonical_comms(trace)):
+                    rotating_roots(trace) if roots is None else roots, _canonical_comms(trace)):
             h = mix(h, col)
     return h
 

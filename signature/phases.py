@@ -133,17 +133,18 @@ _POLL_OPS = [OP_CODE[n] for n in ("Test", "Testany", "Testsome", "Testall", "Ipr
 POLL_LOOP_SHARE = 0.5
 
 
-def tokenize(trace: Trace) -> np.ndarray:
+def tokenize(trace: Trace, roots: np.ndarray | None = None) -> np.ndarray:
     """One uint64 token per event: equal tokens are the same communication, relative
     to the rank (op, relative peers, root, bytes, communicator). The calls of a
     rotation, whose root moves on by one member each time, share one root
-    (:func:`signature.iterations.rotating_roots`)."""
+    (``roots``: :func:`signature.iterations.rotating_roots`, computed when not given)."""
     ev = trace.events
     peer, rpeer = posted_peers(trace)
     with np.errstate(over="ignore"):
         h = np.full(len(ev["op"]), np.uint64(0xCBF29CE484222325))
         for col in (ev["op"], relative_peers(trace, peer), relative_peers(trace, rpeer),
-                    rotating_roots(trace), ev["bytes"], ev["recv_bytes"], ev["comm"]):
+                    rotating_roots(trace) if roots is None else roots, ev["bytes"], ev["recv_bytes"],
+                    ev["comm"]):
             h = mix(h, col)
     return h
 
@@ -191,10 +192,8 @@ def _rotation_frame(trace: Trace, rotation: np.ndarray, seg_id: np.ndarray, seg_
     for c in np.unique(comm):
         sel = np.flatnonzero(comm == c)
         members = trace.comms.members_of(int(c)).astype(np.int64)
-        where = np.full(P, -1, np.int64)
-        where[members] = np.arange(len(members))
-        lroot[sel] = where[ev["root"][at[sel]]]
-        vr[sel] = members[(where[ev["rank"][at[sel]]] - lroot[sel]) % len(members)]
+        lroot[sel] = trace.comms.local_ranks(int(c), ev["root"][at[sel]])
+        vr[sel] = members[(trace.comms.local_ranks(int(c), ev["rank"][at[sel]]) - lroot[sel]) % len(members)]
     phases: set[int] = set()
     for k in np.unique(ph):
         mine = ph == k
@@ -352,11 +351,12 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
         raise IncompleteTraceError(f"{trace.name}: the traced run did not finish")
     ev = trace.events
     P = trace.nprocs
-    tokens = tokenize(trace)
+    rotation = rotating_roots(trace)  # (the root column, a rotation's calls keyed as one)
+    tokens = tokenize(trace, rotation)
     ro = trace.rank_offsets
 
     # --- cut every rank into parts and iterations, then align the ranks -------------
-    struct = structure_tokens(trace)
+    struct = structure_tokens(trace, rotation)
     for r in range(P):
         a, b = int(ro[r]), int(ro[r + 1])
         if b - a < 2 or ev["op"][a] != OP_CODE["Init"] or ev["op"][b - 1] != OP_CODE["Finalize"]:
@@ -586,7 +586,6 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     seg_phase_all = np.tile(seg_phase, P)
     seg_rank = np.repeat(np.arange(P), S)
     # a loop over items owned round-robin, in its rotation's frame (_rotation_frame)
-    rotation = rotating_roots(trace)
     seg_frame, frame_phases = _rotation_frame(trace, rotation, seg_id, seg_phase_all, n_phase, P, S)
     # the repetitions whose exact structure is that of the phase's first one, per rank:
     # their message sizes are averaged into the template

@@ -164,6 +164,14 @@ class CommTable:
         """World ranks of ``comm_id`` in communicator rank order."""
         return self.members[self.member_offsets[comm_id]:self.member_offsets[comm_id + 1]]
 
+    def local_ranks(self, comm_id: int, world: np.ndarray) -> np.ndarray:
+        """The rank in ``comm_id`` of each world rank in ``world`` (-1 where it is no member)."""
+        members = self.members_of(comm_id).astype(np.int64)
+        w = np.asarray(world, np.int64)
+        lut = np.full(max(int(members.max(initial=-1)), int(w.max(initial=-1))) + 1, -1, np.int64)
+        lut[members] = np.arange(len(members))
+        return np.where(w >= 0, lut[np.maximum(w, 0)], -1)
+
     def cartesian(self, comm_id: int) -> tuple[tuple[int, ...], tuple[bool, ...]] | None:
         """``(dims, periods)`` of a Cartesian communicator, else None."""
         a, b = self.cart_offsets[comm_id], self.cart_offsets[comm_id + 1]
