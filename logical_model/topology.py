@@ -6,7 +6,9 @@ dims by one of a few rules (:data:`DIMS_RULES`): ``MPI_Dims_create(P, ndims)``
 (as balanced as possible, non-increasing), its ascending twin (2-D pencils of
 mpi4py-fft and P3DFFT), powers of two split with the larger factor in rows or
 in columns (NPB CG and LU), q x q (NPB BT and SP), or the least sub-domain
-surface for the simulation box (LAMMPS). :func:`fit_dims_rules` keeps the
+surface for the simulation box (LAMMPS); where none of those gives the traced grids, a
+fixed number of groups along one dimension (k-point groups, pools, partitions: a
+dimension of one width at every traced P). :func:`fit_dims_rules` keeps the
 rules that give the dims seen at every fit P; where several do and they part
 at the target, the caller says which and takes the user's ``--grid``. Ranks
 map to coordinates row-major (``MPI_Cart_create`` without reordering) or
@@ -25,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 
 __all__ = ["dims_create", "coords", "rank_of", "neighbour", "DimsRule", "DIMS_RULES", "candidate_rules",
-           "fit_dims_rules", "surface_dims", "parse_grid", "SubGrid", "infer_subgrid"]
+           "group_rules", "fit_dims_rules", "surface_dims", "parse_grid", "SubGrid", "infer_subgrid"]
 
 
 def _prime_factors(n: int) -> list[int]:
@@ -188,6 +190,8 @@ DIMS_RULES = {
     "pow2_cols": "powers of two, the larger factor last (NPB CG/LU columns)",
     "square": "q x q (x q): P a square or a cube (NPB BT/SP)",
     "surface": "least sub-domain surface for a box shape (LAMMPS)",
+    "groups": "a fixed number of groups along one dimension, the other dims MPI_Dims_create's of P / groups "
+              "(k-point, pool, image or ensemble groups: GPAW, Quantum ESPRESSO -nk, LAMMPS -partition)",
     "traced": "the dims seen at each traced size, no rule (a load-based choice: GROMACS's domain grid); "
               "other sizes need --grid",
 }
@@ -208,6 +212,9 @@ class DimsRule:
     fixed: tuple[tuple[int, tuple[int, ...]], ...] = ()
     #: "traced": the dims seen at each traced size ((size, dims), ...), found from the peers
     table: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    #: "groups": the fixed dimension's width and which dimension it is
+    count: int = 0
+    axis: int = 0
 
     def dims(self, P: int) -> tuple[int, ...]:
         """The dims at P (ValueError where the rule has no grid for P)."""
@@ -233,6 +240,12 @@ class DimsRule:
             return _root_split(P, self.ndims)
         if self.name == "surface":
             return surface_dims(P, self.box)
+        if self.name == "groups":
+            c = self.count
+            if c < 1 or P % c:
+                raise ValueError(f"P={P} is not a multiple of {c} groups")
+            rest = list(dims_create(P // c, self.ndims - 1))
+            return tuple(rest[:self.axis] + [c] + rest[self.axis:])
         raise ValueError(f"unknown dims rule {self.name!r}")
 
     def describe(self) -> str:
@@ -245,6 +258,13 @@ class DimsRule:
                     + " as traced (no dims rule)")
         if self.name == "surface":
             return f"least surface for a {':'.join(f'{b:g}' for b in self.box)} box"
+        if self.name == "groups":
+            rest = "x".join(["P/" + str(self.count)] if self.ndims == 2 else
+                            [f"MPI_Dims_create(P/{self.count}, {self.ndims - 1})"])
+            return (f"{self.count} groups x {rest}" if self.axis == 0 else f"{rest} x {self.count} groups"
+                    if self.axis == self.ndims - 1 else
+                    f"{self.count} groups in dimension {self.axis}, the others MPI_Dims_create(P/{self.count}, "
+                    f"{self.ndims - 1})")
         return {"dims_create": f"MPI_Dims_create(P, {self.ndims})", "pencil": "pencils p1 <= p2",
                 "pow2_rows": "powers of two, larger factor first",
                 "pow2_cols": "powers of two, larger factor last",
@@ -253,13 +273,15 @@ class DimsRule:
     def to_dict(self) -> dict:
         return {"name": self.name, "ndims": self.ndims, "box": list(self.box),
                 "fixed": [[p, list(d)] for p, d in self.fixed],
-                **({"table": [[p, list(d)] for p, d in self.table]} if self.table else {})}
+                **({"table": [[p, list(d)] for p, d in self.table]} if self.table else {}),
+                **({"count": self.count, "axis": self.axis} if self.name == "groups" else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "DimsRule":
         return cls(d["name"], int(d["ndims"]), tuple(float(b) for b in d.get("box", ())),
                    tuple((int(p), tuple(int(x) for x in dd)) for p, dd in d.get("fixed", ())),
-                   tuple((int(p), tuple(int(x) for x in dd)) for p, dd in d.get("table", ())))
+                   tuple((int(p), tuple(int(x) for x in dd)) for p, dd in d.get("table", ())),
+                   int(d.get("count", 0)), int(d.get("axis", 0)))
 
 
 def candidate_rules(ndims: int) -> list[DimsRule]:
@@ -272,19 +294,40 @@ def candidate_rules(ndims: int) -> list[DimsRule]:
     return out
 
 
+def group_rules(ndims: int, counts) -> list[DimsRule]:
+    """The ``"groups"`` rules of ``ndims`` dimensions with each of ``counts`` groups, along
+    the first dimension first."""
+    if ndims < 2:
+        return []
+    return [DimsRule("groups", ndims, count=int(c), axis=a) for c in sorted({int(c) for c in counts if c >= 1})
+            for a in range(ndims)]
+
+
+def _fits(rule: DimsRule, observed: dict[int, tuple[int, ...]]) -> bool:
+    try:
+        return all(tuple(rule.dims(P)) == tuple(d) for P, d in observed.items())
+    except ValueError:
+        return False
+
+
 def fit_dims_rules(observed: dict[int, tuple[int, ...]]) -> list[DimsRule]:
-    """The dims rules that give the observed dims at every P (empty: none does)."""
+    """The dims rules that give the observed dims at every P (empty: none does).
+
+    Where none of the named rules does, a dimension of one width at every P (two P at
+    least) is read as that many groups (:data:`DIMS_RULES` ``"groups"``), the other
+    dims MPI_Dims_create's of the rest. It is a fallback, not an alternative: a dimension
+    that happens to keep its width over the traced P of a grid a named rule gives (a
+    box's short side) does not make that grid's target uncertain."""
     nds = {len(d) for d in observed.values()}
     if len(nds) != 1:
         return []
-    out = []
-    for rule in candidate_rules(nds.pop()):
-        try:
-            if all(tuple(rule.dims(P)) == tuple(d) for P, d in observed.items()):
-                out.append(rule)
-        except ValueError:
-            continue
-    return out
+    nd = nds.pop()
+    out = [rule for rule in candidate_rules(nd) if _fits(rule, observed)]
+    if out or len(observed) < 2:
+        return out
+    dims = np.array([observed[P] for P in sorted(observed)], np.int64)
+    counts = {int(dims[0, a]) for a in range(nd) if np.all(dims[:, a] == dims[0, a])}
+    return [rule for rule in group_rules(nd, counts) if _fits(rule, observed)]
 
 
 def parse_grid(text: str) -> tuple[int, ...]:
@@ -361,22 +404,32 @@ def infer_subgrid(observed: dict[int, list[np.ndarray]]) -> list[SubGrid]:
     """The sub-grid layouts that give, at every P, exactly the communicators observed
     (``observed[P]``: member lists, world ranks in communicator rank order), the
     most common first: 2-D grids before 3-D ones, MPI_Dims_create first, row-major
-    first."""
+    first; a fixed number of groups (the communicators' size, or P over it, the same at
+    every P) only where no named dims rule gives them."""
     out = []
     sizes = {P: {len(m) for m in ms} for P, ms in observed.items()}
     if any(len(s) != 1 for s in sizes.values()):
         return out
+    size = {P: s.pop() for P, s in sizes.items()}
+    # a fixed number of groups (communicators, or ranks in each) seen at two P at least
+    counts = set()
+    if len(observed) >= 2:
+        for f in (lambda P: size[P], lambda P: P // size[P] if P % size[P] == 0 else 0):
+            if len({f(P) for P in observed}) == 1:
+                counts.add(f(min(observed)))
     for nd in (2, 3):  # a 3-D grid only when no 2-D one explains the communicators
-        for rule in candidate_rules(nd)[:5]:
-            for order in ("row", "col"):
-                for keep in itertools.product((False, True), repeat=nd):
-                    if all(keep) or not any(keep):
-                        continue
-                    sg = SubGrid(rule, keep, order)
-                    if all(_same_comms(sg, P, ms) for P, ms in observed.items()):
-                        out.append(sg)
-        if out:
-            break
+        # the named rules first; groups only where none of them gives the communicators
+        for rules in (candidate_rules(nd)[:5], group_rules(nd, counts - {0})):
+            for rule in rules:
+                for order in ("row", "col"):
+                    for keep in itertools.product((False, True), repeat=nd):
+                        if all(keep) or not any(keep):
+                            continue
+                        sg = SubGrid(rule, keep, order)
+                        if all(_same_comms(sg, P, ms) for P, ms in observed.items()):
+                            out.append(sg)
+            if out:
+                return out
     return out
 
 

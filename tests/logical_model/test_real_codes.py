@@ -2,7 +2,8 @@
 compared event for event with a real traced run at an unseen P = 24: a non-periodic 1-D
 halo with MPI_PROC_NULL ends (with Sendrecv, Isend/Irecv, and an even/odd ordered
 variant), traffic on a duplicate
-of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split, rooted
+of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split (of MPI_Dims_create's
+grid, and of a fixed number of groups), rooted
 collectives whose root sends or receives what the others do not, and LAMMPS's brick
 communication on a declared 3-D grid (calls that exist only where a dimension is over 1
 or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
@@ -39,6 +40,9 @@ CASES = {
     "evenodd": ("halo1d.c", ["4", "evenodd"]),
     "dup": ("halo1d.c", ["4", "sendrecv", "dup"]),
     "split": ("split2d.c", ["4"]),
+    # ... on a grid of 2 groups x P/2 (k-point groups, pools, partitions): no dims rule of
+    # MPI_Dims_create's kind gives it (4 x 2 at P = 8, where the program has 2 x 4)
+    "groups": ("split2d.c", ["4", "2"]),
     "rooted": ("rooted.c", ["4"]),
     # LAMMPS's brick communication: neighbours from a declared periodic 3-D grid, traffic on
     # MPI_COMM_WORLD, no call where a neighbour is the rank itself, exchanges made only where a
@@ -128,6 +132,9 @@ def test_what_the_models_say(traced):
     roles = split.comm_roles()
     assert {r.keep for r in roles} == {(False, True), (True, False)}
     assert all(r.rule.name == "dims_create" for r in roles)
+    groups = from_traces(traced["groups"]).comm_roles()
+    assert {r.keep for r in groups} == {(False, True), (True, False)}
+    assert {(r.rule.name, r.rule.count, r.rule.dims(24)) for r in groups} == {("groups", 2, (2, 12))}
     scatter = [s for ph in from_traces(traced["rooted"]).phases for s in ph.slots
                if s.op == signature.OP_CODE["Scatter"]][0]
     assert scatter.bytes is None and scatter.root_bytes.predict([64])[0] == pytest.approx(4 * 80640 / 64)

@@ -102,6 +102,68 @@ def test_row_and_column_communicators_are_recovered(name, order, keep):
         assert any(not same(f, found[0], 256) for f in found[1:])
 
 
+def _comms(layout: SubGrid, P: int) -> list[np.ndarray]:
+    colour, local, size = layout.layout(np.arange(P), P)
+    return [np.flatnonzero(colour == c)[np.argsort(local[colour == c])] for c in np.unique(colour)]
+
+
+def _same_comms(a: SubGrid, b: SubGrid, P: int) -> bool:
+    return sorted(map(tuple, _comms(a, P))) == sorted(map(tuple, _comms(b, P)))
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(count=st.integers(2, 6), axis=st.sampled_from([0, 1]), order=st.sampled_from(["row", "col"]),
+       keep=st.sampled_from([(False, True), (True, False)]),
+       mult=st.lists(st.integers(1, 9), min_size=3, max_size=3, unique=True), unseen=st.integers(10, 40))
+def test_a_fixed_number_of_groups_is_recovered(count, axis, order, keep, mult, unseen):
+    """Communicators of a fixed number of groups (k-point groups, pools, partitions: a grid
+    count x P/count or P/count x count, either rank order), traced at three P: where no
+    named dims rule gives them, the groups layout does, and its communicators at an
+    unseen P are the program's."""
+    truth = SubGrid(DimsRule("groups", 2, count=count, axis=axis), keep, order)
+    fit = sorted(count * m for m in mult)
+    observed = {P: _comms(truth, P) for P in fit}
+    found = infer_subgrid(observed)
+    assert found, "the groups layout itself gives the communicators"
+    named = {r.name for r in (f.rule for f in found)}
+    assert named == {"groups"} or "groups" not in named  # a fallback: never beside a named rule
+    if "groups" in named:
+        assert all(_same_comms(f, truth, count * unseen) for f in found)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(count=st.integers(1, 6), nd=st.sampled_from([2, 3]), data=st.data())
+def test_declared_dims_with_a_fixed_number_of_groups(count, nd, data):
+    """A declared grid with one dimension ``count`` wide at every traced P: the groups rule
+    gives it, and every P's dims, wherever no named rule does."""
+    axis = data.draw(st.integers(0, nd - 1))
+    truth = DimsRule("groups", nd, count=count, axis=axis)
+    mult = data.draw(st.lists(st.integers(1, 12), min_size=2, max_size=4, unique=True))
+    observed = {count * m: truth.dims(count * m) for m in mult}
+    rules = fit_dims_rules(observed)
+    assert rules
+    if rules[0].name == "groups":
+        assert truth in rules and all(r.name == "groups" for r in rules)
+        assert all(r.dims(P) == d for r in rules for P, d in observed.items())
+    else:
+        assert all(r.name != "groups" for r in rules)
+
+
+def test_groups_rule_reads_and_refuses():
+    """4 groups x P/4: its dims, its text, its round trip, and a P it has no grid for."""
+    rule = DimsRule("groups", 2, count=4, axis=0)
+    assert rule.dims(24) == (4, 6) and DimsRule("groups", 2, count=4, axis=1).dims(24) == (6, 4)
+    assert DimsRule("groups", 3, count=2, axis=1).dims(24) == (4, 2, 3)
+    assert rule.describe() == "4 groups x P/4"
+    assert DimsRule.from_dict(rule.to_dict()) == rule
+    with pytest.raises(ValueError, match="not a multiple of 4 groups"):
+        rule.dims(10)
+    # GPAW: 4 k-point groups at 8, 12, 16 are MPI_Dims_create's grids too, so that rule is kept;
+    # with 24 (6 x 4 by MPI_Dims_create) only the groups explain them
+    assert fit_dims_rules({8: (4, 2), 12: (4, 3), 16: (4, 4)}) == [DimsRule("dims_create", 2)]
+    assert fit_dims_rules({8: (4, 2), 12: (4, 3), 16: (4, 4), 24: (4, 6)}) == [rule]
+
+
 def test_parse_grid():
     """--grid 4x4x2 and its errors."""
     assert parse_grid("4x4x2") == (4, 4, 2)

@@ -7,17 +7,24 @@
  *     column communicator's ranks), receiving from the previous,
  *   Bcast of 16 doubles from row rank 0, Reduce of 4 doubles to column rank 0,
  *   and on the first row only a Bcast of 2 doubles from its row rank 1.
- *   split2d ITERS */
+ * With GROUPS, the grid is GROUPS x P/GROUPS instead (a fixed number of groups, as the
+ * k-point groups of GPAW, the pools of Quantum ESPRESSO or LAMMPS's partitions make it).
+ *   split2d ITERS [GROUPS] */
 #include <mpi.h>
 #include <stdlib.h>
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
-  int r, P, iters = argc > 1 ? atoi(argv[1]) : 10;
+  int r, P, iters = argc > 1 ? atoi(argv[1]) : 10, groups = argc > 2 ? atoi(argv[2]) : 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   int dims[2] = {0, 0};
-  MPI_Dims_create(P, 2, dims);
+  if (groups > 0 && P % groups == 0) {
+    dims[0] = groups;
+    dims[1] = P / groups;
+  } else {
+    MPI_Dims_create(P, 2, dims);
+  }
   int ncols = dims[1];
   MPI_Comm row, col;
   MPI_Comm_split(MPI_COMM_WORLD, r / ncols, r % ncols, &row);
