@@ -258,13 +258,11 @@ class DimsRule:
                     + " as traced (no dims rule)")
         if self.name == "surface":
             return f"least surface for a {':'.join(f'{b:g}' for b in self.box)} box"
-        if self.name == "groups":
-            rest = "x".join(["P/" + str(self.count)] if self.ndims == 2 else
-                            [f"MPI_Dims_create(P/{self.count}, {self.ndims - 1})"])
-            return (f"{self.count} groups x {rest}" if self.axis == 0 else f"{rest} x {self.count} groups"
-                    if self.axis == self.ndims - 1 else
-                    f"{self.count} groups in dimension {self.axis}, the others MPI_Dims_create(P/{self.count}, "
-                    f"{self.ndims - 1})")
+        if self.name == "groups":  # (groups of P/c ranks, or of c ranks, as the layout keeps)
+            c = self.count
+            if self.ndims == 2:
+                return f"{c} x P/{c} (dimension 0 fixed)" if self.axis == 0 else f"P/{c} x {c} (dimension 1 fixed)"
+            return f"dimension {self.axis} fixed at {c}, the others MPI_Dims_create(P/{c}, {self.ndims - 1})"
         return {"dims_create": f"MPI_Dims_create(P, {self.ndims})", "pencil": "pencils p1 <= p2",
                 "pow2_rows": "powers of two, larger factor first",
                 "pow2_cols": "powers of two, larger factor last",
@@ -417,16 +415,23 @@ def infer_subgrid(observed: dict[int, list[np.ndarray]]) -> list[SubGrid]:
         for f in (lambda P: size[P], lambda P: P // size[P] if P % size[P] == 0 else 0):
             if len({f(P) for P in observed}) == 1:
                 counts.add(f(min(observed)))
+    Ps = sorted(observed, key=lambda P: -P)  # (the largest P tells most layouts apart)
     for nd in (2, 3):  # a 3-D grid only when no 2-D one explains the communicators
         # the named rules first; groups only where none of them gives the communicators
         for rules in (candidate_rules(nd)[:5], group_rules(nd, counts - {0})):
             for rule in rules:
+                try:
+                    dims = {P: rule.dims(P) for P in Ps}
+                except ValueError:
+                    continue
                 for order in ("row", "col"):
                     for keep in itertools.product((False, True), repeat=nd):
-                        if all(keep) or not any(keep):
+                        # (the communicators' size first: most layouts fail on it, at no cost)
+                        if all(keep) or not any(keep) or any(
+                                math.prod(n for n, k in zip(dims[P], keep) if k) != size[P] for P in Ps):
                             continue
                         sg = SubGrid(rule, keep, order)
-                        if all(_same_comms(sg, P, ms) for P, ms in observed.items()):
+                        if all(_same_comms(sg, P, observed[P]) for P in Ps):
                             out.append(sg)
             if out:
                 return out

@@ -144,7 +144,9 @@ def ddgrid(tmp_path_factory):
 @needs_mpi
 def test_the_particle_grid_is_refused_without_grid_naming_what_is_missing(ddgrid):
     """Without --grid, the loop phase is refused in one line: the particle ranks' grid of 24
-    ranks at P = 32, the dims traced, no dims rule fits."""
+    ranks at P = 32, the dims traced. A grid found from the peers of one class's ranks is
+    the program's load-based choice: the rule its traced dims fit (3 x P/3, 3x8 at 24
+    ranks; the program makes 4x6) is named, not taken."""
     model = from_traces(ddgrid)
     assert all(ph.extrapolable for ph in model.phases), model.describe()
     with pytest.raises(ExtrapolationError) as err:
@@ -153,7 +155,7 @@ def test_the_particle_grid_is_refused_without_grid_naming_what_is_missing(ddgrid
     assert "phase 1:" in text and "\n" not in text
     assert "give the 2-D grid of 24 ranks at P=32 (--grid AxB" in text
     detail = err.value.detail
-    assert "3x1 at 3 ranks, 3x2 at 6 ranks, 3x4 at 12 ranks" in detail and "no dims rule sigex knows fits" in detail
+    assert "3x1 at 3 ranks, 3x2 at 6 ranks, 3x4 at 12 ranks" in detail and "fit 3 x P/3 (dimension 0 fixed)" in detail
 
 
 @needs_mpi

@@ -154,7 +154,7 @@ def test_groups_rule_reads_and_refuses():
     rule = DimsRule("groups", 2, count=4, axis=0)
     assert rule.dims(24) == (4, 6) and DimsRule("groups", 2, count=4, axis=1).dims(24) == (6, 4)
     assert DimsRule("groups", 3, count=2, axis=1).dims(24) == (4, 2, 3)
-    assert rule.describe() == "4 groups x P/4"
+    assert rule.describe() == "4 x P/4 (dimension 0 fixed)"
     assert DimsRule.from_dict(rule.to_dict()) == rule
     with pytest.raises(ValueError, match="not a multiple of 4 groups"):
         rule.dims(10)
