@@ -84,8 +84,9 @@ from signature.trace import OP_CODE, OPS, PEER_ANY
 
 from . import modelsearch as search
 from . import onesided
-from .rules import (ClassComm, ClassGrid, Grid, Observation, PeerRule, infer_class_comm, infer_class_grid,
-                    infer_members, infer_peer, infer_root, infer_within, on_traced_grid, traced_grid_rules)
+from .rules import (ClassComm, ClassGrid, Grid, Observation, PeerRule, complement_members, infer_class_comm,
+                    infer_class_grid, infer_members, infer_peer, infer_root, infer_within, on_traced_grid,
+                    traced_grid_rules)
 from .overlap import Remap, infer_remap
 from .trees import SIDES as TREE_SIDES
 from .trees import Tree, infer_trees
@@ -875,8 +876,8 @@ class SlotModel:
                 out["present"] = self.members(colour, self.comm_role.n_comms(P)) >= 0
             else:
                 out["present"] = self.members(ranks, P) >= 0
-        if isinstance(self.comm_role, ClassGrid):  # ranks on none of its communicators
-            out["present"] &= self.comm_role.layout(ranks, P)[0] >= 0
+        if isinstance(self.comm_role, ClassGrid) or getattr(self.comm_role, "alone", False):
+            out["present"] &= self.comm_role.layout(ranks, P)[0] >= 0  # ranks on none of its communicators
         if self.skip_single:
             out["present"] &= np.broadcast_to(np.asarray(size), (n,)) > 1
 
@@ -1470,6 +1471,8 @@ class LogicalModel:
                 pr.insert(0, grid)
             pr += [f"slot {i} ({OPS[s.op]}): {why}" for i, s in enumerate(ph.slots)
                    if s.tree is not None and (why := s.tree.problem(P))][:1]
+            pr += [f"slot {i} ({OPS[s.op]}): {why}" for i, s in enumerate(ph.slots)
+                   if (why := _layout_problem(s, P))][:1]
             if not pr and ph.deferred:
                 lost = self._unmatched(k, P)
                 if lost:
@@ -1812,6 +1815,53 @@ def _comm_classes(comms, P: int, cart_id: int | None) -> dict[int, int]:
             d = np.diff(m)
             out[c] = _SUB_BASE + (0 if np.all(d == 1) else 1 if np.all(d == d[0]) and d[0] > 0 else 2)
     return out
+
+
+def _phase_keys(sigs, k: int, grids: dict, comms: dict, problems: list[str], whole_as_sub: bool = False):
+    """Phase k's slot keys of every rank at every P, the arguments they were made from and
+    each template event's communicator reading (kind, rank, size, peers and root in it):
+    (keys per P, arguments per P, readings per P, whether a communicator other than the
+    world has every rank at some P but not at every P, while the phase is on
+    sub-communicators at another: a duplicate of the world is one at every P).
+    Communicators that are not modelled and calls that are not extrapolated are added to
+    ``problems``. ``whole_as_sub``: such communicators are sub-communicators (of the
+    world's members), not the world."""
+    keys_per_p, local, key_args = {}, {}, {}
+    seen_whole, seen_sub = set(), False
+    for s in sigs:
+        ph = s.phases[k]
+        T, offs = ph.template, ph.template_offsets
+        P = s.nprocs
+        gd = grids.get(P)
+        classes = _comm_classes(comms.get(P), P, gd[2] if gd else None)
+        used = {int(c) for c in np.unique(np.asarray(T["comm"], np.int64)) if c > 0}
+        whole = {c for c in used if classes.get(c) == COMM_WORLD}
+        seen_whole.add(bool(whole))
+        seen_sub |= any(classes.get(c, -1) >= _SUB_BASE for c in used)
+        if whole_as_sub:
+            classes.update((c, _SUB_BASE) for c in whole)
+        kind, lsize, lpeer, lrpeer, lroot = _localise(T, P, classes, comms.get(P))
+        lrank = _local_ranks(T, offs, P, kind, comms.get(P))
+        if np.any(kind == _NOT_MODELLED):
+            bad = int(np.flatnonzero(kind == _NOT_MODELLED)[0])
+            problems.append(f"P={P}: events on an intercommunicator or a one-rank communicator "
+                            f"(template event {bad}) are not modelled")
+        for ops, what in _NOT_EXTRAPOLATED:
+            hit = np.flatnonzero(np.isin(T["op"], ops))
+            if hit.size and not any(what in p for p in problems):
+                problems.append(f"{OPS[int(T['op'][hit[0]])]}: {what}")
+        keys_all, args_all = [], []
+        for r in range(P):
+            a, b = int(offs[r]), int(offs[r + 1])
+            args = (T["op"][a:b], lpeer[a:b], lrpeer[a:b], T["tag"][a:b],
+                    np.minimum(kind[a:b], _SUB_BASE + 2), lrank[a:b], lsize[a:b],
+                    r, gd[0] if gd else None, gd[1] if gd else None)
+            keys_all.append(_slot_keys(*args))
+            args_all.append(args)
+        keys_per_p[P] = keys_all
+        key_args[P] = args_all
+        local[P] = (kind, lrank, lsize, lpeer, lrpeer, lroot)
+    return keys_per_p, key_args, local, seen_whole == {True, False} and seen_sub
 
 
 def _localise(T, P: int, classes: dict[int, int], comms):
@@ -2816,6 +2866,32 @@ def _class_grid_roles(observed: dict[int, list[np.ndarray]], made: dict[int, set
     return []
 
 
+def _layout_problem(s: SlotModel, P: int) -> str | None:
+    """Why a slot's communicators or classes have no layout at P (a fixed number of groups
+    that does not divide P, powers of two at another P), or None."""
+    try:
+        for role in (s.comm_role, s.space.role if s.space is not None else None):
+            if role is not None:
+                colour = role.layout(np.arange(P), P)[0]
+                if s.members is not None and s.comm_role is not None:
+                    s.members(colour, role.n_comms(P))
+        if s.members is not None and s.comm_role is None:
+            s.members(np.arange(P), P)
+    except ValueError as err:
+        return f"its communicators or ranks have no layout at P={P} ({err})"
+    return None
+
+
+def _seen_alone(role: ClassComm, observed: dict[int, list[np.ndarray]]) -> bool:
+    """Every communicator ``observed`` at each P is the class's (``role``, ``alone``)."""
+    for P, ms in observed.items():
+        colour, local, _ = role.layout(np.arange(P), P)
+        inside = np.flatnonzero(colour >= 0)
+        if any(not np.array_equal(np.asarray(m, np.int64), inside) for m in ms):
+            return False
+    return True
+
+
 def _made_by_the_run(role, made: dict[int, set]) -> bool:
     """Every communicator of a layout (``role``) at each P of ``made`` (the member tuples
     of the communicators each run created) is one the run created."""
@@ -2863,6 +2939,11 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         roles = [r for r in roles if _made_by_the_run(r, made)]
         if not roles:
             cc = infer_class_comm(observed)
+            if cc is not None and not _made_by_the_run(cc, made):
+                # one side's communicator alone, the other side on none (MPI_UNDEFINED: the
+                # groups' leaders'): the side whose communicators were seen
+                cc = next((c for c in (ClassComm(m, alone=True) for m in (cc.members, complement_members(cc.members))
+                                       if m is not None) if _seen_alone(c, observed)), None)
             roles = [cc] if cc is not None and _made_by_the_run(cc, made) else []
         if not roles:
             roles = _class_grid_roles(observed, made)
@@ -3005,10 +3086,11 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
                 slot.problem = "send and receive sides exist on different ranks"
                 return slot
     else:
-        # (the ranks on the communicators: a layout over one class's grid leaves the others out)
+        # (the ranks on the communicators: a layout over one class's grid, or a class's
+        # communicator alone, leaves the others out)
         missing = [o[0] for o in o_list if len(o[1]) != (
-            o[0] if not isinstance(slot.comm_role, ClassGrid) else int((slot.comm_role.layout(
-                np.arange(o[0]), o[0])[0] >= 0).sum()))]
+            o[0] if not (isinstance(slot.comm_role, ClassGrid) or getattr(slot.comm_role, "alone", False))
+            else int((slot.comm_role.layout(np.arange(o[0]), o[0])[0] >= 0).sum()))]
         if missing and sub and any(len(o[1]) for o in o_list):
             # a collective some of the communicators call (the first row, the last column):
             # every member of those, and a class of colours found like a rule; communicators
@@ -4016,36 +4098,17 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                          "communicator in turn, one per call (a rotation): every repetition places "
                          f"{'it' if one else 'them'} at the first member")
         # ---- slots of every rank at every P, merged into one order ------------------
-        keys_per_p, local, key_args = {}, {}, {}
-        for s in sigs:
-            ph = s.phases[k]
-            T, offs = ph.template, ph.template_offsets
-            P = s.nprocs
-            gd = grids.get(P)
-            classes = _comm_classes(comms.get(P), P, gd[2] if gd else None)
-            kind, lsize, lpeer, lrpeer, lroot = _localise(T, P, classes, comms.get(P))
-            lrank = _local_ranks(T, offs, P, kind, comms.get(P))
-            if np.any(kind == _NOT_MODELLED):
-                bad = int(np.flatnonzero(kind == _NOT_MODELLED)[0])
-                problems.append(f"P={P}: events on an intercommunicator or a one-rank communicator "
-                                f"(template event {bad}) are not modelled")
-            for ops, what in _NOT_EXTRAPOLATED:
-                hit = np.flatnonzero(np.isin(T["op"], ops))
-                if hit.size and not any(what in p for p in problems):
-                    problems.append(f"{OPS[int(T['op'][hit[0]])]}: {what}")
-            keys_all, args_all = [], []
-            for r in range(P):
-                a, b = int(offs[r]), int(offs[r + 1])
-                args = (T["op"][a:b], lpeer[a:b], lrpeer[a:b], T["tag"][a:b],
-                        np.minimum(kind[a:b], _SUB_BASE + 2), lrank[a:b], lsize[a:b],
-                        r, gd[0] if gd else None, gd[1] if gd else None)
-                keys_all.append(_slot_keys(*args))
-                args_all.append(args)
-            keys_per_p[P] = keys_all
-            key_args[P] = args_all
-            local[P] = (kind, lrank, lsize, lpeer, lrpeer, lroot)
+        keys_per_p, key_args, local, whole = _phase_keys(sigs, k, grids, comms, problems)
         (order, class_name, positions, slot_problems, slots, slot_notes), _ = _slot_attempts(
             keys_per_p, key_args, sigs, k, local, comms, grid, cost_col)
+        if slot_problems and whole:
+            # a communicator with every rank at one P (a node's 4 ranks at P = 4) that is a
+            # sub-communicator at the others: read as one there too, where that models every slot
+            alt = _phase_keys(sigs, k, grids, comms, [], whole_as_sub=True)[:3]
+            got, _ = _slot_attempts(alt[0], alt[1], sigs, k, alt[2], comms, grid, cost_col)
+            if not got[3]:
+                keys_per_p, key_args, local = alt
+                (order, class_name, positions, slot_problems, slots, slot_notes) = got
         if slot_problems and not problems:
             # binomial trees and butterflies written as point-to-point calls: their stages
             # grow with P, so no traced P has the slots of the target's last stage

@@ -161,6 +161,11 @@ class PeerRule:
                 keep = rank % int(p["m"]) == int(p["j"])
             elif p["kind"] == "notmod":
                 keep = rank % int(p["m"]) != int(p["j"])
+            elif p["kind"] == "group":  # rank j of each of c groups of P/c consecutive ranks
+                c = int(p["c"])
+                if P % c:
+                    raise ValueError(f"P={P} is not a multiple of {c} groups")
+                keep = rank % (P // c) == int(p["j"])
             else:  # "is" / "not": the rank k(P)
                 keep = (rank == self._k(P)) == (p["kind"] == "is")
             return np.where(keep, rank, -1)
@@ -205,6 +210,9 @@ class PeerRule:
                 return f"ranks r with r mod {int(p['m'])} = {int(p['j'])}"
             if p["kind"] == "notmod":
                 return f"ranks r with r mod {int(p['m'])} != {int(p['j'])}"
+            if p["kind"] == "group":
+                return (f"ranks r with r mod P/{int(p['c'])} = {int(p['j'])} (rank {int(p['j'])} of each of "
+                        f"{int(p['c'])} groups)")
             return f"rank {self._k_text()}" if p["kind"] == "is" else f"every rank but {self._k_text()}"
         return f
 
@@ -542,7 +550,9 @@ def infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
 def _infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
     """The ranks that have an event, as a class of rank: one rank (0, the last, a*P + b),
     every rank but one, or every m-th rank, or all but every m-th (m <= 8, when some P has
-    two of them); None when no class fits every P."""
+    two of them), or rank j of each of c groups of P/c consecutive ranks (the groups'
+    leaders: c <= 8 of them at every P, when two P show them); None when no class fits
+    every P."""
     cands = []
     for kind in ("is", "not"):
         one = {}
@@ -556,10 +566,28 @@ def _infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
     # every m-th rank, where some P shows two of them (else it is one rank, above)
     cands += [PeerRule("member", {"kind": kind, "m": m, "j": j}) for kind in ("mod", "notmod")
               for m in range(2, 9) for j in range(m) if any(P > m + j for P in members)]
+    # rank j of each of c groups: c members at every P (two P at least, one of them with
+    # groups of more than j + 1 ranks, else a fixed stride says the same)
+    sizes = {len(r) for r in members.values()}
+    if len(members) >= 2 and len(sizes) == 1 and 2 <= next(iter(sizes)) <= 8:
+        c = next(iter(sizes))
+        if all(P % c == 0 for P in members):
+            cands += [PeerRule("member", {"kind": "group", "c": c, "j": j})
+                      for j in range(min(P // c for P in members))]
     for rule in cands:
         if all(np.array_equal(np.flatnonzero(rule(np.arange(P), P) >= 0), np.sort(r)) for P, r in members.items()):
             return rule
     return None
+
+
+def complement_members(rule: PeerRule) -> PeerRule | None:
+    """The class of the ranks a member rule leaves out (every m-th rank <-> the others, one
+    rank <-> every rank but it), or None."""
+    swap = {"is": "not", "not": "is", "mod": "notmod", "notmod": "mod"}
+    kind = rule.params.get("kind")
+    if rule.family != "member" or kind not in swap:
+        return None
+    return PeerRule("member", {**rule.params, "kind": swap[kind]})
 
 
 def infer_root(roots: dict[int, int]) -> PeerRule | None:
@@ -578,9 +606,12 @@ class ClassComm:
     ranks' and the particle ranks' communicators of a GROMACS-like split): colour 1 holds
     the ranks of ``members``, colour 0 the others, each in world order. The layout
     interface of :class:`~logical_model.topology.SubGrid`, with the size per rank (the
-    two communicators differ in size)."""
+    two communicators differ in size). ``alone``: the class's communicator only, the
+    others passing ``MPI_UNDEFINED`` (colour -1: on none), as a communicator of the
+    groups' leaders is made."""
 
     members: PeerRule
+    alone: bool = False
 
     def __hash__(self) -> int:  # a rule's parameters are a dict: hash its JSON
         return hash(json.dumps(self.to_dict(), sort_keys=True))
@@ -589,7 +620,11 @@ class ClassComm:
         inside = self.members(np.arange(P), P) >= 0
         local = np.where(inside, np.cumsum(inside) - 1, np.cumsum(~inside) - 1)
         size = np.where(inside, inside.sum(), P - inside.sum())
-        return inside.astype(np.int64), local, size
+        colour = inside.astype(np.int64)
+        if self.alone:  # one communicator: colour 0
+            colour = np.where(inside, 0, -1)
+            local[~inside], size[~inside] = -1, 0
+        return colour, local, size
 
     def layout(self, rank: np.ndarray, P: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         colour, local, size = self._split(P)
@@ -598,7 +633,7 @@ class ClassComm:
 
     def world(self, colour: np.ndarray, local: np.ndarray, P: int) -> np.ndarray:
         inside = self.members(np.arange(P), P) >= 0
-        groups = (np.flatnonzero(~inside), np.flatnonzero(inside))
+        groups = (np.flatnonzero(inside),) if self.alone else (np.flatnonzero(~inside), np.flatnonzero(inside))
         colour, local = np.asarray(colour, np.int64), np.asarray(local, np.int64)
         out = np.full(local.shape, -1, np.int64)
         for c, ranks in enumerate(groups):
@@ -607,17 +642,19 @@ class ClassComm:
         return out
 
     def n_comms(self, P: int) -> int:
-        return 2
+        return 1 if self.alone else 2
 
     def describe(self) -> str:
+        if self.alone:
+            return f"the communicator of {self.members.describe()} (the others on none)"
         return f"split into {self.members.describe()} and the others"
 
     def to_dict(self) -> dict:
-        return {"kind": "class", "members": self.members.to_dict()}
+        return {"kind": "class", "members": self.members.to_dict(), **({"alone": True} if self.alone else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "ClassComm":
-        return cls(PeerRule.from_dict(d["members"]))
+        return cls(PeerRule.from_dict(d["members"]), bool(d.get("alone", False)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -760,18 +797,22 @@ def infer_class_comm(observed: dict[int, list[np.ndarray]]) -> ClassComm | None:
     rank, ...) and the others, each in world order: the class from the communicators
     seen (one or both per P), or None."""
     pick: dict[int, np.ndarray] = {}
+    seen: dict[int, np.ndarray] = {}  # ... or, where one side is seen and the two tie, that one
     for P, ms in observed.items():
         ms = [np.asarray(m, np.int64) for m in ms]
         if len(ms) > 2 or any(np.any(np.diff(m) <= 0) or len(m) == P for m in ms):
             return None
         if len(ms) == 2 and (len(np.intersect1d(ms[0], ms[1])) or len(ms[0]) + len(ms[1]) != P):
             return None
-        if len(ms) == 1:  # one side seen: the class is the smaller of it and the rest
+        one = len(ms) == 1
+        if one:  # one side seen: the class is the smaller of it and the rest
             ms = [ms[0], np.setdiff1d(np.arange(P), ms[0])]
         # the smaller one: the class (PME ranks), or its complement's; of two halves, the one
         # without rank 0
         pick[P] = min(ms, key=lambda m: (len(m), bool(len(m)) and int(m[0]) == 0))
-    rule = infer_members(pick)
+        seen[P] = ms[0] if one and len(ms[0]) == len(ms[1]) else pick[P]
+    rule = infer_members(pick) or (infer_members(seen) if any(
+        not np.array_equal(seen[P], pick[P]) for P in pick) else None)
     if rule is None:
         return None
     if rule.params.get("kind") == "notmod":  # one split, one description: the every-m-th class

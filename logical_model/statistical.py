@@ -252,14 +252,15 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
         # a grid's rows (columns) first; one that does not is a class split first
         fam = _apart(left[top], len(m), c)[0]
         tiled = len(fam) > 1 and sum(len(left[top][x]) for x in fam) == top
-        if tiled:
-            found = layout()
+        grid = layout() if tiled else None
+        if grid is not None and not (grid[0][0].rule.name == "groups" and grid[0][0].n_comms(top) == 2):
+            found = grid  # (two groups are a split into a class and the others: its sides apart)
         if found is None:
             got = split({top: c}, others[::-1])
             if got is not None:
                 found = ((got[0], got[1]), {P: [x] for P, x in got[2].items()})
-        if found is None and not tiled:
-            found = layout()
+        if found is None:
+            found = grid if tiled else layout()
         if found is None:
             found = class_grid(m, c, fams, left, top, others)
         if found is None:
@@ -284,17 +285,6 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
     return keys, fams
 
 
-def _complement(rule):
-    """The class of the ranks a member rule leaves out (every m-th rank <-> the others), or
-    None."""
-    from .rules import PeerRule
-    swap = {"is": "not", "not": "is", "mod": "notmod", "notmod": "mod"}
-    kind = rule.params.get("kind")
-    if rule.family != "member" or kind not in swap:
-        return None
-    return PeerRule("member", {**rule.params, "kind": swap[kind]})
-
-
 def class_grid(m: np.ndarray, c: int, fams: list, left: dict, top: int, others: list):
     """The family of communicator ``c`` (members ``m`` at P = ``top``) as lines of a grid
     over the ranks of one side of a class split found before (``fams``): its
@@ -304,13 +294,13 @@ def class_grid(m: np.ndarray, c: int, fams: list, left: dict, top: int, others: 
     6 x 1, 4 x 3 at P = 4, 8, 16, with a PME rank in every 4), a load-balancing
     communicator along the first dimension through rank 0 and one along the second for
     each position on the first. Returns ((layout, None), {P: ids}) or None."""
-    from .rules import ClassComm, ClassGrid, infer_class_grid
+    from .rules import ClassComm, ClassGrid, complement_members, infer_class_grid
     known = [f[0].grid.rule for f in fams if isinstance(f[0], ClassGrid)]
     for role, _ in fams:
         if not isinstance(role, ClassComm):
             continue
         for colour in (0, 1):
-            members = role.members if colour == 1 else _complement(role.members)
+            members = role.members if colour == 1 else complement_members(role.members)
             if members is None:
                 continue
             mine = {P: set(np.flatnonzero(members(np.arange(P), P) >= 0).tolist()) for P in [top, *others]}

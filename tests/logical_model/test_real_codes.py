@@ -3,7 +3,8 @@ compared event for event with a real traced run at an unseen P = 24: a non-perio
 halo with MPI_PROC_NULL ends (with Sendrecv, Isend/Irecv, and an even/odd ordered
 variant), traffic on a duplicate
 of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split (of MPI_Dims_create's
-grid, and of a fixed number of groups), rooted
+grid, and of a fixed number of groups), a hierarchical reduction over groups of ranks and
+their leaders' communicator (also where the one group at P = 4 has every rank), rooted
 collectives whose root sends or receives what the others do not, and LAMMPS's brick
 communication on a declared 3-D grid (calls that exist only where a dimension is over 1
 or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
@@ -44,6 +45,13 @@ CASES = {
     # MPI_Dims_create's kind gives it (4 x 2 at P = 8, where the program has 2 x 4)
     "groups": ("split2d.c", ["4", "2"]),
     "rooted": ("rooted.c", ["4"]),
+    # a hierarchical reduction: within groups to their first ranks, over the groups on the
+    # leaders' own communicator, and back; groups of 2 ranks (a node), or 2 groups of P/2
+    "hier_node": ("hier.c", ["6", "node", "2"]),
+    "hier_groups": ("hier.c", ["6", "groups", "2"]),
+    # ... groups of 4 ranks: at P = 4 the one group has every rank (no duplicate of the world:
+    # the runs at 8 and 16 have 2 and 4 of them) and the leaders' communicator one rank
+    "hier_node4": ("hier.c", ["6", "node", "4"]),
     # LAMMPS's brick communication: neighbours from a declared periodic 3-D grid, traffic on
     # MPI_COMM_WORLD, no call where a neighbour is the rank itself, exchanges made only where a
     # dimension is over 2 wide; dimension 1 is 2 wide at every fit P and 3 at the unseen one
@@ -132,6 +140,14 @@ def test_what_the_models_say(traced):
     roles = split.comm_roles()
     assert {r.keep for r in roles} == {(False, True), (True, False)}
     assert all(r.rule.name == "dims_create" for r in roles)
+    hier = from_traces(traced["hier_groups"])
+    assert not any(ph.statistical for ph in hier.phases)
+    assert "the communicator of ranks r with r mod P/2 = 0 (rank 0 of each of 2 groups) (the others on none)" in {
+        r.describe() for r in hier.comm_roles()}
+    ev = hier.events(32)
+    assert set(ev["rank"][ev["op"] == signature.OP_CODE["Allreduce"]].tolist()) == {0, 16}
+    assert any("no layout at P=25 (P=25 is not a multiple of 2 groups)" in p
+               for pr in hier.phase_problems(25).values() for p in pr)
     groups = from_traces(traced["groups"]).comm_roles()
     assert {r.keep for r in groups} == {(False, True), (True, False)}
     assert {(r.rule.name, r.rule.count, r.rule.dims(24)) for r in groups} == {("groups", 2, (2, 12))}

@@ -138,3 +138,44 @@ def test_dims_create_matches_mpi(P):
     MPI = pytest.importorskip("mpi4py.MPI")
     for nd in (2, 3):
         assert tuple(dims_create(P, nd)) == tuple(MPI.Compute_dims(P, nd))
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(c=st.integers(2, 8), data=st.data())
+def test_the_leaders_of_a_fixed_number_of_groups_are_a_class(c, data):
+    """Rank j of each of c groups of P/c consecutive ranks (the groups' leaders), traced at
+    two or three P: the member class found gives the same ranks at an unseen P, and a
+    communicator of the leaders alone (the others passing MPI_UNDEFINED) is that class's."""
+    from logical_model.rules import ClassComm, infer_class_comm, infer_members
+    mult = sorted(data.draw(st.lists(st.integers(2, 12), min_size=2, max_size=3, unique=True)))
+    j = data.draw(st.integers(0, mult[0] - 1))
+    unseen = c * data.draw(st.integers(13, 40))
+    truth = PeerRule("member", {"kind": "group", "c": c, "j": j})
+
+    def leaders(P):
+        return np.flatnonzero(truth(np.arange(P), P) >= 0)
+
+    fit = {c * m: leaders(c * m) for m in mult}
+    rule = infer_members(fit)
+    assert rule is not None
+    assert np.array_equal(np.flatnonzero(rule(np.arange(unseen), unseen) >= 0), leaders(unseen))
+    cc = infer_class_comm({P: [m] for P, m in fit.items()})
+    assert cc is not None
+    alone = ClassComm(cc.members, alone=True)
+    colour, local, size = alone.layout(np.arange(unseen), unseen)
+    inside = colour >= 0
+    if np.array_equal(np.flatnonzero(inside), leaders(unseen)):  # (else its complement is the class)
+        assert np.array_equal(local[inside], np.arange(c)) and np.all(size[inside] == c)
+        assert np.all(local[~inside] == -1) and alone.n_comms(unseen) == 1
+    assert ClassComm.from_dict(alone.to_dict()) == alone
+
+
+def test_a_class_seen_on_one_side_at_a_tie_is_the_side_seen():
+    """2 groups' leaders {0, P/2}: at P = 4 the communicator seen, {0, 2}, and the others,
+    {1, 3}, are as large; the class is the one seen at every P."""
+    from logical_model.rules import infer_class_comm
+    cc = infer_class_comm({4: [np.array([0, 2])], 8: [np.array([0, 4])], 16: [np.array([0, 8])]})
+    assert cc is not None and cc.members.params == {"kind": "group", "c": 2, "j": 0}
+    assert cc.members.describe() == "ranks r with r mod P/2 = 0 (rank 0 of each of 2 groups)"
+    with pytest.raises(ValueError, match="not a multiple of 2 groups"):
+        cc.members(np.arange(5), 5)
