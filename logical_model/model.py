@@ -2882,6 +2882,23 @@ def _layout_problem(s: SlotModel, P: int) -> str | None:
     return None
 
 
+def _counts_per_communicator(counts: np.ndarray, inside: np.ndarray, space, P: int) -> np.ndarray | None:
+    """Each communicator's number of calls of a collective run on sub-communicators
+    (``space``), where every member of each makes the same number and no rank outside
+    makes any; None otherwise (a replay would deadlock)."""
+    if space is None or space.role is None or np.any(counts[~inside]):
+        return None
+    colour = np.asarray(space.role.layout(np.arange(P), P)[0], np.int64)[inside]
+    mine = counts[inside]
+    order = np.lexsort((mine, colour))
+    c, m = colour[order], mine[order]
+    first = np.r_[True, c[1:] != c[:-1]]
+    last = np.r_[c[1:] != c[:-1], True]
+    if np.any(m[first] != m[last]):
+        return None
+    return m[first].astype(float)
+
+
 def _seen_alone(role: ClassComm, observed: dict[int, list[np.ndarray]]) -> bool:
     """Every communicator ``observed`` at each P is the class's (``role``, ``alone``)."""
     for P, ms in observed.items():
@@ -3468,7 +3485,7 @@ def _work_share(by_p: dict, events: dict, cost_col: str) -> float:
 def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                        grid: Grid | None = None, deferred: bool = False, merge: bool = False,
                        max_runs: int | None = None, crossing: float = 0.0,
-                       dropped: dict | None = None) -> list[SlotModel]:
+                       dropped: dict | None = None, said: list[str] | None = None) -> list[SlotModel]:
     """Phase k as statistical slots (:mod:`logical_model.statistical`): runs of calls, the
     channels between them, expected counts and sizes fitted over P; raises
     :class:`~logical_model.statistical.StatisticalError` with the reason where it cannot.
@@ -3478,7 +3495,10 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
     kind of call is one run however the data interleaves them (with ``deferred``);
     ``max_runs``: refuse more runs than this (before fitting them); ``crossing``,
     ``dropped``: messages whose other end is in another phase left out up to that share
-    (:func:`~logical_model.statistical.match`)."""
+    (:func:`~logical_model.statistical.match`). ``said``: emptied, then given what the
+    model averaged that the phase's notes must say."""
+    data_notes = said if said is not None else []
+    data_notes.clear()
     per_run, per_match, used = {}, {}, {}
     for s in sigs:
         ph, P = s.phases[k], s.nprocs
@@ -3661,14 +3681,28 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
             slot.count = _fit_count({P: counts[P][inside[P]].mean() if inside[P].any() else 0.0 for P in fit_ps},
                                     own_grid, f"{name} calls per rank")
         else:
+            per_comm = {}  # P -> each communicator's count, where they differ (the data chose them)
             for P in Ps:
                 if len(np.unique(counts[P][inside[P]])) > 1 or np.any(counts[P][~inside[P]]):
+                    own = _counts_per_communicator(counts[P], inside[P], space, P)
+                    if own is not None:
+                        per_comm[P] = own
+                        continue
                     mode = np.bincount(counts[P][inside[P]]).argmax() if inside[P].any() else 0
                     who = np.flatnonzero(np.where(inside[P], counts[P] != mode, counts[P] > 0))
                     raise StatisticalError(f"run {i} ({OPS[run.op]}): ranks make different numbers of these calls "
                                            f"at P={P} (rank {int(who[0])}: {int(counts[P][who[0]])}); a replay "
                                            "would deadlock")
-            calls = {P: float(counts[P][inside[P]][0]) if inside[P].any() else 0.0 for P in fit_ps}
+            # (communicators whose members agree among themselves but not with the others' a
+            # count of the data, as k-point groups converging in their own number of
+            # iterations: every communicator makes their mean, so that all its members agree)
+            calls = {P: float(per_comm[P].mean()) if P in per_comm else
+                     float(counts[P][inside[P]][0]) if inside[P].any() else 0.0 for P in fit_ps}
+            if per_comm:
+                spread = ", ".join(f"{np.min(v):g} to {np.max(v):g} at P={P}" for P, v in sorted(per_comm.items()))
+                data_notes.append(f"{name}: its communicators make different numbers of calls ({spread}), "
+                                  "each with all its members (a count of the data): every communicator makes "
+                                  "their mean")
             slot.count = _fit_count(calls, own_grid, f"{name} calls per rank")
             top2 = [calls[P] for P in sorted(calls)[-2:]]
             if own_laws and len(calls) >= 3 and top2[0] == top2[1] and calls[min(calls)] != top2[1]:
@@ -4132,18 +4166,18 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             # replayed PCG iteration took 16 times as long)
             no_order = any(p.startswith(NO_ORDER) for p in slot_problems)
             unordered = no_order and any(_BLOCKING_P2P & set(s.phases[k].ops) for s in sigs)
-            merged, crossed = False, {}
+            merged, crossed, said = False, {}, []
             try:
                 try:
                     slots, stat_totals = _statistical_phase(
                         sigs, k, comms, grids, cost_col, grid, deferred=unordered,
-                        max_runs=MAX_STATISTICAL_RUNS if no_order else None)
+                        max_runs=MAX_STATISTICAL_RUNS if no_order else None, said=said)
                     if unordered and any(sl.overlap is not None for sl in slots):
                         # remap runs placed exact per rank are not deferred with the others, and the
                         # two did not pair up (LAMMPS peptide's set-up, deferred, left receives
                         # unmatched and its replay waited forever): such a phase keeps its order
                         unordered = False
-                        slots, stat_totals = _statistical_phase(sigs, k, comms, grids, cost_col, grid)
+                        slots, stat_totals = _statistical_phase(sigs, k, comms, grids, cost_col, grid, said=said)
                 except StatisticalError:
                     if not no_order:
                         raise
@@ -4152,13 +4186,14 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                     # rank and repetition): each kind of call one run, realised deferred
                     try:
                         slots, stat_totals = _statistical_phase(sigs, k, comms, grids, cost_col, grid,
-                                                                deferred=True, merge=True)
+                                                                deferred=True, merge=True, said=said)
                     except StatisticalError:
                         # the last resort: a few messages whose other end is in the phase
                         # before or after (received there) left out, and said so
                         slots, stat_totals = _statistical_phase(sigs, k, comms, grids, cost_col, grid,
                                                                 deferred=True, merge=True,
-                                                                crossing=MAX_CROSSING_SHARE, dropped=crossed)
+                                                                crossing=MAX_CROSSING_SHARE, dropped=crossed,
+                                                                said=said)
                     unordered = merged = True
             except StatisticalError as err:
                 notes.append(f"not modelled statistically either: {err}")
@@ -4180,6 +4215,7 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
                                  "class has an order of its own; this one cannot deadlock)"
                                  + ("; each kind of call is one run, however the ranks interleave "
                                     "them (their order follows the data)" if merged else ""))
+                notes += said
                 if crossed:
                     notes.append("messages whose other end is in another phase are left out of its model: "
                                  + ", ".join(f"{n} at P={P}" for P, n in sorted(crossed.items()))

@@ -251,7 +251,9 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
         # communicators that, with those of their size apart from them, hold every rank are
         # a grid's rows (columns) first; one that does not is a class split first
         fam = _apart(left[top], len(m), c)[0]
-        tiled = len(fam) > 1 and sum(len(left[top][x]) for x in fam) == top
+        # (communicators of the same members are one: a library's duplicate of each column)
+        distinct = {tuple(left[top][x].tolist()) for x in fam}
+        tiled = len(distinct) > 1 and sum(map(len, distinct)) == top == len(set().union(*distinct))
         grid = layout() if tiled else None
         if grid is not None and not (grid[0][0].rule.name == "groups" and grid[0][0].n_comms(top) == 2):
             found = grid  # (two groups are a split into a class and the others: its sides apart)

@@ -186,3 +186,23 @@ def test_the_load_communicators_are_placed_with_the_given_grid_event_for_event(d
     # the layout travels through JSON
     again = LogicalModel.from_dict(model.to_dict()).with_grid(UNSEEN, UNSEEN_GRID)
     assert_same_events(again, ddload / "unseen" / f"P{UNSEEN}.h5")
+
+
+def test_groups_rows_and_columns_with_duplicated_columns_are_related():
+    """GPAW's communicators at P = 8, 12, 16, 24: the domain of each of 4 k-point groups (a
+    row of 4 x P/4) and the k-point communicator across the groups (a column), each column
+    made twice (a library's own copy: two ids, the same members). The copies do not hide
+    that the columns tile the ranks: both families are lines of the 4 x P/4 grid."""
+    used = {}
+    for P in (8, 12, 16, 24):
+        grid = np.arange(P).reshape(4, P // 4)
+        comms = {10 + i: grid[i] for i in range(4)}
+        for j in range(P // 4):
+            comms[100 + j] = comms[200 + j] = grid[:, j]
+        used[P] = comms
+    keys, fams = comm_families(used)
+    layouts = [f[0] for f in fams if isinstance(f[0], SubGrid)]
+    assert {(r.rule.name, r.rule.count, r.keep) for r in layouts} >= {("groups", 4, (False, True)),
+                                                                        ("groups", 4, (True, False))}
+    for P, comms in used.items():  # every communicator is one of a family's
+        assert set(keys[P]) == set(comms)

@@ -407,3 +407,34 @@ def test_a_refusal_names_the_run_that_would_decide_it(stencil27):
     model = build(sigs, grids=grids)
     assert model.deciding_run(32) is None
     assert_same_events(model, stencil27 / "unseen" / "P32.h5")
+
+
+@pytest.fixture(scope="module")
+def converging_groups(tmp_path_factory):
+    """hier.c with groups of 2 ranks that each iterate on their own communicator as often as
+    their data wants (1 to 3 Allreduces per step, no rule of the group's index), traced at
+    the fit P and at P = 24."""
+    return trace_c_program(tmp_path_factory.mktemp("converge"), PROGRAMS / "hier.c", ["6", "node", "2", "converge"],
+                           FIT, UNSEEN)
+
+
+@needs_mpi
+def test_groups_that_iterate_as_often_as_their_data_wants_make_their_mean(converging_groups):
+    """Each group's members agree on their count, the groups do not: the phase is modelled
+    statistically, every communicator making the mean count, and the notes say so; at
+    P = 24 the Allreduces per repetition are within 5% of the real run's (each group's
+    own count there is the data's). Refused before: 'ranks make different numbers of
+    these calls ... a replay would deadlock'."""
+    model = from_traces(converging_groups)
+    model.check_target(UNSEEN)
+    loop = model.phases[1]
+    assert loop.statistical
+    assert any("its communicators make different numbers of calls (1 to 3 at P=8, 1 to 3 at P=16)" in n
+               and "every communicator makes their mean" in n for n in loop.notes)
+    real = signature.extract(load_trace(converging_groups / "unseen" / f"P{UNSEEN}.h5"))
+    ev = model.events(UNSEEN)
+    allreduce = signature.OP_CODE["Allreduce"]
+    got = np.count_nonzero((ev["phase"] == 1) & (ev["op"] == allreduce))
+    want = np.count_nonzero(np.asarray(real.phases[1].template["op"]) == allreduce)
+    assert abs(got - want) <= 0.05 * want, (got, want)
+    assert model.weights(UNSEEN) == [ph.weight for ph in real.phases]
