@@ -551,6 +551,10 @@ class SlotModel:
     #: ``wait_of`` (``wait_rule`` "each"), one where it has any ("any"), or ``count``
     statistical: bool = False
     count: Any = None
+    #: a statistical collective's count is the mean of its communicators' (each chose its
+    #: own): realised as floor(count) calls on every communicator and one more on the first
+    #: of them, as many as the fraction gives, so that the total follows the mean
+    per_comm: bool = False
     streams: list = dataclasses.field(default_factory=list)
     wait_of: int | None = None
     wait_rule: str | None = None
@@ -735,13 +739,22 @@ class SlotModel:
             if self.wait_rule == "any":
                 return [row(have > 0)] if k else []
             return [row(have > j) for j in range(k)]
-        k = int(round(max(0.0, _predict_scalar(self.count, P)))) if self.count is not None else 1
+        mean = max(0.0, _predict_scalar(self.count, P)) if self.count is not None else 1.0
+        k = int(round(mean))
+        extra = None
+        if self.per_comm and space.role is not None:
+            # every communicator floor(mean) calls, round(fraction x communicators) of them one more
+            k, n_comms = int(np.floor(mean)), space.role.n_comms(P)
+            extra = group < int(round((mean - k) * n_comms))
         nbytes, recv_bytes = _volume(self.bytes, P), _volume(self.recv_bytes, P)
         if self.root is not None and (self.root_bytes is not None or self.root_recv_bytes is not None):
             at_root = space.world(group, np.full(n, self.root._k(P), np.int64), P) == ranks
             nbytes = np.where(at_root, _volume(self.root_bytes, P), nbytes)
             recv_bytes = np.where(at_root, _volume(self.root_recv_bytes, P), recv_bytes)
-        return [row(inside, nbytes=nbytes, recv_bytes=recv_bytes) for _ in range(k)]
+        out = [row(inside, nbytes=nbytes, recv_bytes=recv_bytes) for _ in range(k)]
+        if extra is not None and np.any(inside & extra):
+            out.append(row(inside & extra, nbytes=nbytes, recv_bytes=recv_bytes))
+        return out
 
     def _tree_rows(self, ranks: np.ndarray, P: int) -> list[dict]:
         """A tree side's events: one row per stage (per call of each stage's unit for an
@@ -798,6 +811,7 @@ class SlotModel:
                 "on_grid": self.on_grid, "follows": self.follows,
                 **({"skip_single": True} if self.skip_single else {}),
                 "follows_unless_last": self.follows_unless_last,
+                **({"per_comm": True} if self.per_comm else {}),
                 **({"statistical": True, "count": self.count.to_dict() if self.count is not None else None,
                     "streams": [[side, m.to_dict(), b.to_dict()] for side, m, b in self.streams],
                     "wait_of": self.wait_of, "wait_rule": self.wait_rule} if self.statistical else {}),
@@ -837,6 +851,7 @@ class SlotModel:
                    on_grid=bool(d.get("on_grid", False)), follows=d.get("follows"),
                    follows_unless_last=bool(d.get("follows_unless_last", False)),
                    statistical=bool(d.get("statistical", False)), count=_load_quantity(d.get("count")),
+                   per_comm=bool(d.get("per_comm", False)),
                    streams=[(side, _load_quantity(m), _load_quantity(b)) for side, m, b in d.get("streams", ())],
                    wait_of=d.get("wait_of"), wait_rule=d.get("wait_rule"),
                    skip_single=bool(d.get("skip_single", False)),
@@ -3698,11 +3713,12 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
             # iterations: every communicator makes their mean, so that all its members agree)
             calls = {P: float(per_comm[P].mean()) if P in per_comm else
                      float(counts[P][inside[P]][0]) if inside[P].any() else 0.0 for P in fit_ps}
+            slot.per_comm = bool(per_comm)
             if per_comm:
                 spread = ", ".join(f"{np.min(v):g} to {np.max(v):g} at P={P}" for P, v in sorted(per_comm.items()))
                 data_notes.append(f"{name}: its communicators make different numbers of calls ({spread}), "
-                                  "each with all its members (a count of the data): every communicator makes "
-                                  "their mean")
+                                  "each with all its members (a count of the data): their mean, as floor(mean) "
+                                  "calls on every communicator and one more on as many as the fraction gives")
             slot.count = _fit_count(calls, own_grid, f"{name} calls per rank")
             top2 = [calls[P] for P in sorted(calls)[-2:]]
             if own_laws and len(calls) >= 3 and top2[0] == top2[1] and calls[min(calls)] != top2[1]:
