@@ -2884,14 +2884,15 @@ def _class_grid_roles(observed: dict[int, list[np.ndarray]], made: dict[int, set
 def _layout_problem(s: SlotModel, P: int) -> str | None:
     """Why a slot's communicators or classes have no layout at P (a fixed number of groups
     that does not divide P, powers of two at another P), or None."""
+    few = np.arange(min(P, 2))  # (whether a rule has a grid at P does not depend on the ranks asked)
     try:
         for role in (s.comm_role, s.space.role if s.space is not None else None):
             if role is not None:
-                colour = role.layout(np.arange(P), P)[0]
+                colour = role.layout(few, P)[0]
                 if s.members is not None and s.comm_role is not None:
                     s.members(colour, role.n_comms(P))
         if s.members is not None and s.comm_role is None:
-            s.members(np.arange(P), P)
+            s.members(few, P)
     except ValueError as err:
         return f"its communicators or ranks have no layout at P={P} ({err})"
     return None

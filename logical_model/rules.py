@@ -606,9 +606,9 @@ class ClassComm:
     ranks' and the particle ranks' communicators of a GROMACS-like split): colour 1 holds
     the ranks of ``members``, colour 0 the others, each in world order. The layout
     interface of :class:`~logical_model.topology.SubGrid`, with the size per rank (the
-    two communicators differ in size). ``alone``: the class's communicator only, the
-    others passing ``MPI_UNDEFINED`` (colour -1: on none), as a communicator of the
-    groups' leaders is made."""
+    two communicators differ in size). ``alone``: the class's communicator only (colour
+    0), the others passing ``MPI_UNDEFINED`` (colour -1: on none), as a communicator of
+    the groups' leaders is made."""
 
     members: PeerRule
     alone: bool = False

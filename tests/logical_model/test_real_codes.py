@@ -130,8 +130,10 @@ def test_extrapolated_exactly_to_an_unseen_p(traced, case):
 def test_what_the_models_say(traced):
     """The halo's ends call with PROC_NULL; the even/odd variant orders its events by rank
     parity; the duplicate of the world is the world; row and column communicators are
-    modelled as layouts of MPI_Dims_create's grid; a Scatter's root sends N/P bytes per
-    destination and the other ranks nothing."""
+    modelled as layouts of MPI_Dims_create's grid, or of 2 x P/2 for 2 groups; the leaders
+    of 2 groups have their communicator alone, exact (ranks 0 and 16 at P = 32), and no
+    layout at P = 25; a Scatter's root sends N/P bytes per destination and the other ranks
+    nothing."""
     halo = from_traces(traced["halo"]).describe()
     assert "rank + 1 (if in range) or PROC_NULL" in halo
     evenodd = from_traces(traced["evenodd"])
