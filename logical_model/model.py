@@ -4260,6 +4260,11 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         if wmodel is None:
             wmodel = search.fit(Pw, Ww, name=f"weight of phase {k}")
         work = {s.nprocs: np.asarray(s.phases[k].stats[work_col], float) for s in sigs}
+        for s in sigs:  # a rank with no call in the phase does none of its work: its time
+            # until its next call is that call's (a class idle while one rank works alone)
+            idle = np.diff(np.asarray(s.phases[k].template_offsets)) == 0
+            if np.any(idle & ~np.isfinite(work[s.nprocs])):
+                work[s.nprocs] = np.where(idle & ~np.isfinite(work[s.nprocs]), 0.0, work[s.nprocs])
         if any(not np.all(np.isfinite(w)) for w in work.values()):
             P_bad = min(P for P, w in work.items() if not np.all(np.isfinite(w)))
             n_bad = int(np.sum(~np.isfinite(work[P_bad])))

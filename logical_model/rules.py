@@ -161,6 +161,8 @@ class PeerRule:
                 keep = rank % int(p["m"]) == int(p["j"])
             elif p["kind"] == "notmod":
                 keep = rank % int(p["m"]) != int(p["j"])
+            elif p["kind"] == "first":  # the first k(P) ranks, k rounded down as P / 4 is in C
+                keep = rank < np.floor(p.get("a", 0.0) * P ** p.get("e", 0.0) + p.get("b", 0.0) + 1e-9)
             elif p["kind"] == "group":  # rank j of each of c groups of P/c consecutive ranks
                 c = int(p["c"])
                 if P % c:
@@ -210,6 +212,8 @@ class PeerRule:
                 return f"ranks r with r mod {int(p['m'])} = {int(p['j'])}"
             if p["kind"] == "notmod":
                 return f"ranks r with r mod {int(p['m'])} != {int(p['j'])}"
+            if p["kind"] == "first":
+                return f"ranks r < {self._k_text()}"
             if p["kind"] == "group":
                 return (f"ranks r with r mod P/{int(p['c'])} = {int(p['j'])} (rank {int(p['j'])} of each of "
                         f"{int(p['c'])} groups)")
@@ -550,9 +554,9 @@ def infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
 def _infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
     """The ranks that have an event, as a class of rank: one rank (0, the last, a*P + b),
     every rank but one, or every m-th rank, or all but every m-th (m <= 8, when some P has
-    two of them), or rank j of each of c groups of P/c consecutive ranks (the groups'
-    leaders: c <= 8 of them at every P, when two P show them); None when no class fits
-    every P."""
+    two of them), the first k(P) ranks, or rank j of each of c groups of P/c consecutive
+    ranks (the groups' leaders: c <= 8 of them at every P, when two P show them); None
+    when no class fits every P."""
     cands = []
     for kind in ("is", "not"):
         one = {}
@@ -566,6 +570,11 @@ def _infer_members(members: dict[int, np.ndarray]) -> PeerRule | None:
     # every m-th rank, where some P shows two of them (else it is one rank, above)
     cands += [PeerRule("member", {"kind": kind, "m": m, "j": j}) for kind in ("mod", "notmod")
               for m in range(2, 9) for j in range(m) if any(P > m + j for P in members)]
+    # the first k(P) ranks, k over one at some P (else it is one rank, above)
+    if all(np.array_equal(np.sort(r), np.arange(len(r))) for r in members.values()) \
+            and any(1 < len(r) < P for P, r in members.items()):
+        cands += [PeerRule("member", {"kind": "first", **k})
+                  for k in _k_candidates({P: [len(r)] for P, r in members.items()})]
     # rank j of each of c groups: c members at every P (two P at least, one of them with
     # groups of more than j + 1 ranks, else a fixed stride says the same)
     sizes = {len(r) for r in members.values()}

@@ -115,3 +115,34 @@ def test_ranks_that_all_work_but_differ_are_not_a_lone_rank():
     per_p = {P: 1.0 + rng.random(P) for P in FIT}
     groups, note = _groups(per_p, {P: 1 for P in FIT})
     assert len(groups) == 1 and "no rule" in note
+
+
+def test_ranks_with_no_call_in_a_phase_do_none_of_its_work():
+    """Ranks 0 and 1 exchange while every other rank has no call in the phase (a pair
+    benchmark, a single-rank test): the signature has no work of the idle ranks there
+    (NaN), since their time until their next call is that call's. The phase is placed, the
+    idle ranks given no work (the pair is a class, the first 2 ranks), and the work the
+    pair did is kept."""
+    import numpy as np
+
+    from conftest import one_phase_signature
+    from logical_model import build
+    from signature import OP_CODE
+    sigs = []
+    for P in (4, 8, 16):
+        counts = np.array([1, 1] + [0] * (P - 2))
+        T = {"op": np.full(2, OP_CODE["Sendrecv"]), "peer": np.array([1, 0]), "recv_peer": np.array([1, 0]),
+             "root": np.full(2, -1), "bytes": np.full(2, 64), "recv_bytes": np.full(2, 64), "comm": np.zeros(2, np.int64),
+             "tag": np.zeros(2, np.int64)}
+        sig = one_phase_signature(P, T, counts, ("Sendrecv",), "pair")
+        for key in ("cpu_mean", "comp_mean"):
+            sig.phases[0].stats[key][2:] = np.nan
+        sigs.append(sig)
+    model = build(sigs)
+    ph = model.phases[0]
+    assert ph.extrapolable, ph.problems
+    ev = model.events(32)
+    assert sorted(set(ev["rank"].tolist())) == [0, 1]
+    work = ph.work_per_rank(32)
+    assert np.all(work[2:] == 0) and np.all(work[:2] > 0)
+    assert work[:2] == pytest.approx([1e-3, 1e-3], rel=1e-6)  # each busy rank's, per repetition

@@ -179,3 +179,17 @@ def test_a_class_seen_on_one_side_at_a_tie_is_the_side_seen():
     assert cc.members.describe() == "ranks r with r mod P/2 = 0 (rank 0 of each of 2 groups)"
     with pytest.raises(ValueError, match="not a multiple of 2 groups"):
         cc.members(np.arange(5), 5)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(a=st.sampled_from([0.0, 0.25, 0.5]), b=st.integers(0, 3), unseen=st.integers(40, 400))
+def test_the_first_ranks_are_a_class(a, b, unseen):
+    """The first k(P) ranks (k = a P + b: a fixed few, a quarter, the first half), traced
+    at P = 8, 16, 32: the class gives the first k ranks at an unseen P."""
+    from logical_model.rules import infer_members
+    k = {P: int(a * P + b) for P in (8, 16, 32)}
+    assume(any(1 < v < P for P, v in k.items()))
+    rule = infer_members({P: np.arange(v) for P, v in k.items()})
+    assert rule is not None
+    want = int(a * unseen + b)
+    assert np.array_equal(np.flatnonzero(rule(np.arange(unseen), unseen) >= 0), np.arange(min(want, unseen)))
