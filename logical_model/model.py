@@ -479,6 +479,12 @@ def _predict_scalar(model, P: int) -> float:
     return float(np.asarray(model.predict(np.array([P]))).reshape(-1)[0])
 
 
+def _leaves_ranks_out(role) -> bool:
+    """Whether a communicator layout puts some ranks on none of its communicators (colour
+    -1): a grid over one class's ranks, or a class's communicator alone."""
+    return isinstance(role, ClassGrid) or (isinstance(role, ClassComm) and role.alone)
+
+
 def _groups_at(space: Space | None, P: int) -> int:
     """How many communicators a statistical run's space has at P (rows of a grid: each
     realises the run's channels among its ranks)."""
@@ -891,8 +897,8 @@ class SlotModel:
                 out["present"] = self.members(colour, self.comm_role.n_comms(P)) >= 0
             else:
                 out["present"] = self.members(ranks, P) >= 0
-        if isinstance(self.comm_role, ClassGrid) or getattr(self.comm_role, "alone", False):
-            out["present"] &= self.comm_role.layout(ranks, P)[0] >= 0  # ranks on none of its communicators
+        if _leaves_ranks_out(self.comm_role):  # ranks on none of its communicators
+            out["present"] &= self.comm_role.layout(ranks, P)[0] >= 0
         if self.skip_single:
             out["present"] &= np.broadcast_to(np.asarray(size), (n,)) > 1
 
@@ -3122,7 +3128,7 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
         # (the ranks on the communicators: a layout over one class's grid, or a class's
         # communicator alone, leaves the others out)
         missing = [o[0] for o in o_list if len(o[1]) != (
-            o[0] if not (isinstance(slot.comm_role, ClassGrid) or getattr(slot.comm_role, "alone", False))
+            o[0] if not _leaves_ranks_out(slot.comm_role)
             else int((slot.comm_role.layout(np.arange(o[0]), o[0])[0] >= 0).sum()))]
         if missing and sub and any(len(o[1]) for o in o_list):
             # a collective some of the communicators call (the first row, the last column):

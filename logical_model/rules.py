@@ -106,11 +106,15 @@ class PeerRule:
     params: dict[str, Any]
 
     # ---- evaluation --------------------------------------------------------------
-    def _k(self, P):
+    def _k_value(self, P):
+        """a P^e + b, unrounded (one P, or one per rank)."""
         p = self.params
+        return p.get("a", 0.0) * np.asarray(P, float) ** p.get("e", 0.0) + p.get("b", 0.0)
+
+    def _k(self, P):
         if np.ndim(P):  # one P per rank (communicators of different sizes: a class split)
-            return np.rint(p.get("a", 0.0) * np.asarray(P, float) ** p.get("e", 0.0) + p.get("b", 0.0)).astype(np.int64)
-        return int(round(p.get("a", 0.0) * P ** p.get("e", 0.0) + p.get("b", 0.0)))
+            return np.rint(self._k_value(P)).astype(np.int64)
+        return int(round(float(self._k_value(P))))
 
     def __call__(self, rank: np.ndarray, P: int, grid: Grid | None = None) -> np.ndarray:
         rank = np.asarray(rank, np.int64)
@@ -162,7 +166,7 @@ class PeerRule:
             elif p["kind"] == "notmod":
                 keep = rank % int(p["m"]) != int(p["j"])
             elif p["kind"] == "first":  # the first k(P) ranks, k rounded down as P / 4 is in C
-                keep = rank < np.floor(p.get("a", 0.0) * P ** p.get("e", 0.0) + p.get("b", 0.0) + 1e-9)
+                keep = rank < np.floor(self._k_value(P) + 1e-9)
             elif p["kind"] == "group":  # rank j of each of c groups of P/c consecutive ranks
                 c = int(p["c"])
                 if P % c:
