@@ -6,8 +6,8 @@ the mechanisms are general: each is traced at a few P (oversubscribed on a small
 its signatures are extracted at every P, the logical model is fitted at the smaller P and
 placed at a held-out P never fitted, and the whole prediction is made there. Install with
 ``apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples
-nwchem-openmpi meep-openmpi elk-lapw gpaw`` (all built on Open MPI 4.1; ABINIT, Quantum
-ESPRESSO and Elk are Fortran, GPAW is Python over its own C layer):
+nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi`` (all built on Open MPI 4.1; ABINIT,
+Quantum ESPRESSO and Elk are Fortran, GPAW is Python over its own C layer):
 
 * ``abinit``   ABINIT 9.6, the package's lead crystal example (``tbasepar_1``: k-point
                parallelism, 60 k-points on an 8x8x8 grid), 6 SCF steps; fit 2, 3, 4, held 6;
@@ -29,7 +29,11 @@ ESPRESSO and Elk are Fortran, GPAW is Python over its own C layer):
                domains and ScaLAPACK over the ranks), bulk silicon (8 atoms, plane waves
                350 eV, 3x3x3 k-points) to SCF convergence; fit 8, 12, 16, held 24 (at P = 4
                it parallelises over k-points only, with none of the domain decomposition's
-               calls).
+               calls);
+* ``mpb``      MIT Photonic Bands 1.11 (``mpb-mpi``: C, block eigensolver over FFTW 3's MPI
+               transforms), TM bands of a square lattice of dielectric rods, 64x64 grid, 8
+               bands at 22 k-points; fit 2, 4, 8, held 16 (a P that divides the grid: at
+               12, FFTW gives its 64 rows to 11 ranks of 6 and leaves one idle).
 
 Per code and P: the trace (complete, events, calls sigex does not model); its signature
 (phases, coverage: the share of the run's time inside phases that repeat, goal >= 90%;
@@ -72,7 +76,7 @@ import validate_apps  # noqa: E402  (its logical and predict rows take any cache
 
 OUT = ROOT / "bench" / "_unseen"
 APT = ("apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples "
-       "nwchem-openmpi meep-openmpi elk-lapw gpaw")
+       "nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi")
 GOAL_COVERAGE = 0.90
 ABINIT_EX = Path("/usr/share/doc/abinit/examples")
 CP2K_EX = Path("/usr/share/doc/cp2k/examples")
@@ -282,6 +286,21 @@ def _gpaw_setup(folder: Path) -> None:
     (folder / "si.py").write_text(_GPAW_INPUT)
 
 
+# ---- MPB: photonic bands of a square lattice of rods -------------------------------------
+_MPB_INPUT = """(set! geometry-lattice (make lattice (size 1 1 no-size)))
+(set! geometry (list (make cylinder (center 0 0 0) (radius 0.2) (height infinity)
+                           (material (make dielectric (epsilon 12))))))
+(set! k-points (interpolate 6 (list (vector3 0 0 0) (vector3 0.5 0 0) (vector3 0.5 0.5 0) (vector3 0 0 0))))
+(set! resolution 64)
+(set! num-bands 8)
+(run-tm)
+"""
+
+
+def _mpb_setup(folder: Path) -> None:
+    (folder / "rods.ctl").write_text(_MPB_INPUT)
+
+
 CODES = {
     "abinit": Code("abinit", ("abinit", str(ABINIT_EX / "tbasepar_1.abi")), _abinit_setup,
                    lambda run, P: ["abinit", "pb.abi"], (2, 3, 4), 6,
@@ -307,8 +326,10 @@ CODES = {
     # (Debian's python3, whose GPAW extension links Open MPI)
     "gpaw": Code("gpaw", ("gpaw", "/usr/bin/python3"), _gpaw_setup, lambda run, P: ["/usr/bin/python3", "si.py"],
                  (8, 12, 16), 24, _stated(r"Converged after (\d+) iterations", "si.txt"), "SCF iterations"),
+    "mpb": Code("mpb", ("mpb-mpi",), _mpb_setup, lambda run, P: ["mpb-mpi", "rods.ctl"], (2, 4, 8), 16,
+                _count(r"^\s*linmin: converged", "stdout.txt"), "line minimisations"),
 }
-DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw")
+DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw", "mpb")
 
 
 def capture(code: Code, P: int, force: bool, out: Path) -> dict:

@@ -596,8 +596,10 @@ class SlotModel:
     #: the calls of each stage of a block with more than one (an exchange's ``unit``, a
     #: fold's send and receive, each copy of a message: ``Tree.elements`` x ``copies``):
     #: per call, its operation, its (bytes, receive bytes) models and its tag as
-    #: c0 + c1 j + c2 L (j the stage's place in the loop, L the stages at P: NPB CG tags
-    #: each stage of its exchanges with its number; other blocks' tags are constants)
+    #: c0 + c1 j + c2 L + a r + b q (j the stage's place in the loop, L the stages at P:
+    #: NPB CG tags each stage of its exchanges with its number; r the rank, q the call's
+    #: peer, a and b 0, 1 or P coded 2: FFTW tags them r P + q; :data:`_PAIR_TAGS`), as
+    #: (c0, c1, c2, a, b); other blocks' tags are constants
     tree_ops: tuple = ()
     tree_sizes: tuple = ()
     tree_tags: tuple = ()
@@ -605,17 +607,20 @@ class SlotModel:
     def describe(self) -> str:
         if self.tree is not None and self.tree_ops:  # its calls at each stage
             tags = []
-            for c0, c1, c2 in self.tree_tags:  # c2 L + c1 j + c0, its terms in that order
-                terms = [(c, x) for c, x in ((c2, "L"), (c1, "j"), (c0, "")) if c] or [(0, "")]
-                expr = ""
+            for c0, c1, c2, a, b in self.tree_tags:  # the rank and peer's term, c2 L + c1 j + c0
+                terms = [(c, x) for c, x in ((c2, "L"), (c1, "j"), (c0, "")) if c]
+                expr = _pair_text(a, b)
                 for n, (c, x) in enumerate(terms):
                     mag = x if x and abs(c) == 1 else f"{abs(c)}{x}"
-                    expr += (("-" if c < 0 else "") + mag) if n == 0 else (f" - {mag}" if c < 0 else f" + {mag}")
-                tags.append(expr)
+                    expr += (("-" if c < 0 else "") + mag) if n == 0 and not expr else (
+                        f" - {mag}" if c < 0 else f" + {mag}")
+                tags.append(expr or "0")
+            said = [w for w, used in (("j: the stage's place, L: the stages at P",
+                                       any(t[1] or t[2] for t in self.tree_tags)),
+                                      ("r: the rank, q: its peer", any(t[3] or t[4] for t in self.tree_tags))) if used]
             return (f"{', '.join(OPS[o] for o in self.tree_ops)} with "
                     + ("any source, as many as " if self.tree_any else "") + f"{self.tree.describe()}; tags "
-                    + ", ".join(tags) + (" (j: the stage's place, L: the stages at P)"
-                                         if any(c1 or c2 for _, c1, c2 in self.tree_tags) else ""))
+                    + ", ".join(tags) + (f" ({'; '.join(said)})" if said else ""))
         if self.tree is not None:
             return (f"{OPS[self.op]} {'to' if self.op in SEND_OPS else 'with' if self.op in SENDRECV_OPS else 'from'} "
                     + ("any source, as many as " if self.tree_any else "")
@@ -773,13 +778,15 @@ class SlotModel:
             if not present.any():  # (a flat tree's root alone has its P - 1 children)
                 continue
             if self.tree_ops:  # the stage's call e
-                op, sizes, (c0, c1, c2) = self.tree_ops[e], self.tree_sizes[e], self.tree_tags[e]
+                op, sizes, (c0, c1, c2, a, b) = self.tree_ops[e], self.tree_sizes[e], self.tree_tags[e]
             else:
-                op, sizes, (c0, c1, c2) = self.op, (self.bytes, self.recv_bytes), (self.tag, 0, 0)
+                op, sizes, (c0, c1, c2, a, b) = self.op, (self.bytes, self.recv_bytes), (self.tag, 0, 0, 0, 0)
             nbytes, recv_bytes = (_volume(m, P) for m in sizes)
-            out.append({"present": present, "op": op, "peer": np.where(q >= 0, q, -1).astype(np.int64),
+            peer = np.where(q >= 0, q, -1).astype(np.int64)
+            tag = c0 + c1 * j + c2 * L + (_pair_term(a, b, ranks, peer, P) if a or b else np.zeros(n, np.int64))
+            out.append({"present": present, "op": op, "peer": peer,
                         "recv_peer": rq.copy(), "root": np.full(n, -1, np.int64),
-                        "tag": np.full(n, c0 + c1 * j + c2 * L, np.int64),
+                        "tag": np.asarray(tag, np.int64),
                         "bytes": np.where(present, nbytes, 0).astype(np.int64),
                         "recv_bytes": np.where(present, recv_bytes, 0).astype(np.int64)})
         return out
@@ -872,7 +879,7 @@ class SlotModel:
                    tree_any=bool(d.get("tree_any", False)),
                    tree_ops=tuple(OP_CODE[o] for o in d.get("tree_ops", ())),
                    tree_sizes=tuple((_load_quantity(m), _load_quantity(r)) for m, r in d.get("tree_sizes", ())),
-                   tree_tags=tuple(tuple(int(x) for x in t) for t in d.get("tree_tags", ())))
+                   tree_tags=tuple((*(int(x) for x in t), 0, 0)[:5] for t in d.get("tree_tags", ())))
 
     def layout(self, ranks: np.ndarray, P: int, grid: Grid | None):
         """Where the slot's rules apply: (local ranks, local P, to_world) for ``ranks``;
@@ -2430,6 +2437,23 @@ _TREE_WAITS = frozenset(OP_CODE[n] for n in ("Wait", "Waitall"))
 #: an exchange's tags as c0 + c1 j + c2 L (j the stage's place in the loop, L the stages):
 #: (c1, c2) tried in turn, a constant first, then the stage's number either way
 _TAG_RULES = ((0, 0), (1, 0), (-1, 0), (-1, 1), (1, -1), (0, 1), (0, -1), (1, 1), (-1, -1))
+#: ... plus a term of the rank r and the call's peer q, tried after none: r P + q (FFTW
+#: tags each message of its transposes by its sender and receiver: r P + q sent, q P + r
+#: received), q P + r, r (each rank tags its messages with its own rank), q; as (the
+#: coefficient of r, of q), each 0, 1 or P (coded 2)
+_PAIR_TAGS = ((0, 0), (2, 1), (1, 2), (1, 0), (0, 1))
+
+
+def _pair_term(a: int, b: int, rank, peer, P: int):
+    """A tag's term of the rank and the peer: a r + b q, a code of 2 standing for P."""
+    return (P if a == 2 else a) * np.asarray(rank, np.int64) + (P if b == 2 else b) * np.asarray(peer, np.int64)
+
+
+def _pair_text(a: int, b: int) -> str:
+    """How a tag's rank and peer term reads (rank r, peer q)."""
+    terms = [("rP" if c == 2 else "r") if x == "r" else ("qP" if c == 2 else "q")
+             for x, c in (("r", a), ("q", b)) if c]
+    return " + ".join(terms)
 
 
 def _without_events(ph, keep: np.ndarray):
@@ -2500,8 +2524,10 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
                     ej[P] += made[r]
                     at += len(made[r])
 
+    by_p = {P: sigs[n].phases[k] for n, P in enumerate(Ps)}
+
     def col(P, name, idx):
-        return np.asarray(sigs[Ps.index(P)].phases[k].template[name], np.int64)[np.asarray(idx, np.int64)]
+        return np.asarray(by_p[P].template[name], np.int64)[np.asarray(idx, np.int64)]
 
     def sizes(ev, what):  # one size per P of these calls (else None), fitted over P
         out = []
@@ -2519,24 +2545,28 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
             out.append(_fit_volume(Pv, np.array([pts[P] for P in Pv]), grid, f"phase {k} {what} {c}"))
         return tuple(out)
 
-    def calls_fit(sel: dict, stage: dict, n_stages: dict, what: str, numbered: bool):
+    def calls_fit(sel: dict, stage: dict, n_stages: dict, what: str, numbered: bool, paired: bool = True):
         """One kind of call of a block (``sel[P]``: template events, ``stage[P]`` their
-        stages' places j, ``n_stages[P]`` = L): its operation, sizes and tag as (c0, c1, c2),
-        c0 + c1 j + c2 L (the stage's number either way where ``numbered``, else a
-        constant), or None where the calls mix operations or sizes, or their tags follow no
-        such rule."""
+        stages' places j, ``n_stages[P]`` = L): its operation, sizes and tag as
+        (c0, c1, c2, a, b), c0 + c1 j + c2 L + a r + b q (:data:`_PAIR_TAGS`: the stage's
+        number either way where ``numbered``, the rank and the peer where ``paired``, else
+        a constant), or None where the calls mix operations or sizes, or their tags follow
+        no such rule."""
         ops = {int(x) for P in Ps for x in col(P, "op", sel[P])}
         got = sizes(sel, what)
         if len(ops) != 1 or got is None:
             return None
         tags = {P: col(P, "tag", sel[P]) for P in Ps}
-        for c1, c2 in _TAG_RULES if numbered else _TAG_RULES[:1]:
-            c0 = {int(x) for P in Ps for x in tags[P] - c1 * stage[P] - c2 * n_stages[P]}
-            if len(c0) == 1:
-                return ops.pop(), got, (c0.pop(), c1, c2)
+        rank = {P: np.searchsorted(np.asarray(by_p[P].template_offsets, np.int64),
+                                   np.asarray(sel[P], np.int64), side="right") - 1 for P in Ps}
+        for a, b in _PAIR_TAGS if paired else _PAIR_TAGS[:1]:
+            own = {P: tags[P] - _pair_term(a, b, rank[P], col(P, "peer", sel[P]), P) for P in Ps}
+            for c1, c2 in _TAG_RULES if numbered else _TAG_RULES[:1]:
+                c0 = {int(x) for P in Ps for x in own[P] - c1 * stage[P] - c2 * n_stages[P]}
+                if len(c0) == 1:
+                    return ops.pop(), got, (c0.pop(), c1, c2, a, b)
         return None
 
-    by_p = {P: sigs[n].phases[k] for n, P in enumerate(Ps)}
     tree_slots = []
     for b, tree, side, ev, rk, ej in sides:
         share = _work_share(by_p, {P: (rk[P], ev[P]) for P in Ps}, cost_col)
@@ -2562,10 +2592,11 @@ def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, co
                                             work_share=share, tree=tree, tree_side=side, tree_any=tree_any,
                                             tree_ops=ops_e, tree_sizes=sizes_e, tree_tags=tags_e)))
             continue
-        fit = calls_fit(ev, {P: np.zeros(len(ev[P]), np.int64) for P in Ps}, n_stages, f"tree {b} {side}", False)
+        fit = calls_fit(ev, {P: np.zeros(len(ev[P]), np.int64) for P in Ps}, n_stages, f"tree {b} {side}",
+                        False, False)
         if fit is None:
             return None  # the side mixes calls or tags
-        op, got, (tag, _, _) = fit
+        op, got, (tag, *_) = fit
         tree_slots.append((b, SlotModel(key=f"tree{b}/{side}", op=op, tag=tag, comm=COMM_WORLD,
                                         everywhere=False, bytes=got[0], recv_bytes=got[1], work_share=share,
                                         tree=tree, tree_side=side, tree_any=tree_any)))

@@ -31,7 +31,9 @@ rank: the master-worker loops of teaching codes). A block is one of
               (:data:`EXCHANGES`): with v XOR 2^s (recursive doubling; P a power of
               two), to v + 2^s from v - 2^s (dissemination), to v + s from v - s for
               s = 1 .. P - 1 (pairwise exchange, an all-to-all), with v XOR s (the same
-              on a power of two), or P - 1 times to v + 1 from v - 1 (a ring);
+              on a power of two), P - 1 times to v + 1 from v - 1 (a ring), or with
+              v's opponent at round s of a round-robin tournament (an all-to-all in
+              which every stage pairs the ranks: FFTW's pairwise transposes);
 ``fold``      at each stage s (ceil(log2 P) of them, ascending or descending), a rank
               whose v has bit s sends to v - 2^s, one without it receives from
               v + 2^s where that is below P: a reduction to rank 0 in which a rank
@@ -106,7 +108,31 @@ EXCHANGES = {
     "pairwise": (False, "pairwise exchange: a Sendrecv to rank + s from rank - s (mod P), s = 1 .. P - 1"),
     "pairxor": (True, "pairwise exchange: a Sendrecv with rank xor s, s = 1 .. P - 1"),
     "ring": (False, "ring: P - 1 Sendrecv to rank + 1 from rank - 1 (mod P)"),
+    "tournament": (False, "round-robin tournament: at round s = 0 .. m - 1 (m = P - 1, or P where P is odd) "
+                          "a Sendrecv with (2s - rank) mod m, with the last rank where that is the rank itself "
+                          "(no call where P is odd), the last rank meeting s (FFTW's pairwise transposes)"),
 }
+
+
+def _tournament_rounds(P: int) -> int:
+    """The rounds of a round-robin tournament of P ranks: P - 1 where P is even, else P
+    (each rank sits one out)."""
+    return P if P % 2 else max(0, P - 1)
+
+
+def _opponents(v: np.ndarray, s: np.ndarray, P: int) -> np.ndarray:
+    """Each v's opponent at each round s of the round-robin tournament of P ranks (the
+    circle method: ranks below m = rounds meet (2s - v) mod m; where that is v itself it
+    meets the last rank, P even, or sits the round out, -1, P odd), as (len(v), len(s))."""
+    m = _tournament_rounds(P)
+    if m == 0:
+        return np.zeros((len(v), 0), np.int64)
+    q = (2 * s[None, :] - v[:, None]) % m
+    alone = q == v[:, None]
+    q = np.where(alone, P - 1 if P % 2 == 0 else -1, q)
+    if P % 2 == 0:  # the last rank meets round s's rank that meets itself: s
+        q = np.where((v == P - 1)[:, None], s[None, :], q)
+    return q
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,6 +194,8 @@ class Tree:
             return _stages(self._span(P))
         if self.kind == "fold" or self.shape in ("xor", "dissemination", "low", "high"):
             return _stages(P)
+        if self.shape == "tournament":
+            return _tournament_rounds(P)
         return max(0, P - 1)
 
     def row_count(self, P: int, side: str) -> int:
@@ -206,6 +234,8 @@ class Tree:
             if self.shape in ("xor", "dissemination"):
                 m = (np.int64(1) << self._stage_index(self.width(P, side)))[None, :]
                 q = v[:, None] ^ m if self.shape == "xor" else (v[:, None] + sign * m) % P
+            elif self.shape == "tournament":  # (a pairing: one peer both ways)
+                q = _opponents(v, self._stage_index(_tournament_rounds(P)), P)
             else:
                 m = (1 + self._stage_index(max(0, P - 1)))[None, :]
                 if self.shape == "pairxor":
@@ -214,7 +244,7 @@ class Tree:
                     q = (v[:, None] + sign * m) % P
                 else:  # ring
                     q = np.broadcast_to((v[:, None] + sign) % P, (len(v), m.shape[1]))
-            return np.where(q < P, (q + root) % P, -1)
+            return np.where((q >= 0) & (q < P), (q + root) % P, -1)
         if self.shape == "flat":  # the root's children: every other rank
             m = (1 + self._stage_index(max(0, P - 1)))[None, :]
             return np.where((v == 0)[:, None], (m + root) % P, -1)
@@ -356,7 +386,7 @@ def _candidates(waits: bool = False) -> list[Tree]:
     out += [dataclasses.replace(t, copies=2) for t in list(out)]
     for unit in UNITS if waits else UNITS[:4]:
         for shape in EXCHANGES:
-            if unit == ("ordered",) and shape not in ("xor", "pairxor"):
+            if unit == ("ordered",) and shape not in ("xor", "pairxor", "tournament"):
                 continue  # (pairs: each rank's partner's partner is the rank)
             for order in ("asc", "desc"):
                 out.append(Tree("exchange", shape, order, unit=unit))

@@ -31,7 +31,8 @@ trees = st.one_of(
     lambda t: st.sampled_from([t, dataclasses.replace(t, copies=2)]))
 exchanges = st.one_of(
     st.builds(Tree, st.just("exchange"), st.sampled_from(sorted(EXCHANGES)), st.sampled_from(["asc", "desc"]),
-              unit=st.sampled_from(UNITS)).filter(lambda t: t.unit != ("ordered",) or t.shape in ("xor", "pairxor")),
+              unit=st.sampled_from(UNITS)).filter(
+        lambda t: t.unit != ("ordered",) or t.shape in ("xor", "pairxor", "tournament")),
     st.builds(Tree, st.just("exchange"), st.just("xor"), st.sampled_from(["asc", "desc"]),
               unit=st.sampled_from(UNITS), span=st.sampled_from(SPANS)))
 
@@ -63,15 +64,21 @@ def _loops(t: Tree, P: int) -> list[list[tuple[str, int, int]]]:
                 steps = [1 << s for s in range(W.bit_length() - 1)]
             elif t.shape in ("xor", "dissemination"):
                 steps = [1 << s for s in range(top.bit_length() - 1)]
+            elif t.shape == "tournament":  # rounds of the polygon method, a dummy team where P is odd
+                n = P + P % 2
+                steps = list(range(n - 1))
             else:
                 steps = list(range(1, P))
             steps = steps if t.order == "asc" else steps[::-1]
             pairs = {"xor": lambda m: (v ^ m, v ^ m), "pairxor": lambda m: (v ^ m, v ^ m),
                      "dissemination": lambda m: ((v + m) % P, (v - m) % P),
                      "pairwise": lambda m: ((v + m) % P, (v - m) % P),
-                     "ring": lambda m: ((v + 1) % P, (v - 1) % P)}[t.shape]
+                     "ring": lambda m: ((v + 1) % P, (v - 1) % P),
+                     "tournament": lambda s: (_opponent(v, s, P),) * 2}[t.shape]
             calls = []
             for a, b in map(pairs, steps):
+                if a is None:  # the round this rank sits out
+                    continue
                 if t.unit == ("ordered",):  # the lower rank of the pair sends first
                     pair = [("send", (a + root) % P, -1), ("recv", (b + root) % P, -1)]
                     calls += pair if v < a else pair[::-1]
@@ -99,6 +106,16 @@ def _loops(t: Tree, P: int) -> list[list[tuple[str, int, int]]]:
         else:
             out.append([("recv", q, -1) for q in kids] + [("send", q, -1) for q in up])
     return out
+
+
+def _opponent(v: int, s: int, P: int) -> int | None:
+    """v's opponent at round s of the polygon method: team s meets the fixed team (the last
+    of n = P, or of P + 1 with a dummy where P is odd) and s + k meets s - k (mod n - 1);
+    None where v meets the dummy."""
+    n = P + P % 2
+    pairs = [(s, n - 1)] + [((s + k) % (n - 1), (s - k) % (n - 1)) for k in range(1, n // 2)]
+    (q,) = [b if a == v else a for a, b in pairs if v in (a, b)]
+    return q if q < P else None
 
 
 @settings(max_examples=80, deadline=None)
@@ -194,10 +211,11 @@ def test_sides_follow_the_kind():
 def traced(tmp_path_factory):
     """``trees.c`` traced at P = 4, 8, 16 in each mode and at an unseen P: 12; a power of
     two for the exchanges that need one (2 for the butterfly, 32 for NPB CG's reductions
-    and the ordered pairs, a stage more than any traced P has)."""
+    and the ordered pairs, a stage more than any traced P has); 13 for the tournament, an
+    odd P, where each rank sits a round out."""
     out = {}
     for mode, unseen in (("tree", 12), ("butterfly", 2), ("flat", 12), ("master", 12), ("isend", 12),
-                         ("pairwise", 12), ("cg", 32), ("ordered", 32)):
+                         ("pairwise", 12), ("tournament", 13), ("cg", 32), ("ordered", 32)):
         root = tmp_path_factory.mktemp(mode)
         trace_c_program(root, PROGRAMS / "trees.c", ["20", mode], (4, 8, 16), unseen)
         out[mode] = (root, unseen, from_traces(root))
@@ -220,12 +238,14 @@ def _real_phase(path: Path, k: int) -> tuple[int, list[list[tuple]]]:
 
 
 @needs_mpi
-@pytest.mark.parametrize("mode", ["tree", "butterfly", "flat", "master", "isend", "pairwise", "cg", "ordered"])
+@pytest.mark.parametrize("mode", ["tree", "butterfly", "flat", "master", "isend", "pairwise", "tournament", "cg",
+                                  "ordered"])
 def test_a_traced_program_is_placed_event_for_event_at_an_unseen_P(traced, mode):
     """The loop's trees (a teaching code's reduction to rank 0 and MPICH's broadcast from
     the last rank; a master's sends to its workers and their results back, in rank order,
     from any source as they come, or posted at once and waited for together), its butterfly
-    its all-to-all by hand, or NPB CG's reductions along the rows of its grid (recursive
+    its all-to-all by hand (to rank + s, or on a round-robin tournament's rounds tagged
+    sender * P + receiver: FFTW's transposes), or NPB CG's reductions along the rows of its grid (recursive
     doubling over the columns, Irecv, Send and Wait at each stage, tagged with the stage's
     number) are read as such; the phase is exact, not statistical, and
     its events at the unseen P equal the real run's, call for call (operation, peer, tag,
@@ -241,6 +261,7 @@ def test_a_traced_program_is_placed_event_for_event_at_an_unseen_P(traced, mode)
             "master": {("bcast", "flat", "asc", 0, 0), ("reduce", "flat", "asc", 0, 0)},
             "isend": {("bcast", "flat", "asc", 0, 0), ("reduce", "flat", "asc", 0, 0)},
             "pairwise": {("exchange", "pairwise", "asc", 0, 0)},
+            "tournament": {("exchange", "tournament", "asc", 0, 0)},
             "cg": {("exchange", "xor", "asc", 0, 0), ("exchange", "xor", "desc", 0, 0)},
             "ordered": {("exchange", "xor", "asc", 0, 0)}}[mode]
     assert {(s.tree.kind, s.tree.shape, s.tree.order, s.tree.root_a, s.tree.root_b)

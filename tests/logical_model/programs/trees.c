@@ -16,7 +16,12 @@
  * "ordered": recursive doubling in blocking calls, the lower rank of each pair sending
  * first (Send then Recv), the other receiving first, as teaching codes avoid a deadlock.
  * MODE "pairwise": an all-to-all by hand, a Sendrecv to
- * rank + s from rank - s (mod P) for s = 1 .. P - 1, then an Allreduce. */
+ * rank + s from rank - s (mod P) for s = 1 .. P - 1, then an Allreduce. MODE "tournament":
+ * an all-to-all on a round-robin tournament's rounds (the polygon method: at round s team
+ * s meets the fixed team and teams s + k and s - k, mod the others, meet each other; a
+ * dummy team where P is odd, whose opponent sits the round out), a Sendrecv with the
+ * opponent tagged sender * P + receiver, on a duplicate of MPI_COMM_WORLD, as FFTW's
+ * pairwise transposes make it. */
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +104,20 @@ int main(int argc, char **argv) {
       for (int s = 1; s < P; s++)
         MPI_Sendrecv(x, 4, MPI_DOUBLE, (r + s) % P, 8, y, 4, MPI_DOUBLE, (r - s + P) % P, 8, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
+    } else if (!strcmp(mode, "tournament")) {
+      static MPI_Comm dup = MPI_COMM_NULL;
+      if (dup == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+      int n = P % 2 ? P + 1 : P, fixed = n - 1;
+      for (int s = 0; s < n - 1; s++) {
+        int q = -1;
+        for (int k = 0; k < n / 2 && q < 0; k++) {
+          int u = k ? (s + k) % (n - 1) : s, w = k ? (s - k + n - 1) % (n - 1) : fixed;
+          if (u == r) q = w;
+          else if (w == r) q = u;
+        }
+        if (q < P)
+          MPI_Sendrecv(x, 4, MPI_DOUBLE, q, r * P + q, y, 4, MPI_DOUBLE, q, q * P + r, dup, MPI_STATUS_IGNORE);
+      }
     } else if (!strcmp(mode, "butterfly")) {
       for (int m = 1; m < P; m <<= 1) {
         MPI_Sendrecv(x, 32, MPI_DOUBLE, r ^ m, 7, y, 32, MPI_DOUBLE, r ^ m, 7, MPI_COMM_WORLD,
