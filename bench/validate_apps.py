@@ -730,12 +730,23 @@ def _phase_compare(model, k: int, ph_real, P: int) -> dict:
 def _user_grid(app: str, out: Path, held: int) -> tuple[int, ...] | None:
     """The grid a user would give with --grid at the held-out P, where the application
     chooses it itself and prints it: GROMACS's particle ranks' domain-decomposition grid
-    (md.log, "Domain decomposition grid 8 x 3 x 1")."""
+    (md.log, "Domain decomposition grid 8 x 3 x 1"); GPAW's k-point groups by the ranks of
+    each (si.txt, "Parallelization over k-points: 4": 4 x P/4)."""
+    if app == "gpaw":
+        log = out / app / f"P{held}" / "si.txt"
+        m = re.search(r"Parallelization over k-points: (\d+)", log.read_text()) if log.exists() else None
+        return (int(m.group(1)), held // int(m.group(1))) if m else None
     if app != "gromacs":
         return None
     log = out / app / f"P{held}" / "md.log"
     m = re.search(r"Domain decomposition grid (\d+) x (\d+) x (\d+)", log.read_text()) if log.exists() else None
     return tuple(int(x) for x in m.groups()) if m else None
+
+
+def _asks_for_grid(model, P: int) -> bool:
+    """Whether the model needs the grid at P from the user: one the traced P cannot give,
+    or grid layouts of its communicators that they leave open."""
+    return bool(model.traced_grids(P)) or any("--grid" in p for ps in model.undecided(P).values() for p in ps)
 
 
 def _remaps_compare(model, k: int, ph_real, P: int, trace) -> dict:
@@ -791,7 +802,7 @@ def logical_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
                 "phases_same_at_held": False, "phases": [], "extrapolated": False, "refused": str(err)}
     took = time.process_time() - t0
     grid, grid_error = _user_grid(app, out, held), None
-    if grid is not None and model.traced_grids(held):  # the grid the traced P cannot give
+    if grid is not None and _asks_for_grid(model, held):  # the grid the traced P cannot give
         try:
             model = model.with_grid(held, grid)
         except SigexError as err:
@@ -953,7 +964,7 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
         models = Models(logical=compute.logical, compute=compute, source=app,
                         measured={s.nprocs: s.runtime for s in compute.signatures})
         grid = _user_grid(app, out, held)  # as the logical part: what a user gives with --grid
-        if grid is not None and models.logical.traced_grids(held):
+        if grid is not None and _asks_for_grid(models.logical, held):
             models = models.with_grid(held, grid)
         pred = predict(models, held, ROOT / "machines" / "this-machine.toml")
     except SigexError as err:  # nothing can be placed, or the signatures cannot be related

@@ -41,7 +41,10 @@ the loop phases' weights beside the code's own count of its steps where it print
 whether the fit P give the same phases (kinds and calls, goal: yes); the logical model's
 phases at the held-out P (placed and exact or statistical, or refused and why; weights
 against the real run's); and the whole prediction there (the share of the real run left
-out, the placed phases' computation against the real run's).
+out, the placed phases' computation against the real run's). Where the model asks for the
+grid at the held-out P and the code prints the one it chose there, that grid is given as
+a user would give it with ``--grid`` (GPAW: its k-point groups by the ranks of each), and
+the table says so.
 
 Traces are cached in ``bench/_unseen/<code>/P<P>/`` (``--force`` redoes them). As every
 bench: a table, then one JSON line with the figures and the goals.
@@ -458,13 +461,15 @@ def main(argv=None) -> int:
         comp = (f"{pr['computation_predicted']:.2f}/{pr['computation_real']:.2f} s "
                 f"({100 * pr['computation_error']:+.1f}%)" if pr and pr.get("predicted")
                 and pr.get("computation_error") is not None else "-")
-        table.append((r["code"], f"{','.join(map(str, r['fit']))} -> {r['held']}",
+        table.append((r["code"], f"{','.join(map(str, r['fit']))} -> {r['held']}"
+                      + (f" (--grid {lg['grid']})" if lg.get("grid") else ""),
                       "yes" if r["same_phases_at_fit_P"] else "no", f"{len(placed)}/{len(phases)}",
                       str(len(exact)), f"{len(weights)}/{len(placed)}", why[:90], left, comp))
         summary_codes[r["code"]] = {
             "coverage": {s["P"]: round(s["coverage"], 4) for s in r["signatures"]},
             "phases": {s["P"]: s["phases"] for s in r["signatures"]},
             "same_phases_at_fit_P": r["same_phases_at_fit_P"], "placed": len(placed), "phases_model": len(phases),
+            "grid_given": lg.get("grid"),
             "exact": len(exact), "weights_exact": len(weights),
             "left_out_share_real": pr.get("left_out_share_real") if pr and pr.get("predicted") else None,
             "computation_error": pr.get("computation_error") if pr and pr.get("predicted") else None,

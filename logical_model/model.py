@@ -845,7 +845,8 @@ class SlotModel:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SlotModel":
         rule = lambda x: PeerRule.from_dict(x) if x else None  # noqa: E731
-        load = {"peer": PeerRule.from_dict, "recv_peer": PeerRule.from_dict, "comm_role": _load_role}
+        load = {"peer": PeerRule.from_dict, "recv_peer": PeerRule.from_dict, "comm_role": _load_role,
+                "space": _load_space}
         alts = [(a["field"], load.get(a["field"].rstrip("~"), _load_quantity)(a["value"]))
                 for a in d.get("alternatives", ())]
         return cls(key=d["key"], op=OP_CODE[d["op"]], tag=int(d["tag"]), comm=int(d["comm"]),
@@ -1214,19 +1215,25 @@ class LogicalModel:
             for pid, texts in self._stuck_dimensions(P).items():
                 out.setdefault(pid, []).extend(texts)
         by_phase: dict[int, dict[str, list]] = {}  # one line per reason, naming its slots
+        grids: dict[int, set] = {}  # per phase, the dims at P of the grid layouts that part there
         parting = self._parting(P, weaker)
         for ph, i, s, field, value in parting:
-            what = {"comm_role": "its communicators are", "bytes": "its bytes are",
+            what = {"comm_role": "its communicators are", "space": "it runs on", "bytes": "its bytes are",
                     "recv_bytes": "its received bytes are", "peer": "its peers are",
                     "recv_peer": "its receive peers are"}.get(field, field)
-            text = lambda v: v.describe() if hasattr(v, "describe") and not hasattr(v, "formula") \
-                else v.formula()  # noqa: E731
+            text = lambda v: v.describe() + (f" ({d} at P={P})" if (d := _grid_at(v, P)) else "") if hasattr(
+                v, "describe") and not hasattr(v, "formula") else v.formula()  # noqa: E731
             by_phase.setdefault(ph.id, {}).setdefault(
                 f"{what} {text(getattr(s, field))} or {text(value)} at every traced P, which part at P={P}",
                 []).append((i, s.op))
+            if _grid_at(value, P) and _grid_at(getattr(s, field), P) != _grid_at(value, P):
+                grids.setdefault(ph.id, set()).update((_grid_at(getattr(s, field), P), _grid_at(value, P)))
         for pid, by_text in by_phase.items():
             for reason, where in by_text.items():
                 out.setdefault(pid, []).append(f"{_slots_text(sorted(set(where)))}: {reason}")
+            if pid in grids and not weaker:  # the grid the program makes there decides it
+                given = " or ".join(f"--grid {g}" for g in sorted(grids[pid]))
+                out[pid].append(f"{given} at P={P} would decide which grid its communicators are the lines of")
         if out and not weaker:
             more = self.deciding_run(P, parting)
             if more is not None:
@@ -1458,7 +1465,7 @@ class LogicalModel:
         if not grids:
             raise ExtrapolationError(f"{self.app}: --grid given, but the model has no process grid "
                                      "(no Cartesian communicator, sub-communicators or grid neighbours)")
-        nds = {g.ndims for g in grids}
+        nds = {g.ndims for g in grids if g.ndims > 1} or {g.ndims for g in grids}  # (1-D: P itself)
         if nds != {len(dims)}:
             raise ExtrapolationError(f"--grid {'x'.join(map(str, dims))} has {len(dims)} dimensions; "
                                      f"the model's grids have {sorted(nds)}")
@@ -1783,9 +1790,12 @@ def _fix_traced(model: LogicalModel, n: int, dims: tuple[int, ...], P: int) -> L
 
 
 def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalModel:
-    """A copy of ``model`` whose every dims rule gives ``dims`` at P."""
+    """A copy of ``model`` whose every dims rule of ``len(dims)`` dimensions gives ``dims``
+    at P (one of one dimension, each rank's own communicator or all of them, is P's)."""
     def rule(r: DimsRule | None, nd: int) -> DimsRule:
         r = r or DimsRule("dims_create", nd)
+        if nd != len(dims):
+            return r
         return dataclasses.replace(r, fixed=tuple((p, d) for p, d in r.fixed if p != P) + ((P, dims),))
 
     def grid(g: Grid) -> Grid:
@@ -1799,18 +1809,26 @@ def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalMod
     def volume(v):
         return dataclasses.replace(v, grid=grid(v.grid)) if isinstance(v, GridPower) else v
 
+    def role(r):
+        return dataclasses.replace(r, rule=rule(r.rule, r.rule.ndims)) if isinstance(r, SubGrid) else r
+
+    def space(sp: Space | None) -> Space | None:  # (a statistical run's ranks and where its messages go)
+        return dataclasses.replace(sp, role=role(sp.role)) if sp is not None else None
+
+    def alternative(f: str, a):
+        return (peer(a) if isinstance(a, PeerRule) else volume(a) if f.rstrip("~").endswith("bytes")
+                else space(a) if isinstance(a, Space) else role(a))
+
     phases = []
     for ph in model.phases:
         slots = [dataclasses.replace(
             s, peer=peer(s.peer), recv_peer=peer(s.recv_peer), bytes=volume(s.bytes),
             recv_bytes=volume(s.recv_bytes), root_bytes=volume(s.root_bytes),
-            root_recv_bytes=volume(s.root_recv_bytes),
-            comm_role=(dataclasses.replace(s.comm_role, rule=rule(s.comm_role.rule, s.comm_role.rule.ndims))
-                       if isinstance(s.comm_role, SubGrid) else s.comm_role)) for s in ph.slots]
-        for s in slots:
-            s.alternatives = [(f, peer(a) if isinstance(a, PeerRule) else volume(a) if f.rstrip("~").endswith("bytes")
-                               else dataclasses.replace(a, rule=rule(a.rule, a.rule.ndims)))
-                              for f, a in s.alternatives]
+            root_recv_bytes=volume(s.root_recv_bytes), comm_role=role(s.comm_role), space=space(s.space),
+            partners=[space(x) for x in s.partners], selves=[space(x) for x in s.selves]) for s in ph.slots]
+        for s in slots:  # (the grid given settles which grid layout the communicators follow)
+            s.alternatives = [(f, alternative(f, a)) for f, a in s.alternatives
+                              if not (isinstance(a, SubGrid) or isinstance(a, Space) and isinstance(a.role, SubGrid))]
         phases.append(dataclasses.replace(ph, slots=slots))
     return dataclasses.replace(model, grid=grid(model.grid) if model.grid else None, phases=phases)
 
@@ -2733,14 +2751,42 @@ def _moved(rule: PeerRule | None, src: int, dst: int, like: PeerRule | None = No
     return PeerRule("cart", params)
 
 
+def _grid_at(layout, P: int) -> str:
+    """"4x6": the dims at P of a sub-grid layout (or of a statistical run's space on one);
+    "" for any other reading, or where it has no grid at P."""
+    role = layout.role if isinstance(layout, Space) else layout
+    if not isinstance(role, SubGrid):
+        return ""
+    try:
+        return "x".join(map(str, role.rule.dims(P)))
+    except ValueError:
+        return ""
+
+
+def _communicators(layout, P: int) -> np.ndarray:
+    """Each rank's communicator under a layout (a sub-grid or class layout, or a
+    statistical run's space) at P, as (first member, its rank there) per rank, (-1, -1)
+    outside: equal arrays are the same communicators, however the layouts number them."""
+    ranks = np.arange(P)
+    got = layout.layout(ranks, P)
+    inside, colour, local = ((got[0], got[1], got[2]) if len(got) == 4 else (got[0] >= 0, got[0], got[1]))
+    colour = np.where(inside, np.asarray(colour, np.int64), -1)
+    _, at, back = np.unique(colour, return_index=True, return_inverse=True)  # (first rank of each colour)
+    return np.stack([np.where(colour >= 0, at[back], -1), np.where(inside, np.asarray(local, np.int64), -1)])
+
+
 def _parts(slot: SlotModel, field: str, value, P: int, grid: Grid | None, mine: dict | None = None) -> bool:
     """Whether the slot with ``value`` as its ``field`` gives other events at P than its own
-    reading (``mine``: its own placement there, when known); False where either has no
-    grid at P."""
+    reading (``mine``: its own placement there, when known), or, for a communicator
+    layout, other communicators (an Allreduce over 6 x 4's columns or 4 x 6's makes one
+    call on every rank either way); False where either has no grid at P."""
     ranks = np.arange(P)
     try:
         mine = slot.place(ranks, P, grid) if mine is None else mine
         other = dataclasses.replace(slot, **{field: value}).place(ranks, P, grid)
+        if field in ("comm_role", "space") and getattr(slot, field) is not None and not np.array_equal(
+                _communicators(getattr(slot, field), P), _communicators(value, P)):
+            return True
     except ValueError:
         return False
     return not all(np.array_equal(mine[c], other[c]) for c in mine)
@@ -3565,7 +3611,8 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
         # the sub-communicators (Comm_split: a class and the others, rows, columns) it uses
         used[P] = {int(c): np.asarray(comms[P].members_of(int(c)), np.int64)
                    for c in np.unique(np.asarray(T["comm"], np.int64)) if kinds.get(int(c), -1) >= _SUB_BASE}
-    families, fams = comm_families(used) if any(used.values()) else ({}, [])
+    readings: dict = {}  # a family -> the other layouts that give its communicators at every P
+    families, fams = comm_families(used, readings) if any(used.values()) else ({}, [])
     runs, run_idx = _runs(per_run, POST_OPS, WAIT_OPS, P2P_OPS, COMM_WORLD, COMM_CART,
                           {P: (tuple(g[0]), tuple(g[1])) for P, g in grids.items()}, families,
                           collectives_by_count=_COUNTED if deferred else frozenset(), merge=merge)
@@ -3648,6 +3695,8 @@ def _statistical_phase(sigs, k: int, comms: dict, grids: dict, cost_col: str,
                          else COMM_SUB if run.comm[0] == "sub" else COMM_WORLD, everywhere=False,
                          work_share=share, statistical=True,
                          space=space, comm_role=space.role if run.comm[0] == "sub" else None, skip_single=skip)
+        if run.comm[0] == "sub":  # (where another layout gives its communicators too: checked at the target)
+            slot.alternatives += [("space", Space(role=r, colour=space.colour)) for r in readings.get(run.comm[1], ())]
         if run.op in WAIT_OPS:
             if run.after is not None:
                 mine = {P: counts[P] for P in Ps}

@@ -186,7 +186,7 @@ class Space:
                 "members": self.members.to_dict() if self.members is not None else None}
 
 
-def comm_families(used: dict[int, dict[int, np.ndarray]]):
+def comm_families(used: dict[int, dict[int, np.ndarray]], readings: dict | None = None):
     """Sub-communicators of one phase related across P: ``used[P] = {communicator id:
     members}`` (world ranks in communicator rank order) of those its calls use at P.
     Each communicator at the largest P, the largest first, is one side of a split into a
@@ -197,7 +197,10 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
     of a class split found before (:func:`class_grid`: GROMACS's particle ranks' domain
     grid); communicators of one rank at every P left then are each rank's own. Returns
     ({P: {communicator id: ("sub", family)}}, [(layout, colour or None) per family]);
-    raises :class:`StatisticalError` naming a communicator no layout gives at every P."""
+    raises :class:`StatisticalError` naming a communicator no layout gives at every P.
+    ``readings``, where given, gets {family: [the other layouts that give its communicators
+    at every P]} (MPI_Dims_create's grid and a fixed number of groups, alike at 8, 12, 16
+    ranks), for the caller to check where they part."""
     from .rules import infer_class_comm
     from .topology import DimsRule, SubGrid, infer_subgrid
     Ps = sorted(used)
@@ -207,6 +210,7 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
     if not Ps:
         return keys, fams
     top, others = Ps[-1], Ps[:-1]
+    others_of: dict = {}  # a sub-grid layout -> the others that give its communicators too
 
     def take(f: int, ids: dict[int, list[int]]) -> None:
         for P, cs in ids.items():
@@ -245,6 +249,7 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
                 ids = {top: _apart(left[top], size, c)[0], **{P: f for P, (_, f) in zip(others, pick)}}
                 sgs = infer_subgrid({P: [left[P][x] for x in cs] for P, cs in ids.items()})
                 if sgs:
+                    others_of[sgs[0]] = sgs[1:]
                     return (sgs[0], None), ids
             return None
 
@@ -284,6 +289,8 @@ def comm_families(used: dict[int, dict[int, np.ndarray]]):
         own = (SubGrid(DimsRule("dims_create", 1), (False,)), None)
         fams.append(own)
         take(len(fams) - 1, {P: list(left[P]) for P in Ps})
+    if readings is not None:
+        readings.update({f: others_of[role] for f, (role, _) in enumerate(fams) if others_of.get(role)})
     return keys, fams
 
 

@@ -403,7 +403,11 @@ def infer_subgrid(observed: dict[int, list[np.ndarray]]) -> list[SubGrid]:
     (``observed[P]``: member lists, world ranks in communicator rank order), the
     most common first: 2-D grids before 3-D ones, MPI_Dims_create first, row-major
     first; a fixed number of groups (the communicators' size, or P over it, the same at
-    every P) only where no named dims rule gives them."""
+    every P) last. Where both give the communicators (4 k-point groups traced at 8, 12
+    and 16 ranks are MPI_Dims_create's 4 x 2, 4 x 3 and 4 x 4 too), both are returned:
+    the caller checks where they part (6 x 4 against 4 x 6 at 24). Unlike a declared
+    grid's dims (:func:`fit_dims_rules`), a program's communicators name the groups it
+    made, and either reading is as likely."""
     out = []
     sizes = {P: {len(m) for m in ms} for P, ms in observed.items()}
     if any(len(s) != 1 for s in sizes.values()):
@@ -417,7 +421,7 @@ def infer_subgrid(observed: dict[int, list[np.ndarray]]) -> list[SubGrid]:
                 counts.add(f(min(observed)))
     Ps = sorted(observed, key=lambda P: -P)  # (the largest P tells most layouts apart)
     for nd in (2, 3):  # a 3-D grid only when no 2-D one explains the communicators
-        # the named rules first; groups only where none of them gives the communicators
+        # the named rules first, then a fixed number of groups
         for rules in (candidate_rules(nd)[:5], group_rules(nd, counts - {0})):
             for rule in rules:
                 try:
@@ -433,8 +437,8 @@ def infer_subgrid(observed: dict[int, list[np.ndarray]]) -> list[SubGrid]:
                         sg = SubGrid(rule, keep, order)
                         if all(_same_comms(sg, P, observed[P]) for P in Ps):
                             out.append(sg)
-            if out:
-                return out
+        if out:
+            return out
     return out
 
 

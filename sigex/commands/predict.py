@@ -27,7 +27,8 @@ def grid_arg(a: argparse.ArgumentParser) -> None:
     from .extrapolate import _grid
     a.add_argument("--grid", metavar="DIMS", type=_grid,
                    help="the process grid at the target (e.g. 4x6x1), where the traced P cannot decide "
-                        "it (a program that chooses its grid by load)")
+                        "it (a program that chooses its grid by load, or sub-communicators two grids give "
+                        "at every traced P)")
 
 
 def models(opts, cmd: str):

@@ -448,3 +448,41 @@ def test_groups_that_iterate_as_often_as_their_data_wants_make_their_mean(conver
     assert got == want_model
     assert abs(got - want) <= 0.15 * want, (got, want)
     assert model.weights(UNSEEN) == [ph.weight for ph in real.phases]
+
+
+def _communicators(path: Path) -> set[tuple[int, ...]]:
+    """The member lists of a trace's communicators but the world's and each rank's own."""
+    t = load_trace(path)
+    return {tuple(t.comms.members_of(c).tolist()) for c in range(len(t.comms))
+            if 1 < len(t.comms.members_of(c)) < t.nprocs}
+
+
+@pytest.fixture(scope="module", params=["exact", "converge"])
+def four_groups(request, tmp_path_factory):
+    """hier.c with 4 groups of P/4 ranks (k-point groups), traced at P = 8, 12, 16, whose
+    group communicators are also MPI_Dims_create's 4 x 2, 4 x 3 and 4 x 4 grids' rows, and at
+    P = 24, where MPI_Dims_create gives 6 x 4 and the program makes 4 x 6; each group also
+    iterating on its own communicator as often as its index's hash says, or not."""
+    args = ["6", "groups", "4"] + (["converge"] if request.param == "converge" else [])
+    root = tmp_path_factory.mktemp(f"groups4-{request.param}")
+    return request.param, trace_c_program(root, PROGRAMS / "hier.c", args, (8, 12, 16), UNSEEN)
+
+
+@needs_mpi
+def test_communicators_two_grids_give_at_every_traced_P_ask_for_the_grid(four_groups, tmp_path):
+    """Two readings give every traced P's communicators (MPI_Dims_create's grid, and a fixed
+    number of groups) and part at P = 24: the phases that use them are refused there, saying
+    which grids they give and that --grid decides it, not placed on MPI_Dims_create's 6 x 4
+    (what sigex did before: the program makes 4 x 6). With --grid 4x6 the logical trace's
+    communicators are the real run's, and the exact phases are the real run's event for
+    event."""
+    kind, root = four_groups
+    model = from_traces(root)
+    problems = [p for pr in model.phase_problems(UNSEEN).values() for p in pr]
+    assert any("6x4 at P=24" in p and "4x6 at P=24" in p for p in problems), problems
+    assert any("--grid 4x6 or --grid 6x4 at P=24 would decide" in p for p in problems), problems
+    fixed = model.with_grid(UNSEEN, (4, 6))
+    out = fixed.logical_trace(UNSEEN, tmp_path / "L24.h5")
+    real = root / "unseen" / f"P{UNSEEN}.h5"
+    assert _communicators(out) == _communicators(real)
+    assert_same_events(fixed, real)

@@ -53,3 +53,18 @@ def test_apart_keeps_a_communicators_family_only():
     comms = {n: m for n, m in enumerate(rows + cols)}
     assert _apart(comms, 4, 0) == [[0, 1, 2, 3]]
     assert sorted(map(sorted, _apart(comms, 4))) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_a_family_two_layouts_give_names_the_other():
+    """4 groups of P/4 consecutive ranks at P = 8, 12, 16 are MPI_Dims_create's rows too (4 x 2,
+    4 x 3, 4 x 4): the family takes the named rule and ``readings`` holds the groups layout,
+    which makes 4 communicators of 6 at P = 24 where MPI_Dims_create's rows are 6 of 4, for
+    the model to check there (a statistical run's space, as an exact slot's communicators)."""
+    used = {P: {10 + i: np.arange(i * P // 4, (i + 1) * P // 4) for i in range(4)} for P in (8, 12, 16)}
+    readings: dict = {}
+    keys, fams = comm_families(used, readings)
+    assert len(fams) == 1 and fams[0][0].rule.name == "dims_create"
+    groups = [r for r in readings[0] if r.rule.name == "groups"]
+    assert groups and groups[0].rule.describe() == "4 x P/4 (dimension 0 fixed)"
+    assert (int(fams[0][0].layout(np.arange(24), 24)[2]), int(groups[0].layout(np.arange(24), 24)[2])) == (4, 6)
+    assert comm_families(used)[1] == fams  # (the same families without the readings asked for)
