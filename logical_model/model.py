@@ -71,6 +71,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -93,7 +94,7 @@ from .trees import Tree, infer_trees
 from .statistical import Space, StatisticalError, _ranks_text, channel_rows, comm_families, cross_rows, lex_topological
 from .statistical import match as _match_messages
 from .statistical import runs as _runs
-from .topology import DimsRule, SubGrid, dims_create, fit_dims_rules, infer_subgrid
+from .topology import DimsRule, SubGrid, candidate_rules, dims_create, fit_dims_rules, infer_subgrid
 
 __all__ = ["build", "from_traces", "read_signatures", "trace_files", "grid_of", "LogicalModel", "PhaseModel", "SlotModel", "GridCount",
            "WorkGroup", "ModelError", "GridPower", "ORDER_CLASSES", "Topologies"]
@@ -256,7 +257,6 @@ def _count_grids(grid: Grid | None) -> list[Grid]:
     """Grids a count may follow: the declared one, then 1-D (every rank) and the 2-D dims
     rules (pencils: an FFT's decomposition). Undeclared 3-D grids are not tried: with
     their many dimension products, three traced P would let too many fit by chance."""
-    from .topology import candidate_rules
     out = [grid] if grid is not None else []
     out.append(Grid(1, (False,), None))
     out += [Grid(2, (False, False), r) for r in candidate_rules(2)]
@@ -2210,6 +2210,34 @@ def _order(keys_per_p: dict[int, list[list[tuple]]], stream_classes=None):
     return None, None, []
 
 
+#: how :func:`_order_problem` says that ranks' repetitions are one cycle cut at other calls
+_CUT_ELSEWHERE = "at other calls of one cycle"
+#: the collective calls a repetition may be cut after (:func:`_recut`)
+_COLLECTIVES = frozenset(OP_CODE[n] for n in (
+    "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Scatter", "Scatterv", "Allgather",
+    "Allgatherv", "Alltoall", "Alltoallv", "Alltoallw", "Reduce_scatter", "Reduce_scatter_block", "Scan", "Exscan"))
+
+
+def _recut(ph):
+    """Phase ``ph`` with every rank's repetition rotated to end with its last collective
+    call (the same cycle, cut where all ranks meet); None where a rank with calls has no
+    collective call."""
+    T, offs = ph.template, np.asarray(ph.template_offsets, np.int64)
+    op = np.asarray(T["op"], np.int64)
+    order = np.arange(len(op))
+    for r in range(len(offs) - 1):
+        a, b = int(offs[r]), int(offs[r + 1])
+        if a == b:
+            continue
+        coll = np.flatnonzero(np.isin(op[a:b], list(_COLLECTIVES)))
+        if not coll.size:
+            return None
+        j = int(coll[-1]) + 1
+        order[a:b] = np.concatenate([np.arange(a + j, b), np.arange(a, a + j)])
+    return dataclasses.replace(ph, template={c: np.asarray(v)[order] for c, v in T.items()},
+                               template_cost={c: np.asarray(v)[order] for c, v in ph.template_cost.items()})
+
+
 def _is_rotation(a: list, b: list) -> bool:
     """Whether ``b`` is ``a`` rotated by one call or more (equal lengths): ``b`` found in
     ``a + a`` at an offset in 1..len(a)-1, in time linear in their length (the obvious
@@ -2253,8 +2281,8 @@ def _order_problem(keys_per_p: dict[int, list[list[tuple]]], stream_classes=None
                     where = "" if rule is None else f" (both {rule.describe() if cls[ra] else 'outside ' + rule.describe()})"
                     if _is_rotation(a2, b2):
                         extra = len(a) + len(b) - 2 * len(a2)
-                        return (f"the signature cuts ranks {ra} and {rb} at P={P}{where} at other calls of one "
-                                f"cycle (rank {ra}'s repetition begins with {OPS[a2[0][0]]}, rank {rb}'s with "
+                        return (f"the signature cuts ranks {ra} and {rb} at P={P}{where} {_CUT_ELSEWHERE} "
+                                f"(rank {ra}'s repetition begins with {OPS[a2[0][0]]}, rank {rb}'s with "
                                 f"{OPS[b2[0][0]]}" + (f"; {extra} calls only one of them makes" if extra else "")
                                 + ")")
                     return (f"ranks {ra} and {rb} at P={P}{where} make their common calls in other orders "
@@ -2394,6 +2422,51 @@ def _phase_slots(keys_per_p: dict, sigs, k: int, local: dict, comms: dict, grid,
     return order, class_name, positions, problems, slots, notes
 
 
+def _keying_grid(key_args: dict) -> dict | None:
+    """A 2-D grid on which every MPI_COMM_WORLD peer of a phase's point-to-point calls is
+    a neighbour (one step along each dimension at most, across a periodic one's ends where
+    it wraps) at every P, some of them over a step of one rank (else the ranks' own
+    numbering keys them): {P: (dims, periods)} of the first dims rule that gives one, its
+    ranks in row-major order or the other; None where none does. Only the slots' keys read
+    it: the peers' rules are sought as for any slot. Not 3-D: on 2 x 2 x 2 every partner of
+    a butterfly is a neighbour, and a hypercube's stages, which grow with P, would be read
+    as fixed displacements (:mod:`~logical_model.trees` reads them)."""
+    pairs = {}
+    for P, per_rank in key_args.items():
+        a, b = [], []
+        for args in per_rank:
+            op, peer, rpeer, comm = (np.asarray(x, np.int64) for x in (args[0], args[1], args[2], args[4]))
+            for q in (peer, rpeer):
+                keep = (comm == COMM_WORLD) & (q >= 0) & (q != args[7]) & np.isin(op, list(P2P_OPS))
+                a.append(np.full(int(keep.sum()), args[7], np.int64))
+                b.append(q[keep])
+        pairs[P] = (np.concatenate(a), np.concatenate(b)) if a else (np.zeros(0, np.int64),) * 2
+    if not any(len(x) for x, _ in pairs.values()) or all(
+            np.all(np.abs(x - y) == 1) for x, y in pairs.values()):
+        return None
+    for rule in candidate_rules(2):
+        for flip in (False, True):
+            out = {}
+            for P, (x, y) in pairs.items():
+                try:
+                    dims = tuple(int(d) for d in rule.dims(P))
+                except ValueError:
+                    break
+                dims = dims[::-1] if flip else dims
+                if math.prod(dims) != P:
+                    break
+                d = np.stack(np.unravel_index(y, dims)) - np.stack(np.unravel_index(x, dims))
+                m = np.asarray(dims)[:, None]
+                wrap = (np.abs(d) == m - 1) & (m > 2)
+                if not np.all((np.abs(d) <= 1) | wrap):
+                    break
+                out[P] = (dims, tuple(bool(w) for w in wrap.any(axis=1)))
+            else:
+                periods = tuple(any(o[1][i] for o in out.values()) for i in range(2))
+                return {P: (dims, periods) for P, (dims, _) in out.items()}
+    return None
+
+
 def _slot_attempts(keys_per_p: dict, key_args: dict, sigs, k: int, local: dict, comms: dict, grid,
                    cost_col: str) -> tuple:
     """Phase k's slots (:func:`_phase_slots`) from the keys of its events read in turn
@@ -2417,6 +2490,21 @@ def _slot_attempts(keys_per_p: dict, key_args: dict, sigs, k: int, local: dict, 
         _align_open_keys(keys)
         _wait_keys(keys)
         attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col, on_grid=True), keys))
+    if attempts[-1][0][3] and grid is None and (found := _keying_grid(key_args)) is not None:
+        # no declared grid, but MPI_COMM_WORLD peers that are neighbours on a grid of a dims
+        # rule at every P (OpenFOAM's processor patches on its "simple" decomposition, each
+        # rank's neighbours in ascending rank order, none past the boundary): keyed by their
+        # displacement on it, so that a slot is one neighbour wherever a rank has it (the
+        # peers' rules are then sought on every grid, as for any slot)
+        for paired in (False, True):  # (waits by occurrence: one Waitall after a rank's 2 to 4 posts)
+            keys = {P: [_slot_keys(*args[:8], *found[P], on_grid=True) for args in key_args[P]] for P in key_args}
+            _merge_open_keys(keys)
+            _align_open_keys(keys)
+            if paired:
+                _wait_keys(keys)
+            attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col), keys))
+            if not attempts[-1][0][3]:
+                break
     if attempts[-1][0][3]:
         # waits keyed by the call before them (ranks idle at a coarse level have fewer)
         keys = {P: [_slot_keys(*args) for args in key_args[P]] for P in key_args}
@@ -4246,6 +4334,23 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             if not got[3]:
                 keys_per_p, key_args, local = alt
                 (order, class_name, positions, slot_problems, slots, slot_notes) = got
+        if any(_CUT_ELSEWHERE in p for p in slot_problems):
+            # the signature cut some ranks' repetitions elsewhere in the cycle (OpenFOAM's
+            # corner ranks begin with their second neighbour's exchange): every rank's cut
+            # moved to just after its last collective call, where all ranks meet
+            recut = [dataclasses.replace(s, phases=[_recut(ph) if j == k else ph for j, ph in enumerate(s.phases)])
+                     for s in sigs]
+            if all(s.phases[k] is not None for s in recut):
+                alt = _phase_keys(recut, k, grids, comms, [])[:3]
+                got, _ = _slot_attempts(alt[0], alt[1], recut, k, alt[2], comms, grid, cost_col)
+                if not got[3]:
+                    sigs = [dataclasses.replace(s, phases=[r.phases[k] if j == k else ph
+                                                           for j, ph in enumerate(s.phases)])
+                            for s, r in zip(sigs, recut)]
+                    keys_per_p, key_args, local = alt
+                    (order, class_name, positions, slot_problems, slots, slot_notes) = got
+                    notes.append("its repetitions are cut just after each rank's last collective call: the "
+                                 "signature began some ranks' elsewhere in the same cycle")
         if slot_problems and not problems:
             # binomial trees and butterflies written as point-to-point calls: their stages
             # grow with P, so no traced P has the slots of the target's last stage

@@ -5,7 +5,8 @@ variant), traffic on a duplicate
 of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split (of MPI_Dims_create's
 grid, and of a fixed number of groups), a hierarchical reduction over groups of ranks and
 their leaders' communicator (also where the one group at P = 4 has every rank), rooted
-collectives whose root sends or receives what the others do not, and LAMMPS's brick
+collectives whose root sends or receives what the others do not, processor patches of an
+undeclared 2-D block decomposition (each rank's existing neighbours in rank order), LAMMPS's brick
 communication on a declared 3-D grid (calls that exist only where a dimension is over 1
 or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
 split (every 4th rank of another class, each class on its own communicator), a k-point
@@ -45,6 +46,9 @@ CASES = {
     # MPI_Dims_create's kind gives it (4 x 2 at P = 8, where the program has 2 x 4)
     "groups": ("split2d.c", ["4", "2"]),
     "rooted": ("rooted.c", ["4"]),
+    # processor patches of a 2-D block decomposition (OpenFOAM's "simple" method): no grid
+    # declared, each rank's existing neighbours in ascending rank order, none past the edge
+    "patches": ("patch2d.c", ["6"]),
     # a hierarchical reduction: within groups to their first ranks, over the groups on the
     # leaders' own communicator, and back; groups of 2 ranks (a node), or 2 groups of P/2
     "hier_node": ("hier.c", ["6", "node", "2"]),
@@ -486,3 +490,31 @@ def test_communicators_two_grids_give_at_every_traced_P_ask_for_the_grid(four_gr
     real = root / "unseen" / f"P{UNSEEN}.h5"
     assert _communicators(out) == _communicators(real)
     assert_same_events(fixed, real)
+
+
+@needs_mpi
+def test_repetitions_cut_elsewhere_in_the_cycle_are_recut_where_all_ranks_meet(traced):
+    """The signature may begin some ranks' repetitions elsewhere in the same cycle
+    (OpenFOAM at P = 4: its corner ranks 0 and 1 begin with their second neighbour's
+    exchange, ranks 2 and 3 with their first). patch2d.c's loop with ranks 0 and 1 so cut
+    at P = 4 was statistical ("cuts ranks 0 and 2 at P=4 at other calls of one cycle");
+    every rank's repetition is now cut just after its last collective call, and the phase
+    is placed at P = 24 event for event, saying so."""
+    import dataclasses
+
+    from logical_model import build, read_signatures
+    sigs, grids = read_signatures([traced["patches"] / f"P{P}.h5" for P in FIT])
+    k = next(j for j, ph in enumerate(sigs[0].phases) if ph.kind == "loop")
+    ph = sigs[0].phases[k]
+    offs = np.asarray(ph.template_offsets, np.int64)
+    order = np.arange(int(offs[-1]))
+    for r in (0, 1):  # its first exchange (Irecv, Isend) moved to the end of the repetition
+        a, b = int(offs[r]), int(offs[r + 1])
+        order[a:b] = np.concatenate([np.arange(a + 2, b), np.arange(a, a + 2)])
+    cut = dataclasses.replace(ph, template={c: np.asarray(v)[order] for c, v in ph.template.items()},
+                              template_cost={c: np.asarray(v)[order] for c, v in ph.template_cost.items()})
+    sigs[0] = dataclasses.replace(sigs[0], phases=[cut if j == k else p for j, p in enumerate(sigs[0].phases)])
+    model = build(sigs, grids=grids)
+    assert not model.phases[k].statistical, model.phases[k].notes
+    assert any("cut just after each rank's last collective call" in n for n in model.phases[k].notes)
+    assert_same_events(model, traced["patches"] / "unseen" / f"P{UNSEEN}.h5")
