@@ -12,7 +12,8 @@ leave every 2nd and every 4th rank idle; tree_reduce: a 1-D halo and a residual 
 on hand-written binomial trees, whose stages grow with P; cg_npb: cg_like with NPB CG's
 reductions along the rows, recursive doubling in point-to-point calls over the columns;
 kpoint_owner: items owned round-robin, each computed by its owner right before its Bcast,
-whose root takes each rank in turn):
+whose root takes each rank in turn; fft2d_pairwise: fft2d with FFTW 3's transposes, a
+Sendrecv with each other rank paired by the rounds of a round-robin tournament):
 
 1. the program is built with ``smpicc`` and run under ``smpirun`` at the
    signature P (4, 8, 16) with ``-trace-ti``; each time-independent trace is
@@ -96,6 +97,10 @@ APPS = {
     "sweep": {"n": 2048, "args": ["--iters", "10", "--planes", "8", "--kblocks", "4"], "grid": 2,
               "p_rule": None},
     "fft2d": {"n": 4096, "args": ["--iters", "3"], "grid": None, "p_rule": "powers_of_two"},
+    # the same with FFTW 3's transposes: a Sendrecv with each other rank, paired by the rounds
+    # of a round-robin tournament, tagged sender * P + receiver (MIT Photonic Bands' shape)
+    "fft2d_pairwise": {"n": 4096, "args": ["--iters", "3", "--pairwise", "1"], "grid": None,
+                       "p_rule": "powers_of_two", "src": "smpi/fft2d.c"},
     "halo1d": {"n": 1 << 24, "args": ["--iters", "100", "--halo", "16", "--check-every", "10", "--nonblocking", "1"],
                "grid": None,
                "p_rule": None, "src": "c/halo1d.c"},

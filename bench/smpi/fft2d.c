@@ -8,8 +8,12 @@
  * Alltoalls. End: one Allreduce of 8 B (MPI_MAX of the round-trip error; the
  * check). Charged work: 5 m log2(m) flops per row FFT of length m, 4 FFT passes
  * of n/P rows of length n per iteration, 1 flop per value for the 1/n scaling.
+ * With --pairwise 1 each transpose exchanges the blocks as FFTW 3's MPI transposes do
+ * (transpose-pairwise): one Sendrecv with each other rank, the pairs of each round
+ * those of a round-robin tournament (the polygon method: at round s rank s meets the
+ * last rank and s + k meets s - k, mod P - 1), each message tagged sender * P + receiver.
  *
- *   fft2d --n 2048 --iters 4
+ *   fft2d --n 2048 --iters 4 [--pairwise 1]
  */
 #include <complex.h>
 #include <math.h>
@@ -46,12 +50,36 @@ static void rows_fft(cplx *s, long m, long n, int inverse) {
   CHARGE(5.0 * m * n * log2((double)n));
 }
 
+/* rank r's opponent at round s of a round-robin tournament of P ranks (P even: the
+ * polygon of the first P - 1 ranks turns round the last one) */
+static int opponent(int r, int s, int P) {
+  int last = P - 1;
+  if (r == last) return s;
+  for (int k = 1; k < P / 2; k++) { /* s + k meets s - k */
+    int a = (s + k) % last, b = ((s - k) % last + last) % last;
+    if (a == r) return b;
+    if (b == r) return a;
+  }
+  return last; /* r == s */
+}
+
 /* global transpose of the distributed n x n array: slab s (m x n) -> t (m x n) */
-static void transpose(const cplx *s, cplx *t, cplx *buf, long m, long n, int P) {
+static void transpose(const cplx *s, cplx *t, cplx *buf, long m, long n, int P, int pairwise) {
   for (int d = 0; d < P; d++) /* block for rank d: my rows, its columns, transposed */
     for (long i = 0; i < m; i++)
       for (long j = 0; j < m; j++) buf[(d * m + j) * m + i] = s[i * n + d * m + j];
-  MPI_Alltoall(buf, 2 * m * m, MPI_DOUBLE, t, 2 * m * m, MPI_DOUBLE, MPI_COMM_WORLD);
+  if (pairwise) {
+    int r;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    memcpy(t + r * m * m, buf + r * m * m, sizeof(cplx) * m * m);
+    for (int round = 0; round < P - 1; round++) {
+      int q = opponent(r, round, P);
+      MPI_Sendrecv(buf + q * m * m, (int)(2 * m * m), MPI_DOUBLE, q, r * P + q, t + q * m * m,
+                   (int)(2 * m * m), MPI_DOUBLE, q, q * P + r, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+  } else {
+    MPI_Alltoall(buf, 2 * m * m, MPI_DOUBLE, t, 2 * m * m, MPI_DOUBLE, MPI_COMM_WORLD);
+  }
   for (int src = 0; src < P; src++) /* block from src: rows j of mine, its columns i */
     for (long j = 0; j < m; j++)
       for (long i = 0; i < m; i++) buf[j * n + src * m + i] = t[(src * m + j) * m + i];
@@ -61,6 +89,7 @@ static void transpose(const cplx *s, cplx *t, cplx *buf, long m, long n, int P) 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   long n = opt(argc, argv, "--n", 2048), iters = opt(argc, argv, "--iters", 4);
+  int pairwise = (int)opt(argc, argv, "--pairwise", 0);
   int P, rank;
   MPI_Comm_size(MPI_COMM_WORLD, &P);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -76,10 +105,10 @@ int main(int argc, char **argv) {
   for (long it = 0; it < iters; it++) {
     memcpy(s, x, sizeof(cplx) * m * n);
     rows_fft(s, m, n, 0);
-    transpose(s, t, buf, m, n, P);
+    transpose(s, t, buf, m, n, P, pairwise);
     rows_fft(t, m, n, 0); /* t: the transposed 2-D FFT */
     rows_fft(t, m, n, 1);
-    transpose(t, s, buf, m, n, P);
+    transpose(t, s, buf, m, n, P, pairwise);
     rows_fft(s, m, n, 1);
     err = 0.0;
     for (long k = 0; k < m * n; k++) err = fmax(err, cabs(s[k] / ((double)n * n) - x[k]));
