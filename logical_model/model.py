@@ -452,7 +452,7 @@ def _load_quantity(d: dict[str, Any] | None):
 #: products of two, then of three; -1 before -2 before +1 before +2
 _GRID_EXPONENTS = {nd: sorted((e for e in itertools.product((0, -1, -2, 1, 2), repeat=nd) if any(e)),
                               key=lambda e: (sum(x != 0 for x in e), [(-1, -2, 1, 2, 0).index(x) for x in e]))
-                   for nd in (1, 2, 3)}
+                   for nd in (1, 2, 3, 4)}
 
 
 def _fit_volume(Ps: np.ndarray, y: np.ndarray, grid: Grid | None, name: str, alternatives: list | None = None):
@@ -1839,14 +1839,14 @@ def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalMod
 _SUB_BASE, _NOT_MODELLED = 100, 99
 
 
-def _comm_classes(comms, P: int, cart_id: int | None) -> dict[int, int]:
+def _comm_classes(comms, P: int, cart_id: int | tuple[int, ...] | None) -> dict[int, int]:
     """Kind of each communicator of a run: MPI_COMM_WORLD and its duplicates (same members
     in the same order) are the world; the Cartesian grid; a sub-communicator keyed by
     its member pattern (consecutive ranks, a constant stride, other); intercommunicators
     and single-rank communicators are not modelled."""
     out = {0: COMM_WORLD}
-    if cart_id is not None:
-        out[cart_id] = COMM_CART
+    for c in (() if cart_id is None else cart_id if isinstance(cart_id, tuple) else (cart_id,)):
+        out[c] = COMM_CART  # (a grid's blocks: each one's Cartesian communicator)
     if comms is None:
         return out
     for c in range(1, len(comms)):
@@ -1886,7 +1886,7 @@ def _phase_keys(sigs, k: int, grids: dict, comms: dict, problems: list[str], who
         seen_sub |= any(classes.get(c, -1) >= _SUB_BASE for c in used)
         if whole_as_sub:
             classes.update((c, _SUB_BASE) for c in whole)
-        kind, lsize, lpeer, lrpeer, lroot = _localise(T, P, classes, comms.get(P))
+        kind, lsize, lpeer, lrpeer, lroot = _localise(T, P, classes, comms.get(P), _block_comms(comms.get(P), gd))
         lrank = _local_ranks(T, offs, P, kind, comms.get(P))
         if np.any(kind == _NOT_MODELLED):
             bad = int(np.flatnonzero(kind == _NOT_MODELLED)[0])
@@ -1910,11 +1910,29 @@ def _phase_keys(sigs, k: int, grids: dict, comms: dict, problems: list[str], who
     return keys_per_p, key_args, local, seen_whole == {True, False} and seen_sub
 
 
-def _localise(T, P: int, classes: dict[int, int], comms):
+def _block_comms(comms, gd) -> frozenset:
+    """The communicators whose members are one block of a grid of blocks (:func:`grid_of`:
+    each block's Cartesian communicator, and every other one of the same ranks in the same
+    order, as LAMMPS talks on its partition's communicator, its Cartesian one only naming
+    the neighbours)."""
+    if comms is None or gd is None or not isinstance(gd[2], tuple):
+        return frozenset()
+    blocks = {tuple(int(x) for x in comms.members_of(c)) for c in gd[2]}
+    return frozenset(c for c in range(len(comms)) if tuple(int(x) for x in comms.members_of(c)) in blocks)
+
+
+def _localise(T, P: int, classes: dict[int, int], comms, blocks: frozenset = frozenset()):
     """Per template event: its communicator kind, and the rank, size, peer and receive
-    peer in that communicator's own ranks (world ones outside sub-communicators)."""
+    peer in that communicator's own ranks (world ones outside sub-communicators). On a
+    block of a grid of blocks (``blocks``: :func:`_block_comms`), point-to-point calls are
+    the grid's (their peers world ranks, neighbours on it); the others stay the block's
+    own (a collective over one partition)."""
     cid = np.asarray(T["comm"], np.int64)
     kind = np.array([COMM_NONE if c < 0 else classes.get(int(c), _NOT_MODELLED) for c in cid], np.int64)
+    if blocks:
+        on_block = np.isin(cid, list(blocks))
+        kind[on_block & np.isin(np.asarray(T["op"], np.int64), list(P2P_OPS))] = COMM_CART
+        kind[on_block & (kind == COMM_CART) & ~np.isin(np.asarray(T["op"], np.int64), list(P2P_OPS))] = _SUB_BASE
     lpeer, lrpeer = np.asarray(T["peer"], np.int64).copy(), np.asarray(T["recv_peer"], np.int64).copy()
     lroot = np.asarray(T["root"], np.int64).copy()
     lsize = np.full(len(cid), P, np.int64)
@@ -4298,7 +4316,10 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
         per = {g[1] for g in grids.values()}
         if len(nd) != 1 or len(per) != 1:
             raise ModelError(f"the process grid changes shape across P: {grids}")
-        rules = fit_dims_rules({P: tuple(g[0]) for P, g in grids.items()})
+        # (a grid of blocks, each its own copy of one decomposition: as many at every P)
+        blocks = {g[0][0] if isinstance(g[2], tuple) else None for g in grids.values()}
+        rules = fit_dims_rules({P: tuple(g[0]) for P, g in grids.items()},
+                               blocks=blocks.pop() if len(blocks) == 1 and None not in blocks else None)
         if not rules:
             raise ModelError("the Cartesian grids " + ", ".join(
                 f"{'x'.join(map(str, g[0]))} at P={P}" for P, g in sorted(grids.items()))
@@ -4514,21 +4535,36 @@ def _check_deferred(model: LogicalModel, sigs) -> None:
                 break
 
 
-def grid_of(trace) -> tuple[tuple[int, ...], tuple[bool, ...], int] | None:
+def grid_of(trace) -> tuple[tuple[int, ...], tuple[bool, ...], int | tuple[int, ...]] | None:
     """The Cartesian communicator of a trace that spans every rank in world order:
-    (dims, periods, communicator id), or None."""
+    (dims, periods, communicator id), or None. Where none does but the world is cut into
+    c consecutive blocks of ranks, each with a Cartesian communicator of one shape over
+    its block in order (LAMMPS's -partition, ensembles, replicas: each runs the same
+    decomposition on its own ranks), the blocks are one grid of c x the shape, the first
+    dimension the block (non-periodic, no traffic along it): ((c, *dims), (False,
+    *periods), the blocks' communicator ids)."""
     comms = trace.comms
-    found = None
+    P = trace.nprocs
+    found, blocks = None, {}
     for c in range(len(comms)):
         cart = comms.cartesian(c)
         if cart is None:
             continue
         members = comms.members_of(c)
-        if len(members) == trace.nprocs and np.array_equal(members, np.arange(trace.nprocs)):
+        if len(members) == P and np.array_equal(members, np.arange(P)):
             if found is not None and found[:2] != cart:
                 return None  # two different grids: not modelled
             found = (cart[0], cart[1], c)
-    return found
+        elif len(members) and np.array_equal(members, np.arange(members[0], members[0] + len(members))):
+            blocks.setdefault((tuple(cart[0]), tuple(cart[1])), {}).setdefault(int(members[0]), []).append(c)
+    if found is not None or len(blocks) != 1:
+        return found
+    (shape, periods), starts = blocks.popitem()
+    size = math.prod(shape)
+    if size < 1 or P % size or sorted(starts) != list(range(0, P, size)) or len(starts) < 2 or any(
+            len(ids) != 1 for ids in starts.values()):
+        return None
+    return ((P // size, *shape), (False, *periods), tuple(starts[s][0] for s in sorted(starts)))
 
 
 def trace_files(source: str | Path | Sequence[str | Path]) -> list[Path]:

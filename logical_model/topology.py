@@ -212,9 +212,11 @@ class DimsRule:
     fixed: tuple[tuple[int, tuple[int, ...]], ...] = ()
     #: "traced": the dims seen at each traced size ((size, dims), ...), found from the peers
     table: tuple[tuple[int, tuple[int, ...]], ...] = ()
-    #: "groups": the fixed dimension's width and which dimension it is
+    #: "groups": the fixed dimension's width and which dimension it is, and the rule of
+    #: the other dims, of P/c (its name, its box in ``box``; "" for MPI_Dims_create's)
     count: int = 0
     axis: int = 0
+    inner: str = ""
 
     def dims(self, P: int) -> tuple[int, ...]:
         """The dims at P (ValueError where the rule has no grid for P)."""
@@ -244,9 +246,13 @@ class DimsRule:
             c = self.count
             if c < 1 or P % c:
                 raise ValueError(f"P={P} is not a multiple of {c} groups")
-            rest = list(dims_create(P // c, self.ndims - 1))
+            rest = list(self._inner().dims(P // c))
             return tuple(rest[:self.axis] + [c] + rest[self.axis:])
         raise ValueError(f"unknown dims rule {self.name!r}")
+
+    def _inner(self) -> "DimsRule":
+        """A "groups" rule's rule of the other dims (of P/c ranks)."""
+        return DimsRule(self.inner or "dims_create", self.ndims - 1, self.box if self.inner == "surface" else ())
 
     def describe(self) -> str:
         fixed = "".join(f", {'x'.join(map(str, d))} at P={p} (given)" for p, d in self.fixed)
@@ -262,7 +268,9 @@ class DimsRule:
             c = self.count
             if self.ndims == 2:
                 return f"{c} x P/{c} (dimension 0 fixed)" if self.axis == 0 else f"P/{c} x {c} (dimension 1 fixed)"
-            return f"dimension {self.axis} fixed at {c}, the others MPI_Dims_create(P/{c}, {self.ndims - 1})"
+            inner = (f"MPI_Dims_create(P/{c}, {self.ndims - 1})" if not self.inner
+                     else f"{self._inner()._describe()} of P/{c}")
+            return f"dimension {self.axis} fixed at {c}, the others {inner}"
         return {"dims_create": f"MPI_Dims_create(P, {self.ndims})", "pencil": "pencils p1 <= p2",
                 "pow2_rows": "powers of two, larger factor first",
                 "pow2_cols": "powers of two, larger factor last",
@@ -272,14 +280,15 @@ class DimsRule:
         return {"name": self.name, "ndims": self.ndims, "box": list(self.box),
                 "fixed": [[p, list(d)] for p, d in self.fixed],
                 **({"table": [[p, list(d)] for p, d in self.table]} if self.table else {}),
-                **({"count": self.count, "axis": self.axis} if self.name == "groups" else {})}
+                **({"count": self.count, "axis": self.axis} if self.name == "groups" else {}),
+                **({"inner": self.inner} if self.inner else {})}
 
     @classmethod
     def from_dict(cls, d: dict) -> "DimsRule":
         return cls(d["name"], int(d["ndims"]), tuple(float(b) for b in d.get("box", ())),
                    tuple((int(p), tuple(int(x) for x in dd)) for p, dd in d.get("fixed", ())),
                    tuple((int(p), tuple(int(x) for x in dd)) for p, dd in d.get("table", ())),
-                   int(d.get("count", 0)), int(d.get("axis", 0)))
+                   int(d.get("count", 0)), int(d.get("axis", 0)), d.get("inner", ""))
 
 
 def candidate_rules(ndims: int) -> list[DimsRule]:
@@ -292,13 +301,17 @@ def candidate_rules(ndims: int) -> list[DimsRule]:
     return out
 
 
-def group_rules(ndims: int, counts) -> list[DimsRule]:
+def group_rules(ndims: int, counts, inner: bool = False) -> list[DimsRule]:
     """The ``"groups"`` rules of ``ndims`` dimensions with each of ``counts`` groups, along
-    the first dimension first."""
+    the first dimension first, the other dims MPI_Dims_create's of P/c; ``inner``: then
+    those of every other rule of ``ndims - 1`` dimensions (a program that runs c copies of
+    a decomposition of its own, each on P/c ranks: LAMMPS's partitions)."""
     if ndims < 2:
         return []
-    return [DimsRule("groups", ndims, count=int(c), axis=a) for c in sorted({int(c) for c in counts if c >= 1})
-            for a in range(ndims)]
+    inners = candidate_rules(ndims - 1) if inner else [DimsRule("dims_create", ndims - 1)]
+    return [DimsRule("groups", ndims, box=r.box, count=int(c), axis=a,
+                     inner="" if r.name == "dims_create" else r.name)
+            for r in inners for c in sorted({int(c) for c in counts if c >= 1}) for a in range(ndims)]
 
 
 def _fits(rule: DimsRule, observed: dict[int, tuple[int, ...]]) -> bool:
@@ -308,8 +321,11 @@ def _fits(rule: DimsRule, observed: dict[int, tuple[int, ...]]) -> bool:
         return False
 
 
-def fit_dims_rules(observed: dict[int, tuple[int, ...]]) -> list[DimsRule]:
+def fit_dims_rules(observed: dict[int, tuple[int, ...]], blocks: int | None = None) -> list[DimsRule]:
     """The dims rules that give the observed dims at every P (empty: none does).
+    ``blocks``: the grid is that many blocks of one decomposition each (its first
+    dimension, :func:`~logical_model.model.grid_of`), so only the ``"groups"`` rules of
+    that many along dimension 0 are tried, the other dims any rule's of P/c.
 
     Where none of the named rules does, a dimension of one width at every P (two P at
     least) is read as that many groups (:data:`DIMS_RULES` ``"groups"``), the other
@@ -320,12 +336,14 @@ def fit_dims_rules(observed: dict[int, tuple[int, ...]]) -> list[DimsRule]:
     if len(nds) != 1:
         return []
     nd = nds.pop()
+    if blocks is not None:
+        return [rule for rule in group_rules(nd, {blocks}, inner=True) if rule.axis == 0 and _fits(rule, observed)]
     out = [rule for rule in candidate_rules(nd) if _fits(rule, observed)]
     if out or len(observed) < 2:
         return out
     dims = np.array([observed[P] for P in sorted(observed)], np.int64)
     counts = {int(dims[0, a]) for a in range(nd) if np.all(dims[:, a] == dims[0, a])}
-    return [rule for rule in group_rules(nd, counts) if _fits(rule, observed)]
+    return [rule for rule in group_rules(nd, counts, inner=True) if _fits(rule, observed)]
 
 
 def parse_grid(text: str) -> tuple[int, ...]:

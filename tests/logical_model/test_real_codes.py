@@ -518,3 +518,28 @@ def test_repetitions_cut_elsewhere_in_the_cycle_are_recut_where_all_ranks_meet(t
     assert not model.phases[k].statistical, model.phases[k].notes
     assert any("cut just after each rank's last collective call" in n for n in model.phases[k].notes)
     assert_same_events(model, traced["patches"] / "unseen" / f"P{UNSEEN}.h5")
+
+
+@pytest.fixture(scope="module")
+def partitions(tmp_path_factory):
+    """partgrid.c: 2 blocks of P/2 ranks, each with its own periodic 3-D Cartesian grid over
+    its ranks, talking on the block's communicator (LAMMPS's -partition), traced at P = 8,
+    16, 32 (blocks of 4, 8, 16: one dimension 4 wide at 32) and at 24 (blocks of 12)."""
+    return trace_c_program(tmp_path_factory.mktemp("partgrid"), PROGRAMS / "partgrid.c", ["6", "2"],
+                           (8, 16, 32), UNSEEN)
+
+
+@needs_mpi
+def test_blocks_each_with_its_own_grid_are_one_grid_of_blocks(partitions):
+    """The blocks' Cartesian communicators are read as one grid of 2 x the blocks' dims,
+    dimension 0 the block (a "groups" rule of 2 along it, the other dims MPI_Dims_create's
+    of P/2), and the calls on each block's communicator as neighbours on it: the step is
+    placed at P = 24 event for event, where the blocks were read as sub-communicators and
+    the step placed with 144 calls where the run makes 192."""
+    from logical_model import read_signatures
+    sigs, grids = read_signatures([partitions / f"P{P}.h5" for P in (8, 16, 32)])
+    assert {P: g[0] for P, g in grids.items()} == {8: (2, 2, 2, 1), 16: (2, 2, 2, 2), 32: (2, 4, 2, 2)}
+    model = from_traces(partitions)
+    assert model.grid.rule.name == "groups" and model.grid.dims(UNSEEN) == (2, 3, 2, 2)
+    assert not any(ph.statistical for ph in model.phases)
+    assert_same_events(model, partitions / "unseen" / f"P{UNSEEN}.h5")
