@@ -43,9 +43,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                         "displacement fit")
     x.add_argument("--grid", metavar="DIMS", type=_grid,
                    help="the process grid at the target (e.g. 4x4x2), overriding the dims rule the "
-                        "traced P suggest; needed where several rules fit them and part at the target, "
-                        "(the grid whose rows and columns its sub-communicators are, too), "
-                        "or where the program chooses its dims by no rule; dims of fewer processes than "
+                        "traced P suggest; needed where several rules fit them and part at the target "
+                        "(the declared grid's, or the grid whose rows and columns the sub-communicators "
+                        "are), or where the program chooses its dims by no rule; dims of fewer processes than "
                         "the target name the grid of a class's communicator of that size (--grid 4x6x1 "
                         "at P=32: GROMACS's 24 particle ranks)")
     x.add_argument("--save-model", metavar="FILE", help="also save the model as JSON")
