@@ -1845,8 +1845,8 @@ def _comm_classes(comms, P: int, cart_id: int | tuple[int, ...] | None) -> dict[
     its member pattern (consecutive ranks, a constant stride, other); intercommunicators
     and single-rank communicators are not modelled."""
     out = {0: COMM_WORLD}
-    for c in (() if cart_id is None else cart_id if isinstance(cart_id, tuple) else (cart_id,)):
-        out[c] = COMM_CART  # (a grid's blocks: each one's Cartesian communicator)
+    if cart_id is not None and not isinstance(cart_id, tuple):
+        out[cart_id] = COMM_CART  # (a grid of blocks' communicators stay the blocks': _block_comms)
     if comms is None:
         return out
     for c in range(1, len(comms)):
@@ -1930,9 +1930,7 @@ def _localise(T, P: int, classes: dict[int, int], comms, blocks: frozenset = fro
     cid = np.asarray(T["comm"], np.int64)
     kind = np.array([COMM_NONE if c < 0 else classes.get(int(c), _NOT_MODELLED) for c in cid], np.int64)
     if blocks:
-        on_block = np.isin(cid, list(blocks))
-        kind[on_block & np.isin(np.asarray(T["op"], np.int64), list(P2P_OPS))] = COMM_CART
-        kind[on_block & (kind == COMM_CART) & ~np.isin(np.asarray(T["op"], np.int64), list(P2P_OPS))] = _SUB_BASE
+        kind[np.isin(cid, list(blocks)) & np.isin(np.asarray(T["op"], np.int64), list(P2P_OPS))] = COMM_CART
     lpeer, lrpeer = np.asarray(T["peer"], np.int64).copy(), np.asarray(T["recv_peer"], np.int64).copy()
     lroot = np.asarray(T["root"], np.int64).copy()
     lsize = np.full(len(cid), P, np.int64)
