@@ -21,6 +21,20 @@ FACE = 8 * 5040  # bytes of a full grid row: n = 5040 doubles split over a dimen
 COLUMNS = ("op", "peer", "recv_peer", "root", "bytes", "recv_bytes", "comm", "tag")
 
 
+def add_event(rows, op, peer, nbytes, tag, comm):
+    """One event's columns: a receive's bytes are received, an Allreduce's both ways, a
+    Waitall on no communicator."""
+    recv = op == "Irecv"
+    rows["op"].append(OP_CODE[op])
+    rows["peer"].append(peer)
+    rows["recv_peer"].append(-1)
+    rows["root"].append(-1)
+    rows["bytes"].append(0 if recv else nbytes)
+    rows["recv_bytes"].append(nbytes if recv or op == "Allreduce" else 0)
+    rows["comm"].append(-1 if op == "Waitall" else comm)
+    rows["tag"].append(tag)
+
+
 def halo_events(P, rule, order, periods, null_ends, comm):
     """Per rank, one repetition of a halo exchange along both dimensions and both ways."""
     dims = rule.dims(P)
@@ -46,15 +60,7 @@ def halo_events(P, rule, order, periods, null_ends, comm):
                         evs.append(("Isend", to, face, tag))
         evs.append(("Waitall", -1, 0, -1))
         for op, peer, nbytes, tag in evs:
-            recv = op == "Irecv"
-            rows["op"].append(OP_CODE[op])
-            rows["peer"].append(peer)
-            rows["recv_peer"].append(-1)
-            rows["root"].append(-1)
-            rows["bytes"].append(0 if recv else nbytes)
-            rows["recv_bytes"].append(nbytes if recv else 0)
-            rows["comm"].append(-1 if op == "Waitall" else comm)
-            rows["tag"].append(tag)
+            add_event(rows, op, peer, nbytes, tag, comm)
         counts[r] = len(evs)
     return {c: np.asarray(v, np.int64) for c, v in rows.items()}, np.concatenate([[0], np.cumsum(counts)])
 
@@ -70,6 +76,22 @@ def comm_table(P, dims, periods):
                      members=np.tile(np.arange(P, dtype=np.int32), 2),
                      cart_offsets=np.array([0, 0, 2], np.int64), cart_dims=np.array(dims, np.int32),
                      cart_periods=np.array(periods, bool))
+
+
+def assert_truth_or_refused(model, truth, unseen):
+    """The logical trace at the unseen P has the truth phase's events on every rank, or the
+    target is refused as something the fit P leave open."""
+    try:
+        model.check_target(unseen)
+    except ExtrapolationError as err:
+        assert "cannot decide" in str(err) or "which part at" in err.detail, str(err)
+        return
+    ev = model.events(unseen)
+    assert np.array_equal(np.searchsorted(ev["rank"], np.arange(unseen + 1)), truth.template_offsets)
+    for c in ("op", "peer", "bytes", "recv_bytes", "tag"):
+        want, got = truth.template[c], np.asarray(ev[c], np.int64)
+        bad = np.flatnonzero(want != got)
+        assert not bad.size, f"{c}: event {bad[0]}: truth {want[bad[0]]}, model {got[bad[0]]}"
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
@@ -93,17 +115,7 @@ def test_halo_on_a_random_grid_is_exact_at_an_unseen_p_or_refused(name, order, p
     model = build(sigs, grids=grids, comms=comms)
     assert all(ph.extrapolable for ph in model.phases), model.describe()
     truth = signature_at(unseen, rule, order, periods, null_ends, declared).phases[0]
-    try:
-        model.check_target(unseen)
-    except ExtrapolationError as err:
-        assert "cannot decide" in str(err) or "which part at" in err.detail, str(err)
-        return
-    ev = model.events(unseen)
-    assert np.array_equal(np.searchsorted(ev["rank"], np.arange(unseen + 1)), truth.template_offsets)
-    for c in ("op", "peer", "bytes", "recv_bytes", "tag"):
-        want, got = truth.template[c], np.asarray(ev[c], np.int64)
-        bad = np.flatnonzero(want != got)
-        assert not bad.size, f"{c}: event {bad[0]}: truth {want[bad[0]]}, model {got[bad[0]]}"
+    assert_truth_or_refused(model, truth, unseen)
 
 
 def patch_events(P, rule, order):
@@ -125,15 +137,7 @@ def patch_events(P, rule, order):
         evs = [e for q in sorted(faces) for e in (("Irecv", q, faces[q]), ("Isend", q, faces[q]))]
         evs += [("Waitall", -1, 0), ("Allreduce", -1, 8)]
         for op, peer, nbytes in evs:
-            recv = op == "Irecv"
-            rows["op"].append(OP_CODE[op])
-            rows["peer"].append(peer)
-            rows["recv_peer"].append(-1)
-            rows["root"].append(-1)
-            rows["bytes"].append(0 if recv else nbytes)
-            rows["recv_bytes"].append(nbytes if recv or op == "Allreduce" else 0)
-            rows["comm"].append(-1 if op == "Waitall" else 0)
-            rows["tag"].append(1 if peer >= 0 else -1)
+            add_event(rows, op, peer, nbytes, 1 if peer >= 0 else -1, 0)
         counts[r] = len(evs)
     T = {c: np.asarray(v, np.int64) for c, v in rows.items()}
     return one_phase_signature(P, T, counts, ("Irecv", "Isend", "Waitall", "Allreduce"), "patches", ("n", "5040"))
@@ -153,17 +157,7 @@ def test_neighbours_called_in_rank_order_are_exact_at_an_unseen_p_or_refused(nam
     model = build([patch_events(P, rule, order) for P in fit])
     assert all(ph.extrapolable and not ph.statistical for ph in model.phases), model.describe()
     truth = patch_events(unseen, rule, order).phases[0]
-    try:
-        model.check_target(unseen)
-    except ExtrapolationError as err:
-        assert "cannot decide" in str(err) or "which part at" in err.detail, str(err)
-        return
-    ev = model.events(unseen)
-    assert np.array_equal(np.searchsorted(ev["rank"], np.arange(unseen + 1)), truth.template_offsets)
-    for c in ("op", "peer", "bytes", "recv_bytes", "tag"):
-        want, got = truth.template[c], np.asarray(ev[c], np.int64)
-        bad = np.flatnonzero(want != got)
-        assert not bad.size, f"{c}: event {bad[0]}: truth {want[bad[0]]}, model {got[bad[0]]}"
+    assert_truth_or_refused(model, truth, unseen)
 
 
 def test_a_rank_order_the_fit_p_decide_is_not_refused():
