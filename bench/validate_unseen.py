@@ -6,8 +6,9 @@ the mechanisms are general: each is traced at a few P (oversubscribed on a small
 its signatures are extracted at every P, the logical model is fitted at the smaller P and
 placed at a held-out P never fitted, and the whole prediction is made there. Install with
 ``apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples
-nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi`` (all built on Open MPI 4.1; ABINIT,
-Quantum ESPRESSO and Elk are Fortran, GPAW is Python over its own C layer):
+nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test`` (all built on Open
+MPI 4.1; ABINIT, Quantum ESPRESSO and Elk are Fortran, GPAW is Python over its own C
+layer):
 
 * ``abinit``   ABINIT 9.6, the package's lead crystal example (``tbasepar_1``: k-point
                parallelism, 60 k-points on an 8x8x8 grid), 6 SCF steps; fit 2, 3, 4, held 6;
@@ -33,7 +34,10 @@ Quantum ESPRESSO and Elk are Fortran, GPAW is Python over its own C layer):
 * ``mpb``      MIT Photonic Bands 1.11 (``mpb-mpi``: C, block eigensolver over FFTW 3's MPI
                transforms), TM bands of a square lattice of dielectric rods, 64x64 grid, 8
                bands at 22 k-points; fit 2, 4, 8, held 16 (a P that divides the grid: at
-               12, FFTW gives its 64 rows to 11 ranks of 6 and leaves one idle).
+               12, FFTW gives its 64 rows to 11 ranks of 6 and leaves one idle);
+* ``scalapack`` ScaLAPACK 2.2's LU test (``scalapack-mpi-test``, ``xdlu``, Fortran and C over
+               BLACS), one LU factorisation and solve of a 960 x 960 matrix in blocks of 32 on
+               a P x Q grid (the most square one of P ranks, P <= Q); fit 4, 8, 16, held 12.
 
 Per code and P: the trace (complete, events, calls sigex does not model); its signature
 (phases, coverage: the share of the run's time inside phases that repeat, goal >= 90%;
@@ -79,7 +83,7 @@ import validate_apps  # noqa: E402  (its logical and predict rows take any cache
 
 OUT = ROOT / "bench" / "_unseen"
 APT = ("apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples "
-       "nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi")
+       "nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test")
 GOAL_COVERAGE = 0.90
 ABINIT_EX = Path("/usr/share/doc/abinit/examples")
 CP2K_EX = Path("/usr/share/doc/cp2k/examples")
@@ -304,6 +308,19 @@ def _mpb_setup(folder: Path) -> None:
     (folder / "rods.ctl").write_text(_MPB_INPUT)
 
 
+# ---- ScaLAPACK: the LU test's factorisation and solve ------------------------------------
+XDLU = Path("/usr/lib/x86_64-linux-gnu/scalapack/openmpi-tests/xdlu")
+
+
+def _xdlu_prepare(run: Path, P: int) -> None:
+    """LU.dat for one problem (960 x 960, blocks of 32, one right-hand side) on the most
+    square P x Q grid of P ranks."""
+    p = max(d for d in range(1, int(P ** 0.5) + 1) if P % d == 0)
+    (run / "LU.dat").write_text(
+        "'ScaLAPACK LU, validate_unseen'\n'MPI'\n'LU.out'\n6\n1\n960\n960\n1\n32\n1\n1\n1\n1\n"
+        f"1\n{p}\n{P // p}\n1.0\nF\n")
+
+
 CODES = {
     "abinit": Code("abinit", ("abinit", str(ABINIT_EX / "tbasepar_1.abi")), _abinit_setup,
                    lambda run, P: ["abinit", "pb.abi"], (2, 3, 4), 6,
@@ -331,8 +348,10 @@ CODES = {
                  (8, 12, 16), 24, _stated(r"Converged after (\d+) iterations", "si.txt"), "SCF iterations"),
     "mpb": Code("mpb", ("mpb-mpi",), _mpb_setup, lambda run, P: ["mpb-mpi", "rods.ctl"], (2, 4, 8), 16,
                 _count(r"^\s*linmin: converged", "stdout.txt"), "line minimisations"),
+    "scalapack": Code("scalapack", (str(XDLU),), lambda folder: None, lambda run, P: [str(XDLU)], (4, 8, 16), 12,
+                      _count(r"^WALL .* PASSED", "stdout.txt"), "tests passed", prepare=_xdlu_prepare),
 }
-DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw", "mpb")
+DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw", "mpb", "scalapack")
 
 
 def capture(code: Code, P: int, force: bool, out: Path) -> dict:
