@@ -1221,13 +1221,15 @@ class LogicalModel:
             what = {"comm_role": "its communicators are", "space": "it runs on", "bytes": "its bytes are",
                     "recv_bytes": "its received bytes are", "peer": "its peers are",
                     "recv_peer": "its receive peers are"}.get(field, field)
-            text = lambda v: v.describe() + (f" ({d} at P={P})" if (d := _grid_at(v, P)) else "") if hasattr(
+            mine, theirs = getattr(s, field), value
+            g_mine, g_theirs = _grid_at(mine, P), _grid_at(theirs, P)
+            text = lambda v, d: v.describe() + (f" ({d} at P={P})" if d else "") if hasattr(
                 v, "describe") and not hasattr(v, "formula") else v.formula()  # noqa: E731
             by_phase.setdefault(ph.id, {}).setdefault(
-                f"{what} {text(getattr(s, field))} or {text(value)} at every traced P, which part at P={P}",
+                f"{what} {text(mine, g_mine)} or {text(theirs, g_theirs)} at every traced P, which part at P={P}",
                 []).append((i, s.op))
-            if _grid_at(value, P) and _grid_at(getattr(s, field), P) != _grid_at(value, P):
-                grids.setdefault(ph.id, set()).update((_grid_at(getattr(s, field), P), _grid_at(value, P)))
+            if g_theirs and g_mine != g_theirs:
+                grids.setdefault(ph.id, set()).update((g_mine, g_theirs))
         for pid, by_text in by_phase.items():
             for reason, where in by_text.items():
                 out.setdefault(pid, []).append(f"{_slots_text(sorted(set(where)))}: {reason}")
@@ -1815,10 +1817,6 @@ def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalMod
     def space(sp: Space | None) -> Space | None:  # (a statistical run's ranks and where its messages go)
         return dataclasses.replace(sp, role=role(sp.role)) if sp is not None else None
 
-    def alternative(f: str, a):
-        return (peer(a) if isinstance(a, PeerRule) else volume(a) if f.rstrip("~").endswith("bytes")
-                else space(a) if isinstance(a, Space) else role(a))
-
     phases = []
     for ph in model.phases:
         slots = [dataclasses.replace(
@@ -1826,8 +1824,10 @@ def _fix_grids(model: LogicalModel, P: int, dims: tuple[int, ...]) -> LogicalMod
             recv_bytes=volume(s.recv_bytes), root_bytes=volume(s.root_bytes),
             root_recv_bytes=volume(s.root_recv_bytes), comm_role=role(s.comm_role), space=space(s.space),
             partners=[space(x) for x in s.partners], selves=[space(x) for x in s.selves]) for s in ph.slots]
-        for s in slots:  # (the grid given settles which grid layout the communicators follow)
-            s.alternatives = [(f, alternative(f, a)) for f, a in s.alternatives
+        for s in slots:  # (the grid given settles which grid layout the communicators follow; the
+            # other layouts, a class's communicators, have no grid to fix)
+            s.alternatives = [(f, peer(a) if isinstance(a, PeerRule) else volume(a) if f.rstrip("~").endswith("bytes")
+                               else a) for f, a in s.alternatives
                               if not (isinstance(a, SubGrid) or isinstance(a, Space) and isinstance(a.role, SubGrid))]
         phases.append(dataclasses.replace(ph, slots=slots))
     return dataclasses.replace(model, grid=grid(model.grid) if model.grid else None, phases=phases)
@@ -2250,8 +2250,7 @@ def _recut(ph):
             return None
         j = int(coll[-1]) + 1
         order[a:b] = np.concatenate([np.arange(a + j, b), np.arange(a, a + j)])
-    return dataclasses.replace(ph, template={c: np.asarray(v)[order] for c, v in T.items()},
-                               template_cost={c: np.asarray(v)[order] for c, v in ph.template_cost.items()})
+    return _taken(ph, order)
 
 
 def _is_rotation(a: list, b: list) -> bool:
@@ -2578,13 +2577,19 @@ def _pair_text(a: int, b: int) -> str:
     return " + ".join(terms)
 
 
+def _taken(ph, idx: np.ndarray, **changes):
+    """A copy of phase ``ph`` whose template and cost columns are their events ``idx``
+    (a mask or an order), with ``changes`` besides."""
+    return dataclasses.replace(ph, template={c: np.asarray(v)[idx] for c, v in ph.template.items()},
+                               template_cost={c: np.asarray(v)[idx] for c, v in ph.template_cost.items()},
+                               **changes)
+
+
 def _without_events(ph, keep: np.ndarray):
     """A copy of phase ``ph`` whose templates keep only the events ``keep`` marks."""
     offs = np.asarray(ph.template_offsets, np.int64)
     kept = np.concatenate([[0], np.cumsum(keep)])[offs]
-    return dataclasses.replace(ph, template={c: np.asarray(v)[keep] for c, v in ph.template.items()},
-                               template_offsets=kept.astype(np.int64),
-                               template_cost={c: np.asarray(v)[keep] for c, v in ph.template_cost.items()})
+    return _taken(ph, keep, template_offsets=kept.astype(np.int64))
 
 
 def _tree_phase(sigs, k: int, key_args: dict, local: dict, comms: dict, grid, cost_col: str,
