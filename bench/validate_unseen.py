@@ -465,7 +465,8 @@ def main(argv=None) -> int:
     print("\nthe logical model fitted at the smaller P, placed at the held-out P, and the whole "
           "prediction there\n")
     table = [("code", "fit -> held", "same phases at fit P", "placed", "exact", "weights exact",
-              "refused (first reason)", "left out of the real run", "computation pred/real")]
+              "refused (first reason)", "left out of the real run", "left out: computation pred/real",
+              "computation pred/real")]
     summary_codes = {}
     for r in rows:
         lg, pr = r["logical"], r["predict"]
@@ -483,7 +484,8 @@ def main(argv=None) -> int:
         table.append((r["code"], f"{','.join(map(str, r['fit']))} -> {r['held']}"
                       + (f" (--grid {lg['grid']})" if lg.get("grid") else ""),
                       "yes" if r["same_phases_at_fit_P"] else "no", f"{len(placed)}/{len(phases)}",
-                      str(len(exact)), f"{len(weights)}/{len(placed)}", why[:90], left, comp))
+                      str(len(exact)), f"{len(weights)}/{len(placed)}", why[:90], left,
+                      validate_apps._left_computation(pr.get("left_out_computation") if pr else None), comp))
         summary_codes[r["code"]] = {
             "coverage": {s["P"]: round(s["coverage"], 4) for s in r["signatures"]},
             "phases": {s["P"]: s["phases"] for s in r["signatures"]},
@@ -491,6 +493,7 @@ def main(argv=None) -> int:
             "grid_given": lg.get("grid"),
             "exact": len(exact), "weights_exact": len(weights),
             "left_out_share_real": pr.get("left_out_share_real") if pr and pr.get("predicted") else None,
+            "left_out_computation": pr.get("left_out_computation") if pr and pr.get("predicted") else None,
             "computation_error": pr.get("computation_error") if pr and pr.get("predicted") else None,
             "runtime_predicted": pr.get("runtime_predicted") if pr and pr.get("predicted") else None,
             "model_cpu_s": lg.get("model_cpu_s")}

@@ -47,7 +47,7 @@ from signature.errors import ExtrapolationError
 __all__ = ["IPT", "IPTRow", "CRM", "ClassMix", "DistantPoint", "build_ipt", "fit_crm", "fit_class_crm",
            "select_small_run",
            "distant_point_counters", "distant_point_declared", "work_function", "accepted_p",
-           "IPT_TOLERANCE"]
+           "IPT_TOLERANCE", "left_out_computation"]
 
 #: How far the measured totals may spread and still count as constant (Eq. 2). Flops
 #: charged in a SimGrid trace are exact counts, as deterministic as instructions.
@@ -415,6 +415,33 @@ def fit_class_crm(phase: int, P: Sequence[int], per_rank: Sequence[np.ndarray], 
     mix = ClassMix(members, tuple(models), tuple(left), name=f"computation of phase {phase}")
     return CRM(phase=phase, base=mix, with_distant=None, distant=None,
                skipped="its ranks fall in classes that compute apart: a CRM per class, no distant point")
+
+
+def left_out_computation(refused: Sequence[dict[str, Any]], P: int) -> dict[str, Any]:
+    """What the phases a prediction leaves out would add at P, as far as it can be told:
+    each one's measured computation (the slowest rank's over all its repetitions, the
+    ``measured_computation`` of each entry of :attr:`sigex.pipeline.Models.refused`)
+    fitted over P with the model search, as a CRM is, and taken at P. Their communication
+    follows no model, so this is their computation alone. A phase that some signature run
+    lacks, or that was measured at fewer than 3 P, gets no figure. Returns ``{"total": s,
+    "phases": [{"phase", "formula", "value", "cv_error"}], "without": [phase ids]}``."""
+    phases, without = [], []
+    for r in refused:
+        got = {int(p): float(v) for p, v in (r.get("measured_computation") or {}).items()}
+        present = {p: v for p, v in got.items() if r["measured_share"].get(p, 0.0) > 0 or v > 0}
+        if len(present) < 3 or len(present) < len(got) or not all(map(math.isfinite, present.values())):
+            without.append(r["phase"])
+            continue
+        Ps = sorted(present)
+        if not any(present[p] > 0 for p in Ps):
+            phases.append({"phase": r["phase"], "formula": "0", "value": 0.0, "cv_error": 0.0})
+            continue
+        m = modelsearch.fit(Ps, [present[p] for p in Ps], name=f"computation of left-out phase {r['phase']}",
+                            positive=True)
+        value = max(0.0, float(np.asarray(m.predict(P)).reshape(-1)[0]))
+        phases.append({"phase": r["phase"], "formula": m.formula(), "value": value,
+                       "cv_error": float(m.stats.get("cv_error", float("nan")))})
+    return {"total": float(sum(p["value"] for p in phases)), "phases": phases, "without": without}
 
 
 def fit_crm(phase: int, P: Sequence[int], time: Sequence[float], distant: DistantPoint | None = None,

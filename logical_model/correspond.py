@@ -94,7 +94,9 @@ def correspond(signatures: Sequence[Signature]) -> tuple[list[Signature], list[d
     """The runs (sorted by P) with only the phases every run has, in the same order, each
     renumbered to its id at the smallest P; and the phases left out: per phase its id at
     the smallest P (None when that run lacks it), kind, pattern, why, and the share of
-    each measured run it held (``measured_share``, P -> share; 0 where the run lacks it).
+    each measured run it held (``measured_share``, P -> share; 0 where the run lacks it)
+    and its slowest rank's computation there (``measured_computation``, P -> seconds:
+    :meth:`signature.Phase.computation`).
     Runs whose phases already correspond come back unchanged, with nothing left out."""
     sigs = sorted(signatures, key=lambda s: s.nprocs)
     keys = [[_key(p) for p in s.phases] for s in sigs]
@@ -124,10 +126,12 @@ def correspond(signatures: Sequence[Signature]) -> tuple[list[Signature], list[d
             d = next((d for d in left if d["key"] == _key(p) and s.nprocs not in d["at"]), None)
             if d is None:
                 d = {"key": _key(p), "at": {}, "id": p.id if j == 0 else None, "kind": p.kind,
-                     "pattern": p.pattern, "measured_share": {x.nprocs: 0.0 for x in sigs}}
+                     "pattern": p.pattern, "measured_share": {x.nprocs: 0.0 for x in sigs},
+                     "measured_computation": {x.nprocs: 0.0 for x in sigs}}
                 left.append(d)
             d["at"][s.nprocs] = pos
             d["measured_share"][s.nprocs] = p.share
+            d["measured_computation"][s.nprocs] = p.computation(s.work_mode)
     for d in left:
         where = ", ".join(f"phase {pos} at P={P}" for P, pos in sorted(d["at"].items()))
         missing = [x.nprocs for x in sigs if x.nprocs not in d["at"]]

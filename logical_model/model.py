@@ -1700,8 +1700,9 @@ class LogicalModel:
                    phases=[PhaseModel.from_dict(p) for p in d["phases"]], sources=list(d["sources"]),
                    notes=list(d.get("notes", ())),
                    grid_rules=[DimsRule.from_dict(r) for r in d.get("grid_rules", ())],
-                   left_out=[{**x, "measured_share": {int(P): float(v) for P, v in x["measured_share"].items()}}
-                             if "measured_share" in x else x for x in d.get("left_out", ())])
+                   left_out=[{**x, **{key: {int(P): float(v) for P, v in x[key].items()}
+                                       for key in ("measured_share", "measured_computation") if key in x}}
+                             for x in d.get("left_out", ())])
 
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         return write_text_atomic(path, json.dumps(self.to_dict(), indent=1), overwrite=overwrite)

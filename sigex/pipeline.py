@@ -46,7 +46,8 @@ class Models:
     def __post_init__(self):
         if not self.refused:  # the phases the runs do not share (logical_model.correspond)
             self.refused = [{"phase": d["id"], "kind": d["kind"], "pattern": d["pattern"], "problem": d["problem"],
-                             "problems": [d["problem"]], "measured_share": dict(d["measured_share"])}
+                             "problems": [d["problem"]], "measured_share": dict(d["measured_share"]),
+                             "measured_computation": dict(d.get("measured_computation", {}))}
                             for d in self.logical.left_out if "measured_share" in d]
 
     @property
@@ -79,10 +80,14 @@ class Models:
     def _leave_out(self, keep: Sequence[int], why: dict[int, list[str]]) -> "Models":
         """These models with only the phases at indices ``keep``; the others (``why``: their
         problems) go to :attr:`refused` with the share of the measured runs they held."""
-        share = {s.nprocs: {p.id: p.share for p in s.phases} for s in self.compute.signatures}
+        by_id = {s.nprocs: {p.id: p for p in s.phases} for s in self.compute.signatures}
+        mode = self.logical.work_mode
         refused = [{"phase": ph.id, "kind": ph.kind, "pattern": ph.pattern,
                     "problem": why[k][0], "problems": list(why[k]),
-                    "measured_share": {P: float(sh.get(ph.id, float("nan"))) for P, sh in sorted(share.items())}}
+                    "measured_share": {P: float(at[ph.id].share) if ph.id in at else float("nan")
+                                       for P, at in sorted(by_id.items())},
+                    "measured_computation": {P: at[ph.id].computation(mode) if ph.id in at else float("nan")
+                                             for P, at in sorted(by_id.items())}}
                    for k, ph in enumerate(self.logical.phases) if k in why]
         compute = self.compute.subset(keep, why)
         return dataclasses.replace(self, logical=compute.logical, compute=compute, refused=self.refused + refused)
@@ -186,6 +191,9 @@ class Prediction:
     #: phases not predicted (:meth:`Models.restricted`): id, kind, pattern, problem(s) and
     #: the share of each measured signature run they held
     refused: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    #: what the phases not predicted would add at P, their computation alone
+    #: (:func:`compute_model.crm.left_out_computation`); None when none is left out
+    left_out: dict[str, Any] | None = None
 
     @property
     def runtime(self) -> float:
@@ -204,7 +212,7 @@ class Prediction:
                    + f"steady-state replay {self.steady:.4f} s; PET = sum TE_i x W_i = {self.pet:.4f} s)")
         out.append(f"core-hours         {self.core_hours():.3f}")
         if self.refused:
-            out += ["", _refused_text(self.refused)]
+            out += ["", _refused_text(self.refused, self.left_out, self.P, self.runtime)]
         out.append("")
         rows = [(p["phase"], p["kind"], p["pattern"][:34], f"{p['weight']:,}", f"{1e3 * p['te']:.4f}",
                  f"{1e3 * p['computation']:.4f}", f"{1e3 * p['communication']:.4f}",
@@ -231,8 +239,11 @@ def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 3].rstrip(" ,") + "..."
 
 
-def _refused_text(refused: Sequence[dict[str, Any]]) -> str:
-    """The phases a prediction leaves out, with the share of the measured runs they held."""
+def _refused_text(refused: Sequence[dict[str, Any]], left: dict[str, Any] | None = None, P: int | None = None,
+                  runtime: float | None = None) -> str:
+    """The phases a prediction leaves out, with the share of the measured runs they held;
+    with ``left`` (:func:`compute_model.crm.left_out_computation` at ``P``), what their
+    computation alone would add to the predicted ``runtime``."""
     Ps = sorted(refused[0]["measured_share"])
     total = {P: sum(r["measured_share"][P] for r in refused) for P in Ps}
     n = len(refused)
@@ -241,14 +252,36 @@ def _refused_text(refused: Sequence[dict[str, Any]]) -> str:
            f"signature runs {'they' if n > 1 else 'it'} held "
            + ", ".join(f"{100 * total[P]:.1f}% (P={P})" for P in Ps) + " of the runtime:"]
     shown = sorted(refused, key=lambda r: -max(r["measured_share"].values()))[:12]
+    figure = {id(r): f for r in refused for f in (left or {}).get("phases", ()) if f["phase"] == r["phase"]}
     for r in shown:
+        f = figure.get(id(r))
         out.append(f"  {_refused_name(r)} ({r['kind']}; {_cut(r['pattern'], 48)}): "
-                   + ", ".join(f"{100 * r['measured_share'][P]:.1f}%" for P in Ps))
+                   + ", ".join(f"{100 * r['measured_share'][P]:.1f}%" for P in Ps)
+                   + (f"; its computation {f['value']:.4g} s at P={P:,} ({f['formula']})" if f else ""))
         out.append(f"      {_cut(r['problem'], 200)}"
                    + (f" (+{len(r['problems']) - 1} more)" if len(r["problems"]) > 1 else ""))
     if len(refused) > len(shown):
         out.append(f"  ... and {len(refused) - len(shown)} more phases (the --json output lists them all)")
+    if left and left["phases"]:
+        k = len(left["phases"])
+        out.append(f"  Their computation alone (the slowest rank's in each, all repetitions, fitted over P) "
+                   f"would add {left['total']:.4g} s at P={P:,}"
+                   + (f" for {k} of the {n} phases" if left["without"] else "")
+                   + (f": {runtime + left['total']:.4g} s with the predicted runtime" if runtime is not None else "")
+                   + "; their communication is not predicted, so the run would take longer still."
+                   + (f" No figure for {_phase_list(left['without'])}: not in every signature run."
+                      if left["without"] else ""))
     return "\n".join(out)
+
+
+def _phase_list(ids: Sequence[Any]) -> str:
+    named = [str(i) for i in ids if i is not None]
+    text = (f"phase{'s' if len(named) > 1 else ''} {', '.join(named[:12])}" + (" ..." if len(named) > 12 else "")
+            if named else "")
+    unnamed = len(ids) - len(named)
+    if unnamed:
+        text += (" and " if text else "") + f"{unnamed} the smallest P lacks"
+    return text
 
 
 def _warnings(models: Models) -> list[str]:
@@ -293,6 +326,7 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
     """Predict the run at P on ``machine`` (a :class:`replay.Machine` or a profile name/path);
     ``trace``: the :func:`physical_trace` for P, if already written. Phases that cannot be
     placed at P are left out and reported (:meth:`Models.restricted`; ``strict``: refuse)."""
+    from compute_model.crm import left_out_computation
     from replay import Program, load, replay
     from replay.unroll import replay_steady, unroll
 
@@ -335,12 +369,15 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
     fitted = [{"phase": ph.id, "crm": c.model.describe(), "weight": ph.weight.formula()}
               for c, ph in zip(models.compute.crms, models.logical.phases)]
     warnings = _warnings(models)
+    left = left_out_computation(models.refused, P) if models.refused else None
     if models.refused:
         warnings.insert(0, f"{len(models.refused)} phase(s) not predicted (phases "
                         + ", ".join(str(r["phase"]) for r in models.refused[:20] if r["phase"] is not None)
                         + (" ..." if len(models.refused) > 20 else "")
                         + f"): they held up to {100 * models.refused_share():.1f}% of a measured signature "
-                        "run, which the predicted runtime leaves out")
+                        "run, which the predicted runtime leaves out"
+                        + (f" (their computation alone would add {left['total']:.4g} s at P={P:,})"
+                           if left["phases"] else ""))
     Pfit = max(models.logical.Ps)
     if P > Pfit:
         at_fit, at_p = models.compute.computation(Pfit), models.compute.computation(P)
@@ -355,7 +392,7 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
                         "so PET pays its fill and drain every repetition; the runtime is the steady-state one")
     return Prediction(app=models.app, P=P, machine=m.name, pet=pet, steady=steady, full=full_t, phases=phases,
                       models=fitted, warnings=warnings, work_mode=models.logical.work_mode,
-                      refused=models.refused)
+                      refused=models.refused, left_out=left)
 
 
 def parse_p_range(text: str) -> list[int]:

@@ -64,6 +64,14 @@ class Phase:
         comp, comm = self.stats["comp_mean"].mean(), self.stats["comm_mean"].mean()
         return float(comp / (comp + comm)) if comp + comm > 0 else 0.0
 
+    def computation(self, work_mode: str = "cpu-time") -> float:
+        """The slowest rank's computation over all the phase's repetitions in this run
+        (seconds): thread CPU time in CPU-time mode, the bursts' wall time in counters
+        mode, as the CRMs take them; 0 where no rank has a figure."""
+        per_rank = np.asarray(self.stats["comp_mean" if work_mode == "counters" else "cpu_mean"], float)
+        per_rank = per_rank[np.isfinite(per_rank)]
+        return float(per_rank.max()) * self.weight if per_rank.size else 0.0
+
     @property
     def rank_classes(self) -> np.ndarray:
         """(P,) class of each rank: ranks whose templates have the same calls with the

@@ -32,7 +32,7 @@ def folder(tmp_path_factory):
     exe = root / "setup_ragged"
     subprocess.run([os.environ.get("SIGEX_MPICC") or "mpicc", "-O1", "-o", str(exe), str(PROGRAM)], check=True)
     for P in (4, 8, 16):
-        res = trace_run([str(exe), "200000", "12"], P, root / "traces" / f"P{P}.h5")
+        res = trace_run([str(exe), "4000000", "12"], P, root / "traces" / f"P{P}.h5")
         assert res.ok, res.trace.meta.get("incomplete_reason")
     return root / "traces"
 
@@ -58,6 +58,29 @@ def test_the_placeable_phases_are_predicted_and_the_others_named(models):
     assert pred.warnings[0].startswith("1 phase(s) not predicted (phases 0)")
     # the model itself is untouched: the caller's Models still hold every phase
     assert len(models.logical.phases) == 3 and not models.refused
+
+
+def test_the_left_out_phases_computation_is_fitted_over_p_and_reported(models):
+    """The set-up's computation (the first step's n/P loop follows its Sendrecv) is measured at
+    every traced P, fitted over P and taken at the target: it falls as the loop's does, and the
+    report adds it to the predicted runtime, saying that their communication is not in it."""
+    pred = predict(models, 64, "cluster-a")
+    (r,) = pred.refused
+    mode = models.logical.work_mode
+    measured = {s.nprocs: s.phases[0].computation(mode) for s in models.compute.signatures}
+    assert r["measured_computation"] == pytest.approx(measured) and all(v > 0 for v in measured.values())
+    (f,) = pred.left_out["phases"]
+    assert f["phase"] == 0 and not pred.left_out["without"] and pred.left_out["total"] == f["value"]
+    # the same n/P loop as one repetition of the time loop, on the slowest rank
+    assert 0 < f["value"] < measured[16]
+    loop = models.compute.computation(64)[1]
+    assert 0.3 * loop < f["value"] < 5 * loop
+    text = pred.report()
+    assert f"its computation {f['value']:.4g} s at P=64" in text
+    assert f"would add {f['value']:.4g} s at P=64: {pred.runtime + f['value']:.4g} s with the predicted runtime" in text
+    assert "their communication is not predicted" in text
+    assert pred.warnings[0].endswith(f"(their computation alone would add {f['value']:.4g} s at P=64)")
+    assert json.loads(json.dumps(pred.to_dict()))["left_out"]["phases"][0]["phase"] == 0
 
 
 def test_strict_refuses_and_names_the_phase(models):

@@ -1,0 +1,57 @@
+"""What the phases a prediction leaves out would add at the target: their measured computation
+(the slowest rank's, all repetitions) fitted over P like a CRM (compute_model.crm.left_out_computation)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from compute_model.crm import left_out_computation
+
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)
+
+
+def entry(phase, computation: dict, share: dict | None = None) -> dict:
+    """A refused phase as sigex.pipeline.Models.refused holds it."""
+    share = share if share is not None else {P: 0.1 if v > 0 else 0.0 for P, v in computation.items()}
+    return {"phase": phase, "kind": "initial", "pattern": "Sendrecv", "problem": "-", "problems": ["-"],
+            "measured_share": share, "measured_computation": computation}
+
+
+@SETTINGS
+@given(a=st.floats(1e-3, 1e3), b=st.floats(0, 10), e=st.sampled_from([-1.0, -0.75, -2 / 3, -0.5, -1 / 3, -0.25]),
+       Ps=st.sampled_from([(4, 8, 16, 32), (2, 4, 8, 16), (8, 12, 16, 24)]),
+       target=st.sampled_from([64, 100, 1024]))
+def test_a_computation_on_a_pmnf_law_is_taken_at_the_target(a, b, e, Ps, target):
+    """A left-out phase whose slowest rank computes a * P^e + b seconds at four traced P is given
+    that law's value at an unseen P (exponents of the search's lattice for four points: computation
+    per process does not fall faster than 1/P under strong scaling)."""
+    law = {P: a * P ** e + b for P in Ps}
+    got = left_out_computation([entry(0, law)], target)
+    (f,) = got["phases"]
+    assert f["phase"] == 0 and not got["without"]
+    assert f["value"] == pytest.approx(a * target ** e + b, rel=1e-3, abs=1e-9)
+    assert got["total"] == pytest.approx(f["value"])
+
+
+def test_phases_some_run_lacks_get_no_figure_and_the_others_add_up():
+    Ps = (4, 8, 16)
+    setup = entry(0, {P: 2.0 / P + 0.5 for P in Ps})
+    output = entry(5, {P: 0.01 * P for P in Ps})
+    only_small = entry(None, {4: 0.3, 8: 0.0, 16: 0.0})  # a phase the correspondence left out
+    unplaced = entry(7, {4: 0.2, 8: float("nan"), 16: 0.1}, {4: 0.1, 8: float("nan"), 16: 0.1})
+    got = left_out_computation([setup, output, only_small, unplaced], 32)
+    assert [f["phase"] for f in got["phases"]] == [0, 5]
+    assert got["without"] == [None, 7]
+    assert got["phases"][0]["value"] == pytest.approx(2.0 / 32 + 0.5, rel=1e-6)
+    assert got["phases"][1]["value"] == pytest.approx(0.32, rel=1e-6)
+    assert got["total"] == pytest.approx(2.0 / 32 + 0.5 + 0.32, rel=1e-6)
+    assert all(math.isfinite(f["cv_error"]) for f in got["phases"])
+
+
+def test_two_runs_are_too_few_and_no_computation_is_zero():
+    assert left_out_computation([entry(1, {4: 1.0, 8: 0.5})], 64)["without"] == [1]
+    got = left_out_computation([entry(2, {4: 0.0, 8: 0.0, 16: 0.0}, {4: 0.01, 8: 0.01, 16: 0.01})], 64)
+    assert got["phases"] == [{"phase": 2, "formula": "0", "value": 0.0, "cv_error": 0.0}] and got["total"] == 0.0
