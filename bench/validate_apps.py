@@ -1001,9 +1001,10 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
     # what the left-out phases' computation alone was predicted to add, against the real
     # run's same phases (the slowest rank's, all repetitions)
     est = [f for f in (pred.left_out or {}).get("phases", ())]
-    left_comp = ({"predicted": sum(f["value"] for f in est),
-                  "real": sum(by_id[f["phase"]].computation(real.work_mode) for f in est), "phases": len(est)}
-                 if est and all(f["phase"] in by_id for f in est) else None)
+    related = [f for f in est if f["phase"] in by_id]  # (those the real run has a phase like)
+    left_comp = ({"predicted": sum(f["value"] for f in related),
+                  "real": sum(by_id[f["phase"]].computation(real.work_mode) for f in related),
+                  "phases": len(related), "estimated": len(est)} if related else None)
     placed = [p for p in phases if "computation_real" in p]
     comp_pred = sum(p["computation"] * p["weight"] for p in placed)
     comp_real = sum(p["computation_real"] * p["weight_real"] for p in placed)
@@ -1071,11 +1072,14 @@ def predict_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
 
 
 def _left_computation(c: dict | None) -> str:
-    """'0.81/0.91 (-12%)': the left-out phases' computation predicted and real, or '-'."""
+    """'0.81/0.91 (-12%)': the left-out phases' computation predicted and real (of those the real
+    run has a phase like), or '-'."""
     if not c:
         return "-"
     err = f" ({100 * (c['predicted'] / c['real'] - 1):+.0f}%)" if c["real"] > 0 else ""
-    return f"{c['predicted']:.3f}/{c['real']:.3f}{err}"
+    part = (f", {c['phases']} of {c['estimated']} phases" if c.get("estimated", c["phases"]) > c["phases"]
+            else "")
+    return f"{c['predicted']:.3f}/{c['real']:.3f}{err}{part}"
 
 
 def _sampling(r: dict) -> str:
