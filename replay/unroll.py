@@ -18,7 +18,7 @@ import numpy as np
 from signature.errors import SigexError
 from signature.trace import Trace
 
-__all__ = ["unroll", "replay_steady", "SteadyState"]
+__all__ = ["unroll", "replay_steady", "steady_repetitions", "SteadyState", "STEADY_MAX_EVENTS"]
 
 
 def unroll(trace: Trace, *, weights=None, max_events: int = 200_000_000) -> Trace:
@@ -111,9 +111,44 @@ class SteadyState:
     per_repetition: tuple[float, ...]  # steady time per repetition of each phase (s)
     repetitions: tuple[tuple[int, ...], tuple[int, ...]]  # the two replays' repetitions per phase
     exact: bool  # every phase was replayed with all its repetitions
+    #: phases replayed for fewer repetitions than ``reps`` to keep the replays within
+    #: ``max_events`` (those left at one repetition cost their isolated time, as in PET)
+    reduced: tuple[int, ...] = ()
 
 
-def replay_steady(trace: Trace, machine, *, reps: int = 4, collectives: str = "algorithms") -> SteadyState:
+#: the most events the two steady-state replays may unroll (each replayed event takes
+#: ~200 bytes in the Program and the engine: 20 M events, ~4 GB)
+STEADY_MAX_EVENTS = 20_000_000
+
+
+def steady_repetitions(events: np.ndarray, weights: np.ndarray, reps: int = 4,
+                       max_events: int = STEADY_MAX_EVENTS) -> tuple[np.ndarray, np.ndarray]:
+    """The repetitions (c1, c2) of each phase for :func:`replay_steady`: ``reps`` and ``2 reps``
+    (its weight where smaller), fewer for the phases with the most events per repetition
+    (``events``, all ranks) while the larger replay would unroll more than ``max_events``:
+    halved in turn down to one and two, then one alone (no growth measured: the phase's
+    isolated repetition stands for every one). A trace larger than ``max_events`` by itself
+    is replayed with one repetition of each phase."""
+    events = np.asarray(events, np.int64)
+    w = np.asarray(weights, np.int64)
+    r = np.full(len(w), max(int(reps), 1), np.int64)
+    c2 = np.minimum(w, 2 * r)
+    while int(events @ c2) > max_events:
+        cost = np.where(c2 > 1, events * c2, -1)
+        k = int(np.argmax(cost))
+        if cost[k] < 0:
+            break
+        if r[k] > 1:
+            r[k] //= 2
+            c2[k] = min(int(w[k]), 2 * int(r[k]))
+        else:
+            c2[k] = 1
+    c1 = np.minimum(np.minimum(w, r), c2)
+    return c1, c2
+
+
+def replay_steady(trace: Trace, machine, *, reps: int = 4, collectives: str = "algorithms",
+                  max_events: int = STEADY_MAX_EVENTS, once=None) -> SteadyState:
     """Replay each phase ``reps`` and ``2 reps`` times (its weight if smaller) and extrapolate
     linearly in the repetitions: the steady time per repetition of each phase, which is what
     a pipelined phase costs once its pipeline is full, where PET's isolated repetition pays
@@ -121,6 +156,12 @@ def replay_steady(trace: Trace, machine, *, reps: int = 4, collectives: str = "a
 
     The runtime is T(2 reps) + sum_k (W_k - 2 reps_k) * m_k, with m_k the growth of phase
     k's time (the slowest rank's) per added repetition. Exact when every weight <= 2 reps.
+    The phases with the most events get fewer repetitions where the larger replay would
+    unroll more than ``max_events`` (:func:`steady_repetitions`; :attr:`SteadyState.reduced`
+    names them): MPB's all-pairs transposes at P = 1,000 hold 16.5 M events per repetition,
+    and 8 of them took the whole memory of a 24 GB machine. ``once``: the caller's replay
+    of ``trace`` as it is (one repetition of each phase), taken where that is all the
+    budget allows instead of replaying it again.
     """
     from .engine import replay
     from .program import Program
@@ -129,14 +170,19 @@ def replay_steady(trace: Trace, machine, *, reps: int = 4, collectives: str = "a
     if not len(w):
         r = replay(Program.from_trace(trace), machine, collectives=collectives)
         return SteadyState(r.runtime, (), ((), ()), True)
-    c1 = np.minimum(w, reps)
-    c2 = np.minimum(w, 2 * reps)
-    r1 = replay(Program.from_trace(unroll(trace, weights=c1)), machine, collectives=collectives)
-    r2 = replay(Program.from_trace(unroll(trace, weights=c2)), machine, collectives=collectives)
+    per_phase = np.bincount(np.asarray(trace.events["phase"], np.int64), minlength=len(w))[:len(w)]
+    c1, c2 = steady_repetitions(per_phase, w, reps, max_events)
+    full = np.minimum(w, 2 * max(int(reps), 1))
+    reduced = tuple(int(k) for k in np.flatnonzero(c2 < full))
+    r2 = (once if once is not None and np.all(c2 == 1) else
+          replay(Program.from_trace(unroll(trace, weights=c2)), machine, collectives=collectives))
+    r1 = r2 if np.array_equal(c1, c2) else replay(Program.from_trace(unroll(trace, weights=c1)), machine,
+                                                  collectives=collectives)
     t1 = r1.phase_time.max(axis=1)
     t2 = r2.phase_time.max(axis=1)
     grow = c2 - c1
     m = np.where(grow > 0, (t2 - t1) / np.maximum(grow, 1), t2 / np.maximum(c2, 1))
     est = r2.runtime + float(np.sum((w - c2) * np.maximum(m, 0.0)))
     return SteadyState(runtime=est, per_repetition=tuple(map(float, m)),
-                       repetitions=(tuple(map(int, c1)), tuple(map(int, c2))), exact=bool(np.all(w <= c2)))
+                       repetitions=(tuple(map(int, c1)), tuple(map(int, c2))), exact=bool(np.all(w <= c2)),
+                       reduced=reduced)

@@ -280,7 +280,7 @@ def _phase_list(ids: Sequence[Any]) -> str:
             if named else "")
     unnamed = len(ids) - len(named)
     if unnamed:
-        text += (" and " if text else "") + f"{unnamed} the smallest P lacks"
+        text += (" and " if text else "") + f"{unnamed} phase{'s' if unnamed > 1 else ''} the smallest P lacks"
     return text
 
 
@@ -328,7 +328,7 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
     placed at P are left out and reported (:meth:`Models.restricted`; ``strict``: refuse)."""
     from compute_model.crm import left_out_computation
     from replay import Program, load, replay
-    from replay.unroll import replay_steady, unroll
+    from replay.unroll import STEADY_MAX_EVENTS, replay_steady, unroll
 
     say = progress or (lambda m: None)
     models = models.restricted([P], strict=strict)
@@ -354,7 +354,8 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
     w = np.asarray(trace.meta["phase_weights"], float)
     pet = res.pet()
     say(f"P={P:,}: steady-state replay (a few repetitions of each phase)")
-    steady = replay_steady(trace, m, collectives=collectives).runtime
+    ss = replay_steady(trace, m, collectives=collectives, once=res)
+    steady = ss.runtime
     full_t = None
     if full:
         say(f"P={P:,}: full replay ({int((np.bincount(trace.events['phase']) * w).sum()):,} events)")
@@ -371,9 +372,8 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
     warnings = _warnings(models)
     left = left_out_computation(models.refused, P) if models.refused else None
     if models.refused:
-        warnings.insert(0, f"{len(models.refused)} phase(s) not predicted (phases "
-                        + ", ".join(str(r["phase"]) for r in models.refused[:20] if r["phase"] is not None)
-                        + (" ..." if len(models.refused) > 20 else "")
+        warnings.insert(0, f"{len(models.refused)} phase(s) not predicted ("
+                        + _phase_list([r["phase"] for r in models.refused])
                         + f"): they held up to {100 * models.refused_share():.1f}% of a measured signature "
                         "run, which the predicted runtime leaves out"
                         + (f" (their computation alone would add {left['total']:.4g} s at P={P:,})"
@@ -386,6 +386,14 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
                 warnings.append(f"phase {ph.id}: its CRM grows from {a:.4g} s at P={Pfit} to {b:.4g} s at "
                                 f"P={P:,}; computation per process rarely grows under strong scaling, so "
                                 "check the fit (`sigex ipt`) and the signature runs' noise")
+    if ss.reduced:
+        few = [k for k in ss.reduced if ss.repetitions[1][k] == 1]
+        ids = [models.logical.phases[k].id for k in ss.reduced]
+        warnings.append(f"the steady-state replay repeated {_phase_list(ids)} fewer times than the others, to "
+                        f"stay within {STEADY_MAX_EVENTS:,} events (the physical trace at P={P:,} holds "
+                        f"{trace.n_events:,}, one repetition of each phase)"
+                        + (f"; {_phase_list([models.logical.phases[k].id for k in few])} only once: each of "
+                           "their repetitions costs its isolated time, as in PET" if few else ""))
     if abs(pet - steady) > 0.10 * steady:
         warnings.append(f"PET ({pet:.4g} s) and the steady-state replay ({steady:.4g} s) differ by "
                         f"{100 * abs(pet / steady - 1):.0f}%: repetitions of a phase overlap (a pipeline), "

@@ -10,7 +10,9 @@ import pytest
 from compute_model import campaign
 from conftest import ROOT
 from replay import Program, load, replay
-from replay.unroll import unroll
+from hypothesis import given, settings, strategies as st
+
+from replay.unroll import replay_steady, steady_repetitions, unroll
 from signature import load_trace
 
 
@@ -96,3 +98,45 @@ def test_rows_of_an_event_go_with_every_copy_of_it():
     rows, out_ev = _copied_rows(rank, seq, src, len(src), row_rank, row_seq)
     assert out_ev.tolist() == [1, 2, 2, 3, 4, 4, 6, 7, 8]
     assert rows.tolist() == [2, 1, 3, 2, 1, 3, 0, 0, 0]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(events=st.lists(st.integers(1, 10_000), min_size=1, max_size=8), data=st.data(),
+       reps=st.integers(1, 6), budget=st.integers(1, 200_000))
+def test_steady_repetitions_keep_within_the_budget_taking_from_the_largest_phases(events, data, reps, budget):
+    """Each phase gets ``reps`` and ``2 reps`` repetitions (its weight where smaller) while that
+    fits the budget; beyond it the largest phases get fewer first, down to one; c1 <= c2 <= weight."""
+    w = np.array(data.draw(st.lists(st.integers(1, 500), min_size=len(events), max_size=len(events))))
+    e = np.array(events)
+    c1, c2 = steady_repetitions(e, w, reps, budget)
+    assert np.all(1 <= c1) and np.all(c1 <= c2) and np.all(c2 <= w)
+    full1, full2 = np.minimum(w, reps), np.minimum(w, 2 * reps)
+    if e @ full2 <= budget:
+        assert np.array_equal(c1, full1) and np.array_equal(c2, full2)
+    else:
+        assert e @ c2 <= budget or np.all(c2 == 1)
+        for i in range(len(e)):  # a phase of more events per repetition never gets more of them
+            for j in range(len(e)):
+                if e[i] > e[j] and w[i] == w[j]:
+                    assert c2[i] <= c2[j]
+
+
+def test_a_steady_replay_over_its_budget_repeats_the_largest_phase_fewer_times(physical):
+    """The FFT's loop phase is its largest: a budget the default replays would exceed replays it
+    fewer times (named in ``reduced``); a budget under one repetition of each phase leaves every
+    phase at one, whose steady time is then PET's (the isolated repetition, times its weight)."""
+    t = physical["fft2d"]
+    m = load("cluster-a")
+    w = np.asarray(t.meta["phase_weights"])
+    per_phase = np.bincount(t.events["phase"], minlength=len(w))
+    free = replay_steady(t, m)
+    assert free.reduced == () and free.repetitions[1] == tuple(np.minimum(w, 8))
+    loop = int(np.argmax(per_phase * np.minimum(w, 8)))
+    tight = replay_steady(t, m, max_events=int(per_phase @ np.minimum(w, 8)) - 1)
+    assert loop in tight.reduced and tight.repetitions[1][loop] < min(int(w[loop]), 8)
+    assert tight.runtime == pytest.approx(free.runtime, rel=0.01)  # (no pipeline to fill)
+    once = replay_steady(t, m, max_events=1)
+    assert once.repetitions == (tuple([1] * len(w)), tuple([1] * len(w))) and not once.exact
+    r = replay(Program.from_trace(t), m)
+    assert once.runtime == pytest.approx(r.pet(), rel=0.01)
+    assert replay_steady(t, m, max_events=1, once=r).runtime == once.runtime  # (the caller's replay taken)

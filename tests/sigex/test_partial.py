@@ -55,7 +55,7 @@ def test_the_placeable_phases_are_predicted_and_the_others_named(models):
     text = pred.report()
     assert "NOT PREDICTED: 1 phase" in text and "phase 0 (initial" in text
     assert f"{100 * measured[16]:.1f}% (P=16)" in text
-    assert pred.warnings[0].startswith("1 phase(s) not predicted (phases 0)")
+    assert pred.warnings[0].startswith("1 phase(s) not predicted (phase 0)")
     # the model itself is untouched: the caller's Models still hold every phase
     assert len(models.logical.phases) == 3 and not models.refused
 
