@@ -64,6 +64,11 @@ def comm_ids(model: LogicalModel, P: int) -> tuple[dict, int]:
     return base, nxt
 
 
+#: ranks of the first block :func:`write_logical_trace` generates, and the most events of
+#: each block after it (events per rank as the first block had them)
+PROBE_RANKS = 64
+BLOCK_EVENTS = 1 << 20
+
 #: most (rows x ranks) cells of a phase's tables built at once: a phase with a tree or an
 #: exchange of P - 1 stages (:mod:`logical_model.trees`) is built over halves of the block
 MAX_TABLE_CELLS = 1 << 22
@@ -222,7 +227,8 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
                         trace_kind: str = "logical",
                         extra: dict[str, Callable[[dict], np.ndarray]] | None = None,
                         extra_meta: dict | None = None) -> Path:
-    """Stream the logical trace for P to ``path`` (atomically, in blocks of ``block`` ranks).
+    """Stream the logical trace for P to ``path`` (atomically, in blocks of at most ``block``
+    ranks, fewer where that would make more than :data:`BLOCK_EVENTS` events).
 
     ``extra = {column: f}`` adds float64 columns ``f(events)`` computed from each block's
     events (the compute model adds ``t_comp`` and writes ``trace_kind="physical"``)."""
@@ -274,9 +280,15 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
             list_parts: list = []
             n_written = 0
             nc_written = 0
-            for r0 in range(0, P, block):
-                ranks = np.arange(r0, min(P, r0 + block))
+            r0, size = 0, min(block, PROBE_RANKS)  # a first block tells the events per rank
+            while r0 < P:
+                ranks = np.arange(r0, min(P, r0 + size))
                 ev = generate(model, P, ranks, _sizes_cache=bases)
+                r0 += len(ranks)
+                # blocks of at most BLOCK_EVENTS events after it (an all-pairs exchange makes
+                # P - 1 calls per rank: MPB's at P = 1,000 held 16 M events in one block of
+                # 65,536 ranks, 2.3 GB to build at P = 600)
+                size = int(min(block, max(1, BLOCK_EVENTS * len(ranks) // max(len(ev["rank"]), 1))))
                 for c, column in (extra or {}).items():
                     ev[c] = column(ev)
                 ev[work_col] = ev.pop("work")
@@ -291,7 +303,7 @@ def write_logical_trace(model: LogicalModel, P: int, path: str | Path, *, overwr
                 for c, d in cds.items():
                     d.resize((nc_written + nc,))
                     d[nc_written:] = ev["c_" + c].astype(COMPLETION_COLUMNS[c], copy=False)
-                counts[ranks] = np.bincount(ev["rank"] - r0, minlength=len(ranks))
+                counts[ranks] = np.bincount(ev["rank"] - ranks[0], minlength=len(ranks))
                 n_written += n
                 nc_written += nc
                 if progress:

@@ -122,6 +122,23 @@ def test_logical_trace_file_reads_back(models, tmp_path):
         m.logical_trace(1000, path)
 
 
+def test_blocks_cut_by_events_write_the_same_trace(models, tmp_path, monkeypatch):
+    """The writer cuts its blocks of ranks by the events they hold (a probe block, then
+    BLOCK_EVENTS each): blocks of a few ranks, of uneven sizes, write the same events,
+    completions and rank offsets as one block."""
+    from logical_model import writer
+    m = models["cg"]
+    whole = load_trace(m.logical_trace(1000, tmp_path / "whole.h5"))
+    monkeypatch.setattr(writer, "PROBE_RANKS", 3)
+    monkeypatch.setattr(writer, "BLOCK_EVENTS", 1000)
+    cut = load_trace(m.logical_trace(1000, tmp_path / "cut.h5"))
+    assert np.array_equal(whole.rank_offsets, cut.rank_offsets)
+    for c in whole.events:
+        np.testing.assert_array_equal(whole.events[c], cut.events[c], err_msg=c)
+    for c in whole.completions:
+        np.testing.assert_array_equal(whole.completions[c], cut.completions[c], err_msg=c)
+
+
 def test_stencil_grid_rules_at_a_large_non_square_p(models):
     """At P=8192 (dims 128 x 64) every halo message goes to a grid neighbour and back."""
     m = models["stencil"]
