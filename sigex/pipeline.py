@@ -310,15 +310,46 @@ def _warnings(models: Models) -> list[str]:
     return out
 
 
+#: memory a replay in one process takes per event of the trace, at its peak (the trace read,
+#: the Program's matching, the engine): 430 bytes measured on MPB at P = 1,000 (16 M events)
+REPLAY_BYTES_PER_EVENT = 450
+
+
+def available_memory() -> int | None:
+    """Bytes this machine can give a process now (Linux's MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def physical_trace(models: Models, P: int, progress: Callable[[str], None] | None = None):
     """The physical trace for P (machine-independent: one serves every machine), in memory;
-    ``models`` must place every phase there (:meth:`Models.restricted`)."""
+    ``models`` must place every phase there (:meth:`Models.restricted`). Refused, naming the
+    memory it needs, where its replay would take more memory than the machine has left
+    (an all-pairs exchange at P = 4,096 holds 100 M events per repetition)."""
+    import h5py
     from signature import load_trace
 
     models.logical.check_target(P)
     with tempfile.TemporaryDirectory(prefix="sigex-predict-") as tmp:
         (progress or (lambda m: None))(f"P={P:,}: writing the physical trace")
-        return load_trace(models.compute.physical_trace(P, Path(tmp) / f"P{P}.h5"))
+        path = models.compute.physical_trace(P, Path(tmp) / f"P{P}.h5")
+        with h5py.File(path, "r") as f:
+            n = int(f["index"]["rank_offsets"][-1])
+        need, free = n * REPLAY_BYTES_PER_EVENT, available_memory()
+        if free is not None and need > free:
+            raise ExtrapolationError(
+                f"{models.app}: the physical trace at P={P:,} holds {n:,} events (one repetition of each "
+                f"phase); replaying them takes about {need / 2**30:.1f} GiB and this machine has "
+                f"{free / 2**30:.1f} GiB available. Predict at a smaller P, or on a machine with more "
+                "memory (`sigex physical` writes the trace at any P in bounded memory, for `sigex replay` "
+                "there)")
+        return load_trace(path)
 
 
 def predict(models: Models, P: int, machine, *, full: bool = False, collectives: str = "algorithms",

@@ -199,3 +199,18 @@ def test_sigex_replay_on_two_mpi_workers():
         assert two.returncode == 0, two.stderr
         assert says in two.stdout and two.stdout.count("replayed time") == 1
         assert line(two.stdout) == line(one.stdout)
+
+
+def test_a_replay_larger_than_the_free_memory_is_refused_before_it_starts(stencil, monkeypatch):
+    """Where the physical trace's replay would need more memory than the machine has left, the
+    prediction stops before reading it, saying how many events, how much memory and what to do
+    (MPB's all-pairs transposes at P = 1,000 were killed by the kernel at 22 GB, silently)."""
+    import sigex.pipeline as pipeline
+    from signature.errors import ExtrapolationError
+    monkeypatch.setattr(pipeline, "available_memory", lambda: 1 << 20)  # 1 MiB left
+    with pytest.raises(ExtrapolationError, match=r"the physical trace at P=4,096 holds [\d,]+ events .* takes "
+                                                 r"about [\d.]+ GiB and this machine has 0\.0 GiB available\. "
+                                                 r"Predict at a smaller P"):
+        predict(stencil, 4096, "cluster-a")
+    monkeypatch.setattr(pipeline, "available_memory", lambda: None)  # unknown: no check
+    assert predict(stencil, 64, "cluster-a").runtime > 0
