@@ -3323,11 +3323,17 @@ def _slot_model(key: tuple, o_list: list, local: dict, comms: dict, grid: Grid |
             # of one rank may make no call (GROMACS's single PME rank at P = 4 sums nothing)
             colours: dict | None = {}
             skip = False
+            # (communicators that are each one rank at every P, a library's own copy of
+            # MPI_COMM_SELF, excuse none of them: the ranks that call on theirs are a class, as
+            # PETSc's rank 0 broadcasting the options it read to itself)
+            lone_ok = not all(np.all(np.asarray(slot.comm_role.layout(np.arange(o[0]), o[0])[2]) == 1)
+                              for o in o_list)
             for o in o_list:
                 colour, _, size = slot.comm_role.layout(np.arange(o[0]), o[0])
                 size = np.broadcast_to(np.asarray(size), colour.shape)
                 used = np.unique(colour[o[1]])
-                lone = np.setdiff1d(np.unique(colour[(size == 1) & (colour >= 0)]), used)
+                lone = (np.setdiff1d(np.unique(colour[(size == 1) & (colour >= 0)]), used) if lone_ok
+                        else np.zeros(0, colour.dtype))
                 skip |= bool(len(lone))
                 want = np.union1d(used, lone)
                 n = slot.comm_role.n_comms(o[0])

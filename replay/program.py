@@ -53,7 +53,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from signature.errors import TraceFormatError
-from signature.trace import (LIST_DESTS, LIST_SEND, LIST_STARTED, OP_CODE, OPS, PEER_NULL,
+from signature.persistent import started_requests
+from signature.trace import (LIST_DESTS, LIST_SEND, OP_CODE, OPS, PEER_NULL,
                              CommTable, Trace)
 
 from . import _kernel
@@ -602,32 +603,20 @@ def _expand_starts(cols, comp, phase, lists, rank_offsets):
     is_start = is_sa | (op == OP_CODE["Start"])
     if not is_start.any():
         return cols, comp, phase, op.copy(), rank_offsets
-    counts = np.ones(E, np.int64)
-    list_start = np.zeros(E, np.int64)
-    list_len = np.zeros(E, np.int64)
-    values = np.zeros(0, np.int64)
-    if is_sa.any() and lists is not None and len(lists.get("rank", ())):
-        sel = np.asarray(lists["kind"]) == LIST_STARTED
-        lr = np.asarray(lists["rank"], np.int64)[sel]
-        ls = np.asarray(lists["seq"], np.int64)[sel]
-        span = int(max(cols["seq"].max(), ls.max() if len(ls) else 0)) + 1
-        key = cols["rank"] * span + cols["seq"]
-        e = np.minimum(np.searchsorted(key, lr * span + ls), E - 1)
-        ok = (key[e] == lr * span + ls) & is_sa[e]
-        e = e[ok]
-        list_start[e] = np.asarray(lists["start"], np.int64)[sel][ok]
-        list_len[e] = np.asarray(lists["length"], np.int64)[sel][ok]
-        counts[e] = np.maximum(list_len[e], 1)
-        values = np.asarray(lists["values"], np.int64)
+    # the requests of each Startall (one LIST_STARTED row per request, in its order)
+    s_ev, s_req = started_requests(op, cols["rank"], cols["seq"], cols["req"], lists)
+    per = np.bincount(s_ev, minlength=E).astype(np.int64)
+    first_req = np.cumsum(per) - per
+    counts = np.where(is_sa, np.maximum(per, 1), 1)
     src = np.repeat(np.arange(E), counts)
     first_of = np.concatenate([[0], np.cumsum(counts)[:-1]])
     within = np.arange(len(src)) - first_of[src]
     cols = {k: v[src] for k, v in cols.items()}
     comp = np.where(within == 0, comp[src], 0.0)  # the burst goes before the first post
     phase = None if phase is None else np.asarray(phase)[src]
-    took = is_sa[src] & (within < list_len[src])
+    took = is_sa[src] & (within < per[src])
     req = cols["req"].copy()
-    req[took] = values[list_start[src[took]] + within[took]]
+    req[took] = s_req[first_req[src[took]] + within[took]]
     cols["req"] = req
     op = cols["op"]
     n = len(op)

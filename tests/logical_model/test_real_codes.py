@@ -6,7 +6,8 @@ of MPI_COMM_WORLD, row and column communicators from MPI_Comm_split (of MPI_Dims
 grid, and of a fixed number of groups), a hierarchical reduction over groups of ranks and
 their leaders' communicator (also where the one group at P = 4 has every rank), rooted
 collectives whose root sends or receives what the others do not, processor patches of an
-undeclared 2-D block decomposition (each rank's existing neighbours in rank order), LAMMPS's brick
+undeclared 2-D block decomposition (each rank's existing neighbours in rank order; also with
+persistent requests started every step, PETSc's way), LAMMPS's brick
 communication on a declared 3-D grid (calls that exist only where a dimension is over 1
 or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
 split (every 4th rank of another class, each class on its own communicator), a k-point
@@ -49,6 +50,9 @@ CASES = {
     # processor patches of a 2-D block decomposition (OpenFOAM's "simple" method): no grid
     # declared, each rank's existing neighbours in ascending rank order, none past the edge
     "patches": ("patch2d.c", ["6"]),
+    # ... with persistent requests made once and started every step, as PETSc's vector
+    # scatters: the starts post the messages (read as the Irecv and Isend they act as)
+    "patches_persistent": ("patch2d.c", ["6", "persistent"]),
     # a hierarchical reduction: within groups to their first ranks, over the groups on the
     # leaders' own communicator, and back; groups of 2 ranks (a node), or 2 groups of P/2
     "hier_node": ("hier.c", ["6", "node", "2"]),
@@ -128,6 +132,26 @@ def test_extrapolated_exactly_to_an_unseen_p(traced, case):
     model = from_traces(traced[case])
     assert all(ph.extrapolable for ph in model.phases), model.describe()
     assert_same_events(model, traced[case] / "unseen" / f"P{UNSEEN}.h5")
+
+
+@needs_mpi
+def test_persistent_requests_are_the_messages_their_starts_post(traced):
+    """MPI_Startall names no peer: its persistent requests' messages are read as the Irecv and
+    Isend each start posts (with the init calls' peers, tags and sizes), so the model's step
+    sends what the real one does: as many messages at the unseen P as the replay of the real
+    run moves (before, the model placed the starts alone and its trace held no message)."""
+    from replay import Program
+    folder = traced["patches_persistent"]
+    real = load_trace(folder / "unseen" / f"P{UNSEEN}.h5")
+    assert (real.events["op"] == signature.OP_CODE["Startall"]).sum() > 0
+    assert any("MPI_Start/MPI_Startall are read as the nonblocking calls" in n
+               for n in signature.extract(real).notes)
+    model = from_traces(folder)
+    ev = model.events(UNSEEN)
+    w = np.asarray(model.weights(UNSEEN))
+    sends = ev["op"] == signature.OP_CODE["Isend"]
+    assert not (ev["op"] == signature.OP_CODE["Startall"]).any()
+    assert int(np.bincount(ev["phase"][sends], minlength=len(w)) @ w) == len(Program.from_trace(real).msg_src) > 0
 
 
 @needs_mpi

@@ -866,6 +866,36 @@ def test_request_free_names_the_freed_requests(traced):
         assert [e["req"] for e in events(t, r, "Request_free")] == expect
 
 
+def test_starts_are_read_as_the_nonblocking_calls_they_post(traced):
+    """For the signature and the models, each request a start posts is an Irecv or Isend with
+    its init call's peer, tag and size, in the order the Startall lists them; the init calls
+    and frees are left out, their bursts kept; seq numbers each rank's events again and every
+    completion still names its wait; the replay moves the same messages either way (one per
+    started request: the replay once took a Startall's last listed request only)."""
+    from replay import Program
+    from signature.persistent import expand
+    t = traced("persistent")
+    P = t.nprocs
+    u, n = expand(t)
+    assert n == P * (3 + 4)
+    for r in range(P):
+        left, right = (r - 1) % P, (r + 1) % P
+        e = u.rank_events(r)
+        got = [(OPS[o], int(q), int(g)) for o, q, g in zip(e["op"], e["peer"], e["tag"])
+               if OPS[o] in ("Irecv", "Isend", "Waitall", "Wait", "Request_free", "Startall", "Start")]
+        assert got == ([("Irecv", left, 31), ("Isend", right, 31), ("Waitall", -1, -1)] * 3
+                       + [("Irecv", right, 32), ("Isend", left, 32), ("Wait", -1, -1), ("Wait", -1, -1)] * 2)
+        assert np.array_equal(e["seq"], e["seq"][0] + np.arange(len(e["seq"])))
+        waits = set(e["seq"][np.isin(e["op"], [OP_CODE["Waitall"], OP_CODE["Wait"]])].tolist())
+        assert set(u.completions["seq"][u.completions["rank"] == r].tolist()) == waits
+    assert u.events["t_cpu"].sum() == pytest.approx(t.events["t_cpu"].sum())
+    assert u.events["t_comp"].sum() + u.events["t_comm"].sum() == \
+        pytest.approx(t.events["t_comp"].sum() + t.events["t_comm"].sum())
+    for prog in (Program.from_trace(t), Program.from_trace(u)):
+        assert len(prog.msg_src) == P * (3 + 2)
+        assert (prog.msg_send_event >= 0).all() and (prog.msg_recv_event >= 0).all()  # each sent and received
+
+
 # =======================================================================================
 # 4. probes and the pickle API
 # =======================================================================================
