@@ -6,7 +6,7 @@ the mechanisms are general: each is traced at a few P (oversubscribed on a small
 its signatures are extracted at every P, the logical model is fitted at the smaller P and
 placed at a held-out P never fitted, and the whole prediction is made there. Install with
 ``apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples
-nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test`` (all built on Open
+nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev`` (all built on Open
 MPI 4.1; ABINIT, Quantum ESPRESSO and Elk are Fortran, GPAW is Python over its own C
 layer):
 
@@ -35,6 +35,10 @@ layer):
                transforms), TM bands of a square lattice of dielectric rods, 64x64 grid, 8
                bands at 22 k-points; fit 2, 4, 8, held 16 (a P that divides the grid: at
                12, FFTW gives its 64 rows to 11 ranks of 6 and leaves one idle);
+* ``petsc``    PETSc 3.18's SNES tutorial ex5 (``petsc-dev``: the Bratu problem on a 128 x 128
+               DMDA grid the library decomposes itself, Newton with GMRES(30) and block Jacobi
+               ILU, its halos persistent requests started every iteration), compiled from the
+               example the package ships; fit 4, 8, 16, held 12;
 * ``scalapack`` ScaLAPACK 2.2's LU test (``scalapack-mpi-test``, ``xdlu``, Fortran and C over
                BLACS), one LU factorisation and solve of a 960 x 960 matrix in blocks of 32 on
                a P x Q grid (the most square one of P ranks, P <= Q); fit 4, 8, 16, held 12.
@@ -83,7 +87,7 @@ import validate_apps  # noqa: E402  (its logical and predict rows take any cache
 
 OUT = ROOT / "bench" / "_unseen"
 APT = ("apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples "
-       "nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test")
+       "nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev")
 GOAL_COVERAGE = 0.90
 ABINIT_EX = Path("/usr/share/doc/abinit/examples")
 CP2K_EX = Path("/usr/share/doc/cp2k/examples")
@@ -321,6 +325,17 @@ def _xdlu_prepare(run: Path, P: int) -> None:
         f"1\n{p}\n{P // p}\n1.0\nF\n")
 
 
+# ---- PETSc: SNES ex5 (Bratu on a DMDA), built from the package's own example ------------------
+PETSC_DIR = Path("/usr/lib/petscdir/petsc3.18/x86_64-linux-gnu-real")
+PETSC_EX5 = Path("/usr/share/petsc/3.18/share/petsc/examples/src/snes/tutorials/ex5.c")
+
+
+def _petsc_setup(folder: Path) -> None:
+    """ex5 compiled from the example the package ships, against its Open MPI build."""
+    subprocess.run(["mpicc.openmpi", "-O2", f"-I{PETSC_DIR / 'include'}", "-o", str(folder / "ex5"),
+                    str(PETSC_EX5), f"-L{PETSC_DIR / 'lib'}", "-lpetsc_real", "-lm"], check=True)
+
+
 CODES = {
     "abinit": Code("abinit", ("abinit", str(ABINIT_EX / "tbasepar_1.abi")), _abinit_setup,
                    lambda run, P: ["abinit", "pb.abi"], (2, 3, 4), 6,
@@ -348,10 +363,13 @@ CODES = {
                  (8, 12, 16), 24, _stated(r"Converged after (\d+) iterations", "si.txt"), "SCF iterations"),
     "mpb": Code("mpb", ("mpb-mpi",), _mpb_setup, lambda run, P: ["mpb-mpi", "rods.ctl"], (2, 4, 8), 16,
                 _count(r"^\s*linmin: converged", "stdout.txt"), "line minimisations"),
+    "petsc": Code("petsc", ("mpicc.openmpi", str(PETSC_EX5), str(PETSC_DIR / "include" / "petsc.h")), _petsc_setup,
+                  lambda run, P: [str(run.parent / "ex5"), "-da_grid_x", "128", "-da_grid_y", "128", "-snes_monitor"],
+                  (4, 8, 16), 12, _count(r"^\s*\d+ SNES Function norm", "stdout.txt"), "SNES residuals (Newton steps + 1)"),
     "scalapack": Code("scalapack", (str(XDLU),), lambda folder: None, lambda run, P: [str(XDLU)], (4, 8, 16), 12,
                       _count(r"^WALL .* PASSED", "stdout.txt"), "tests passed", prepare=_xdlu_prepare),
 }
-DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw", "mpb", "scalapack")
+DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw", "mpb", "scalapack", "petsc")
 
 
 def capture(code: Code, P: int, force: bool, out: Path) -> dict:
