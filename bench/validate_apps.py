@@ -998,13 +998,13 @@ def predict_row(app: str, out: Path = OUT, fit=FIT_P, held: int = HELD_P) -> dic
         phases.append(row)
     left = (sum(by_id[r["phase"]].share for r in pred.refused)
             if all(r["phase"] in by_id for r in pred.refused) else None)
-    # what the left-out phases' computation alone was predicted to add, against the real
-    # run's same phases (the slowest rank's, all repetitions)
-    est = [f for f in (pred.left_out or {}).get("phases", ())]
-    related = [f for f in est if f["phase"] in by_id]  # (those the real run has a phase like)
-    left_comp = ({"predicted": sum(f["value"] for f in related),
-                  "real": sum(by_id[f["phase"]].computation(real.work_mode) for f in related),
-                  "phases": len(related), "estimated": len(est)} if related else None)
+    # the computation of the phases left out, as predict fits it over P, against what the
+    # real run computed in its phases that no placed phase stands for (each phase's slowest
+    # rank, all repetitions)
+    stands = {by_id[ph["phase"]].id for ph in pred.phases if ph["phase"] in by_id}
+    left_comp = ({"predicted": pred.left_out["total"],
+                  "real": sum(p.computation(real.work_mode) for p in real.phases if p.id not in stands)}
+                 if pred.left_out and pred.left_out["total"] is not None else None)
     placed = [p for p in phases if "computation_real" in p]
     comp_pred = sum(p["computation"] * p["weight"] for p in placed)
     comp_real = sum(p["computation_real"] * p["weight_real"] for p in placed)
@@ -1072,14 +1072,11 @@ def predict_part(apps: list[str], out: Path = OUT, fit=FIT_P, held: int = HELD_P
 
 
 def _left_computation(c: dict | None) -> str:
-    """'0.81/0.91 (-12%)': the left-out phases' computation predicted and real (of those the real
-    run has a phase like), or '-'."""
+    """'0.81/0.91 (-12%)': the left-out phases' computation predicted and real, or '-'."""
     if not c:
         return "-"
     err = f" ({100 * (c['predicted'] / c['real'] - 1):+.0f}%)" if c["real"] > 0 else ""
-    part = (f", {c['phases']} of {c['estimated']} phases" if c.get("estimated", c["phases"]) > c["phases"]
-            else "")
-    return f"{c['predicted']:.3f}/{c['real']:.3f}{err}{part}"
+    return f"{c['predicted']:.3f}/{c['real']:.3f}{err}"
 
 
 def _sampling(r: dict) -> str:

@@ -419,12 +419,15 @@ def fit_class_crm(phase: int, P: Sequence[int], per_rank: Sequence[np.ndarray], 
 
 def left_out_computation(refused: Sequence[dict[str, Any]], P: int) -> dict[str, Any]:
     """What the phases a prediction leaves out would add at P, as far as it can be told:
-    each one's measured computation (the slowest rank's over all its repetitions, the
-    ``measured_computation`` of each entry of :attr:`sigex.pipeline.Models.refused`)
-    fitted over P with the model search, as a CRM is, and taken at P. Their communication
-    follows no model, so this is their computation alone. A phase that some signature run
-    lacks, or that was measured at fewer than 3 P, gets no figure. Returns ``{"total": s,
-    "phases": [{"phase", "formula", "value", "cv_error"}], "without": [phase ids]}``."""
+    their measured computation (each one's slowest rank over all its repetitions, the
+    ``measured_computation`` of each entry of :attr:`sigex.pipeline.Models.refused`),
+    summed per signature run and fitted over P with the model search, as a CRM is, and
+    taken at P (``total``, with its ``formula`` and ``cv_error``). The sum holds the phases
+    some runs lack too (a multigrid set-up whose levels differ with P): what each run
+    spent in phases the prediction does not place. Each phase every run has also gets a
+    figure of its own (``phases``); the others are named in ``without``. Their
+    communication follows no model, so this is their computation alone. Fewer than 3
+    runs give no total (None)."""
     phases, without = [], []
     for r in refused:
         got = {int(p): float(v) for p, v in (r.get("measured_computation") or {}).items()}
@@ -432,16 +435,31 @@ def left_out_computation(refused: Sequence[dict[str, Any]], P: int) -> dict[str,
         if len(present) < 3 or len(present) < len(got) or not all(map(math.isfinite, present.values())):
             without.append(r["phase"])
             continue
-        Ps = sorted(present)
-        if not any(present[p] > 0 for p in Ps):
-            phases.append({"phase": r["phase"], "formula": "0", "value": 0.0, "cv_error": 0.0})
-            continue
-        m = modelsearch.fit(Ps, [present[p] for p in Ps], name=f"computation of left-out phase {r['phase']}",
-                            positive=True)
-        value = max(0.0, float(np.asarray(m.predict(P)).reshape(-1)[0]))
-        phases.append({"phase": r["phase"], "formula": m.formula(), "value": value,
-                       "cv_error": float(m.stats.get("cv_error", float("nan")))})
-    return {"total": float(sum(p["value"] for p in phases)), "phases": phases, "without": without}
+        m = _fit_positive(present, f"computation of left-out phase {r['phase']}")
+        phases.append({"phase": r["phase"], **_at(m, P)})
+    runs: dict[int, float] = {}
+    for r in refused:
+        for p, v in (r.get("measured_computation") or {}).items():
+            runs[int(p)] = runs.get(int(p), 0.0) + (float(v) if math.isfinite(float(v)) else 0.0)
+    total = _at(_fit_positive(runs, "computation of the left-out phases"), P) if len(runs) >= 3 else None
+    return {"total": total["value"] if total else None, "formula": total["formula"] if total else None,
+            "cv_error": total["cv_error"] if total else None, "phases": phases, "without": without}
+
+
+def _fit_positive(points: dict[int, float], name: str):
+    """The model search's fit of ``points`` (P -> seconds, >= 0), or None where all are 0."""
+    Ps = sorted(points)
+    if not any(points[p] > 0 for p in Ps):
+        return None
+    return modelsearch.fit(Ps, [points[p] for p in Ps], name=name, positive=True)
+
+
+def _at(model, P: int) -> dict[str, Any]:
+    """A fitted computation at P: its value (>= 0), formula and cross-validation error."""
+    if model is None:
+        return {"formula": "0", "value": 0.0, "cv_error": 0.0}
+    return {"formula": model.formula(), "value": max(0.0, float(np.asarray(model.predict(P)).reshape(-1)[0])),
+            "cv_error": float(model.stats.get("cv_error", float("nan")))}
 
 
 def fit_crm(phase: int, P: Sequence[int], time: Sequence[float], distant: DistantPoint | None = None,

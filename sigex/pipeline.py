@@ -262,15 +262,11 @@ def _refused_text(refused: Sequence[dict[str, Any]], left: dict[str, Any] | None
                    + (f" (+{len(r['problems']) - 1} more)" if len(r["problems"]) > 1 else ""))
     if len(refused) > len(shown):
         out.append(f"  ... and {len(refused) - len(shown)} more phases (the --json output lists them all)")
-    if left and left["phases"]:
-        k = len(left["phases"])
-        out.append(f"  Their computation alone (the slowest rank's in each, all repetitions, fitted over P) "
-                   f"would add {left['total']:.4g} s at P={P:,}"
-                   + (f" for {k} of the {n} phases" if left["without"] else "")
+    if left and left["total"] is not None:
+        out.append(f"  Their computation alone (each phase's slowest rank, all repetitions, summed per run and "
+                   f"fitted over P: {left['formula']}) would add {left['total']:.4g} s at P={P:,}"
                    + (f": {runtime + left['total']:.4g} s with the predicted runtime" if runtime is not None else "")
-                   + "; their communication is not predicted, so the run would take longer still."
-                   + (f" No figure for {_phase_list(left['without'])}: not in every signature run."
-                      if left["without"] else ""))
+                   + "; their communication is not predicted, so the run would take longer still.")
     return "\n".join(out)
 
 
@@ -408,7 +404,7 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
                         + f"): they held up to {100 * models.refused_share():.1f}% of a measured signature "
                         "run, which the predicted runtime leaves out"
                         + (f" (their computation alone would add {left['total']:.4g} s at P={P:,})"
-                           if left["phases"] else ""))
+                           if left["total"] is not None else ""))
     Pfit = max(models.logical.Ps)
     if P > Pfit:
         at_fit, at_p = models.compute.computation(Pfit), models.compute.computation(P)

@@ -36,22 +36,28 @@ def test_a_computation_on_a_pmnf_law_is_taken_at_the_target(a, b, e, Ps, target)
     assert got["total"] == pytest.approx(f["value"])
 
 
-def test_phases_some_run_lacks_get_no_figure_and_the_others_add_up():
-    Ps = (4, 8, 16)
+def test_phases_some_run_lacks_get_no_figure_of_their_own_but_count_in_the_total():
+    """Each phase every run has gets its own figure; the total fits what every run spent in all
+    the left-out phases, those some runs lack included (their computation is 0 there)."""
+    Ps = (4, 8, 16, 32)
     setup = entry(0, {P: 2.0 / P + 0.5 for P in Ps})
-    output = entry(5, {P: 0.01 * P for P in Ps})
-    only_small = entry(None, {4: 0.3, 8: 0.0, 16: 0.0})  # a phase the correspondence left out
-    unplaced = entry(7, {4: 0.2, 8: float("nan"), 16: 0.1}, {4: 0.1, 8: float("nan"), 16: 0.1})
-    got = left_out_computation([setup, output, only_small, unplaced], 32)
+    output = entry(5, {P: 1.0 / P for P in Ps})
+    only_small = entry(None, {4: 0.3, 8: 0.0, 16: 0.0, 32: 0.0})  # a phase the correspondence left out
+    unplaced = entry(7, {4: 0.2, 8: float("nan"), 16: 0.1, 32: 0.1}, {4: 0.1, 8: float("nan"), 16: 0.1, 32: 0.1})
+    got = left_out_computation([setup, output, only_small, unplaced], 64)
     assert [f["phase"] for f in got["phases"]] == [0, 5]
     assert got["without"] == [None, 7]
-    assert got["phases"][0]["value"] == pytest.approx(2.0 / 32 + 0.5, rel=1e-6)
-    assert got["phases"][1]["value"] == pytest.approx(0.32, rel=1e-6)
-    assert got["total"] == pytest.approx(2.0 / 32 + 0.5 + 0.32, rel=1e-6)
+    assert got["phases"][0]["value"] == pytest.approx(2.0 / 64 + 0.5, rel=1e-6)
+    assert got["phases"][1]["value"] == pytest.approx(1.0 / 64, rel=1e-6)
     assert all(math.isfinite(f["cv_error"]) for f in got["phases"])
+    assert got["total"] > 0 and math.isfinite(got["cv_error"]) and "P" in got["formula"]
+    # without the irregular two, the total is the sum of the laws: 3 / P + 0.5
+    both = left_out_computation([setup, output], 64)
+    assert both["total"] == pytest.approx(3.0 / 64 + 0.5, rel=1e-6)
 
 
 def test_two_runs_are_too_few_and_no_computation_is_zero():
-    assert left_out_computation([entry(1, {4: 1.0, 8: 0.5})], 64)["without"] == [1]
+    two = left_out_computation([entry(1, {4: 1.0, 8: 0.5})], 64)
+    assert two["without"] == [1] and two["total"] is None
     got = left_out_computation([entry(2, {4: 0.0, 8: 0.0, 16: 0.0}, {4: 0.01, 8: 0.01, 16: 0.01})], 64)
     assert got["phases"] == [{"phase": 2, "formula": "0", "value": 0.0, "cv_error": 0.0}] and got["total"] == 0.0

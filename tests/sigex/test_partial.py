@@ -77,7 +77,8 @@ def test_the_left_out_phases_computation_is_fitted_over_p_and_reported(models):
     assert 0.3 * loop < f["value"] < 5 * loop
     text = pred.report()
     assert f"its computation {f['value']:.4g} s at P=64" in text
-    assert f"would add {f['value']:.4g} s at P=64: {pred.runtime + f['value']:.4g} s with the predicted runtime" in text
+    assert f"fitted over P: {f['formula']}) would add {f['value']:.4g} s at P=64: " \
+        f"{pred.runtime + f['value']:.4g} s with the predicted runtime" in text
     assert "their communication is not predicted" in text
     assert pred.warnings[0].endswith(f"(their computation alone would add {f['value']:.4g} s at P=64)")
     assert json.loads(json.dumps(pred.to_dict()))["left_out"]["phases"][0]["phase"] == 0
