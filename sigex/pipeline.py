@@ -323,6 +323,27 @@ def available_memory() -> int | None:
     return None
 
 
+def _nothing_placed(models: Models, P: int, err: ExtrapolationError) -> ExtrapolationError:
+    """``err`` (the refusal of every phase at P), saying what the runs' computation alone,
+    fitted over P, would be there: all a prediction can tell of a code none of whose phases
+    can be placed (Quantum ESPRESSO's Davidson loops, whose phases differ at every P)."""
+    from compute_model.crm import left_out_computation
+    n = len(models.logical.phases)
+    problems = models.logical.phase_problems(P) if models.logical.grid_problem(P) is None else {}
+    if not n or not all(problems.get(k) for k in range(n)):
+        return err  # (a grid to give, or phases some of which can be placed: the error as it is)
+    every = models._leave_out([], {k: problems[k] for k in range(n)})
+    left = left_out_computation(every.refused, P)
+    if left["total"] is None:
+        return err
+    out = ExtrapolationError(f"{err} | no phase can be placed at P={P:,}: the runs' computation alone "
+                             f"(each phase's slowest rank, all repetitions, summed per run and fitted over P: "
+                             f"{left['formula']}) would be {left['total']:.4g} s there; their communication "
+                             "is not predicted")
+    out.detail = getattr(err, "detail", None)
+    return out
+
+
 def physical_trace(models: Models, P: int, progress: Callable[[str], None] | None = None):
     """The physical trace for P (machine-independent: one serves every machine), in memory;
     ``models`` must place every phase there (:meth:`Models.restricted`). Refused, naming the
@@ -358,7 +379,10 @@ def predict(models: Models, P: int, machine, *, full: bool = False, collectives:
     from replay.unroll import STEADY_MAX_EVENTS, replay_steady, unroll
 
     say = progress or (lambda m: None)
-    models = models.restricted([P], strict=strict)
+    try:
+        models = models.restricted([P], strict=strict)
+    except ExtrapolationError as err:
+        raise _nothing_placed(models, P, err) from None
     m = load(machine) if isinstance(machine, (str, Path)) else machine
     if trace is None:
         trace = physical_trace(models, P, progress)

@@ -114,8 +114,17 @@ def test_no_phase_placeable_is_a_refusal(models):
     logical = dataclasses.replace(models.logical, phases=[dataclasses.replace(ph, problems=["broken on purpose"])
                                                           for ph in models.logical.phases])
     m = dataclasses.replace(models, logical=logical, compute=dataclasses.replace(models.compute, logical=logical))
-    with pytest.raises(ExtrapolationError, match="3 phase\\(s\\) not extrapolable"):
+    with pytest.raises(ExtrapolationError, match="3 phase\\(s\\) not extrapolable") as err:
         predict(m, 64, "cluster-a")
+    # what is left to say: the runs' computation, summed over their phases and fitted over P
+    from compute_model.crm import left_out_computation
+    every = [{"phase": ph.id, "measured_share": {s.nprocs: s.phases[k].share for s in models.compute.signatures},
+              "measured_computation": {s.nprocs: s.phases[k].computation(models.logical.work_mode)
+                                       for s in models.compute.signatures}}
+             for k, ph in enumerate(models.logical.phases)]
+    total = left_out_computation(every, 64)["total"]
+    assert total > 0 and f"no phase can be placed at P=64: the runs' computation alone" in str(err.value)
+    assert f"would be {total:.4g} s there; their communication is not predicted" in str(err.value)
 
 
 def test_cli_extrapolate_physical_and_predict(folder, tmp_path, capsys):
