@@ -492,19 +492,33 @@ class Scaling:
     def _ids(self) -> list[int]:
         return self.phase_ids or list(range(len(self.rows[0]["phases"])))
 
+    def _left(self) -> bool:
+        """Whether the rows carry the left-out phases' computation."""
+        return any(r.get("left_out") is not None for r in self.rows)
+
     def csv(self) -> str:
-        head = ["P", "runtime_s", "speedup", "efficiency"] + [f"phase{k}_s" for k in self._ids()]
+        head = (["P", "runtime_s", "speedup", "efficiency"] + [f"phase{k}_s" for k in self._ids()]
+                + (["left_out_computation_s"] if self._left() else []))
         lines = [",".join(head)]
         for r in self.rows:
             lines.append(",".join([str(r["P"]), f"{r['runtime']:.6g}", f"{r['speedup']:.6g}",
-                                   f"{r['efficiency']:.6g}"] + [f"{x:.6g}" for x in r["phases"]]))
+                                   f"{r['efficiency']:.6g}"] + [f"{x:.6g}" for x in r["phases"]]
+                                  + ([f"{r['left_out']:.6g}" if r.get("left_out") is not None else ""]
+                                     if self._left() else [])))
         return "\n".join(lines) + "\n"
 
     def report(self) -> str:
+        left = self._left()
         rows = [(f"{r['P']:,}", f"{r['runtime']:.4f}", f"{r['speedup']:.2f}", f"{100 * r['efficiency']:.0f}%")
+                + ((f"{r['left_out']:.4f}" if r.get("left_out") is not None else "-",) if left else ())
                 for r in self.rows]
+        head = ("P", "runtime (s)", "speedup", "efficiency") + (("left out: computation (s)",) if left else ())
         out = [f"predicted strong scaling of {self.app} on {self.machine} (speedup and efficiency relative to "
-               f"P = {self.rows[0]['P']:,})", table(("P", "runtime (s)", "speedup", "efficiency"), rows, align="rrrr")]
+               f"P = {self.rows[0]['P']:,})", table(head, rows, align="r" * len(head))]
+        if left:
+            out.append("left out: computation (s) is what the phases left out of every point compute there "
+                       "(each one's slowest rank, fitted over P), beside the predicted runtime, which leaves "
+                       "them out")
         if self.measured:
             out.append("measured signature runs (this machine, oversubscribed: wall time is not comparable "
                        "with a dedicated machine): " + ", ".join(f"P={p}: {t:.3f} s" for p, t in sorted(self.measured.items())))
@@ -557,7 +571,9 @@ def scaling(models: Models, Ps: Sequence[int], machine, *, strict: bool = False,
     for p in preds:
         sp = T0 / p.runtime if p.runtime > 0 else float("nan")
         rows.append({"P": p.P, "runtime": p.runtime, "speedup": sp, "efficiency": sp * P0 / p.P,
-                     "phases": [ph["te"] * ph["weight"] for ph in p.phases]})
+                     "phases": [ph["te"] * ph["weight"] for ph in p.phases],
+                     # what the phases left out of every point compute there (fitted over P)
+                     "left_out": p.left_out["total"] if p.left_out else None})
     half = next((r["P"] for r in rows if r["efficiency"] < 0.5), None)
     # the phase whose own efficiency first falls below 50% (the scalability bottleneck)
     bottleneck = None

@@ -106,8 +106,13 @@ def test_a_subset_places_its_phases_exactly_as_the_whole_model(models):
 def test_scaling_keeps_the_same_phases_at_every_p(models):
     curve = scaling(models, [32, 64, 128], "cluster-a")
     assert curve.phase_ids == [1, 2] and all(len(r["phases"]) == 2 for r in curve.rows)
-    assert curve.csv().splitlines()[0].endswith("phase1_s,phase2_s")
+    assert curve.csv().splitlines()[0].endswith("phase1_s,phase2_s,left_out_computation_s")
     assert [r["phase"] for r in curve.refused] == [0] and "NOT PREDICTED" in curve.report()
+    # each point says what the set-up left out computes there, as predict does at that P
+    for r in curve.rows:
+        assert r["left_out"] == pytest.approx(predict(models, r["P"], "cluster-a").left_out["total"])
+        assert curve.csv().splitlines()[1 + curve.rows.index(r)].endswith(f",{r['left_out']:.6g}")
+    assert "left out: computation (s)" in curve.report()
 
 
 def test_no_phase_placeable_is_a_refusal(models):
