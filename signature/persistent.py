@@ -66,12 +66,15 @@ def expand(trace: Trace) -> tuple[Trace, int]:
     expanded = is_start & ok_ev & (per > 0)
     if not expanded.any():
         return trace, 0
-    # requests freed: MPI_Request_free of a persistent point-to-point request is local
+    # the init calls, and the MPI_Request_free of their requests, are local: left out, but
+    # for those of a request some start that stays as it is posts
+    used = np.zeros(n, bool)
+    used[init_of[~expanded[s_ev] & (init_of >= 0)]] = True
+    drop = np.zeros(n, bool)
+    drop[inits] = ~used[inits]
     freed = np.flatnonzero(op == OP_CODE["Request_free"])
     free_init = _last_before(rank[inits], req[inits], inits, rank[freed], req[freed], freed)
-    drop = np.zeros(n, bool)
-    drop[inits] = True
-    drop[freed[free_init >= 0]] = True
+    drop[freed[free_init >= 0]] = drop[free_init[free_init >= 0]]
     # the new events: one per kept event, or one per request an expanded start posts
     count = np.where(drop, 0, np.where(expanded, per, 1))
     src = np.repeat(np.arange(n), count)
@@ -81,11 +84,9 @@ def expand(trace: Trace) -> tuple[Trace, int]:
     posts = np.flatnonzero(expanded[src])  # their new events, in the same order
     init = init_of[sel]
     cols["op"][posts] = _EFFECT[op[init]].astype(cols["op"].dtype)
-    for c in ("peer", "tag", "comm", "bytes"):
-        cols[c][posts] = np.asarray(ev[c])[init]
+    for c in ("peer", "recv_peer", "root", "tag", "comm", "bytes", "recv_bytes"):  # (a receive's size
+        cols[c][posts] = np.asarray(ev[c])[init]                                   # is its recv_bytes)
     cols["req"][posts] = s_req[sel]
-    cols["recv_peer"][posts] = -1
-    cols["recv_bytes"][posts] = 0
     later = posts[k[posts] > 0]  # the second and later posts of a Startall: no time of their own
     if "t_start" in cols and "t_comm" in cols:
         cols["t_start"][later] = cols["t_start"][later] + cols["t_comm"][later]

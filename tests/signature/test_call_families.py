@@ -881,10 +881,15 @@ def test_starts_are_read_as_the_nonblocking_calls_they_post(traced):
     for r in range(P):
         left, right = (r - 1) % P, (r + 1) % P
         e = u.rank_events(r)
-        got = [(OPS[o], int(q), int(g)) for o, q, g in zip(e["op"], e["peer"], e["tag"])
+        got = [(OPS[o], int(q), int(g), int(b), int(rb))
+               for o, q, g, b, rb in zip(e["op"], e["peer"], e["tag"], e["bytes"], e["recv_bytes"])
                if OPS[o] in ("Irecv", "Isend", "Waitall", "Wait", "Request_free", "Startall", "Start")]
-        assert got == ([("Irecv", left, 31), ("Isend", right, 31), ("Waitall", -1, -1)] * 3
-                       + [("Irecv", right, 32), ("Isend", left, 32), ("Wait", -1, -1), ("Wait", -1, -1)] * 2)
+        wait = [w for w in got if w[0] in ("Waitall", "Wait")]
+        assert [w[:3] for w in got] == ([("Irecv", left, 31), ("Isend", right, 31), ("Waitall", -1, -1)] * 3
+                                        + [("Irecv", right, 32), ("Isend", left, 32), ("Wait", -1, -1),
+                                           ("Wait", -1, -1)] * 2)
+        # sizes as the init calls posted them: 8 doubles received, 5 sent; 3 int32 both ways
+        assert [w[3:] for w in got if w not in wait] == [(0, 64), (40, 0)] * 3 + [(0, 12), (12, 0)] * 2
         assert np.array_equal(e["seq"], e["seq"][0] + np.arange(len(e["seq"])))
         waits = set(e["seq"][np.isin(e["op"], [OP_CODE["Waitall"], OP_CODE["Wait"]])].tolist())
         assert set(u.completions["seq"][u.completions["rank"] == r].tolist()) == waits
@@ -894,6 +899,23 @@ def test_starts_are_read_as_the_nonblocking_calls_they_post(traced):
     for prog in (Program.from_trace(t), Program.from_trace(u)):
         assert len(prog.msg_src) == P * (3 + 2)
         assert (prog.msg_send_event >= 0).all() and (prog.msg_recv_event >= 0).all()  # each sent and received
+
+
+def test_a_start_of_a_request_that_is_not_point_to_point_stays_as_it_is(traced):
+    """A Startall that also starts a request no point-to-point init made (here rank 0's send,
+    turned into a persistent collective's init) is left as it is, with the init calls of its
+    requests; the other ranks' starts are expanded."""
+    import dataclasses
+    from signature.persistent import expand
+    t = traced("persistent")
+    ev = {c: v.copy() for c, v in t.events.items()}
+    first_send = int(np.flatnonzero((ev["rank"] == 0) & (ev["op"] == OP_CODE["Send_init"]))[0])
+    ev["op"][first_send] = OP_CODE["Allreduce_init"]
+    u, n = expand(dataclasses.replace(t, events=ev))
+    names = [OPS[o] for o in u.rank_events(0)["op"]]
+    assert names.count("Startall") == 3 and names.count("Recv_init") == 1 and names.count("Allreduce_init") == 1
+    assert n == 3 * t.nprocs + 4 * t.nprocs - 3  # every other start expanded
+    assert "Startall" not in [OPS[o] for o in u.rank_events(1)["op"]]
 
 
 # =======================================================================================
