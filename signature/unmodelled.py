@@ -48,6 +48,10 @@ class UnmodelledCall:
     local: bool
 
     def note(self, runtime: float | None) -> str:
+        if self.name == "MPI calls from other threads":  # (signature._raw.OTHER_THREADS)
+            return (f"{self.calls:,} MPI calls from threads other than the one that called MPI_Init, on "
+                    f"{self.ranks} rank(s): not traced (a library's own threads; the traced thread's "
+                    "time waiting for them is in its bursts)")
         share = ""
         if runtime and runtime > 0:
             share = f", {100 * self.max_rank_seconds / runtime:.1f}% of the run on the busiest rank"

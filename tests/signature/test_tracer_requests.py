@@ -56,3 +56,37 @@ def test_isendrecv_and_untraced_requests(run_traced, tmp_path):
     assert any(n.startswith(("MPI_File_iwrite_at called 3 times on 3 rank(s): not modelled",
                              "MPI_File_iwrite_at_c called 3 times on 3 rank(s): not modelled"))
                for n in notes), notes
+
+
+THREADED = """
+import threading
+from mpi4py import MPI
+import numpy as np
+c = MPI.COMM_WORLD
+r, P = c.rank, c.size
+assert MPI.Query_thread() == MPI.THREAD_MULTIPLE
+side = c.Dup()                       # (traced: the calling thread's)
+def work():                          # a library's own thread: two calls on its communicator
+    side.Barrier()
+    side.Allreduce(np.ones(1), np.empty(1))
+t = threading.Thread(target=work)
+t.start(); t.join()
+x = np.zeros(3)
+c.Allreduce(np.ones(3), x)           # the traced thread goes on
+assert x[0] == P
+"""
+
+
+def test_calls_from_another_thread_are_counted_and_named_not_a_broken_trace(run_traced):
+    """MPI calls from a thread other than MPI_Init's (PT-SCOTCH's, partitioning DOLFINx's mesh)
+    are not recorded: the trace stays complete, their count per rank is in its unmodelled
+    calls and every report names them (before, the whole run was marked incomplete)."""
+    from signature import extract
+    t = run_traced(THREADED, 3, name="threads").trace
+    assert t.complete
+    assert [t.op_name(o) for o in t.rank_events(0)["op"]][:3] == ["Init", "Comm_dup", "Allreduce"]
+    row = t.meta["unmodelled_calls"]["MPI calls from other threads"]
+    assert row["calls"] == 2 * 3 and row["ranks"] == 3
+    note = "6 MPI calls from threads other than the one that called MPI_Init, on 3 rank(s): not traced"
+    assert any(n.startswith(note) for n in unmodelled_notes(t.meta))
+    assert any(n.startswith(note) for n in extract(t).unmodelled)
