@@ -198,6 +198,18 @@ def note_trace(sig, trace) -> None:
         _EXTRAS[ph] = {"aux": aux, "lists": per_event}
 
 
+def renamed(old, new):
+    """``new``, a copy of the signature phase ``old`` under another id (the phases of runs
+    :func:`~logical_model.correspond.correspond` relates), with what :func:`note_trace`
+    kept for ``old``: without it a run whose phases were renumbered lost its
+    neighbourhood collectives' lists (DOLFINx's halo updates were refused as "not read
+    from the traces")."""
+    got = _EXTRAS.get(old)
+    if got is not None:
+        _EXTRAS[new] = got
+    return new
+
+
 def _rows(a: np.ndarray) -> np.ndarray:
     """Each row of an int64 matrix as one opaque value (equal rows, equal values)."""
     a = np.ascontiguousarray(a, np.int64)

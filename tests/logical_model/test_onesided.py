@@ -171,6 +171,21 @@ def test_neighbourhoods_without_their_lists_are_refused_by_name(traced):
     assert all(ph.extrapolable for ph in build(sigs).phases)
 
 
+def test_neighbourhood_lists_follow_a_phase_the_runs_number_otherwise(traced):
+    """Where the runs' phase lists differ (a phase only one run has), the correspondence
+    renumbers the others' phases; their neighbourhood lists go with them, and the loop is
+    placed as before (it was refused as if the lists had never been read: DOLFINx)."""
+    import dataclasses
+    from logical_model import build, read_signatures
+    sigs, grids = read_signatures([traced["nbr_torus"] / f"P{P}.h5" for P in FIT])
+    extra = dataclasses.replace(sigs[1].phases[0], id=99, share=0.0)  # (an object of its own)
+    sigs[1] = dataclasses.replace(sigs[1], phases=(sigs[1].phases[0], extra, *sigs[1].phases[1:]))
+    model = build(sigs, grids=grids)
+    loop = next(ph for ph in model.phases if ph.kind == "loop")
+    assert loop.extrapolable, loop.problems
+    assert [d["id"] for d in model.left_out] == [None]
+
+
 # ---- the list-position rule search on synthetic neighbourhoods -----------------------------
 def _torus_lists(P: int, disps, periods, nbytes):
     """Each rank's destinations on the MPI_Dims_create(P, 2) grid at displacements ``disps``
