@@ -6,7 +6,7 @@ the mechanisms are general: each is traced at a few P (oversubscribed on a small
 its signatures are extracted at every P, the logical model is fitted at the smaller P and
 placed at a held-out P never fitted, and the whole prediction is made there. Install with
 ``apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples
-nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev`` (all built on Open
+nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev python3-dolfinx`` (all built on Open
 MPI 4.1; ABINIT, Quantum ESPRESSO and Elk are Fortran, GPAW is Python over its own C
 layer):
 
@@ -39,6 +39,10 @@ layer):
                DMDA grid the library decomposes itself, Newton with GMRES(30) and block Jacobi
                ILU, its halos persistent requests started every iteration), compiled from the
                example the package ships; fit 4, 8, 16, held 12;
+* ``dolfinx``  DOLFINx 0.5 (``python3-dolfinx``: finite elements over PETSc, its mesh
+               partitioned by PT-SCOTCH, halos as neighbourhood collectives), a P1 Poisson
+               problem on a 20^3 unit cube solved 4 times with CG + Jacobi, from a script
+               this bench writes; fit 4, 8, 16, held 12;
 * ``scalapack`` ScaLAPACK 2.2's LU test (``scalapack-mpi-test``, ``xdlu``, Fortran and C over
                BLACS), one LU factorisation and solve of a 960 x 960 matrix in blocks of 32 on
                a P x Q grid (the most square one of P ranks, P <= Q); fit 4, 8, 16, held 12.
@@ -87,7 +91,7 @@ import validate_apps  # noqa: E402  (its logical and predict rows take any cache
 
 OUT = ROOT / "bench" / "_unseen"
 APT = ("apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples "
-       "nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev")
+       "nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev python3-dolfinx")
 GOAL_COVERAGE = 0.90
 ABINIT_EX = Path("/usr/share/doc/abinit/examples")
 CP2K_EX = Path("/usr/share/doc/cp2k/examples")
@@ -336,6 +340,41 @@ def _petsc_setup(folder: Path) -> None:
                     str(PETSC_EX5), f"-L{PETSC_DIR / 'lib'}", "-lpetsc_real", "-lm"], check=True)
 
 
+# ---- DOLFINx: a Poisson solve on a unit cube (our script, the package's library) ------------------
+_DOLFINX_SCRIPT = """\
+# P1 Poisson on a 20^3 unit cube (DOLFINx 0.5: mesh partitioned by the library, PETSc CG + Jacobi), solved 4 times
+from mpi4py import MPI
+import numpy as np
+import ufl
+from petsc4py.PETSc import ScalarType
+from dolfinx import fem, mesh
+from dolfinx.fem.petsc import LinearProblem
+
+domain = mesh.create_unit_cube(MPI.COMM_WORLD, 20, 20, 20)
+V = fem.FunctionSpace(domain, ("Lagrange", 1))
+facets = mesh.locate_entities_boundary(domain, 2, lambda x: np.full(x.shape[1], True))
+bc = fem.dirichletbc(ScalarType(0), fem.locate_dofs_topological(V, 2, facets), V)
+u, v = ufl.TrialFunction(V), ufl.TestFunction(V)
+a = ufl.dot(ufl.grad(u), ufl.grad(v)) * ufl.dx
+L = fem.Constant(domain, ScalarType(1)) * v * ufl.dx
+problem = LinearProblem(a, L, bcs=[bc], petsc_options={"ksp_type": "cg", "pc_type": "jacobi", "ksp_rtol": 1e-10})
+for _ in range(4):
+    problem.solve()
+if MPI.COMM_WORLD.rank == 0:
+    print("CG iterations", problem.solver.getIterationNumber())
+"""
+
+
+#: where Debian puts dolfinx (beside the PETSc build it uses, or with the other modules)
+DOLFINX = next((p for p in (Path("/usr/lib/petsc/lib/python3/dist-packages/dolfinx/__init__.py"),
+                            Path("/usr/lib/python3/dist-packages/dolfinx/__init__.py")) if p.exists()),
+               Path("/usr/lib/python3/dist-packages/dolfinx/__init__.py"))
+
+
+def _dolfinx_setup(folder: Path) -> None:
+    (folder / "poisson.py").write_text(_DOLFINX_SCRIPT)
+
+
 CODES = {
     "abinit": Code("abinit", ("abinit", str(ABINIT_EX / "tbasepar_1.abi")), _abinit_setup,
                    lambda run, P: ["abinit", "pb.abi"], (2, 3, 4), 6,
@@ -366,10 +405,15 @@ CODES = {
     "petsc": Code("petsc", ("mpicc.openmpi", str(PETSC_EX5), str(PETSC_DIR / "include" / "petsc.h")), _petsc_setup,
                   lambda run, P: [str(run.parent / "ex5"), "-da_grid_x", "128", "-da_grid_y", "128", "-snes_monitor"],
                   (4, 8, 16), 12, _count(r"^\s*\d+ SNES Function norm", "stdout.txt"), "SNES residuals (Newton steps + 1)"),
+    # (Debian's python3, whose dolfinx and mpi4py link Open MPI)
+    "dolfinx": Code("dolfinx", (str(DOLFINX), "/usr/bin/python3"),
+                    _dolfinx_setup, lambda run, P: ["/usr/bin/python3", "poisson.py"], (4, 8, 16), 12,
+                    _stated(r"CG iterations (\d+)", "stdout.txt"), "CG iterations (last solve)",
+                    env=lambda: {"OMP_NUM_THREADS": "1"}),
     "scalapack": Code("scalapack", (str(XDLU),), lambda folder: None, lambda run, P: [str(XDLU)], (4, 8, 16), 12,
                       _count(r"^WALL .* PASSED", "stdout.txt"), "tests passed", prepare=_xdlu_prepare),
 }
-DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw", "mpb", "scalapack", "petsc")
+DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw", "mpb", "scalapack", "petsc", "dolfinx")
 
 
 def capture(code: Code, P: int, force: bool, out: Path) -> dict:
