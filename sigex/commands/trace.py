@@ -132,6 +132,8 @@ def run(opts: argparse.Namespace) -> int:
         print(f"wrote {res.path}: P={t.nprocs}, {t.n_events} events, runtime {t.runtime:.3f} s, "
               f"{t.work_mode} mode")
         return 0
-    print(f"sigex trace: error: the run failed (exit {res.returncode}); wrote {res.path} marked "
-          f"incomplete: {t.meta.get('incomplete_reason')}", file=sys.stderr)
+    what = (f"the run failed (exit {res.returncode})" if res.returncode else
+            "the run finished (exit 0), but its trace is not whole")
+    print(f"sigex trace: error: {what}; wrote {res.path} marked incomplete: "
+          f"{t.meta.get('incomplete_reason')}", file=sys.stderr)
     return 1
