@@ -1,4 +1,4 @@
-"""Persistent point-to-point requests, seen as the calls they act as.
+"""Persistent requests, seen as the calls they act as.
 
 ``MPI_Send_init`` (``Ssend_init``, ``Bsend_init``, ``Rsend_init``) and ``MPI_Recv_init``
 make a request once; every ``MPI_Start`` or ``MPI_Startall`` then posts it as the
@@ -13,8 +13,10 @@ at P = 12 had none of the real run's 23,528).
 posts is an event of its nonblocking form, with the peer, tag, communicator and size of
 its init call and the request's id; the init calls and the ``MPI_Request_free`` of those
 requests, local calls, are left out, their bursts and time added to the rank's next
-event. Waits keep their completions. Persistent collectives (MPI-4 ``*_init``) and
-starts whose request has no init call in the trace stay as they are. The replay takes
+event. Waits keep their completions. The MPI-4 persistent collectives are read the same
+way (``MPI_Allreduce_init``'s starts as ``MPI_Iallreduce`` calls), but for the v, w and
+neighbourhood forms, whose per-peer lists belong to the init call: their starts stay as
+they are, as do starts whose request has no init call in the trace. The replay takes
 captured traces as they are and expands their starts itself, the same way
 (``replay.program``).
 """
@@ -29,9 +31,14 @@ from .trace import LIST_STARTED, OP_CODE, Trace
 
 __all__ = ["expand", "started_requests", "INIT_AS"]
 
-#: each persistent point-to-point init call and the nonblocking call its starts post
+#: each persistent init call and the nonblocking call its starts post: point to point, and
+#: the MPI-4 collectives whose sizes need no per-peer lists (the v and w forms, and the
+#: neighbourhood ones, keep their starts: their lists belong to the init call)
 INIT_AS = {"Send_init": "Isend", "Ssend_init": "Issend", "Bsend_init": "Ibsend", "Rsend_init": "Irsend",
-           "Recv_init": "Irecv"}
+           "Recv_init": "Irecv",
+           **{f"{c}_init": f"I{c[0].lower()}{c[1:]}" for c in (
+               "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Scatter", "Allgather", "Alltoall",
+               "Reduce_scatter_block", "Scan", "Exscan")}}
 _INIT = np.zeros(256, bool)
 _EFFECT = np.arange(256, dtype=np.int64)
 for _k, _v in INIT_AS.items():
@@ -42,7 +49,7 @@ _COST = ("t_comp", "t_cpu", "ctx_switches", "instr", "cycles", "llc_misses")
 
 
 def expand(trace: Trace) -> tuple[Trace, int]:
-    """The trace with persistent point-to-point requests as the nonblocking calls their
+    """The trace with persistent requests as the nonblocking calls their
     starts post (see the module), and how many starts were expanded (0: the trace as it
     is)."""
     ev = trace.events
@@ -60,7 +67,7 @@ def expand(trace: Trace) -> tuple[Trace, int]:
     per = np.bincount(s_ev, minlength=n).astype(np.int64)
     inits = np.flatnonzero(_INIT[op] & (req >= 0))
     init_of = _last_before(rank[inits], req[inits], inits, rank[s_ev], s_req, s_ev)
-    # a start is expanded where every request it posts is a point-to-point one with its init
+    # a start is expanded where every request it posts has its init call (of a kind INIT_AS reads)
     ok_ev = np.ones(n, bool)
     np.logical_and.at(ok_ev, s_ev, init_of >= 0)
     expanded = is_start & ok_ev & (per > 0)

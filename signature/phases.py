@@ -349,14 +349,15 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     """
     if not check and not trace.complete:
         raise IncompleteTraceError(f"{trace.name}: the traced run did not finish")
-    # persistent point-to-point requests as the nonblocking calls their starts post (the
-    # communication is in the starts, which name no peer: signature/persistent.py)
+    # persistent requests as the nonblocking calls their starts post (the communication is
+    # in the starts, which name no peer: signature/persistent.py)
     trace, n_started = persistent.expand(trace)
     notes = check_messages(trace) if check else []
     if n_started:
         notes.append(f"{n_started:,} calls of MPI_Start/MPI_Startall are read as the nonblocking calls they post "
-                     "(Isend, Irecv, ... of each persistent request, with its init call's peer, tag and size); "
-                     "the init calls and MPI_Request_free of those requests, local, are left out")
+                     "(Isend, Irecv, Iallreduce, ... of each persistent request, with its init call's peer or "
+                     "root, tag and size); the init calls and MPI_Request_free of those requests, local, are "
+                     "left out")
     ev = trace.events
     P = trace.nprocs
     rotation = rotating_roots(trace)  # (the root column, a rotation's calls keyed as one)

@@ -901,19 +901,20 @@ def test_starts_are_read_as_the_nonblocking_calls_they_post(traced):
         assert (prog.msg_send_event >= 0).all() and (prog.msg_recv_event >= 0).all()  # each sent and received
 
 
-def test_a_start_of_a_request_that_is_not_point_to_point_stays_as_it_is(traced):
-    """A Startall that also starts a request no point-to-point init made (here rank 0's send,
-    turned into a persistent collective's init) is left as it is, with the init calls of its
-    requests; the other ranks' starts are expanded."""
+def test_a_start_of_a_request_whose_init_is_not_read_stays_as_it_is(traced):
+    """A Startall that also starts a request whose init call is not read as a nonblocking
+    call (here rank 0's send, turned into a persistent Alltoallv's init, whose per-peer lists
+    belong to the init) is left as it is, with the init calls of its requests; the other
+    ranks' starts are expanded."""
     import dataclasses
     from signature.persistent import expand
     t = traced("persistent")
     ev = {c: v.copy() for c, v in t.events.items()}
     first_send = int(np.flatnonzero((ev["rank"] == 0) & (ev["op"] == OP_CODE["Send_init"]))[0])
-    ev["op"][first_send] = OP_CODE["Allreduce_init"]
+    ev["op"][first_send] = OP_CODE["Alltoallv_init"]
     u, n = expand(dataclasses.replace(t, events=ev))
     names = [OPS[o] for o in u.rank_events(0)["op"]]
-    assert names.count("Startall") == 3 and names.count("Recv_init") == 1 and names.count("Allreduce_init") == 1
+    assert names.count("Startall") == 3 and names.count("Recv_init") == 1 and names.count("Alltoallv_init") == 1
     assert n == 3 * t.nprocs + 4 * t.nprocs - 3  # every other start expanded
     assert "Startall" not in [OPS[o] for o in u.rank_events(1)["op"]]
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from conftest import needs_mpi
 from signature import unmodelled_notes
-from signature.trace import PEER_NONE
+from signature.trace import OP_CODE, PEER_NONE
 
 pytestmark = needs_mpi
 
@@ -90,3 +90,21 @@ def test_calls_from_another_thread_are_counted_and_named_not_a_broken_trace(run_
     note = "6 MPI calls from threads other than the one that called MPI_Init, on 3 rank(s): not traced"
     assert any(n.startswith(note) for n in unmodelled_notes(t.meta))
     assert any(n.startswith(note) for n in extract(t).unmodelled)
+
+
+def test_a_persistent_collective_s_starts_are_read_as_the_nonblocking_collective(run_traced, tmp_path):
+    """MPI_Bcast_init once, MPI_Start then: the signature reads the start as the MPI_Ibcast it
+    posts, with the init's root, communicator and size (the model placed a Start alone, and
+    its logical trace held no broadcast); the init and the free, local, are left out."""
+    from signature.persistent import expand
+    t = run_traced(SCRIPT.replace("PATH", repr(str(tmp_path / "f.bin"))), 3, name="isr").trace
+    u, n = expand(t)
+    assert n == 3
+    for r in range(3):
+        ev, old = u.rank_events(r), t.rank_events(r)
+        names = [u.op_name(o) for o in ev["op"]]
+        assert names[:7] == ["Init", "Isendrecv", "Wait", "Isendrecv_replace", "Wait", "Ibcast", "Wait"]
+        assert "Bcast_init" not in names and "Start" not in names and "Request_free" not in names
+        init = int(np.flatnonzero(old["op"] == OP_CODE["Bcast_init"])[0])
+        for c in ("root", "comm", "bytes", "recv_bytes"):
+            assert ev[c][5] == old[c][init], c
