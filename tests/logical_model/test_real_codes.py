@@ -7,7 +7,8 @@ grid, and of a fixed number of groups), a hierarchical reduction over groups of 
 their leaders' communicator (also where the one group at P = 4 has every rank), rooted
 collectives whose root sends or receives what the others do not, processor patches of an
 undeclared 2-D block decomposition (each rank's existing neighbours in rank order; also with
-persistent requests started every step, PETSc's way), LAMMPS's brick
+persistent requests started every step, PETSc's way; and PETSc's set-up, rank 0 alone
+broadcasting on its own copy of MPI_COMM_SELF), LAMMPS's brick
 communication on a declared 3-D grid (calls that exist only where a dimension is over 1
 or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
 split (every 4th rank of another class, each class on its own communicator), a k-point
@@ -50,6 +51,9 @@ CASES = {
     # processor patches of a 2-D block decomposition (OpenFOAM's "simple" method): no grid
     # declared, each rank's existing neighbours in ascending rank order, none past the edge
     "patches": ("patch2d.c", ["6"]),
+    # PETSc's set-up: rank 0 alone broadcasts on its own copy of MPI_COMM_SELF (every rank has
+    # copies of it), a collective of one rank a class of ranks makes
+    "selfcomm": ("selfcomm.c", ["6"]),
     # ... with persistent requests made once and started every step, as PETSc's vector
     # scatters: the starts post the messages (read as the Irecv and Isend they act as)
     "patches_persistent": ("patch2d.c", ["6", "persistent"]),
