@@ -427,7 +427,8 @@ def left_out_computation(refused: Sequence[dict[str, Any]], P: int) -> dict[str,
     spent in phases the prediction does not place. Each phase every run has also gets a
     figure of its own (``phases``); the others are named in ``without``. Their
     communication follows no model, so this is their computation alone. Fewer than 3
-    runs give no total (None)."""
+    runs that have any of the phases give no total (None), nor does a fit that cannot be
+    cross-validated."""
     phases, without = [], []
     for r in refused:
         got = {int(p): float(v) for p, v in (r.get("measured_computation") or {}).items()}
@@ -438,10 +439,19 @@ def left_out_computation(refused: Sequence[dict[str, Any]], P: int) -> dict[str,
         m = _fit_positive(present, f"computation of left-out phase {r['phase']}")
         phases.append({"phase": r["phase"], **_at(m, P)})
     runs: dict[int, float] = {}
+    has: set[int] = set()  # the runs that have any of the left-out phases
     for r in refused:
         for p, v in (r.get("measured_computation") or {}).items():
-            runs[int(p)] = runs.get(int(p), 0.0) + (float(v) if math.isfinite(float(v)) else 0.0)
-    total = _at(_fit_positive(runs, "computation of the left-out phases"), P) if len(runs) >= 3 else None
+            v = float(v) if math.isfinite(float(v)) else 0.0
+            runs[int(p)] = runs.get(int(p), 0.0) + v
+            if v > 0 or r["measured_share"].get(p, 0.0) > 0:
+                has.add(int(p))
+    # (a run that lacks every left-out phase says nothing of them: MPB's at P = 2, where the
+    # phases it leaves out at 4 and 8 do not exist yet; three runs that have them, or no figure)
+    had = {p: v for p, v in runs.items() if p in has}
+    total = _at(_fit_positive(had, "computation of the left-out phases"), P) if len(had) >= 3 else None
+    if total is not None and not math.isfinite(total["cv_error"]):
+        total = None  # (a fit no point cross-validates: no figure rather than a wrong one)
     return {"total": total["value"] if total else None, "formula": total["formula"] if total else None,
             "cv_error": total["cv_error"] if total else None, "phases": phases, "without": without}
 

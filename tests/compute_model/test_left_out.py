@@ -61,3 +61,14 @@ def test_two_runs_are_too_few_and_no_computation_is_zero():
     assert two["without"] == [1] and two["total"] is None
     got = left_out_computation([entry(2, {4: 0.0, 8: 0.0, 16: 0.0}, {4: 0.01, 8: 0.01, 16: 0.01})], 64)
     assert got["phases"] == [{"phase": 2, "formula": "0", "value": 0.0, "cv_error": 0.0}] and got["total"] == 0.0
+
+
+def test_runs_that_lack_every_left_out_phase_are_not_fitted_as_zero():
+    """Phases the smallest run does not have yet (MPB's at P = 2) are fitted on the runs that
+    have them: with three of those their law is found, with two there is no figure (before, the
+    lacking run's 0 pulled the fit to 0 at every P)."""
+    late = entry(None, {2: 0.0, 4: 1.0 / 4 + 0.1, 8: 1.0 / 8 + 0.1, 16: 1.0 / 16 + 0.1},
+                 {2: 0.0, 4: 0.06, 8: 0.06, 16: 0.06})
+    assert left_out_computation([late], 64)["total"] == pytest.approx(1.0 / 64 + 0.1, rel=1e-6)
+    two = entry(None, {2: 0.0, 4: 0.02, 8: 0.015}, {2: 0.0, 4: 0.06, 8: 0.06})
+    assert left_out_computation([two], 16)["total"] is None
