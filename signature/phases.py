@@ -214,9 +214,10 @@ def check_messages(trace: Trace) -> list[str]:
     pair, and the replay keeps them unmatched.
 
     Pairs are counted per (source, destination, communicator). Receives posted with
-    MPI_ANY_SOURCE take their source from the completion record. Traces with
-    persistent requests (Start/Startall) are not checked (their traffic is in the
-    requests, not the events).
+    MPI_ANY_SOURCE take their source from the completion record. Traces with starts of
+    persistent requests are not checked (their traffic is in the requests, not the
+    events): :func:`extract` checks them once :mod:`signature.persistent` has read the
+    starts as the calls they post.
     """
     ev = trace.events
     if not trace.complete:
@@ -347,7 +348,9 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     >>> [(p.kind, p.weight) for p in sig.phases]
     [('initial', 1), ('loop', 90), ('loop', 10), ('final', 1)]
     """
-    if not check and not trace.complete:
+    if not trace.complete:
+        if check:
+            check_messages(trace)  # (it says why the run did not finish)
         raise IncompleteTraceError(f"{trace.name}: the traced run did not finish")
     # persistent requests as the nonblocking calls their starts post (the communication is
     # in the starts, which name no peer: signature/persistent.py)
