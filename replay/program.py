@@ -591,7 +591,7 @@ def _csr(owners: list[np.ndarray], values: list[np.ndarray], n: int) -> tuple[np
     return offsets, value[order]
 
 
-def _expand_starts(cols, comp, phase, lists, rank_offsets):
+def _expand_starts(cols, comp, phase, lists, rank_offsets, name: str = "the trace"):
     """One event per request started by Start/Startall, acting as the nonblocking
     post of its ``*_init`` call (same peer, tag, communicator, size).
 
@@ -604,7 +604,7 @@ def _expand_starts(cols, comp, phase, lists, rank_offsets):
     if not is_start.any():
         return cols, comp, phase, op.copy(), rank_offsets
     # the requests of each Startall (one LIST_STARTED row per request, in its order)
-    s_ev, s_req = started_requests(op, cols["rank"], cols["seq"], cols["req"], lists)
+    s_ev, s_req = started_requests(op, cols["rank"], cols["seq"], cols["req"], lists, name)
     per = np.bincount(s_ev, minlength=E).astype(np.int64)
     first_req = np.cumsum(per) - per
     counts = np.where(is_sa, np.maximum(per, 1), 1)
@@ -660,7 +660,7 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
         i = int(bad[0])
         raise TraceFormatError(f"{name}: rank {cols['rank'][i]} seq {cols['seq'][i]} "
                                f"({OPS[cols['op'][i]]}): compute burst {float(comp[i])!r} is not a time >= 0")
-    cols, comp, phase, act, rank_offsets = _expand_starts(cols, comp, phase, lists, rank_offsets)
+    cols, comp, phase, act, rank_offsets = _expand_starts(cols, comp, phase, lists, rank_offsets, name)
     E = len(act)
     rank, seq, op, req = cols["rank"], cols["seq"], cols["op"], cols["req"]
     peer, comm, tag = cols["peer"], cols["comm"], cols["tag"]

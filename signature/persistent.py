@@ -27,6 +27,7 @@ import dataclasses
 
 import numpy as np
 
+from .errors import TraceFormatError
 from .trace import LIST_STARTED, OP_CODE, Trace
 
 __all__ = ["expand", "started_requests", "INIT_AS"]
@@ -63,7 +64,7 @@ def expand(trace: Trace) -> tuple[Trace, int]:
     seq = np.asarray(ev["seq"], np.int64)
     req = np.asarray(ev["req"], np.int64)
     lists = trace.lists
-    s_ev, s_req = started_requests(op, rank, seq, req, lists)
+    s_ev, s_req = started_requests(op, rank, seq, req, lists, trace.name)
     per = np.bincount(s_ev, minlength=n).astype(np.int64)
     inits = np.flatnonzero(_INIT[op] & (req >= 0))
     init_of = _last_before(rank[inits], req[inits], inits, rank[s_ev], s_req, s_ev)
@@ -137,7 +138,7 @@ def expand(trace: Trace) -> tuple[Trace, int]:
 
 
 def started_requests(op: np.ndarray, rank: np.ndarray, seq: np.ndarray, req: np.ndarray,
-                     lists: dict | None) -> tuple[np.ndarray, np.ndarray]:
+                     lists: dict | None, name: str = "the trace") -> tuple[np.ndarray, np.ndarray]:
     """The requests each MPI_Start and MPI_Startall posts: (event, request id) pairs in
     event order, a Startall's in the order it lists them. A Start posts its own ``req``;
     a Startall the values of its LIST_STARTED rows, which the tracers write one per
@@ -160,8 +161,12 @@ def started_requests(op: np.ndarray, rank: np.ndarray, seq: np.ndarray, req: np.
         row_len = np.asarray(lists["length"], np.int64)[rows][ok]
         values = np.asarray(lists["values"], np.int64)
     singles = np.flatnonzero(np.asarray(op) == start)
+    at = _ranges(row_first, row_len)
+    if at.size and (at.min() < 0 or at.max() >= len(values)):
+        raise TraceFormatError(f"{name}: a Startall's list of started requests points past the lists' "
+                               f"values ({int(at.max())} of {len(values)}); the trace is damaged")
     s_ev = np.concatenate([singles, np.repeat(row_ev, row_len)])
-    s_req = np.concatenate([req[singles], values[_ranges(row_first, row_len)]])
+    s_req = np.concatenate([req[singles], values[at]])
     order = np.argsort(s_ev, kind="stable")  # (a Startall's rows stay in their order)
     return s_ev[order], s_req[order]
 

@@ -899,6 +899,15 @@ def test_starts_are_read_as_the_nonblocking_calls_they_post(traced):
     for prog in (Program.from_trace(t), Program.from_trace(u)):
         assert len(prog.msg_src) == P * (3 + 2)
         assert (prog.msg_send_event >= 0).all() and (prog.msg_recv_event >= 0).all()  # each sent and received
+    # a damaged list of started requests is named, by the signature and by the replay alike
+    import dataclasses
+    from signature.errors import TraceFormatError
+    lists = {k: np.asarray(v).copy() for k, v in t.lists.items()}
+    lists["start"][lists["kind"] == LIST_STARTED] += 10 ** 6
+    bad = dataclasses.replace(t, lists=lists)
+    for read in (expand, Program.from_trace):
+        with pytest.raises(TraceFormatError, match="list of started requests points past"):
+            read(bad)
 
 
 def test_a_start_of_a_request_whose_init_is_not_read_stays_as_it_is(traced):
