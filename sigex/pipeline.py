@@ -616,7 +616,9 @@ def machines_table(preds: Sequence[Prediction]) -> str:
             for i, p in enumerate(preds)]
     text = (f"{preds[0].app} at P = {preds[0].P:,}, ranked by predicted runtime\n"
             + table(("rank", "machine", "runtime (s)", "vs best", "core-hours"), rows, align="rlrrr"))
-    return text + ("\n" + _refused_text(preds[0].refused) if preds[0].refused else "")
+    # (the phases left out compute the same on every machine: CPU time, as the placed phases' CRMs)
+    return text + ("\n" + _refused_text(preds[0].refused, preds[0].left_out, preds[0].P)
+                   if preds[0].refused else "")
 
 
 def to_json(obj) -> str:

@@ -117,6 +117,11 @@ def test_scaling_keeps_the_same_phases_at_every_p(models):
         assert r["left_out"] == pytest.approx(predict(models, r["P"], "cluster-a").left_out["total"])
         assert curve.csv().splitlines()[1 + curve.rows.index(r)].endswith(f",{r['left_out']:.6g}")
     assert "left out: computation (s)" in curve.report()
+    # and compare-machines, once for every machine (a computation, not a machine's time)
+    from sigex.pipeline import compare_machines, machines_table
+    preds = compare_machines(models, 64, ["cluster-a", "cluster-b"])
+    text = machines_table(preds)
+    assert f"would add {preds[0].left_out['total']:.4g} s at P=64;" in text and text.count("would add") == 1
 
 
 def test_no_phase_placeable_is_a_refusal(models):
