@@ -336,10 +336,11 @@ def _nothing_placed(models: Models, P: int, err: ExtrapolationError) -> Extrapol
     left = left_out_computation(every.refused, P)
     if left["total"] is None:
         return err
-    out = ExtrapolationError(f"{err} | no phase can be placed at P={P:,}: the runs' computation alone "
+    # (what can still be said first: the refusal that follows names every phase and is long)
+    out = ExtrapolationError(f"{models.app}: no phase can be placed at P={P:,}; the runs' computation alone "
                              f"(each phase's slowest rank, all repetitions, summed per run and fitted over P: "
-                             f"{left['formula']}) would be {left['total']:.4g} s there; their communication "
-                             "is not predicted")
+                             f"{left['formula']}) would be {left['total']:.4g} s there, their communication "
+                             f"not predicted. {err}")
     out.detail = getattr(err, "detail", None)
     return out
 

@@ -137,8 +137,8 @@ def test_no_phase_placeable_is_a_refusal(models):
                                        for s in models.compute.signatures}}
              for k, ph in enumerate(models.logical.phases)]
     total = left_out_computation(every, 64)["total"]
-    assert total > 0 and f"no phase can be placed at P=64: the runs' computation alone" in str(err.value)
-    assert f"would be {total:.4g} s there; their communication is not predicted" in str(err.value)
+    assert str(err.value).startswith(f"{models.app}: no phase can be placed at P=64; the runs' computation alone")
+    assert total > 0 and f"would be {total:.4g} s there, their communication not predicted. " in str(err.value)
 
 
 def test_cli_extrapolate_physical_and_predict(folder, tmp_path, capsys):
