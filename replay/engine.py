@@ -98,6 +98,7 @@ from typing import Callable
 
 import numpy as np
 
+from signature._arrays import ranges as _ranges
 from signature.errors import DeadlockError
 
 from . import _kernel
@@ -1100,16 +1101,6 @@ class ReplayState:
     def result(self, pieces: list["ReplayState"] | None = None, passes: int = 1) -> ReplayResult:
         """Gather the result of this state (with ``pieces``: of all pieces, in rank order)."""
         return gather_result(self.program, self.machine, self.collectives, pieces or [self], passes)
-
-
-def _ranges(start: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """The integers of the ranges [start[i], start[i] + length[i]) one after the other
-    (none where length[i] <= 0)."""
-    n = np.maximum(np.asarray(length, np.int64), 0)
-    total = int(n.sum())
-    if not total:
-        return np.zeros(0, np.int64)
-    return np.repeat(np.asarray(start, np.int64) - np.cumsum(n) + n, n) + np.arange(total)
 
 
 def deadlock_error(name: str, lines: list[str], n: int) -> DeadlockError:

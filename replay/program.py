@@ -53,7 +53,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from signature.errors import TraceFormatError
-from signature.persistent import started_requests
+from signature._arrays import lookup as _lookup
+from signature.persistent import nonblocking_form, started_requests
 from signature.trace import (LIST_DESTS, LIST_SEND, OP_CODE, OPS, PEER_NULL,
                              CommTable, Trace)
 
@@ -107,7 +108,7 @@ for _c, _base in COLLECTIVE_OPS.items():
     _COLL_CODE[_c] = COLLECTIVE_NAMES.index(_base)
 # Persistent requests (point to point, and MPI-4 collectives): a Start acts as the
 # nonblocking form of its *_init call (Send_init -> Isend, Allreduce_init -> Iallreduce)
-_INIT_AS = {n: "I" + n[0].lower() + n[1:-len("_init")] for n in OPS if n.endswith("_init")}
+_INIT_AS = {n: nonblocking_form(n) for n in OPS if n.endswith("_init")}
 PERSISTENT_INIT = _table(_INIT_AS)
 _INIT_EFFECT = np.arange(len(OPS), dtype=np.int64)
 for _k, _v in _INIT_AS.items():
@@ -354,40 +355,6 @@ class Program:
 
 
 # ---- building ----------------------------------------------------------------------------
-
-def _lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndarray:
-    """Index of the table row with the query's key and the largest position below the
-    query's (``side="before"``) or the smallest at or above it (``"after"``); -1 if none.
-    Table rows have distinct (key, position) pairs. One sort of the table on
-    (key, position) combined in one int64, then one search per query."""
-    out = np.full(len(query_key), -1, np.int64)
-    if not len(table_key) or not len(query_key):
-        return out
-    span = int(max(table_pos.max(), query_pos.max())) + 2
-    lo = int(min(table_key.min(), query_key.min()))
-    width = int(max(table_key.max(), query_key.max())) - lo + 1
-    if width * span < (1 << 62):
-        tk, qk = table_key - lo, query_key - lo
-    else:  # sparse keys: number the table's densely (queries with another key match nothing)
-        uk, tk = np.unique(table_key, return_inverse=True)
-        tk = tk.reshape(-1).astype(np.int64)
-        q = np.minimum(np.searchsorted(uk, query_key), len(uk) - 1)
-        qk = np.where(uk[q] == query_key, q, -1).astype(np.int64)
-    tc = tk * span + (table_pos + 1)
-    order = np.argsort(tc)  # (key, position) pairs are distinct: any sort is stable
-    tcs = tc[order]
-    qc = qk * span + (query_pos + 1)
-    if side == "before":
-        i = np.searchsorted(tcs, qc, side="left") - 1
-        ok = i >= 0
-    else:
-        i = np.searchsorted(tcs, qc, side="left")
-        ok = i < len(tcs)
-    i = np.clip(i, 0, len(tcs) - 1)
-    ok &= (tcs[i] // span == qk) & (qk >= 0)
-    out[ok] = order[i[ok]]
-    return out
-
 
 def _latest_before(table_key, table_pos, query_key, query_pos) -> np.ndarray:
     """:func:`_lookup` with ``side="before"`` for a table in increasing position: with the

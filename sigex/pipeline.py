@@ -252,9 +252,10 @@ def _refused_text(refused: Sequence[dict[str, Any]], left: dict[str, Any] | None
            f"signature runs {'they' if n > 1 else 'it'} held "
            + ", ".join(f"{100 * total[P]:.1f}% (P={P})" for P in Ps) + " of the runtime:"]
     shown = sorted(refused, key=lambda r: -max(r["measured_share"].values()))[:12]
-    figure = {id(r): f for r in refused for f in (left or {}).get("phases", ()) if f["phase"] == r["phase"]}
+    # (a phase with a figure of its own is in every run, so the smallest P's id names it)
+    figure = {f["phase"]: f for f in (left or {}).get("phases", ())}
     for r in shown:
-        f = figure.get(id(r))
+        f = figure.get(r["phase"])
         out.append(f"  {_refused_name(r)} ({r['kind']}; {_cut(r['pattern'], 48)}): "
                    + ", ".join(f"{100 * r['measured_share'][P]:.1f}%" for P in Ps)
                    + (f"; its computation {f['value']:.4g} s at P={P:,} ({f['formula']})" if f else ""))

@@ -27,19 +27,24 @@ import dataclasses
 
 import numpy as np
 
+from ._arrays import lookup, ranges
 from .errors import TraceFormatError
 from .trace import LIST_STARTED, OP_CODE, Trace
 
-__all__ = ["expand", "started_requests", "INIT_AS"]
+__all__ = ["expand", "started_requests", "nonblocking_form", "INIT_AS"]
 
 #: each persistent init call and the nonblocking call its starts post: point to point, and
 #: the MPI-4 collectives whose sizes need no per-peer lists (the v and w forms, and the
 #: neighbourhood ones, keep their starts: their lists belong to the init call)
-INIT_AS = {"Send_init": "Isend", "Ssend_init": "Issend", "Bsend_init": "Ibsend", "Rsend_init": "Irsend",
-           "Recv_init": "Irecv",
-           **{f"{c}_init": f"I{c[0].lower()}{c[1:]}" for c in (
-               "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Scatter", "Allgather", "Alltoall",
-               "Reduce_scatter_block", "Scan", "Exscan")}}
+def nonblocking_form(init: str) -> str:
+    """The nonblocking call a start of an ``*_init`` call's request posts: ``Send_init`` ->
+    ``Isend``, ``Allreduce_init`` -> ``Iallreduce`` (the replay's reading of every one)."""
+    return "I" + init[0].lower() + init[1:-len("_init")]
+
+
+INIT_AS = {f"{c}_init": nonblocking_form(f"{c}_init") for c in (
+    "Send", "Ssend", "Bsend", "Rsend", "Recv", "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Scatter",
+    "Allgather", "Alltoall", "Reduce_scatter_block", "Scan", "Exscan")}
 _INIT = np.zeros(256, bool)
 _EFFECT = np.arange(256, dtype=np.int64)
 for _k, _v in INIT_AS.items():
@@ -67,7 +72,10 @@ def expand(trace: Trace) -> tuple[Trace, int]:
     s_ev, s_req = started_requests(op, rank, seq, req, lists, trace.name)
     per = np.bincount(s_ev, minlength=n).astype(np.int64)
     inits = np.flatnonzero(_INIT[op] & (req >= 0))
-    init_of = _last_before(rank[inits], req[inits], inits, rank[s_ev], s_req, s_ev)
+    # each started request's init call: the rank's last of that request id before the start
+    rmax = int(max(req.max(initial=0), s_req.max(initial=0))) + 2
+    at = lookup(rank[inits] * rmax + req[inits] + 1, inits, rank[s_ev] * rmax + s_req + 1, s_ev, side="before")
+    init_of = np.where(at >= 0, inits[np.maximum(at, 0)], -1)
     # a start is expanded where every request it posts has its init call (of a kind INIT_AS reads)
     ok_ev = np.ones(n, bool)
     np.logical_and.at(ok_ev, s_ev, init_of >= 0)
@@ -81,8 +89,9 @@ def expand(trace: Trace) -> tuple[Trace, int]:
     drop = np.zeros(n, bool)
     drop[inits] = ~used[inits]
     freed = np.flatnonzero(op == OP_CODE["Request_free"])
-    free_init = _last_before(rank[inits], req[inits], inits, rank[freed], req[freed], freed)
-    drop[freed[free_init >= 0]] = drop[free_init[free_init >= 0]]
+    at = lookup(rank[inits] * rmax + req[inits] + 1, inits, rank[freed] * rmax + req[freed] + 1, freed,
+                side="before")
+    drop[freed[at >= 0]] = drop[inits[at[at >= 0]]]
     # the new events: one per kept event, or one per request an expanded start posts
     count = np.where(drop, 0, np.where(expanded, per, 1))
     src = np.repeat(np.arange(n), count)
@@ -161,7 +170,7 @@ def started_requests(op: np.ndarray, rank: np.ndarray, seq: np.ndarray, req: np.
         row_len = np.asarray(lists["length"], np.int64)[rows][ok]
         values = np.asarray(lists["values"], np.int64)
     singles = np.flatnonzero(np.asarray(op) == start)
-    at = _ranges(row_first, row_len)
+    at = ranges(row_first, row_len)
     if at.size and (at.min() < 0 or at.max() >= len(values)):
         raise TraceFormatError(f"{name}: a Startall's list of started requests points past the lists' "
                                f"values ({int(at.max())} of {len(values)}); the trace is damaged")
@@ -169,37 +178,6 @@ def started_requests(op: np.ndarray, rank: np.ndarray, seq: np.ndarray, req: np.
     s_req = np.concatenate([req[singles], values[at]])
     order = np.argsort(s_ev, kind="stable")  # (a Startall's rows stay in their order)
     return s_ev[order], s_req[order]
-
-
-def _last_before(rank_a: np.ndarray, key_a: np.ndarray, pos_a: np.ndarray, rank_b: np.ndarray,
-                 key_b: np.ndarray, pos_b: np.ndarray) -> np.ndarray:
-    """For each b, the position of the last a of the same (rank, key) before it (-1: none)."""
-    out = np.full(len(pos_b), -1, np.int64)
-    if not len(pos_a) or not len(pos_b):
-        return out
-    # dense ids of the (rank, key) pairs, then one sorted key (id, position) for both sides
-    pairs = np.concatenate([np.stack([rank_a, key_a], 1), np.stack([rank_b, key_b], 1)]).astype(np.int64)
-    _, ids = np.unique(pairs, axis=0, return_inverse=True)
-    ids = ids.reshape(-1)
-    ia, ib = ids[:len(pos_a)], ids[len(pos_a):]
-    span = int(max(pos_a.max(), pos_b.max())) + 1
-    ka = ia * span + pos_a
-    order = np.argsort(ka, kind="stable")
-    ka_s = ka[order]
-    j = np.searchsorted(ka_s, ib * span + pos_b) - 1  # the last a below (id, pos_b)
-    ok = j >= 0
-    ok[ok] = ka_s[j[ok]] // span == ib[ok]
-    out[ok] = pos_a[order[j[ok]]]
-    return out
-
-
-def _ranges(first: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """The indices first[i] .. first[i] + length[i] - 1 of every i, concatenated."""
-    total = int(length.sum())
-    if not total:
-        return np.zeros(0, np.int64)
-    at = np.repeat(np.arange(len(first)), length)
-    return first[at] + (np.arange(total) - np.repeat(np.cumsum(length) - length, length))
 
 
 def _next_kept(rank: np.ndarray, kept: np.ndarray) -> np.ndarray:
