@@ -647,6 +647,9 @@ class SlotModel:
             parts.append(f"on communicators {self.comm_role.describe()} (ranks and P of the communicator)")
         if self.skip_single:
             parts.append("not on communicators of one rank")
+        if self.follows is not None:
+            parts.append(f"where slot {self.follows} is" + (", unless that is the rank's last call"
+                                                           if self.follows_unless_last else ""))
         if self.onesided is not None and self.onesided.describe():  # onesided.py
             parts.append(self.onesided.describe())
         return ", ".join(parts)
@@ -2115,18 +2118,29 @@ def _align_open_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
                 ks[n] = list(mapped[tuple(seq)])
 
 
-def _wait_keys(keys_per_p: dict[int, list[list[tuple]]]) -> None:
+def _wait_keys(keys_per_p: dict[int, list[list[tuple]]], done: dict | None = None) -> None:
     """A wait or test is keyed by the call before it (the one whose request it
     completes, in a post-and-wait exchange) instead of by its occurrence among waits:
     where a larger P has more exchanges, the waits still pair with theirs. A wait that
     opens the repetition completes the previous repetition's last call: keyed "after
-    wrap", whichever call that is at each P."""
-    for ks in keys_per_p.values():
-        for seq in ks:
+    wrap", whichever call that is at each P. An MPI_Wait whose request the trace names
+    (``done[P]``: the template's ``completes`` column and offsets) is keyed by the call
+    that posted it, wherever it waits: a rank on a grid's boundary posts fewer of a
+    halo's receives and sends, then waits on each in turn (SUNDIALS's heat2D)."""
+    for P, ks in keys_per_p.items():
+        completes, offs = (done or {}).get(P, (None, None))
+        for r, seq in enumerate(ks):
             prev: tuple = ("-",)
             count: dict[tuple, int] = {}
+            base_r = int(offs[r]) if completes is not None else 0
             for j, key in enumerate(seq):
-                if key[0] in WAIT_OPS:
+                c = int(completes[base_r + j]) - base_r if completes is not None else -1
+                if key[0] in WAIT_OPS and 0 <= c < j and seq[c][0] not in WAIT_OPS:
+                    base = (key[0], key[1], key[2], ("done", seq[c]), key[4])
+                    n = count.get(base, 0)
+                    count[base] = n + 1
+                    seq[j] = base + (n,)
+                elif key[0] in WAIT_OPS:
                     # a repetition that opens with a wait completes the previous one's last call
                     base = (key[0], key[1], key[2], ("after", prev if prev != ("-",) else "wrap"), key[4])
                     n = count.get(base, 0)
@@ -2493,6 +2507,21 @@ def _slot_attempts(keys_per_p: dict, key_args: dict, sigs, k: int, local: dict, 
     # that skip a call at a boundary when tags tell the calls apart), else by where the
     # peer lies as well; the first that models every slot is kept
     attempts = []
+    # each MPI_Wait's request, where the trace names it (the template's "completes")
+    done = {s.nprocs: (np.asarray(s.phases[k].template["completes"], np.int64), s.phases[k].template_offsets)
+            for s in sigs if "completes" in s.phases[k].template}
+
+    def paired(make, **kw) -> None:
+        """Attempts with the waits keyed by the call before them, then, where that leaves
+        problems and the trace names each MPI_Wait's request, by the call that posted it
+        (a rank on a grid's boundary posts fewer of a halo's receives and sends, then
+        waits on each in turn: SUNDIALS's heat2D)."""
+        for by_request in (False, True) if done else (False,):
+            keys = make()
+            _wait_keys(keys, done if by_request else None)
+            attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col, **kw), keys))
+            if not attempts[-1][0][3]:
+                break
     for keys in (_tag_keys(keys_per_p), keys_per_p):
         _merge_open_keys(keys)
         attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col), keys))
@@ -2501,32 +2530,35 @@ def _slot_attempts(keys_per_p: dict, key_args: dict, sigs, k: int, local: dict, 
     if attempts[-1][0][3] and grid is not None:
         # MPI_COMM_WORLD peers as displacements on the declared grid, sequences aligned
         # with the calls a wider grid has, waits paired with their calls
-        keys = {P: [_slot_keys(*args, on_grid=True) for args in key_args[P]] for P in key_args}
-        _merge_open_keys(keys)
-        _align_open_keys(keys)
-        _wait_keys(keys)
-        attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col, on_grid=True), keys))
+        def on_grid():
+            keys = {P: [_slot_keys(*args, on_grid=True) for args in key_args[P]] for P in key_args}
+            _merge_open_keys(keys)
+            _align_open_keys(keys)
+            return keys
+        paired(on_grid, on_grid=True)
     if attempts[-1][0][3] and grid is None and (found := _keying_grid(key_args)) is not None:
         # no declared grid, but MPI_COMM_WORLD peers that are neighbours on a grid of a dims
         # rule at every P (OpenFOAM's processor patches on its "simple" decomposition, each
         # rank's neighbours in ascending rank order, none past the boundary): keyed by their
         # displacement on it, so that a slot is one neighbour wherever a rank has it (the
         # peers' rules are then sought on every grid, as for any slot)
-        for paired in (False, True):  # (waits by occurrence: one Waitall after a rank's 2 to 4 posts)
+        def on_found():
             keys = {P: [_slot_keys(*args[:8], *found[P], on_grid=True) for args in key_args[P]] for P in key_args}
             _merge_open_keys(keys)
             _align_open_keys(keys)
-            if paired:
-                _wait_keys(keys)
-            attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col), keys))
-            if not attempts[-1][0][3]:
-                break
+            return keys
+        # (waits by occurrence first: one Waitall after a rank's 2 to 4 posts)
+        keys = on_found()
+        attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col), keys))
+        if attempts[-1][0][3]:
+            paired(on_found)
     if attempts[-1][0][3]:
         # waits keyed by the call before them (ranks idle at a coarse level have fewer)
-        keys = {P: [_slot_keys(*args) for args in key_args[P]] for P in key_args}
-        _merge_open_keys(keys)
-        _wait_keys(keys)
-        attempts.append((_phase_slots(keys, sigs, k, local, comms, grid, cost_col), keys))
+        def plain():
+            keys = {P: [_slot_keys(*args) for args in key_args[P]] for P in key_args}
+            _merge_open_keys(keys)
+            return keys
+        paired(plain)
     if attempts[-1][0][3] and any(np.any(local[P][0] >= _SUB_BASE) for P in local):
         # communicators whose member pattern changes with P (a class split: the PME
         # ranks are one rank at P=4, every 4th later) are one kind of slot
@@ -2581,7 +2613,13 @@ def _pair_text(a: int, b: int) -> str:
 def _taken(ph, idx: np.ndarray, **changes):
     """A copy of phase ``ph`` whose template and cost columns are their events ``idx``
     (a mask or an order), with ``changes`` besides."""
-    return dataclasses.replace(ph, template={c: np.asarray(v)[idx] for c, v in ph.template.items()},
+    template = {c: np.asarray(v)[idx] for c, v in ph.template.items()}
+    if "completes" in template:  # (indices into the template: renumbered, -1 where dropped)
+        old = np.arange(len(ph.template["op"]))[idx]
+        new = np.full(len(ph.template["op"]) + 1, -1, np.int64)
+        new[old] = np.arange(len(old))
+        template["completes"] = new[np.asarray(template["completes"], np.int64)]
+    return dataclasses.replace(ph, template=template,
                                template_cost={c: np.asarray(v)[idx] for c, v in ph.template_cost.items()},
                                **changes)
 
@@ -2929,7 +2967,7 @@ def _dimension_analogy(slots: list[SlotModel], order: list, grid: Grid, Ps: list
         return slots[i].peer.params.get("skip") == "pair"
 
     def waits_after(i):  # keyed by the call before them (_wait_keys)
-        return [j for j, key in enumerate(order) if slots[j].op in WAIT_OPS and key[3][0] == "after"
+        return [j for j, key in enumerate(order) if slots[j].op in WAIT_OPS and key[3][0] in ("after", "done")
                 and key[3][1] == order[i]]
 
     done = []
@@ -3456,7 +3494,7 @@ def _follow_posts(slots: list[SlotModel], obs: dict, order: list, index: dict) -
             last[P] = at
     for i, s in enumerate(slots):
         key = order[i]
-        if s.op not in WAIT_OPS or key[3][0] != "after" or not (
+        if s.op not in WAIT_OPS or key[3][0] not in ("after", "done") or not (
                 (s.problem or "").startswith("only some ranks") or s.members is not None):
             continue
         j = index.get(key[3][1])

@@ -35,7 +35,10 @@ class Phase:
     statistics are over repetitions: wall time of the computation that follows the
     phase's calls (``comp``), its thread CPU time (``cpu``), time inside MPI
     (``comm``), bytes sent, and instructions/cycles where the trace has counters (NaN
-    otherwise). ``template`` holds each rank's events of one repetition.
+    otherwise). ``template`` holds each rank's events of one repetition: the columns
+    ``TEMPLATE_COLUMNS``, and where they apply ``rotating`` (1: a call of a rotation)
+    and ``completes`` (for an MPI_Wait, the index in the template of the call that
+    posted the request it completes; -1 elsewhere).
     """
 
     id: int

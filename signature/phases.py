@@ -206,6 +206,44 @@ def _rotation_frame(trace: Trace, rotation: np.ndarray, seg_id: np.ndarray, seg_
     return frame, phases
 
 
+def completed_posts(trace: Trace) -> np.ndarray:
+    """(events,) for each MPI_Wait, the event that posted the request it completed (the
+    last call of its rank that posted that request id before it); -1 for every other
+    event and for a wait on a null or inactive request. (Waitany, Waitsome and the tests
+    complete what the run's timing decides; Waitall many requests: none is named.)"""
+    ev = trace.events
+    n = len(ev["op"])
+    out = np.full(n, -1, np.int64)
+    comp = trace.completions
+    if not n or not len(comp["rank"]):
+        return out
+    ro = np.asarray(trace.rank_offsets, np.int64)
+    c_rank = np.asarray(comp["rank"], np.int64)
+    w_ev = ro[c_rank] + np.asarray(comp["seq"], np.int64)
+    ok = (w_ev >= ro[c_rank]) & (w_ev < ro[c_rank + 1])
+    w_ev, c_rank, c_req = w_ev[ok], c_rank[ok], np.asarray(comp["req"], np.int64)[ok]
+    single = ev["op"][w_ev] == OP_CODE["Wait"]
+    w_ev, c_rank, c_req = w_ev[single], c_rank[single], c_req[single]
+    req = np.asarray(ev["req"], np.int64)
+    posts = np.flatnonzero((req >= 0) & (ev["op"] != OP_CODE["Wait"]))
+    if not posts.size or not w_ev.size:
+        return out
+    span = int(max(req.max(), c_req.max())) + 2
+    # one sorted key per post: (its (rank, request id) pair, position); a wait finds the
+    # last post of its pair before it
+    pairs, pair = np.unique(ev["rank"][posts].astype(np.int64) * span + req[posts], return_inverse=True)
+    key = pair.reshape(-1).astype(np.int64) * n + posts
+    order = np.argsort(key, kind="stable")
+    key, posts = key[order], posts[order]
+    w_pair = np.minimum(np.searchsorted(pairs, c_rank * span + c_req), len(pairs) - 1)
+    known = pairs[w_pair] == c_rank * span + c_req
+    want = w_pair * n + w_ev
+    at = np.searchsorted(key, want) - 1
+    hit = known & (at >= 0) & (key[np.maximum(at, 0)] // n == w_pair)
+    out[w_ev[hit]] = posts[at[hit]]
+    return out
+
+
 def check_messages(trace: Trace) -> list[str]:
     """Every point-to-point receive has its send: raise naming the first rank and event
     whose message has no partner. Sends that nobody receives are a program's own doing
@@ -706,6 +744,7 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
     # templates: each rank's events of a phase's first repetition, grouped by phase
     local_c = np.clip(local, 0, S - 1)
     posted = dict(zip(("peer", "recv_peer"), posted_peers(trace)))
+    done_by = completed_posts(trace)
     t_idx = np.flatnonzero(valid & (first_seg[seg_phase[local_c]] == local_c))
     t_idx = t_idx[np.argsort(seg_phase[local_c[t_idx]], kind="stable")]
     t_bounds = np.searchsorted(seg_phase[local_c[t_idx]], np.arange(n_phase + 1))
@@ -733,6 +772,11 @@ def extract(trace: Trace, *, check: bool = True) -> Signature:
             rotated.append((k, len(mine), offs[r0 + 1] - offs[r0], sorted({OPS[o] for o in template["op"][mine]})))
         for c in ("bytes", "recv_bytes"):
             template[c] = np.rint(size_mean[c][slot_key[sel]]).astype(np.int64)
+        posts = done_by[sel]
+        if np.any(posts >= 0):  # each MPI_Wait's request: the template event that posted it
+            by_ev = np.argsort(sel, kind="stable")
+            at = np.minimum(np.searchsorted(sel[by_ev], posts), len(sel) - 1)
+            template["completes"] = np.where((posts >= 0) & (sel[by_ev][at] == posts), by_ev[at], -1)
         template_aux = ev["aux"][sel]
         cost = {name: v[slot_key[sel]] for name, v in slot_mean.items()}
         cost["bytes_max"] = size_max["bytes"][slot_key[sel]]

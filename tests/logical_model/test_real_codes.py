@@ -8,7 +8,8 @@ their leaders' communicator (also where the one group at P = 4 has every rank), 
 collectives whose root sends or receives what the others do not, processor patches of an
 undeclared 2-D block decomposition (each rank's existing neighbours in rank order; also with
 persistent requests started every step, PETSc's way; and PETSc's set-up, rank 0 alone
-broadcasting on its own copy of MPI_COMM_SELF), LAMMPS's brick
+broadcasting on its own copy of MPI_COMM_SELF), a halo on a declared non-periodic 2-D grid
+whose ranks wait on each existing neighbour's request in turn, LAMMPS's brick
 communication on a declared 3-D grid (calls that exist only where a dimension is over 1
 or over 2 wide), a multigrid whose coarse levels leave ranks idle, and a particle/PME
 split (every 4th rank of another class, each class on its own communicator), a k-point
@@ -57,6 +58,10 @@ CASES = {
     # ... with persistent requests made once and started every step, as PETSc's vector
     # scatters: the starts post the messages (read as the Irecv and Isend they act as)
     "patches_persistent": ("patch2d.c", ["6", "persistent"]),
+    # a halo on a declared non-periodic 2-D grid, each existing neighbour's Irecv and Isend
+    # posted, then an MPI_Wait on each in turn (SUNDIALS's parallel examples): a corner rank
+    # waits 4 times, an edge rank 6, an interior one 8, each wait keyed by its request
+    "cart_waits": ("cartwait.c", ["6"]),
     # a hierarchical reduction: within groups to their first ranks, over the groups on the
     # leaders' own communicator, and back; groups of 2 ranks (a node), or 2 groups of P/2
     "hier_node": ("hier.c", ["6", "node", "2"]),
