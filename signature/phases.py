@@ -217,10 +217,13 @@ def completed_posts(trace: Trace) -> np.ndarray:
     comp = trace.completions
     if not n or not len(comp["rank"]):
         return out
-    ro = np.asarray(trace.rank_offsets, np.int64)
-    c_rank = np.asarray(comp["rank"], np.int64)
-    w_ev = ro[c_rank] + np.asarray(comp["seq"], np.int64)
-    ok = (w_ev >= ro[c_rank]) & (w_ev < ro[c_rank + 1])
+    # each completion's wait event, by its (rank, seq): the events are sorted by both
+    seq = np.asarray(ev["seq"], np.int64)
+    c_rank, c_seq = np.asarray(comp["rank"], np.int64), np.asarray(comp["seq"], np.int64)
+    s_span = int(max(seq.max(), c_seq.max())) + 1
+    ev_key = ev["rank"].astype(np.int64) * s_span + seq
+    w_ev = np.minimum(np.searchsorted(ev_key, c_rank * s_span + c_seq), n - 1)
+    ok = ev_key[w_ev] == c_rank * s_span + c_seq
     w_ev, c_rank, c_req = w_ev[ok], c_rank[ok], np.asarray(comp["req"], np.int64)[ok]
     single = ev["op"][w_ev] == OP_CODE["Wait"]
     w_ev, c_rank, c_req = w_ev[single], c_rank[single], c_req[single]

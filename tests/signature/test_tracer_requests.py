@@ -108,3 +108,45 @@ def test_a_persistent_collective_s_starts_are_read_as_the_nonblocking_collective
         init = int(np.flatnonzero(old["op"] == OP_CODE["Bcast_init"])[0])
         for c in ("root", "comm", "bytes", "recv_bytes"):
             assert ev[c][5] == old[c][init], c
+
+
+WAITS = """
+from mpi4py import MPI
+import numpy as np
+c = MPI.COMM_WORLD
+r, P = c.rank, c.size
+nb = [q for q in (r - 1, r + 1) if 0 <= q < P]   # a chain's ends have one neighbour
+a, b = np.zeros(8), np.empty((2, 8))
+for step in range(20):
+    recvs = [c.Irecv(b[j], source=q, tag=1) for j, q in enumerate(nb)]
+    sends = [c.Isend(a, dest=q, tag=1) for q in nb]
+    for x, y in zip(recvs, sends):   # each neighbour's receive, then its send
+        x.Wait()
+        y.Wait()
+    c.Allreduce(np.ones(1), np.empty(1))
+"""
+
+
+def test_each_wait_names_the_call_that_posted_its_request(run_traced):
+    """The signature's templates carry, for each MPI_Wait, the template event that posted
+    the request it completed (``completes``), on ranks with one neighbour and with two."""
+    from signature import extract
+    sig = extract(run_traced(WAITS, 4, name="waits").trace)
+    loop = max(sig.loop_phases, key=lambda p: p.weight)
+    assert loop.weight >= 18
+    for r in range(4):
+        t = loop.rank_template(r)
+        names = [OP_CODE_NAMES[o] for o in t["op"]]
+        waits = [i for i, n in enumerate(names) if n == "Wait"]
+        n_nb = 1 if r in (0, 3) else 2
+        assert len(waits) == 2 * n_nb
+        base = int(loop.template_offsets[r])
+        done = [int(t["completes"][i]) - base for i in waits]
+        # recv of neighbour j is post j, its send post n_nb + j; waited recv, send, recv, send
+        want = [x for j in range(n_nb) for x in (j, n_nb + j)]
+        assert done == want, (r, names, done)
+        assert all(names[d] in ("Irecv", "Isend") for d in done)
+        assert np.all(np.asarray(t["completes"])[[i for i in range(len(names)) if names[i] != "Wait"]] == -1)
+
+
+OP_CODE_NAMES = {v: k for k, v in OP_CODE.items()}
