@@ -6,9 +6,9 @@ the mechanisms are general: each is traced at a few P (oversubscribed on a small
 its signatures are extracted at every P, the logical model is fitted at the smaller P and
 placed at a held-out P never fitted, and the whole prediction is made there. Install with
 ``apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples
-nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev python3-dolfinx`` (all built on Open
-MPI 4.1; ABINIT, Quantum ESPRESSO and Elk are Fortran, GPAW is Python over its own C
-layer):
+nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev python3-dolfinx
+libsundials-dev`` (all built on Open MPI 4.1; ABINIT, Quantum ESPRESSO and Elk are Fortran,
+GPAW is Python over its own C layer):
 
 * ``abinit``   ABINIT 9.6, the package's lead crystal example (``tbasepar_1``: k-point
                parallelism, 60 k-points on an 8x8x8 grid), 6 SCF steps; fit 2, 3, 4, held 6;
@@ -43,6 +43,11 @@ layer):
                partitioned by PT-SCOTCH, halos as neighbourhood collectives), a P1 Poisson
                problem on a 20^3 unit cube solved 4 times with CG + Jacobi, from a script
                this bench writes; fit 4, 8, 16, held 12;
+* ``sundials`` SUNDIALS 6.4's ARKODE example ``ark_heat2D_p`` (``libsundials-dev``: a 2-D heat
+               equation on a 128 x 128 mesh, implicit Runge-Kutta with Newton and PCG, halos of
+               each rank's existing neighbours on a non-periodic grid, its dims given with
+               ``--np`` as MPI_Dims_create would choose them), to t = 0.05 with adaptive steps,
+               compiled from the example the package ships; fit 4, 8, 16, held 12;
 * ``scalapack`` ScaLAPACK 2.2's LU test (``scalapack-mpi-test``, ``xdlu``, Fortran and C over
                BLACS), one LU factorisation and solve of a 960 x 960 matrix in blocks of 32 on
                a P x Q grid (the most square one of P ranks, P <= Q); fit 4, 8, 16, held 12.
@@ -91,7 +96,8 @@ import validate_apps  # noqa: E402  (its logical and predict rows take any cache
 
 OUT = ROOT / "bench" / "_unseen"
 APT = ("apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples "
-       "nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev python3-dolfinx")
+       "nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev python3-dolfinx "
+       "libsundials-dev")
 GOAL_COVERAGE = 0.90
 ABINIT_EX = Path("/usr/share/doc/abinit/examples")
 CP2K_EX = Path("/usr/share/doc/cp2k/examples")
@@ -371,6 +377,21 @@ DOLFINX = next((p for p in (Path("/usr/lib/petsc/lib/python3/dist-packages/dolfi
                Path("/usr/lib/python3/dist-packages/dolfinx/__init__.py"))
 
 
+SUNDIALS_EX = Path("/usr/share/doc/libsundials-dev/examples/arkode/CXX_parallel/ark_heat2D_p.cpp")
+
+
+def _sundials_setup(folder: Path) -> None:
+    """ark_heat2D_p compiled from the example the package ships, against its Open MPI build."""
+    subprocess.run(["mpicxx.openmpi", "-O2", "-o", str(folder / "heat2d"), str(SUNDIALS_EX),
+                    "-lsundials_arkode", "-lsundials_nvecparallel", "-lm"], check=True)
+
+
+def _dims2(P: int) -> tuple[int, int]:
+    """MPI_Dims_create(P, 2): the most square factors, the larger first."""
+    a = max(d for d in range(1, int(P ** 0.5) + 1) if P % d == 0)
+    return P // a, a
+
+
 def _dolfinx_setup(folder: Path) -> None:
     (folder / "poisson.py").write_text(_DOLFINX_SCRIPT)
 
@@ -410,10 +431,15 @@ CODES = {
                     _dolfinx_setup, lambda run, P: ["/usr/bin/python3", "poisson.py"], (4, 8, 16), 12,
                     _stated(r"CG iterations (\d+)", "stdout.txt"), "CG iterations (last solve)",
                     env=lambda: {"OMP_NUM_THREADS": "1"}),
+    "sundials": Code("sundials", ("mpicxx.openmpi", str(SUNDIALS_EX)), _sundials_setup,
+                     lambda run, P: [str(run.parent / "heat2d"), "--mesh", "128", "128", "--np", *map(str, _dims2(P)),
+                                     "--tf", "0.05", "--nout", "1", "--output", "1"],
+                     (4, 8, 16), 12, _stated(r"NLS iters\s+=\s+(\d+)", "stdout.txt"), "Newton iterations"),
     "scalapack": Code("scalapack", (str(XDLU),), lambda folder: None, lambda run, P: [str(XDLU)], (4, 8, 16), 12,
                       _count(r"^WALL .* PASSED", "stdout.txt"), "tests passed", prepare=_xdlu_prepare),
 }
-DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw", "mpb", "scalapack", "petsc", "dolfinx")
+DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw", "mpb", "scalapack", "petsc", "dolfinx",
+           "sundials")
 
 
 def capture(code: Code, P: int, force: bool, out: Path) -> dict:
