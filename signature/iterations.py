@@ -981,14 +981,35 @@ def segment_rank(full: np.ndarray, struct: np.ndarray | None = None,
     kept = np.flatnonzero(~drop)
     if len(kept) < n:
         plain = _plain_events(loop, b, struct, np.diff(b))
-        cb, cloop, _ = _cut(full[kept], struct[kept], anchor=None if anchor is None else anchor[kept])
-        # counted in events of the real stream
-        spans = np.diff(np.concatenate([kept, [n]])[cb])
-        cut_b = np.concatenate([kept, [n]])[cb]
-        c_plain = _plain_events(cloop, cb, struct[kept], spans)
-        if c_plain > COLLAPSED_GAIN * plain or (c_plain > plain and _refines(cut_b, cloop, b, loop)):
-            b = cut_b
-            loop = cloop
+
+        def collapsed(k0: int) -> tuple[np.ndarray, np.ndarray, int]:
+            """The collapsed stream cut from kept[k0] on (what lies before: the initial
+            part): bounds in the real stream, loop index, events its plain iterations hold."""
+            ks = kept[k0:]
+            cb, cloop, _ = _cut(full[ks], struct[ks], anchor=None if anchor is None else anchor[ks])
+            if k0:
+                cb = np.concatenate([[-k0], cb])
+                cloop = np.concatenate([[-1], cloop])
+                if cloop[1] < 0:  # (one initial part: what lay before k0 and the cut's own)
+                    cb, cloop = np.delete(cb, 1), np.delete(cloop, 1)
+                cb = cb + k0
+            # counted in events of the real stream
+            spans = np.diff(np.concatenate([kept, [n]])[cb])
+            return np.concatenate([kept, [n]])[cb], cloop, _plain_events(cloop, cb, struct[kept], spans)
+        def better(cut_b: np.ndarray, cloop: np.ndarray, c_plain: int) -> bool:
+            return c_plain > COLLAPSED_GAIN * plain or (c_plain > plain and _refines(cut_b, cloop, b, loop))
+        found = collapsed(0)
+        its = np.flatnonzero(loop >= 0)
+        if not better(*found) and its.size:
+            # the collapsed stream's first repeat found in the set-up (a short solve there,
+            # its calls on other tags) led a loop that took the run in a few blocks, or cut
+            # it elsewhere: cut again from where the plain cut's loop begins (OpenFOAM at
+            # P = 12 and 16, the one rank whose loop stayed coarser than the others')
+            k0 = int(np.searchsorted(kept, b[its[0]]))
+            if 0 < k0 < len(kept):
+                found = collapsed(k0)
+        if better(*found):
+            b, loop = found[0], found[1]
     shape, exact = segment_keys(struct, b)
     return RankSegments(bounds=b, loop=loop, shape=shape, exact=exact)
 
