@@ -203,3 +203,25 @@ def test_a_real_programs_brick_pencil_remaps_are_placed_event_for_event(remap):
             w, g = want & (rank == r), got & (ev["rank"] == r)
             assert np.array_equal(np.asarray(T["peer"])[w], ev["peer"][g]), r
             assert np.array_equal(np.asarray(T[col])[w], ev[col][g]), r
+
+
+def test_a_search_that_sizes_cannot_narrow_gives_up_within_its_budget(monkeypatch):
+    """Every rank sends the same size to every other (MPQC's exchanges): the sizes fit
+    nearly every mesh of nearly every pair of layouts, each then checked against the
+    messages; the search stops after ``REMAP_CANDIDATES`` such checks and claims no remap
+    (it took 230 s on MPQC's traces before)."""
+    import logical_model.overlap as ov
+    seen = []
+    real = ov._try_pair
+
+    def counted(*args):
+        out = real(*args)
+        seen.append(args[-1].get("tried", 0))
+        return out
+    monkeypatch.setattr(ov, "_try_pair", counted)
+    all_to_all = {P: (np.repeat(np.arange(P), P - 1),
+                      np.array([q for r in range(P) for q in range(P) if q != r]),
+                      np.full(P * (P - 1), 4096)) for P in (2, 4, 8)}
+    recvs = {P: (q, r, v) for P, (r, q, v) in all_to_all.items()}
+    assert infer_remap(all_to_all, recvs) is None
+    assert seen and max(seen) <= ov.REMAP_CANDIDATES + 1
