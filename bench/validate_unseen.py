@@ -93,6 +93,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from signature import extract, load_trace, trace_run, unmodelled_calls  # noqa: E402
 
 import validate_apps  # noqa: E402  (its logical and predict rows take any cached app)
+from logical_model.topology import dims_create  # noqa: E402
 
 OUT = ROOT / "bench" / "_unseen"
 APT = ("apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples "
@@ -386,12 +387,6 @@ def _sundials_setup(folder: Path) -> None:
                     "-lsundials_arkode", "-lsundials_nvecparallel", "-lm"], check=True)
 
 
-def _dims2(P: int) -> tuple[int, int]:
-    """MPI_Dims_create(P, 2): the most square factors, the larger first."""
-    a = max(d for d in range(1, int(P ** 0.5) + 1) if P % d == 0)
-    return P // a, a
-
-
 def _dolfinx_setup(folder: Path) -> None:
     (folder / "poisson.py").write_text(_DOLFINX_SCRIPT)
 
@@ -432,7 +427,8 @@ CODES = {
                     _stated(r"CG iterations (\d+)", "stdout.txt"), "CG iterations (last solve)",
                     env=lambda: {"OMP_NUM_THREADS": "1"}),
     "sundials": Code("sundials", ("mpicxx.openmpi", str(SUNDIALS_EX)), _sundials_setup,
-                     lambda run, P: [str(run.parent / "heat2d"), "--mesh", "128", "128", "--np", *map(str, _dims2(P)),
+                     lambda run, P: [str(run.parent / "heat2d"), "--mesh", "128", "128",
+                                     "--np", *map(str, dims_create(P, 2)),
                                      "--tf", "0.05", "--nout", "1", "--output", "1"],
                      (4, 8, 16), 12, _stated(r"NLS iters\s+=\s+(\d+)", "stdout.txt"), "Newton iterations"),
     "scalapack": Code("scalapack", (str(XDLU),), lambda folder: None, lambda run, P: [str(XDLU)], (4, 8, 16), 12,

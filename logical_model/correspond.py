@@ -115,8 +115,7 @@ def correspond(signatures: Sequence[Signature]) -> tuple[list[Signature], list[d
     base = sigs[0]
     out = []
     for s, m in zip(sigs, match):
-        phases = tuple(renamed(s.phases[pos], dataclasses.replace(s.phases[pos], id=base.phases[c].id))
-                       for pos, c in zip(m, common))
+        phases = tuple(renamed(s.phases[pos], base.phases[c].id) for pos, c in zip(m, common))
         out.append(dataclasses.replace(s, phases=phases))
     left: list[dict[str, Any]] = []
     for j, (s, m) in enumerate(zip(sigs, match)):
@@ -150,11 +149,8 @@ def align_to(base: Signature, run: Signature) -> Signature | None:
     some phase of ``base`` has no counterpart in ``run``."""
     a, b = [_key(p) for p in base.phases], [_key(p) for p in run.phases]
     if a == b:
-        return dataclasses.replace(run, phases=tuple(renamed(p, dataclasses.replace(p, id=q.id))
-                                                     for p, q in zip(run.phases, base.phases)))
+        return dataclasses.replace(run, phases=tuple(renamed(p, q.id) for p, q in zip(run.phases, base.phases)))
     pairs = _lcs(a, b, _same)
     if len(pairs) != len(a):
         return None
-    return dataclasses.replace(run, phases=tuple(renamed(run.phases[j], dataclasses.replace(run.phases[j],
-                                                                                             id=base.phases[i].id))
-                                                 for i, j in pairs))
+    return dataclasses.replace(run, phases=tuple(renamed(run.phases[j], base.phases[i].id) for i, j in pairs))

@@ -2134,20 +2134,18 @@ def _wait_keys(keys_per_p: dict[int, list[list[tuple]]], done: dict | None = Non
             count: dict[tuple, int] = {}
             base_r = int(offs[r]) if completes is not None else 0
             for j, key in enumerate(seq):
-                c = int(completes[base_r + j]) - base_r if completes is not None else -1
-                if key[0] in WAIT_OPS and 0 <= c < j and seq[c][0] not in WAIT_OPS:
-                    base = (key[0], key[1], key[2], ("done", seq[c]), key[4])
-                    n = count.get(base, 0)
-                    count[base] = n + 1
-                    seq[j] = base + (n,)
-                elif key[0] in WAIT_OPS:
-                    # a repetition that opens with a wait completes the previous one's last call
-                    base = (key[0], key[1], key[2], ("after", prev if prev != ("-",) else "wrap"), key[4])
-                    n = count.get(base, 0)
-                    count[base] = n + 1
-                    seq[j] = base + (n,)
-                else:
+                if key[0] not in WAIT_OPS:
                     prev = key
+                    continue
+                c = int(completes[base_r + j]) - base_r if completes is not None else -1
+                if 0 <= c < j and seq[c][0] not in WAIT_OPS:
+                    where = ("done", seq[c])
+                else:  # (a repetition that opens with a wait completes the previous one's last call)
+                    where = ("after", prev if prev != ("-",) else "wrap")
+                base = (key[0], key[1], key[2], where, key[4])
+                n = count.get(base, 0)
+                count[base] = n + 1
+                seq[j] = base + (n,)
 
 
 def _common_order(seqs) -> list | None:

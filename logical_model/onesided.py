@@ -198,12 +198,13 @@ def note_trace(sig, trace) -> None:
         _EXTRAS[ph] = {"aux": aux, "lists": per_event}
 
 
-def renamed(old, new):
-    """``new``, a copy of the signature phase ``old`` under another id (the phases of runs
+def renamed(old, phase_id: int):
+    """A copy of the signature phase ``old`` under the id ``phase_id`` (the phases of runs
     :func:`~logical_model.correspond.correspond` relates), with what :func:`note_trace`
     kept for ``old``: without it a run whose phases were renumbered lost its
     neighbourhood collectives' lists (DOLFINx's halo updates were refused as "not read
     from the traces")."""
+    new = dataclasses.replace(old, id=phase_id)
     got = _EXTRAS.get(old)
     if got is not None:
         _EXTRAS[new] = got

@@ -53,6 +53,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from signature.errors import TraceFormatError
+from signature._arrays import find_events as _find_events
 from signature._arrays import lookup as _lookup
 from signature.persistent import nonblocking_form, started_requests
 from signature.trace import (LIST_DESTS, LIST_SEND, OP_CODE, OPS, PEER_NULL,
@@ -651,10 +652,8 @@ def _build(*, name: str, nprocs: int, rank_offsets, cols: dict[str, np.ndarray],
             lib.sigex_find_events(nc, adr(q_rank), adr(q_seq), P, adr(offs), adr(ev_seq), adr(i))
             hit = (i >= 0) & WAITS[act[np.maximum(i, 0)]] & (c_req >= 0)
         else:
-            span = int(max(seq.max(), c_seq.max())) + 1
-            key = rank * span + seq
-            i = np.minimum(np.searchsorted(key, c_rank * span + c_seq), E - 1)
-            hit = (key[i] == c_rank * span + c_seq) & WAITS.take(act[i]) & (c_req >= 0)
+            i = _find_events(rank, seq, c_rank, c_seq)
+            hit = (i >= 0) & WAITS.take(act[np.maximum(i, 0)]) & (c_req >= 0)
         c_ev[hit] = i[hit]
     live = c_ev >= 0
     c_creator = np.full(nc, -1, np.int64)

@@ -499,14 +499,15 @@ class Scaling:
         return any(r.get("left_out") is not None for r in self.rows)
 
     def csv(self) -> str:
+        left = self._left()
         head = (["P", "runtime_s", "speedup", "efficiency"] + [f"phase{k}_s" for k in self._ids()]
-                + (["left_out_computation_s"] if self._left() else []))
+                + (["left_out_computation_s"] if left else []))
         lines = [",".join(head)]
         for r in self.rows:
             lines.append(",".join([str(r["P"]), f"{r['runtime']:.6g}", f"{r['speedup']:.6g}",
                                    f"{r['efficiency']:.6g}"] + [f"{x:.6g}" for x in r["phases"]]
                                   + ([f"{r['left_out']:.6g}" if r.get("left_out") is not None else ""]
-                                     if self._left() else [])))
+                                     if left else [])))
         return "\n".join(lines) + "\n"
 
     def report(self) -> str:

@@ -1,15 +1,15 @@
 """Index arithmetic on event arrays that the signature and the replay both need.
 
 Kept below both packages (the replay builds on the signature, never the reverse):
-concatenated ranges of indices, and the latest (or next) row of a table with a query's
-key relative to a position.
+concatenated ranges of indices, the events a (rank, seq) table names, and the latest
+(or next) row of a table with a query's key relative to a position.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ranges", "lookup"]
+__all__ = ["ranges", "find_events", "lookup"]
 
 
 def ranges(start: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -20,6 +20,24 @@ def ranges(start: np.ndarray, length: np.ndarray) -> np.ndarray:
     if not total:
         return np.zeros(0, np.int64)
     return np.repeat(np.asarray(start, np.int64) - np.cumsum(n) + n, n) + np.arange(total)
+
+
+def find_events(rank: np.ndarray, seq: np.ndarray, q_rank: np.ndarray, q_seq: np.ndarray) -> np.ndarray:
+    """Index of the event of each (``q_rank``, ``q_seq``) among events sorted by (``rank``,
+    ``seq``), as a trace's are; -1 where there is none (a completions table's rows name
+    their wait this way)."""
+    rank, seq = np.asarray(rank, np.int64), np.asarray(seq, np.int64)
+    q_rank, q_seq = np.asarray(q_rank, np.int64), np.asarray(q_seq, np.int64)
+    out = np.full(len(q_rank), -1, np.int64)
+    if not len(rank) or not len(q_rank):
+        return out
+    span = int(max(seq.max(), q_seq.max())) + 1
+    key = rank * span + seq
+    want = q_rank * span + q_seq
+    i = np.minimum(np.searchsorted(key, want), len(key) - 1)
+    hit = key[i] == want
+    out[hit] = i[hit]
+    return out
 
 
 def lookup(table_key, table_pos, query_key, query_pos, *, side: str) -> np.ndarray:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from .errors import TraceFormatError
+from .unmodelled import OTHER_THREADS
 from .trace import (COMPLETION_COLUMNS, COUNTER_COLUMNS, EVENT_COLUMNS, OP_CODE, OPS,
                     CommTable, Trace)
 
@@ -139,11 +140,6 @@ def _read_lists(path: Path) -> list[tuple[int, int, np.ndarray]]:
         out.append((seq, kind, np.frombuffer(data, "<i8", n, pos + 16).copy()))
         pos = end
     return out
-
-
-#: the unmodelled-calls entry of the MPI calls made from threads other than MPI_Init's
-#: (the tracer records the calling thread's only, and counts the others)
-OTHER_THREADS = "MPI calls from other threads"
 
 
 def _add_unmodelled(table: dict, path: Path, rank: int) -> None:

@@ -115,6 +115,7 @@ import dataclasses
 import numpy as np
 
 from . import persistent
+from ._arrays import find_events, lookup
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
@@ -217,33 +218,19 @@ def completed_posts(trace: Trace) -> np.ndarray:
     comp = trace.completions
     if not n or not len(comp["rank"]):
         return out
-    # each completion's wait event, by its (rank, seq): the events are sorted by both
-    seq = np.asarray(ev["seq"], np.int64)
-    c_rank, c_seq = np.asarray(comp["rank"], np.int64), np.asarray(comp["seq"], np.int64)
-    s_span = int(max(seq.max(), c_seq.max())) + 1
-    ev_key = ev["rank"].astype(np.int64) * s_span + seq
-    w_ev = np.minimum(np.searchsorted(ev_key, c_rank * s_span + c_seq), n - 1)
-    ok = ev_key[w_ev] == c_rank * s_span + c_seq
-    w_ev, c_rank, c_req = w_ev[ok], c_rank[ok], np.asarray(comp["req"], np.int64)[ok]
-    single = ev["op"][w_ev] == OP_CODE["Wait"]
+    # each completion's wait event, and the rank's last post of its request id before it
+    c_rank, c_req = np.asarray(comp["rank"], np.int64), np.asarray(comp["req"], np.int64)
+    w_ev = find_events(ev["rank"], ev["seq"], c_rank, comp["seq"])
+    single = (w_ev >= 0) & (ev["op"][np.maximum(w_ev, 0)] == OP_CODE["Wait"])
     w_ev, c_rank, c_req = w_ev[single], c_rank[single], c_req[single]
     req = np.asarray(ev["req"], np.int64)
     posts = np.flatnonzero((req >= 0) & (ev["op"] != OP_CODE["Wait"]))
     if not posts.size or not w_ev.size:
         return out
-    span = int(max(req.max(), c_req.max())) + 2
-    # one sorted key per post: (its (rank, request id) pair, position); a wait finds the
-    # last post of its pair before it
-    pairs, pair = np.unique(ev["rank"][posts].astype(np.int64) * span + req[posts], return_inverse=True)
-    key = pair.reshape(-1).astype(np.int64) * n + posts
-    order = np.argsort(key, kind="stable")
-    key, posts = key[order], posts[order]
-    w_pair = np.minimum(np.searchsorted(pairs, c_rank * span + c_req), len(pairs) - 1)
-    known = pairs[w_pair] == c_rank * span + c_req
-    want = w_pair * n + w_ev
-    at = np.searchsorted(key, want) - 1
-    hit = known & (at >= 0) & (key[np.maximum(at, 0)] // n == w_pair)
-    out[w_ev[hit]] = posts[at[hit]]
+    rmax = int(max(req.max(), c_req.max())) + 2
+    at = lookup(ev["rank"][posts].astype(np.int64) * rmax + req[posts] + 1, posts, c_rank * rmax + c_req + 1, w_ev,
+                side="before")
+    out[w_ev[at >= 0]] = posts[at[at >= 0]]
     return out
 
 

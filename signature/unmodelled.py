@@ -36,6 +36,11 @@ def is_local(name: str) -> bool:
     return bool(_LOCAL.match(name))
 
 
+#: the entry of the MPI calls made from threads other than MPI_Init's (the tracer records
+#: the calling thread's only, and counts the others)
+OTHER_THREADS = "MPI calls from other threads"
+
+
 @dataclasses.dataclass(frozen=True)
 class UnmodelledCall:
     """One MPI function the trace counted but does not model."""
@@ -48,7 +53,7 @@ class UnmodelledCall:
     local: bool
 
     def note(self, runtime: float | None) -> str:
-        if self.name == "MPI calls from other threads":  # (signature._raw.OTHER_THREADS)
+        if self.name == OTHER_THREADS:
             return (f"{self.calls:,} MPI calls from threads other than the one that called MPI_Init, on "
                     f"{self.ranks} rank(s): not traced (a library's own threads; the traced thread's "
                     "time waiting for them is in its bursts)")
