@@ -365,6 +365,7 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         return (pos, g) if every else (pos[g >= 0], g[g >= 0])
 
     anchors: np.ndarray | None = None
+    by_links: set[int] = set()  # ranks of the reference's count cut where their links say
 
     def place(r: int, pos: np.ndarray, g: np.ndarray, final: bool = False) -> None:
         st, en = span(r)
@@ -390,10 +391,18 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
             last = np.searchsorted(it, np.arange(len(st)), side="right")
             has = last > first
             g_it[has] = gg[(first[has] + last[has] - 1) // 2]
+            if len(st) == n_ref and has.any() and r not in by_links:
+                # a rank cut into as many iterations as the reference, but at another call
+                # of the step: most of its iterations hold calls linked to two global
+                # iterations (a PME rank whose own cycle runs from the middle of one
+                # step's FFT to the middle of the next's): cut where its links say
+                straddle = gg[first[has]] != gg[last[has] - 1]
+                if straddle.mean() > 0.5:
+                    by_links.add(r)
         g_it = np.maximum.accumulate(np.clip(g_it, 0, n_ref - 1))
         first = np.searchsorted(g_it, np.arange(n_ref), side="left")
         cut = np.concatenate([st, [en[-1]]])[first]
-        if pos.size and len(st) != n_ref:
+        if pos.size and (len(st) != n_ref or r in by_links):
             # where linked calls say where a global iteration begins, cut there: a rank
             # whose own unit is a fraction of the step is cut where the step begins
             order = np.argsort(pos, kind="stable")
@@ -411,7 +420,7 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         else:
             cut[0] = st[0]
         end = int(en[-1])
-        if final and pos.size and len(st) != n_ref:
+        if final and pos.size and (len(st) != n_ref or r in by_links):
             # the loop ends on this rank where its calls linked to the others' loop end: a
             # call after them linked to the others' next part (the last step, run after
             # their loop) is the next part's too
@@ -443,12 +452,12 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
     # reference does: a rank placed early saw only some of its partners (a PME rank whose
     # FFT partner was aligned before the particle ranks that send to it), and ranks of its
     # own class say nothing the class's own cut did not (where its loop ends)
-    anchors = np.array([s.iterations(L) == n_ref for s in segs])
+    anchors = np.array([s.iterations(L) == n_ref and r not in by_links for r, s in enumerate(segs)])
     for r in done:
         # (only where most ranks cut the loop as the reference does: a class beside them,
         # not counts that scatter, as a data-driven loop's; and only ranks that exchange
         # messages with them: where collectives alone link them, the first placement stands)
-        if (0 < segs[r].iterations(L) != n_ref and anchors.sum() > P / 2
+        if ((0 < segs[r].iterations(L) != n_ref or r in by_links) and anchors.sum() > P / 2
                 and anchors[rank_ev[p2p[r][1]]].any()):
             place(r, *linked(r, anchors=anchors), final=True)
     return out  # type: ignore[return-value]

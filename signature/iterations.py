@@ -32,7 +32,9 @@ iteration that are the unit with runs of one call collapsed (the first steps of 
 run, whose data-dependent counts differ from the first repeats') are iterations of the
 loop too. What follows the loop's last plain iteration still belongs to it where it is
 a whole block seen between two plain iterations, piece by piece, an inner loop of a
-data-dependent count (a PCG solve) run as often as the rest repeats it. Then the
+data-dependent count (a PCG solve) run as often as the rest repeats it, and, at the
+run's end, where it holds nearly all of the calls that every variant iteration of the
+loop makes (a last neighbour search whose atom exchanges are unlike any before). Then the
 search starts again, so that loops that follow each other (the kernels of a benchmark
 suite) are each found; what lies between loops is a weight-1 part. A loop found within
 a few iterations' length of another one continues it if their plain iterations share
@@ -828,6 +830,7 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
     bounds: list[np.ndarray] = []
     loops: list[np.ndarray] = []
     pos, look, n_loops, prev_p, first_p, prev_a = 0, 0, 0, 0, 0, 0
+    units: list[np.uint64] = []  # the current loop's plain iterations (their hashes)
     while pos < n - 1:
         an = None if anchor is None else anchor[look:]
         found = (find_unit(full[look:], SEARCH_WINDOW, anchor=an)
@@ -858,9 +861,22 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
             bounds += [np.array([pos]), starts]
             loops += [np.array([-1]), np.full(len(starts), n_loops)]
             n_loops += 1
+            units = []
+        units.append(segment_hash(H, ipw, np.array([a]), np.array([a + p]))[0])
         first_p = first_p or p
         pos, prev_p, prev_a = end, p, a
         look = pos
+    if n_loops and pos < n:
+        # the run's last step, a variant whose data-dependent counts are unlike any seen
+        b = np.concatenate(bounds + [np.array([pos])]).astype(np.int64)
+        its = np.flatnonzero(np.concatenate(loops) == n_loops - 1)
+        a, e = b[its], b[its + 1]
+        variant = ~np.isin(segment_hash(H, ipw, a, e), np.array(units, np.uint64))
+        last = _last_variant(struct, a[variant], e[variant], pos)
+        if last:
+            bounds.append(np.array([pos]))
+            loops.append(np.array([n_loops - 1]))
+            pos += last
     bounds += [np.array([pos]), np.array([n])]
     b = np.concatenate(bounds).astype(np.int64)
     loop = np.concatenate(loops + [np.array([-1])]).astype(np.int64)
@@ -885,6 +901,41 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
             loop = np.concatenate([pl[:-1], [k - 1] if between else [],
                                    np.where(loop[1:] >= 0, loop[1:] + k - 1, -1)]).astype(np.int64)
     return b, loop, first_p
+
+
+def _last_variant(struct: np.ndarray, a: np.ndarray, b: np.ndarray, pos: int) -> int:
+    """The length of the run's last step at ``pos`` (0: none), where it is a variant of the
+    loop whose variant iterations are ``struct[a[k]:b[k]]`` (those that are none of its
+    plain iterations): the shortest start of the rest that holds, as a multiset,
+    ``STEP_SPLIT_SHARE`` of the calls every variant holds (per call, the fewest any of
+    them makes), within twice the longest variant's length. Only where there are two
+    variants at least and those calls are half of a variant's (``GAP_ITERATION_SHARE``:
+    variants that share little say nothing).
+
+    A neighbour search exchanges another number of atoms with other neighbours each time,
+    so the run's last one is a block never seen before, and one that may lack calls the
+    plain step makes: GROMACS's last step at P = 16 and 32 sent no atoms one way and held
+    7 of the plain step's 9 calls, under ``STEP_SPLIT_SHARE`` (``_loop``'s own test), and
+    went to the final part on most ranks. The calls every variant makes (the plain step's
+    that do not depend on the data, and the energy reduction that the neighbour-search and
+    energy steps both make) do not depend on the data; the step ends where the rest holds
+    them all."""
+    n = len(struct)
+    if len(a) < 2 or pos >= n:
+        return 0
+    at = np.flatnonzero(_covered(n, a, b))
+    it = np.searchsorted(a, at, side="right") - 1
+    vocab, idx = np.unique(struct[at], return_inverse=True)
+    counts = np.zeros((len(a), len(vocab)), np.int64)
+    np.add.at(counts, (it, idx.reshape(-1)), 1)
+    fewest = counts.min(axis=0)
+    vocab, fewest = vocab[fewest > 0], fewest[fewest > 0]
+    need = int(fewest.sum())
+    if not need or need < GAP_ITERATION_SHARE * float(np.median(b - a)):
+        return 0
+    held = _running_shares(struct[pos:pos + 2 * int((b - a).max())], vocab, fewest)
+    c = int(np.argmax(held))
+    return c if held[c] >= STEP_SPLIT_SHARE * need else 0
 
 
 def _continues(struct: np.ndarray, prev_a: int, prev_p: int, a: int, p: int) -> bool:

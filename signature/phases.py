@@ -80,7 +80,8 @@ Algorithm
    one kind); kinds that differ only where the data decides are merged
    (``_merge_variant_kinds``: a difference on a quarter of the ranks or fewer; the
    plain steps before and after a repartition changed the halo; rare
-   neighbour-search steps on a common period whose atom exchanges differ), while
+   neighbour-search steps on a common period whose atom exchanges differ, the run's
+   last step among them), while
    kinds that recur side by side (a plain step and the step that reduces every
    10) stay apart. A *phase* is a kind, numbered in order of first occurrence,
    with one template per rank (ranks with equal templates form its classes;
@@ -1654,10 +1655,13 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
     with the variants of one kind merged, nearest pairs first (see ``VARIANT_DISTANCE``),
     renumbered in order of first occurrence. A kind seen only at a loop's first iteration
     is left to the rule for the loop's ends (it joins the part before: it may still hold
-    set-up), and one seen only at its last merges only as a local variant (the last step
-    skips the flags a rank sends for a next step that never comes; ``shapes``, the ranks'
-    iteration shapes per column, say which ranks it differs on: a call count the data
-    decides, which the first repetition of the other kind had otherwise, is none)."""
+    set-up). One seen only at its last merges as a local variant (the last step skips the
+    flags a rank sends for a next step that never comes; ``shapes``, the ranks' iteration
+    shapes per column, say which ranks it differs on: a call count the data decides,
+    which the first repetition of the other kind had otherwise, is none), or as one of
+    rare kinds on a common period (GROMACS's last neighbour search, at step 400, every
+    40 steps: its atom exchanges unlike any before, as each search's are), never by the
+    rules for kinds that recur side by side."""
     n_kind = int(kind.max()) + 1
     P = bounds.shape[0]
     parent = np.arange(n_kind)
@@ -1741,8 +1745,6 @@ def _merge_variant_kinds(kind: np.ndarray, cols: np.ndarray, loop: np.ndarray, b
                 local = local or np.sum(shapes[:, ja] != shapes[:, jb]) <= LOCAL_VARIANT_SHARE * P
             if d < VARIANT_DISTANCE and local:
                 kept = core[ra] if sum(map(len, pa)) >= sum(map(len, pb)) else core[rb]
-            elif last_only[a] or last_only[b]:
-                continue
             elif d < VARIANT_DISTANCE and _follow(pa, pb) and np.array_equal(collectives[a], collectives[b]):
                 kept = core[ra] + core[rb]
             elif d < 0.5 * min(near[a], near[b]) and _rare_on_a_period(pa, pb):

@@ -216,3 +216,47 @@ def test_a_collective_cut_off_from_its_instance_on_a_few_ranks_joins_the_others(
     got = _collectives_whole(moved, seg_loop, ro, rank, coll_ev, nth)
     np.testing.assert_array_equal(got, true)
     assert np.array_equal(_collectives_whole(true, seg_loop, ro, rank, coll_ev, nth), true)
+
+
+@settings(max_examples=25, deadline=None)
+@given(W=st.integers(2, 6), steps=st.integers(4, 12))
+def test_a_server_cut_at_another_call_with_as_many_iterations_is_cut_where_its_links_say(W, steps):
+    """``align_ranks`` on ranks whose own cuts disagree: W workers send to a server rank,
+    swap halos among themselves and receive its answer; the server receives from every
+    worker, then answers. Worker 0's own cut is a half step (twice as many iterations:
+    the counts differ, and each loop is aligned by the messages); the server's own cut
+    has as many iterations as the reference's, but runs from its answers of one step to
+    its receives of the next (a GROMACS PME rank at P = 16 and 32). It is cut where its
+    messages say each global iteration begins, among its receives of the step, not left
+    as it cut itself (its first iteration then held the end of the set-up step)."""
+    from signature.align import align_ranks
+    from signature.iterations import RankSegments, segment_keys
+    P, S = W + 1, W
+
+    def step(r, s):
+        if r == S:
+            return [("Recv", w, 512) for w in range(W)] + [("Send", w, 512) for w in range(W)]
+        return [("Send", S, 512), ("Sendrecv", (r + 1) % W, 64, (r - 1) % W, 64), ("Recv", S, 512)]
+    t = build_trace(P, steps, step)
+    ro = t.rank_offsets
+    segs = []
+    for r in range(P):
+        n = int(ro[r + 1] - ro[r]) - 2  # (its stream without Init and Finalize: Barrier, steps, Barrier)
+        L = 2 * W if r == S else 3
+        starts = 1 + L * np.arange(1, steps)  # step 0 is the set-up's, as a search step is
+        if r == 0:
+            starts = np.sort(np.concatenate([starts, starts + 1]))
+        if r == S:
+            starts = starts - W  # from its answers of the step before
+        bounds = np.concatenate([[0], starts, [1 + L * steps, n]]).astype(np.int64)
+        loop = np.concatenate([[-1], np.zeros(len(starts), np.int64), [-1]])
+        shape, exact = segment_keys(t.events["op"][ro[r] + 1:ro[r + 1] - 1].astype(np.uint64), bounds)
+        segs.append(RankSegments(bounds=bounds, loop=loop, shape=shape, exact=exact))
+    bounds, loop = align_ranks(t, segs)
+    its = np.flatnonzero(loop == 0)
+    assert len(its) == steps - 1
+    assert bounds[1, its].tolist() == (1 + 3 * np.arange(1, steps)).tolist()
+    # each server iteration begins among its receives of the step (at the first linked to
+    # a worker placed before it): it holds the step's answers, and none of the step before
+    first = 1 + 2 * W * np.arange(1, steps)
+    assert np.all((bounds[S, its] >= first) & (bounds[S, its] < first + W)), bounds[S, its]

@@ -278,3 +278,82 @@ def test_runs_whose_calls_alternate_are_told_from_a_rings_shifts(k, runs, data):
     for s in starts:
         pairs[s:s + 2 * k:2] = 4  # the count's token
     assert _alternating(pairs, starts, lengths)
+
+
+def _repartitioned(P: int, k: int, n_search: int, seed: int):
+    """A step (halo swaps both ways, the atoms that crossed sent on to the right) whose
+    decomposition is rebuilt at every search step (every k-th step, from step 0; the
+    run's last step is one), the halos' sizes changing. A search step broadcasts,
+    exchanges the atoms' counts and the atoms (2-4 Sendrecvs, as many as the data
+    says), sends on 0-2 atoms (the data again: none at the second search step, nor at
+    the last), swaps the halos and reduces the energies. The run's last step thus
+    lacks the Send and the Recv that every plain step makes."""
+    rng = np.random.default_rng(seed)
+    m = rng.integers(2, 5, size=n_search)  # Sendrecvs of each search step
+    moved = rng.integers(0, 3, size=(n_search, P))  # atoms sent on at each search step
+    moved[[1, -1]] = 0
+
+    def step(r, s):
+        d = s // k  # the decomposition
+        right, left = (r + 1) % P, (r - 1) % P
+        halo = 800 + 8 * d
+        swaps = [("Isend", right, halo), ("Irecv", left, halo), ("Waitall", -1, 0),
+                 ("Sendrecv", left, halo, right, halo)]
+        if s % k == 0:
+            return ([("Bcast", -1, 64)] + [("Sendrecv", right, 2048, left, 2048)] * int(m[d])
+                    + [("Send", right, 96)] * int(moved[d, r]) + [("Recv", left, 96)] * int(moved[d, left])
+                    + swaps + [("Allreduce", -1, 8)])
+        return swaps + [("Send", right, 64), ("Recv", left, 64)]
+    return step
+
+
+@pytest.mark.parametrize("P,k,n_search,seed", [(4, 8, 8, 0), (6, 10, 10, 1), (8, 6, 6, 0), (8, 10, 8, 2)])
+def test_a_last_step_unlike_any_before_is_a_step(P, k, n_search, seed):
+    """The run's last step is a search step whose data-dependent calls are unlike any
+    search step's before, and that lacks calls the plain step makes (GROMACS at P = 16
+    and 32: its last neighbour search sent no atoms one way; it held 7 of the plain
+    step's 9 calls and went to the final part on most ranks, 399 steps of 400). It is an
+    iteration all the same, of the search steps' phase (``iterations._last_variant``:
+    it holds the calls every search step makes). (Cases of a family that the signature
+    does not recover exactly for every draw: where the last step's run of Sendrecvs is
+    longer than any before, it is a loop of its own in a run this short, and where a
+    search step ends with the whole plain step, the plain step is found inside it.)"""
+    steps = k * (n_search - 1) + 1
+    sig = extract(build_trace(P, steps, _repartitioned(P, k, n_search, seed), seed=seed))
+    assert sum(p.weight for p in sig.loop_phases) == steps - 1  # (step 0 is the set-up's)
+    assert sum(p.weight for p in sig.loop_phases if "Bcast" in p.ops) == n_search - 1
+    assert sig.phases[-1].ops == ("Barrier",)
+
+
+@settings(max_examples=60, deadline=None)
+@given(common=st.lists(st.integers(0, 5), min_size=3, max_size=12), n_var=st.integers(2, 6),
+       lacks=st.integers(0, 3), data=st.data())
+def test_the_last_step_holds_the_calls_every_variant_makes(common, n_var, lacks, data):
+    """``_last_variant``: variants that each hold a multiset of common calls (tokens 0-5)
+    in their own order, with calls of their own (tokens 6-9, as many as the data says); a
+    rest that holds the common calls, with data-dependent calls among them, then calls of
+    the final part (tokens 10-12). The step ends right after the rest's last common call;
+    a rest that lacks more than a tenth of them is no step."""
+    from signature.iterations import STEP_SPLIT_SHARE, _last_variant
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    blocks = []
+    for _ in range(n_var):
+        blk = np.array(common + list(rng.integers(6, 10, size=int(rng.integers(0, 3)))))
+        blocks.append(rng.permutation(blk))
+    body = list(rng.permutation(common))
+    for _ in range(min(lacks, len(body) - 1)):
+        body.pop(int(rng.integers(0, len(body))))
+    extras = list(rng.integers(6, 10, size=int(rng.integers(0, 3))))
+    step = np.array(extras + body, np.int64)
+    rest = np.concatenate([step, rng.integers(10, 13, size=5)]).astype(np.uint64)
+    head = rng.integers(0, 6, size=7).astype(np.uint64)  # (what lies before the variants)
+    struct = np.concatenate([head] + [b.astype(np.uint64) for b in blocks] + [rest])
+    a = len(head) + np.concatenate([[0], np.cumsum([len(b) for b in blocks])[:-1]])
+    b = a + np.array([len(x) for x in blocks])
+    pos = int(b[-1])
+    got = _last_variant(struct, a, b, pos)
+    kept = len(common) - min(lacks, len(common) - 1)
+    if kept >= STEP_SPLIT_SHARE * len(common) and len(common) >= 0.5 * np.median(b - a):
+        assert got == len(step)
+    else:
+        assert got == 0
