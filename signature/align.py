@@ -14,7 +14,11 @@ the global iteration that most of its linked calls fall in (its median), and whe
 iteration has no such call, where its midpoint in time falls; a rank whose own count
 differs is cut where its linked calls say each global iteration begins, and placed
 again once every rank is, by its messages with the ranks whose count is the
-reference's (its loop then ends where those messages end). Where every rank cuts the
+reference's (its loop then ends where those messages end). A rank whose own count is
+the reference's but whose iterations run from the middle of one step to the middle of
+the next (more than a quarter of its calls linked to those ranks fall in another of
+their iterations than most of its iteration's calls do: a PME rank) is cut by its links
+too, and every rank placed again. Where every rank cuts the
 same number of iterations, a rank that most of its partners disagree with (a quarter of
 their messages cross an iteration boundary) is cut elsewhere in the step (rotated) and
 is cut again by its messages (``_unrotate``).
@@ -391,14 +395,6 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
             last = np.searchsorted(it, np.arange(len(st)), side="right")
             has = last > first
             g_it[has] = gg[(first[has] + last[has] - 1) // 2]
-            if len(st) == n_ref and has.any() and r not in by_links:
-                # a rank cut into as many iterations as the reference, but at another call
-                # of the step: most of its iterations hold calls linked to two global
-                # iterations (a PME rank whose own cycle runs from the middle of one
-                # step's FFT to the middle of the next's): cut where its links say
-                straddle = gg[first[has]] != gg[last[has] - 1]
-                if straddle.mean() > 0.5:
-                    by_links.add(r)
         g_it = np.maximum.accumulate(np.clip(g_it, 0, n_ref - 1))
         first = np.searchsorted(g_it, np.arange(n_ref), side="left")
         cut = np.concatenate([st, [en[-1]]])[first]
@@ -435,18 +431,39 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
         out[r] = cut.tolist()
         mark(r, cut)
 
-    todo = [r for r in range(P) if r != q]
-    done: list[int] = []
-    while todo:
-        best = None
-        for r in todo:  # the rank with the most calls linked to aligned ones goes next
-            pos, g = linked(r)
-            if best is None or len(pos) > best[1]:
-                best = (r, len(pos), pos, g)
-        r, _, pos, g = best
-        todo.remove(r)
-        done.append(r)
-        place(r, pos, g)
+    def place_all() -> list[int]:
+        """Every rank placed, the rank with the most calls linked to aligned ones next."""
+        todo = [r for r in range(P) if r != q]
+        done: list[int] = []
+        while todo:
+            best = None
+            for r in todo:
+                pos, g = linked(r)
+                if best is None or len(pos) > best[1]:
+                    best = (r, len(pos), pos, g)
+            r, _, pos, g = best
+            todo.remove(r)
+            done.append(r)
+            place(r, pos, g)
+        return done
+
+    done = place_all()
+    # a rank cut into as many iterations as the reference but at another call of the step
+    # (a PME rank whose own cycle runs from the middle of one step's FFT to the middle of
+    # the next's, its first iteration holding the end of the set-up's step): its calls
+    # linked to the others that cut the loop so fall in two of their iterations
+    # (``_straddles``); it is cut where its links say, and every rank placed again (the
+    # ranks placed after it followed its own cut)
+    same = np.array([s.iterations(L) == n_ref for s in segs])
+    by_links.update(r for r in done if same[r] and _straddles(
+        *linked(r, anchors=same & (np.arange(P) != r)), *span(r)))
+    if by_links:
+        g_ev[:] = -1
+        coll_g[:] = -1
+        out = [None] * P
+        out[q] = cut_q.tolist()
+        mark(q, cut_q)
+        done = place_all()
     # ranks cut where their links say (their own count is not the reference's) are placed
     # again once every rank is, by their messages with the ranks that cut the loop as the
     # reference does: a rank placed early saw only some of its partners (a PME rank whose
@@ -461,6 +478,26 @@ def _align_loop(trace: Trace, segs: list[RankSegments], L: int, counts: np.ndarr
                 and anchors[rank_ev[p2p[r][1]]].any()):
             place(r, *linked(r, anchors=anchors), final=True)
     return out  # type: ignore[return-value]
+
+
+def _straddles(pos: np.ndarray, g: np.ndarray, st: np.ndarray, en: np.ndarray) -> bool:
+    """Whether more than ``ROTATED_PAIR_SHARE`` of a rank's linked calls (``pos``, linked
+    to global iterations ``g``) lie in one of its own iterations (``st``, ``en``: their
+    starts and ends) with another global iteration than most of that iteration's linked
+    calls: its iterations run from the middle of one step to the middle of the next (a
+    rank cut a call or two away from the others holds a few such calls; the common cut
+    then rotates it)."""
+    it = np.searchsorted(st, pos, side="right") - 1
+    inside = (it >= 0) & (pos < en[np.maximum(it, 0)])
+    it, g = it[inside], g[inside]
+    if not it.size:
+        return False
+    order = np.lexsort((g, it))
+    it, g = it[order], g[order]
+    first = np.searchsorted(it, it, side="left")
+    last = np.searchsorted(it, it, side="right")
+    median = g[(first + last - 1) // 2]
+    return bool(np.mean(g != median) > ROTATED_PAIR_SHARE)
 
 
 def _world_collectives(trace: Trace) -> np.ndarray | None:
