@@ -1068,7 +1068,11 @@ def _collectives_whole(bounds: np.ndarray, seg_loop: np.ndarray, ro: np.ndarray,
     the call is that rank's first call of its iteration (last), the bound moves over it, so
     that it joins the others, unless that empties the iteration; repeated while calls move
     (a run of collective calls moves one by one). Moving one collective call changes no
-    message's iteration and puts one instance whole: the cut can only cross less.
+    message's iteration and puts one instance whole: the cut can only cross less. A pass
+    after the first looks again only at the instances whose calls moved and at the calls
+    now beside a bound that moved: nothing else can move (code_saturne's 966,000
+    collective calls over 336,000 iterations still moved at the last of the
+    ``ROTATE_MAX`` passes, each over all of them: 18.5 s; now 0.2 s, the same bounds).
     ``coll_ev``, ``coll_key``: :func:`signature.align._collective_keys`; ``rank``: the
     events' rank column; positions as in ``bounds`` (each rank's stream without Init)."""
     out = bounds.copy()
@@ -1080,40 +1084,67 @@ def _collectives_whole(bounds: np.ndarray, seg_loop: np.ndarray, ro: np.ndarray,
     order = np.argsort(coll_key, kind="stable")
     key, r, pos = coll_key[order], r[order], pos[order]
     starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
-    inst = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(key))))
-    for _ in range(ROTATE_MAX):
-        # each call's iteration: the last bound at or before it (rank blocks side by side)
-        flat = (out + np.arange(P, dtype=np.int64)[:, None] * (int(out.max()) + 1)).reshape(-1)
-        col = np.searchsorted(flat, pos + r * (int(out.max()) + 1), side="right") - 1 - r * (G + 1)
-        inside = (col >= 0) & (col < G)
-        loop = np.where(inside, seg_loop[np.clip(col, 0, G - 1)], -1)
-        # the column most members hold each instance in, where more than half do
-        code = inst * (G + 1) + np.clip(col, 0, G)
+    ends = np.append(starts[1:], len(key))
+    inst = np.repeat(np.arange(len(starts)), ends - starts)
+    size = ends - starts
+    # each call's iteration: the last bound at or before it (rank blocks side by side)
+    span = int(out.max()) + 1
+    flat = (out + np.arange(P, dtype=np.int64)[:, None] * span).reshape(-1)
+    col = np.searchsorted(flat, pos + r * span, side="right") - 1 - r * (G + 1)
+    by_at = at_sorted = None  # the calls by (rank, position), once a bound moved
+    best = np.full(len(starts), -1, np.int64)  # per instance, the column most members hold it in
+    most = np.zeros(len(starts), np.int64)
+
+    def commonest(insts: np.ndarray) -> None:
+        """``best``, ``most`` of the instances ``insts`` from the calls' columns now."""
+        sel = np.concatenate([np.arange(starts[k], ends[k]) for k in insts.tolist()]) if len(insts) < len(starts) \
+            else np.arange(len(key))
+        code = inst[sel] * (G + 1) + np.clip(col[sel], 0, G)
         u, n = np.unique(code, return_counts=True)
-        best = np.full(len(starts), -1, np.int64)
-        most = np.zeros(len(starts), np.int64)
         ui = u // (G + 1)
         for_max = np.lexsort((n, ui))  # per instance, its commonest column last
         last = np.concatenate([ui[for_max][1:] != ui[for_max][:-1], [True]])
         best[ui[for_max][last]] = (u % (G + 1))[for_max][last]
         most[ui[for_max][last]] = n[for_max][last]
-        size = np.bincount(inst, minlength=len(starts))
-        major = np.where(2 * most > size, best, -1)[inst]
+
+    commonest(np.arange(len(starts)))
+    todo = np.arange(len(key))  # the calls that may move in this pass
+    for _ in range(ROTATE_MAX):
+        c = col[todo]
+        inside = (c >= 0) & (c < G)
+        loop = np.where(inside, seg_loop[np.clip(c, 0, G - 1)], -1)
+        major = np.where(2 * most > size, best, -1)[inst[todo]]
         ok = inside & (loop >= 0) & (major >= 0) & (major < G)
         ok &= np.where(ok, seg_loop[np.clip(major, 0, G - 1)] == loop, False)
-        after = ok & (col == major + 1) & (pos == out[r, np.clip(col, 0, G)])
-        before = ok & (col == major - 1) & (pos == out[r, np.clip(col + 1, 0, G)] - 1)
-        moved = False
-        for i in np.flatnonzero(after | before).tolist():
-            ri, b = int(r[i]), int(col[i]) if after[i] else int(col[i]) + 1
-            step = 1 if after[i] else -1
-            if out[ri, b] != (pos[i] if after[i] else pos[i] + 1):
+        rr, pp = r[todo], pos[todo]
+        after = ok & (c == major + 1) & (pp == out[rr, np.clip(c, 0, G)])
+        before = ok & (c == major - 1) & (pp == out[rr, np.clip(c + 1, 0, G)] - 1)
+        moved: list[int] = []
+        beside: list[int] = []
+        for i in todo[after | before].tolist():
+            ri, ci = int(r[i]), int(col[i])
+            step = 1 if ci == (best[inst[i]] + 1) else -1
+            b = ci if step == 1 else ci + 1
+            if out[ri, b] != (pos[i] if step == 1 else pos[i] + 1):
                 continue  # this bound moved already in this pass
             if out[ri, b - 1] < out[ri, b] + step < out[ri, b + 1]:
                 out[ri, b] += step
-                moved = True
+                col[i] -= step
+                moved.append(i)
+                beside += [ri * span + int(out[ri, b]), ri * span + int(out[ri, b]) - 1]
         if not moved:
             break
+        # the next pass: the calls of the instances whose members moved, and the calls now
+        # beside the bounds that moved (the next call of a run of collective calls)
+        dirty = np.unique(inst[moved])
+        commonest(dirty)
+        if by_at is None:
+            at_key = r * span + pos
+            by_at = np.argsort(at_key, kind="stable")
+            at_sorted = at_key[by_at]
+        near = np.searchsorted(at_sorted, beside)
+        near = by_at[near[(near < len(at_sorted)) & (at_sorted[np.minimum(near, len(at_sorted) - 1)] == beside)]]
+        todo = np.unique(np.concatenate([np.arange(starts[k], ends[k]) for k in dirty.tolist()] + [near]))
     return out
 
 

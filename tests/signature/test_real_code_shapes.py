@@ -330,22 +330,23 @@ def test_a_last_step_unlike_any_before_is_a_step(P, k, n_search, seed):
        lacks=st.integers(0, 3), data=st.data())
 def test_the_last_step_holds_the_calls_every_variant_makes(common, n_var, lacks, data):
     """``_last_variant``: variants that each hold a multiset of common calls (tokens 0-5)
-    in their own order, with calls of their own (tokens 6-9, as many as the data says); a
-    rest that holds the common calls, with data-dependent calls among them, then calls of
-    the final part (tokens 10-12). The step ends right after the rest's last common call;
-    a rest that lacks more than a tenth of them is no step."""
+    in their own order, with calls of their own (tokens 20 + k for variant k, as many as
+    the data says); a rest that holds the common calls, with data-dependent calls before
+    them (tokens 50-53), then calls of the final part (tokens 100-102). The step ends
+    right after the rest's last common call; a rest that lacks more than a tenth of them
+    is no step."""
     from signature.iterations import STEP_SPLIT_SHARE, _last_variant
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     blocks = []
-    for _ in range(n_var):
-        blk = np.array(common + list(rng.integers(6, 10, size=int(rng.integers(0, 3)))))
+    for k in range(n_var):
+        blk = np.array(common + [20 + k] * int(rng.integers(0, 3)))
         blocks.append(rng.permutation(blk))
     body = list(rng.permutation(common))
     for _ in range(min(lacks, len(body) - 1)):
         body.pop(int(rng.integers(0, len(body))))
-    extras = list(rng.integers(6, 10, size=int(rng.integers(0, 3))))
+    extras = list(rng.integers(50, 54, size=int(rng.integers(0, 3))))
     step = np.array(extras + body, np.int64)
-    rest = np.concatenate([step, rng.integers(10, 13, size=5)]).astype(np.uint64)
+    rest = np.concatenate([step, rng.integers(100, 103, size=5)]).astype(np.uint64)
     head = rng.integers(0, 6, size=7).astype(np.uint64)  # (what lies before the variants)
     struct = np.concatenate([head] + [b.astype(np.uint64) for b in blocks] + [rest])
     a = len(head) + np.concatenate([[0], np.cumsum([len(b) for b in blocks])[:-1]])
