@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from signature._memory import available_memory
 from signature._text import table
 from signature.errors import CampaignError, DeadlockError, ExtrapolationError, SigexError, UsageError
 
@@ -310,18 +311,6 @@ def _warnings(models: Models) -> list[str]:
 #: memory a replay in one process takes per event of the trace, at its peak (the trace read,
 #: the Program's matching, the engine): 430 bytes measured on MPB at P = 1,000 (16 M events)
 REPLAY_BYTES_PER_EVENT = 450
-
-
-def available_memory() -> int | None:
-    """Bytes this machine can give a process now (Linux's MemAvailable), or None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 def _nothing_placed(models: Models, P: int, err: ExtrapolationError) -> ExtrapolationError:

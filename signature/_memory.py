@@ -35,7 +35,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-__all__ = ["tune_allocation"]
+__all__ = ["tune_allocation", "available_memory"]
 
 # glibc's <malloc.h>
 _M_TRIM_THRESHOLD = -1
@@ -68,3 +68,15 @@ def tune_allocation() -> bool:
     mallopt.restype = ctypes.c_int
     _done = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD))
     return _done
+
+
+def available_memory() -> int | None:
+    """Bytes this machine can give a process now (Linux's MemAvailable), or None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -180,3 +180,28 @@ def test_reading_some_columns_gives_those_of_the_full_read(app):
     assert part.meta == full.meta and np.array_equal(part.rank_offsets, full.rank_offsets)
     with pytest.raises(ValueError, match="unknown event columns \\['t_wall'\\]"):
         load_trace(path, columns=["t_wall"])
+
+
+@needs_mpi
+def test_a_run_too_large_to_assemble_is_refused_with_its_numbers(run_traced, monkeypatch, tmp_path):
+    """A run whose raw records need more memory to assemble than the machine has left is
+    refused before any is read, naming its events, its ranks and both sizes, and leaves
+    no raw files behind (code_saturne at P = 16 wrote 80 M events; the kernel killed the
+    assembly at 23.5 GB with no word, and 12 GB of raw files stayed in a hidden folder).
+    Where the memory is unknown, it is assembled as before."""
+    import signature._raw as raw_mod
+    from signature import TracerError
+    kept = run_traced(RING, 2, 20, -1, name="kept", keep_raw=True)
+    raw = kept.path.with_name(kept.path.name + ".raw")
+    n = sum(f.stat().st_size for f in raw.glob("rank*.events")) // raw_mod.RAW_EVENT_DTYPE.itemsize
+    assert n >= kept.trace.n_events
+    monkeypatch.setattr(raw_mod, "available_memory", lambda: 1 << 10)
+    with pytest.raises(TracerError, match=rf"{n:,} events over 2 ranks .* this machine has 0\.0 GiB available") as err:
+        raw_mod.assemble(raw)
+    assert "Trace a shorter run" in str(err.value)
+    with pytest.raises(TracerError, match="events over 2 ranks"):
+        run_traced(RING, 2, 20, -1, name="refused")
+    out = tmp_path / "refused-2"
+    assert not list(out.iterdir()), "no trace file and no raw files are left"
+    monkeypatch.setattr(raw_mod, "available_memory", lambda: None)
+    assert raw_mod.assemble(raw).n_events == kept.trace.n_events
