@@ -7,7 +7,7 @@ its signatures are extracted at every P, the logical model is fitted at the smal
 placed at a held-out P never fitted, and the whole prediction is made there. Install with
 ``apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples
 nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev python3-dolfinx
-libsundials-dev`` (all built on Open MPI 4.1; ABINIT, Quantum ESPRESSO and Elk are Fortran,
+libsundials-dev code-saturne`` (all built on Open MPI 4.1; ABINIT, Quantum ESPRESSO and Elk are Fortran,
 GPAW is Python over its own C layer):
 
 * ``abinit``   ABINIT 9.6, the package's lead crystal example (``tbasepar_1``: k-point
@@ -50,7 +50,13 @@ GPAW is Python over its own C layer):
                compiled from the example the package ships; fit 4, 8, 16, held 12;
 * ``scalapack`` ScaLAPACK 2.2's LU test (``scalapack-mpi-test``, ``xdlu``, Fortran and C over
                BLACS), one LU factorisation and solve of a 960 x 960 matrix in blocks of 32 on
-               a P x Q grid (the most square one of P ranks, P <= Q); fit 4, 8, 16, held 12.
+               a P x Q grid (the most square one of P ranks, P <= Q); fit 4, 8, 16, held 12;
+* ``code_saturne`` code_saturne 6.0 (``code-saturne``: finite-volume CFD, C and Fortran,
+               its algebraic multigrid and Krylov solvers), the package's tutorial 1 (simple
+               junction, its 700-cell mesh and setup) for 30 time steps, prepared by its own
+               ``code_saturne run --initialize`` (the mesh imported, the solver linked); fit
+               2, 4, 8, held 12 (not in the default set: its solvers' iteration counts jump
+               with P, 0.2 to 8.4 M events, and at P = 16 the run writes 80 M).
 
 Per code and P: the trace (complete, events, calls sigex does not model); its signature
 (phases, coverage: the share of the run's time inside phases that repeat, goal >= 90%;
@@ -98,7 +104,7 @@ from logical_model.topology import dims_create  # noqa: E402
 OUT = ROOT / "bench" / "_unseen"
 APT = ("apt-get install abinit abinit-data cp2k quantum-espresso openfoam openfoam-examples "
        "nwchem-openmpi meep-openmpi elk-lapw gpaw mpb-mpi scalapack-mpi-test petsc-dev python3-dolfinx "
-       "libsundials-dev")
+       "libsundials-dev code-saturne")
 GOAL_COVERAGE = 0.90
 ABINIT_EX = Path("/usr/share/doc/abinit/examples")
 CP2K_EX = Path("/usr/share/doc/cp2k/examples")
@@ -387,6 +393,32 @@ def _sundials_setup(folder: Path) -> None:
                     "-lsundials_arkode", "-lsundials_nvecparallel", "-lm"], check=True)
 
 
+# ---- code_saturne: the simple-junction tutorial ------------------------------------------------
+CS_EX = Path("/usr/share/doc/code-saturne/examples/1-simple_junction")
+
+
+def _cs_setup(folder: Path) -> None:
+    """A study of the tutorial's case, 30 time steps, prepared by code_saturne's own stages:
+    its solver (linked for the case), mesh input and setup are what each run takes."""
+    env = {**os.environ, "USER": os.environ.get("USER") or "root"}  # (it reads $USER)
+
+    def run(argv: list[str], cwd: Path) -> None:
+        res = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+        if res.returncode:
+            raise SystemExit(f"code_saturne: {' '.join(argv)} failed (exit {res.returncode}): "
+                             f"{res.stdout[-400:]}{res.stderr[-400:]}")
+    run(["code_saturne", "create", "-s", "study", "-c", "case"], folder)
+    shutil.copy(CS_EX / "mesh" / "downcomer.des", folder / "study" / "MESH")
+    xml = (CS_EX / "case1" / "setup.xml").read_text()
+    (folder / "study" / "case" / "DATA" / "setup.xml").write_text(
+        re.sub(r"<iterations>\d+</iterations>", "<iterations>30</iterations>", xml))
+    run(["code_saturne", "run", "-p", "setup.xml", "-n", "2", "--id", "prep", "--stage", "--initialize"],
+        folder / "study" / "case" / "DATA")
+    prep = folder / "study" / "case" / "RESU" / "prep"
+    for name in ("cs_solver", "mesh_input", "setup.xml"):
+        shutil.copy(prep / name, folder / name)
+
+
 def _dolfinx_setup(folder: Path) -> None:
     (folder / "poisson.py").write_text(_DOLFINX_SCRIPT)
 
@@ -433,6 +465,10 @@ CODES = {
                      (4, 8, 16), 12, _stated(r"NLS iters\s+=\s+(\d+)", "stdout.txt"), "Newton iterations"),
     "scalapack": Code("scalapack", (str(XDLU),), lambda folder: None, lambda run, P: [str(XDLU)], (4, 8, 16), 12,
                       _count(r"^WALL .* PASSED", "stdout.txt"), "tests passed", prepare=_xdlu_prepare),
+    "code_saturne": Code("code_saturne", ("code_saturne", str(CS_EX / "mesh" / "downcomer.des")), _cs_setup,
+                         lambda run, P: [str(run / "cs_solver"), "--mpi"], (2, 4, 8), 12,
+                         _count(r"^ INSTANT .* TIME STEP NUMBER", "run_solver.log"), "time steps",
+                         env=lambda: {"OMP_NUM_THREADS": "1"}),
 }
 DEFAULT = ("abinit", "cp2k", "qe", "openfoam", "meep", "elk", "gpaw", "mpb", "scalapack", "petsc", "dolfinx",
            "sundials")

@@ -479,6 +479,30 @@ def _predict_scalar(model, P: int) -> float:
     return float(np.asarray(model.predict(np.array([P]))).reshape(-1)[0])
 
 
+#: a phase whose weight model misses a measured weight by more than this factor (either
+#: way) follows no model of P: its weight depends on the data, or the phases related
+#: across P are not the same iterations
+WEIGHT_MISS_FACTOR = 2.0
+
+
+def _weight_missed(wmodel, Pw: np.ndarray, Ww: np.ndarray) -> str | None:
+    """Why a phase's weight model cannot stand (None: it can): the measured weight it is
+    furthest from, where that is more than ``WEIGHT_MISS_FACTOR`` off. (code_saturne's
+    tutorial related a solver's inner iterations at P = 2 and 4 with its outer ones at
+    P = 8, weights 4,491, 197,794 and 1, and fitted 8 * P^-1 through them as a placed
+    phase; PETSc's GMRES cycles of one kind ran 1, 9 and 1 times at P = 4, 8 and 16.)"""
+    fitted = np.maximum(np.asarray(wmodel.predict(Pw), float).reshape(-1), 1.0)
+    off = np.maximum(fitted / Ww, Ww / fitted)
+    worst = int(np.argmax(off))
+    if off[worst] <= WEIGHT_MISS_FACTOR:
+        return None
+    measured = ", ".join(f"{int(w):,}@{int(p)}" for p, w in zip(Pw, Ww))
+    return (f"its weight follows no model of P: measured {measured}; the best fit, {wmodel.formula()}, "
+            f"gives {fitted[worst]:.3g} at P={int(Pw[worst])} ({off[worst]:.1f}x off): the count depends on "
+            "the data, or the iterations related across P are not the same (trace more P, or a run "
+            "long enough that the count settles)")
+
+
 def _leaves_ranks_out(role) -> bool:
     """Whether a communicator layout puts some ranks on none of its communicators (colour
     -1): a grid over one class's ranks, or a class's communicator alone."""
@@ -4517,6 +4541,9 @@ def build(signatures: Sequence[Signature], *, p_rule: str | None = None,
             wmodel = search.choose(Pw, Ww, p_rule=p_rule, name=f"weight of phase {k}")
         if wmodel is None:
             wmodel = search.fit(Pw, Ww, name=f"weight of phase {k}")
+        missed = _weight_missed(wmodel, Pw, Ww)
+        if missed:
+            problems.append(missed)
         work = {s.nprocs: np.asarray(s.phases[k].stats[work_col], float) for s in sigs}
         for s in sigs:  # a rank with no call in the phase does none of its work: its time
             # until its next call is that call's (a class idle while one rank works alone)

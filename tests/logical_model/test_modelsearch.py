@@ -189,3 +189,23 @@ def test_unknown_model_kind_is_refused():
         ms.load_model({"format": 1, "kind": "spline"})
     with pytest.raises(ExtrapolationError, match="not a sigex fitted model"):
         ms.load_model({"kind": "pmnf"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=st.integers(1, 5000), e=st.sampled_from([-1.0, -0.5, 0.0, 0.5, 1.0]),
+       Ps=st.sampled_from([(4, 8, 16), (2, 4, 8), (4, 8, 12, 16), (4, 9, 16, 25)]))
+def test_a_weight_that_follows_p_stands_and_one_that_jumps_is_refused(a, e, Ps):
+    """``model._weight_missed``: iteration counts that follow a law of P (rounded to whole
+    iterations) are fitted within a factor of 2 at every measured P; counts that jump by
+    more than that and back (a data-dependent count, or iterations of other kinds related
+    across P) are refused, naming the measured weights and the fit's miss."""
+    from logical_model.model import WEIGHT_MISS_FACTOR, _weight_missed
+    P = np.array(Ps, float)
+    w = np.maximum(1.0, np.round(a * P ** e))
+    assert _weight_missed(ms.fit(P, w, name="weight"), P, w) is None
+    jumped = w.copy()
+    jumped[1] = w[1] * 8 + 7  # the second P's count jumps, the others stay
+    why = _weight_missed(ms.fit(P, jumped, name="weight"), P, jumped)
+    assert why is not None and "its weight follows no model of P" in why
+    assert f"{int(jumped[1]):,}@{int(P[1])}" in why
+    assert WEIGHT_MISS_FACTOR == 2.0
