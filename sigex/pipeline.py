@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from signature._memory import available_memory
+from signature._memory import short_of
 from signature._text import table
 from signature.errors import CampaignError, DeadlockError, ExtrapolationError, SigexError, UsageError
 
@@ -349,8 +349,9 @@ def physical_trace(models: Models, P: int, progress: Callable[[str], None] | Non
         path = models.compute.physical_trace(P, Path(tmp) / f"P{P}.h5")
         with h5py.File(path, "r") as f:
             n = int(f["index"]["rank_offsets"][-1])
-        need, free = n * REPLAY_BYTES_PER_EVENT, available_memory()
-        if free is not None and need > free:
+        need = n * REPLAY_BYTES_PER_EVENT
+        free = short_of(need)
+        if free is not None:
             raise ExtrapolationError(
                 f"{models.app}: the physical trace at P={P:,} holds {n:,} events (one repetition of each "
                 f"phase); replaying them takes about {need / 2**30:.1f} GiB and this machine has "

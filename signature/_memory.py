@@ -35,7 +35,7 @@ from __future__ import annotations
 import ctypes
 import os
 
-__all__ = ["tune_allocation", "available_memory"]
+__all__ = ["tune_allocation", "available_memory", "short_of"]
 
 # glibc's <malloc.h>
 _M_TRIM_THRESHOLD = -1
@@ -80,3 +80,10 @@ def available_memory() -> int | None:
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def short_of(need: int) -> int | None:
+    """The bytes this machine has available where that is less than ``need`` (a stage to
+    refuse, naming both), else None (enough, or unknown)."""
+    free = available_memory()
+    return free if free is not None and need > free else None

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._memory import available_memory
+from ._memory import short_of
 from .errors import TraceFormatError, TracerError
 from .unmodelled import OTHER_THREADS
 from .trace import (COMPLETION_COLUMNS, COUNTER_COLUMNS, EVENT_COLUMNS, OP_CODE, OPS,
@@ -232,8 +232,9 @@ def _check_memory(raw_dir: Path, P: int) -> None:
     sizes (a killed rank's files stay at their window's size: an upper bound)."""
     size = sum(f.stat().st_size for f in raw_dir.glob("rank*.events"))
     n = size // RAW_EVENT_DTYPE.itemsize
-    need, free = n * ASSEMBLE_BYTES_PER_EVENT, available_memory()
-    if free is not None and need > free:
+    need = n * ASSEMBLE_BYTES_PER_EVENT
+    free = short_of(need)
+    if free is not None:
         raise TracerError(
             f"{raw_dir}: the run wrote {n:,} events over {P} ranks ({size / 2**30:.1f} GiB of raw records); "
             f"assembling them into a trace takes about {need / 2**30:.1f} GiB and this machine has "

@@ -10,7 +10,7 @@ import pytest
 
 import signature
 from conftest import ROOT, TRACES
-from signature import load_trace
+from signature import _memory as memory, load_trace
 from sigex.cli import main
 from sigex.pipeline import load_models, parse_p_range, predict
 
@@ -205,12 +205,11 @@ def test_a_replay_larger_than_the_free_memory_is_refused_before_it_starts(stenci
     """Where the physical trace's replay would need more memory than the machine has left, the
     prediction stops before reading it, saying how many events, how much memory and what to do
     (MPB's all-pairs transposes at P = 1,000 were killed by the kernel at 22 GB, silently)."""
-    import sigex.pipeline as pipeline
     from signature.errors import ExtrapolationError
-    monkeypatch.setattr(pipeline, "available_memory", lambda: 1 << 20)  # 1 MiB left
+    monkeypatch.setattr(memory, "available_memory", lambda: 1 << 20)  # 1 MiB left
     with pytest.raises(ExtrapolationError, match=r"the physical trace at P=4,096 holds [\d,]+ events .* takes "
                                                  r"about [\d.]+ GiB and this machine has 0\.0 GiB available\. "
                                                  r"Predict at a smaller P"):
         predict(stencil, 4096, "cluster-a")
-    monkeypatch.setattr(pipeline, "available_memory", lambda: None)  # unknown: no check
+    monkeypatch.setattr(memory, "available_memory", lambda: None)  # unknown: no check
     assert predict(stencil, 64, "cluster-a").runtime > 0

@@ -189,13 +189,14 @@ def test_a_run_too_large_to_assemble_is_refused_with_its_numbers(run_traced, mon
     no raw files behind (code_saturne at P = 16 wrote 80 M events; the kernel killed the
     assembly at 23.5 GB with no word, and 12 GB of raw files stayed in a hidden folder).
     Where the memory is unknown, it is assembled as before."""
+    import signature._memory as memory
     import signature._raw as raw_mod
     from signature import TracerError
     kept = run_traced(RING, 2, 20, -1, name="kept", keep_raw=True)
     raw = kept.path.with_name(kept.path.name + ".raw")
     n = sum(f.stat().st_size for f in raw.glob("rank*.events")) // raw_mod.RAW_EVENT_DTYPE.itemsize
     assert n >= kept.trace.n_events
-    monkeypatch.setattr(raw_mod, "available_memory", lambda: 1 << 10)
+    monkeypatch.setattr(memory, "available_memory", lambda: 1 << 10)
     with pytest.raises(TracerError, match=rf"{n:,} events over 2 ranks .* this machine has 0\.0 GiB available") as err:
         raw_mod.assemble(raw)
     assert "Trace a shorter run" in str(err.value)
@@ -203,5 +204,5 @@ def test_a_run_too_large_to_assemble_is_refused_with_its_numbers(run_traced, mon
         run_traced(RING, 2, 20, -1, name="refused")
     out = tmp_path / "refused-2"
     assert not list(out.iterdir()), "no trace file and no raw files are left"
-    monkeypatch.setattr(raw_mod, "available_memory", lambda: None)
+    monkeypatch.setattr(memory, "available_memory", lambda: None)
     assert raw_mod.assemble(raw).n_events == kept.trace.n_events
