@@ -926,9 +926,13 @@ def _last_variant(struct: np.ndarray, a: np.ndarray, b: np.ndarray, pos: int) ->
     at = np.flatnonzero(_covered(n, a, b))
     it = np.searchsorted(a, at, side="right") - 1
     vocab, idx = np.unique(struct[at], return_inverse=True)
-    counts = np.zeros((len(a), len(vocab)), np.int64)
-    np.add.at(counts, (it, idx.reshape(-1)), 1)
-    fewest = counts.min(axis=0)
+    V = len(vocab)
+    # each call's count in each variant (as pairs: a loop may have 100,000s of variants)
+    pair, n_pair = np.unique(it * V + idx.reshape(-1), return_counts=True)
+    call = pair % V
+    fewest = np.full(V, np.iinfo(np.int64).max)
+    np.minimum.at(fewest, call, n_pair)
+    fewest[np.bincount(call, minlength=V) < len(a)] = 0  # a call some variant lacks
     vocab, fewest = vocab[fewest > 0], fewest[fewest > 0]
     need = int(fewest.sum())
     if not need or need < GAP_ITERATION_SHARE * float(np.median(b - a)):
