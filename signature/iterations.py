@@ -871,8 +871,11 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
         b = np.concatenate(bounds + [np.array([pos])]).astype(np.int64)
         its = np.flatnonzero(np.concatenate(loops) == n_loops - 1)
         a, e = b[its], b[its + 1]
-        variant = ~np.isin(segment_hash(H, ipw, a, e), np.array(units, np.uint64))
-        last = _last_variant(struct, a[variant], e[variant], pos)
+        h = segment_hash(H, ipw, a, e)
+        variant = np.flatnonzero(~np.isin(h, np.array(units, np.uint64)))
+        one = np.sort(variant[np.unique(h[variant], return_index=True)[1]])  # (one of each content)
+        last = (_last_variant(struct, a[one], e[one], pos, float(np.median(e[variant] - a[variant])))
+                if len(variant) >= 2 else 0)
         if last:
             bounds.append(np.array([pos]))
             loops.append(np.array([n_loops - 1]))
@@ -903,14 +906,17 @@ def _cut(full: np.ndarray, struct: np.ndarray, depth: int = 0,
     return b, loop, first_p
 
 
-def _last_variant(struct: np.ndarray, a: np.ndarray, b: np.ndarray, pos: int) -> int:
+def _last_variant(struct: np.ndarray, a: np.ndarray, b: np.ndarray, pos: int,
+                  typical: float | None = None) -> int:
     """The length of the run's last step at ``pos`` (0: none), where it is a variant of the
     loop whose variant iterations are ``struct[a[k]:b[k]]`` (those that are none of its
-    plain iterations): the shortest start of the rest that holds, as a multiset,
-    ``STEP_SPLIT_SHARE`` of the calls every variant holds (per call, the fewest any of
-    them makes), within twice the longest variant's length. Only where there are two
-    variants at least and those calls are half of a variant's (``GAP_ITERATION_SHARE``:
-    variants that share little say nothing).
+    plain iterations; one of each content will do, in the run's order): the shortest start
+    of the rest that holds, as a multiset, ``STEP_SPLIT_SHARE`` of the calls every variant
+    holds (per call, the fewest any of them makes), within twice the longest variant's
+    length. Only where those calls are half of a variant's (``GAP_ITERATION_SHARE``:
+    variants that share little say nothing; ``typical``: the variant iterations' median
+    length, of these ``b - a`` when not given); the caller asks only where the loop has
+    two variant iterations at least.
 
     A neighbour search exchanges another number of atoms with other neighbours each time,
     so the run's last one is a block never seen before, and one that may lack calls the
@@ -921,7 +927,7 @@ def _last_variant(struct: np.ndarray, a: np.ndarray, b: np.ndarray, pos: int) ->
     energy steps both make) do not depend on the data; the step ends where the rest holds
     them all."""
     n = len(struct)
-    if len(a) < 2 or pos >= n:
+    if not len(a) or pos >= n:
         return 0
     at = np.flatnonzero(_covered(n, a, b))
     it = np.searchsorted(a, at, side="right") - 1
@@ -935,7 +941,7 @@ def _last_variant(struct: np.ndarray, a: np.ndarray, b: np.ndarray, pos: int) ->
     fewest[np.bincount(call, minlength=V) < len(a)] = 0  # a call some variant lacks
     vocab, fewest = vocab[fewest > 0], fewest[fewest > 0]
     need = int(fewest.sum())
-    if not need or need < GAP_ITERATION_SHARE * float(np.median(b - a)):
+    if not need or need < GAP_ITERATION_SHARE * (float(np.median(b - a)) if typical is None else typical):
         return 0
     held = _running_shares(struct[pos:pos + 2 * int((b - a).max())], vocab, fewest)
     c = int(np.argmax(held))
