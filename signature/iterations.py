@@ -53,6 +53,7 @@ import dataclasses
 
 import numpy as np
 
+from ._arrays import ranges
 from .trace import OP_CODE, PEER_ANY, Trace
 
 __all__ = ["structure_tokens", "rotating_roots", "ROOT_ROTATING", "relative_peers", "posted_peers", "find_unit", "segment_rank", "segment_keys",
@@ -929,8 +930,8 @@ def _last_variant(struct: np.ndarray, a: np.ndarray, b: np.ndarray, pos: int,
     n = len(struct)
     if not len(a) or pos >= n:
         return 0
-    at = np.flatnonzero(_covered(n, a, b))
-    it = np.searchsorted(a, at, side="right") - 1
+    at = ranges(a, b - a)  # (the variants do not overlap)
+    it = np.repeat(np.arange(len(a)), b - a)
     vocab, idx = np.unique(struct[at], return_inverse=True)
     V = len(vocab)
     # each call's count in each variant (as pairs: a loop may have 100,000s of variants)

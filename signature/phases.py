@@ -116,7 +116,7 @@ import dataclasses
 import numpy as np
 
 from . import persistent
-from ._arrays import find_events, lookup
+from ._arrays import find_events, lookup, ranges
 from .unmodelled import unmodelled_notes
 from .errors import IncompleteTraceError, TraceFormatError
 from .model import Phase, Signature
@@ -1084,9 +1084,8 @@ def _collectives_whole(bounds: np.ndarray, seg_loop: np.ndarray, ro: np.ndarray,
     order = np.argsort(coll_key, kind="stable")
     key, r, pos = coll_key[order], r[order], pos[order]
     starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
-    ends = np.append(starts[1:], len(key))
-    inst = np.repeat(np.arange(len(starts)), ends - starts)
-    size = ends - starts
+    size = np.diff(np.append(starts, len(key)))  # each instance's calls
+    inst = np.repeat(np.arange(len(starts)), size)
     # each call's iteration: the last bound at or before it (rank blocks side by side)
     span = int(out.max()) + 1
     flat = (out + np.arange(P, dtype=np.int64)[:, None] * span).reshape(-1)
@@ -1095,10 +1094,9 @@ def _collectives_whole(bounds: np.ndarray, seg_loop: np.ndarray, ro: np.ndarray,
     best = np.full(len(starts), -1, np.int64)  # per instance, the column most members hold it in
     most = np.zeros(len(starts), np.int64)
 
-    def commonest(insts: np.ndarray) -> None:
-        """``best``, ``most`` of the instances ``insts`` from the calls' columns now."""
-        sel = np.concatenate([np.arange(starts[k], ends[k]) for k in insts.tolist()]) if len(insts) < len(starts) \
-            else np.arange(len(key))
+    def commonest(sel: np.ndarray) -> None:
+        """``best``, ``most`` of the instances whose calls are ``sel`` (all of each's), from
+        the calls' columns now."""
         code = inst[sel] * (G + 1) + np.clip(col[sel], 0, G)
         u, n = np.unique(code, return_counts=True)
         ui = u // (G + 1)
@@ -1107,8 +1105,8 @@ def _collectives_whole(bounds: np.ndarray, seg_loop: np.ndarray, ro: np.ndarray,
         best[ui[for_max][last]] = (u % (G + 1))[for_max][last]
         most[ui[for_max][last]] = n[for_max][last]
 
-    commonest(np.arange(len(starts)))
     todo = np.arange(len(key))  # the calls that may move in this pass
+    commonest(todo)
     for _ in range(ROTATE_MAX):
         c = col[todo]
         inside = (c >= 0) & (c < G)
@@ -1137,14 +1135,15 @@ def _collectives_whole(bounds: np.ndarray, seg_loop: np.ndarray, ro: np.ndarray,
         # the next pass: the calls of the instances whose members moved, and the calls now
         # beside the bounds that moved (the next call of a run of collective calls)
         dirty = np.unique(inst[moved])
-        commonest(dirty)
+        members = ranges(starts[dirty], size[dirty])
+        commonest(members)
         if by_at is None:
             at_key = r * span + pos
             by_at = np.argsort(at_key, kind="stable")
             at_sorted = at_key[by_at]
         near = np.searchsorted(at_sorted, beside)
         near = by_at[near[(near < len(at_sorted)) & (at_sorted[np.minimum(near, len(at_sorted) - 1)] == beside)]]
-        todo = np.unique(np.concatenate([np.arange(starts[k], ends[k]) for k in dirty.tolist()] + [near]))
+        todo = np.unique(np.concatenate([members, near]))
     return out
 
 
